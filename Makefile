@@ -1,0 +1,48 @@
+# Two commands set up everything: `make lab` and `make test`.
+# Each (re)creates .venv when it is missing or older than pyproject.toml/constraints.txt.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+EXTRAS ?= dev
+# Inside Intel's Gaudi container torch comes with the Habana bridge: the venv then sees the
+# system site-packages and pins that torch, so pip can never replace it.
+GAUDI  := $(shell $(PYTHON) -c "import habana_frameworks" >/dev/null 2>&1 && echo 1)
+ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
+
+.PHONY: lab test venv lint constraints clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+ifeq ($(GAUDI),1)
+	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(PY) -c "import torch; print('torch==' + torch.__version__)" > $(VENV)/torch-pin.txt
+	grep -v '^torch==' constraints.txt >> $(VENV)/torch-pin.txt
+	$(PY) -m pip install -e '.[$(EXTRAS)]' -c $(VENV)/torch-pin.txt
+else
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch first: any later package asking for torch then finds it and pulls no CUDA build
+	$(PY) -m pip install -c constraints.txt torch==2.13.0
+	$(PY) -m pip install -c constraints.txt -e '.[$(EXTRAS)]'
+endif
+	touch $(STAMP)
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG)
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check workbench tests
+
+constraints: $(STAMP)
+	$(PY) -m pip freeze --exclude-editable | grep -v '^gaudi-workbench' \
+	  | sed 's/^torch==\([0-9.]*\)+cpu$$/torch==\1/' > constraints.new
+	@echo "review constraints.new, keep the header of constraints.txt, then move it over"
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,110 @@
+"""Shared fixtures: no network, the HPU test double, hardware-gated markers."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FAKES = Path(__file__).parent / "fakes"
+
+# No test reaches a model or dataset hub: the libraries are told so, and a fixture below
+# refuses every non-loopback connection.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.pop("WORKBENCH_DEVICE", None)
+
+
+def pytest_report_header(config):
+    from workbench.device import devices
+
+    found = [f"{d.kind} x{d.count} ({d.name})" for d in devices() if d.available]
+    return [f"workbench devices: {', '.join(found)}"]
+
+
+def pytest_collection_modifyitems(config, items):
+    from workbench.device import BACKENDS
+
+    have = {k: BACKENDS[k].available() for k in ("hpu", "cuda")}
+    for item in items:
+        for kind in ("hpu", "cuda"):
+            if item.get_closest_marker(f"requires_{kind}") and not have[kind]:
+                item.add_marker(pytest.mark.skip(reason=f"needs a real {kind} device"))
+
+
+class NetworkRefused(OSError):
+    pass
+
+
+def _is_local(address) -> bool:
+    if isinstance(address, (str, bytes)):  # AF_UNIX path
+        return True
+    host = address[0]
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch):
+    """Refuse every connection that leaves this machine."""
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def guard(sock, address):
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and not _is_local(address):
+            raise NetworkRefused(f"test tried to reach the network: {address!r}")
+
+    def connect(sock, address):
+        guard(sock, address)
+        return real_connect(sock, address)
+
+    def connect_ex(sock, address):
+        guard(sock, address)
+        return real_connect_ex(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    yield
+
+
+def _drop_fake_modules():
+    for name in [m for m in sys.modules if m == "habana_frameworks" or m.startswith("habana_frameworks.")]:
+        del sys.modules[name]
+    import torch
+
+    if hasattr(torch, "hpu") and getattr(torch.hpu, "__file__", "").startswith(str(FAKES)):
+        del torch.hpu
+
+
+@pytest.fixture
+def fake_hpu(monkeypatch):
+    """Put the Habana bridge TEST DOUBLE (tests/fakes) on the path for one test."""
+    from workbench.device import clear_cache
+
+    monkeypatch.syspath_prepend(str(FAKES))
+    monkeypatch.setenv("FAKE_HPU_GENERATION", "2")
+    monkeypatch.setenv("FAKE_HPU_COUNT", "8")
+    monkeypatch.delenv("PT_HPU_LAZY_MODE", raising=False)
+    _drop_fake_modules()
+    clear_cache()
+    yield FAKES
+    _drop_fake_modules()
+    clear_cache()
+
+
+@pytest.fixture
+def fake_env():
+    """Environment for a subprocess that should see the HPU test double."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(FAKES), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env

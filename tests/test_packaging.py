@@ -1,0 +1,58 @@
+"""The set-up files agree with each other."""
+
+from __future__ import annotations
+
+import re
+
+import tomllib
+import yaml
+from conftest import ROOT
+
+
+def _name(req: str) -> str:
+    return re.split(r"[<>=!~\[; ]", req, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_environment_yml_has_every_runtime_dependency():
+    deps = _pyproject()["project"]["dependencies"]
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert sorted(pip) == sorted(deps), "environment.yml and pyproject.toml dependencies differ"
+
+
+def test_torch_has_only_a_lower_bound():
+    torch = [d for d in _pyproject()["project"]["dependencies"] if _name(d) == "torch"]
+    assert torch == ["torch>=2.4"], "Gaudi containers bring their own torch: never pin it"
+
+
+def test_constraints_pin_every_runtime_dependency():
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            pins[_name(name)] = version
+    assert pins["torch"] == "2.13.0"
+    for dep in _pyproject()["project"]["dependencies"]:
+        assert _name(dep) in pins, f"{dep} is not pinned in constraints.txt"
+
+
+def test_readme_starts_with_the_two_commands():
+    text = (ROOT / "README.md").read_text()
+    assert text.index("make lab") < text.index("make test") < text.index("## ", text.index("make lab"))
+
+
+def test_code_passes_ruff():
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    ruff = Path(sys.executable).with_name("ruff")
+    ruff = str(ruff) if ruff.exists() else shutil.which("ruff")
+    assert ruff, "ruff is part of the dev extra; run `make test` to install it"
+    out = subprocess.run([ruff, "check", "workbench", "tests"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -1,0 +1,40 @@
+"""Gaudi Workbench: train Hugging Face models on Gaudi, GPU or CPU from a notebook.
+
+``import workbench`` stays light: torch, transformers, datasets and the Habana bridge are
+imported only when a function that needs them is called.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+from .device import DeviceInfo, device, devices  # noqa: E402  (light: imports no torch)
+
+# Public names served lazily from their modules, so that `import workbench` pulls in
+# nothing heavy. name -> module
+_LAZY = {
+    "ModelSpec": "catalog",
+    "model": "catalog",
+    "models": "catalog",
+    "DataSpec": "data",
+    "dataset": "data",
+    "datasets": "data",
+}
+
+__all__ = ["DeviceInfo", "device", "devices", "__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'workbench' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
