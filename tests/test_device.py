@@ -135,3 +135,14 @@ def test_cli_devices_and_version(fake_env):
     assert hpu.split()[1:3] == ["yes", "8"] and "Gaudi2" in hpu
     v = subprocess.run([exe, "--version"], check=True, capture_output=True, text=True).stdout
     assert v.strip() == f"gaudi-workbench {wb.__version__}"
+
+
+def test_public_names_stay_functions_after_submodules_are_imported():
+    import importlib
+    import pkgutil
+
+    for mod in pkgutil.iter_modules(wb.__path__):
+        importlib.import_module(f"workbench.{mod.name}")
+    for name in ("device", "devices", "model", "models", "dataset", "datasets", "train", "runs",
+                 "compare", "record", "records"):
+        assert callable(getattr(wb, name)) and not isinstance(getattr(wb, name), type(wb)), name

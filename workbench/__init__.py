@@ -14,7 +14,8 @@ __version__ = "0.1.0"
 from .device import DeviceInfo, device, devices  # noqa: E402  (light: imports no torch)
 
 # Public names served lazily from their modules, so that `import workbench` pulls in
-# nothing heavy. name -> module
+# nothing heavy. name -> module. A module never bears the name of a public function:
+# importing `workbench.X` sets the package attribute X to the module.
 _LAZY = {
     "ModelSpec": "catalog",
     "model": "catalog",
@@ -22,6 +23,12 @@ _LAZY = {
     "DataSpec": "data",
     "dataset": "data",
     "datasets": "data",
+    "train": "engine",
+    "Run": "run",
+    "runs": "run",
+    "compare": "run",
+    "record": "nbrecord",
+    "records": "nbrecord",
 }
 
 __all__ = ["DeviceInfo", "device", "devices", "__version__", *_LAZY]

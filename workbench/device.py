@@ -131,6 +131,16 @@ def _hpu_mark_step() -> None:
         importlib.import_module("habana_frameworks.torch.core").mark_step()
 
 
+def _hpu_compiles() -> int | None:
+    # graph_compilation counts every new graph the bridge compiles: a new input shape
+    # is a new graph, the main Gaudi performance trap.
+    try:
+        metrics = importlib.import_module("habana_frameworks.torch.hpu.metrics")
+        return int(dict(metrics.metric_global("graph_compilation").stats()).get("TotalNumber", 0))
+    except Exception:
+        return None
+
+
 def _hpu_sync(index: int) -> None:
     _hpu().synchronize()
 
@@ -221,6 +231,7 @@ class Backend:
     generation: Callable[[], str | None] = lambda: None
     mode: Callable[[], str | None] = lambda: None
     versions: Callable[[], dict[str, str | None]] = dict
+    compiles: Callable[[], int | None] = lambda: None  # graph compilations so far
     oom_marker: str = "out of memory"
 
 
@@ -243,6 +254,7 @@ BACKENDS: dict[str, Backend] = {
         generation=_hpu_generation,
         mode=hpu_mode,
         versions=_hpu_versions,
+        compiles=_hpu_compiles,
         oom_marker="PT_DEVMEM Allocation failed",
     ),
     "cuda": Backend(
@@ -366,6 +378,10 @@ class DeviceInfo:
         """Run the accumulated graph in HPU lazy mode; a no-op everywhere else."""
         self._require()
         self.backend.mark_step()
+
+    def compiles(self) -> int | None:
+        """Graphs compiled so far (HPU); None where the backend does not count them."""
+        return self.backend.compiles() if self.available else None
 
     def to_dict(self) -> dict[str, Any]:
         return {

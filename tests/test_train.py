@@ -1,0 +1,217 @@
+"""The training engine on CPU with the real Trainer: events, runs, stop, faults, resume."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+
+import workbench as wb
+from workbench.catalog import FAMILIES
+from workbench.run import Run
+
+DATA = {"bert": "docstrings-topic", "gpt2": "docstrings-lm", "t5": "docstrings-summary",
+        "llama": "docstrings-lm", "unet": "digits"}
+SUMMARY_KEYS = {"status", "error", "step", "max_steps", "train_loss", "eval", "samples_per_s",
+                "tokens_per_s", "step_time", "mem_peak", "mem_total", "wall_time_s", "device",
+                "versions", "checkpoint", "started", "ended"}
+
+
+@pytest.fixture(autouse=True)
+def _runs_in_tmp(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_RUNS", str(tmp_path / "runs"))
+
+
+def _train_events(run):
+    return [e for e in run.events if e["phase"] in ("warmup", "train")]
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_every_family_trains_on_its_bundled_data(family):
+    steps, batch = {"bert": (80, 16), "unet": (20, 8)}.get(family, (30, 8))
+    run = wb.train(wb.model(family), wb.dataset(DATA[family], limit=400), max_steps=steps,
+                   batch_size=batch, max_length=64, log_every=2, live=False)
+    assert run.status == "completed", run.summary.get("error")
+    events = _train_events(run)
+    steps_seen = [e["step"] for e in events]
+    assert steps_seen == list(range(2, steps + 1, 2)), "an event at every logging step, monotonic"
+    for e in events:
+        assert {"step", "loss", "lr", "grad_norm", "samples_per_s", "step_time", "mem_alloc",
+                "mem_peak", "phase"} <= set(e)
+        assert e["samples_per_s"] > 0 and e["mem_alloc"] > 0
+    if family != "unet":
+        assert all(e["tokens_per_s"] > 0 for e in events)
+    if family != "unet":  # the language and classification families learn visibly
+        first = sum(e["loss"] for e in events[:3]) / 3
+        last = sum(e["loss"] for e in events[-3:]) / 3
+        assert last < first * 0.95, (first, last)
+    assert [e["phase"] for e in run.events][0] == "start" and run.events[-1]["phase"] == "end"
+    assert any(e["phase"] == "eval" and "eval_loss" in e for e in run.events)
+    summary = json.loads((run.path / "summary.json").read_text())
+    assert SUMMARY_KEYS <= set(summary)
+    assert summary["step"] == steps and summary["device"]["kind"] == "cpu"
+    assert (run.last_checkpoint / "model.safetensors").exists()
+    assert not list(run.last_checkpoint.glob("pytorch_model*.bin")), "weights are saved as safetensors only"
+
+
+def test_throughput_excludes_warmup_and_summary_uses_train_intervals():
+    run = wb.train("gpt2-tiny", "docstrings-lm", max_steps=12, batch_size=4, log_every=2,
+                   throughput_warmup_steps=4, max_length=32, live=False)
+    phases = {e["step"]: e["phase"] for e in _train_events(run)}
+    assert phases == {2: "warmup", 4: "warmup", 6: "train", 8: "train", 10: "train", 12: "train"}
+    train = sorted(e["tokens_per_s"] for e in _train_events(run) if e["phase"] == "train")
+    assert run.summary["tokens_per_s"] == pytest.approx((train[1] + train[2]) / 2)
+
+
+def test_classification_reports_accuracy_and_run_reopens():
+    run = wb.train("bert-tiny", wb.dataset("docstrings-topic", limit=200), max_steps=6, live=False)
+    assert 0 <= run.summary["eval"]["accuracy"] <= 1
+    again = Run.open(run.path)
+    assert again.status == "completed" and len(again.metrics) == len(run.events)
+    model, tok = again.model, again.tokenizer
+    assert type(model).__name__ == "BertForSequenceClassification" and tok is not None
+    table = wb.runs()
+    assert run.name in set(table["run"])
+    side = wb.compare(run, again.path)
+    assert list(side.columns) == [run.name, run.name + " #2"] and side.loc["status"].tolist() == ["completed"] * 2
+
+
+def test_rerunning_never_overwrites_a_run():
+    a = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), max_steps=2, name="same", live=False)
+    b = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), max_steps=2, name="same", live=False)
+    assert a.path != b.path and a.path.exists() and b.path.exists()
+
+
+def test_bad_arguments_fail_before_training():
+    with pytest.raises(ValueError, match="gpt2-tiny does its task 'causal_lm' but 'docstrings-topic' is a 'classification' dataset"):
+        wb.train("gpt2-tiny", "docstrings-topic", max_steps=2, live=False)
+    with pytest.raises(ValueError, match="unknown precision 'fp8'; known: auto, fp32, bf16, fp16"):
+        wb.train("gpt2-tiny", "docstrings-lm", max_steps=2, precision="fp8", live=False)
+    with pytest.raises(RuntimeError, match="'cuda'.*not available"):
+        wb.train("gpt2-tiny", "docstrings-lm", max_steps=2, device="cuda", live=False)
+
+
+def test_stop_from_another_thread_checkpoints_and_resume_matches_an_uninterrupted_run():
+    kw = dict(max_steps=12, batch_size=8, log_every=1, max_length=32, live=False)
+    data = wb.dataset("docstrings-lm", limit=200)
+    straight = wb.train("gpt2-tiny", data, **kw)
+
+    run = wb.train("gpt2-tiny", data, background=True, **kw)
+    run.subscribe(lambda e: run.stop() if e.get("step") == 5 and e["phase"] == "train" else None)
+    run.wait(120)
+    assert run.status == "stopped" and run.summary["step"] == 6
+    assert run.last_checkpoint.name == "checkpoint-6"
+
+    run.resume()
+    assert run.status == "completed" and run.summary["step"] == 12
+    steps = [e["step"] for e in _train_events(run)]
+    assert steps == list(range(1, 13)), "resumed log continues without gaps or repeats"
+    a = {e["step"]: e["loss"] for e in _train_events(straight)}
+    b = {e["step"]: e["loss"] for e in _train_events(run)}
+    assert b[12] == pytest.approx(a[12], rel=1e-5), "optimizer, scheduler, RNG and data order restored"
+    for p, q in zip(straight.model.parameters(), run.model.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+
+
+def test_nan_loss_stops_with_a_message_and_keeps_the_last_good_checkpoint(capsys):
+    from transformers import TrainerCallback
+
+    class Poison(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kw):
+            if state.global_step == 7:
+                with torch.no_grad():
+                    next(model.parameters()).fill_(float("nan"))
+
+    run = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), max_steps=40, batch_size=4,
+                   max_length=32, log_every=1, save_every=5, callbacks=[Poison()], live=False)
+    assert run.status == "failed"
+    assert "at step 8" in run.summary["error"] and "lower learning rate" in run.summary["error"]
+    assert "at step 8" in capsys.readouterr().err
+    assert run.last_checkpoint.name == "checkpoint-5"
+    state = json.loads((run.last_checkpoint / "trainer_state.json").read_text())
+    assert all(math.isfinite(h["loss"]) for h in state["log_history"] if "loss" in h)
+
+
+def test_other_exceptions_mark_the_run_failed_and_reraise():
+    from transformers import TrainerCallback
+
+    class Boom(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            if state.global_step == 3:
+                raise RuntimeError("disk on fire")
+
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), max_steps=10, batch_size=4,
+                 max_length=32, callbacks=[Boom()], live=False)
+    run = Run.open(sorted((wb.run.Path(os.environ["WORKBENCH_RUNS"])).iterdir())[-1])
+    assert run.status == "failed" and "disk on fire" in run.summary["error"]
+    assert "Traceback" in run.summary["traceback"]
+
+
+SCRIPT = textwrap.dedent("""
+    import sys, workbench as wb
+    run = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=400), max_steps=100000, batch_size=4,
+                   max_length=32, log_every=1, save_every=5, name="victim", live=False)
+    print("RETURNED", run.status, flush=True)
+""")
+
+
+def _start_victim(tmp_path):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    root = tmp_path / "runs"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        found = list(root.glob("*-victim/checkpoints/checkpoint-10/trainer_state.json"))
+        if found:
+            return proc, Run.open(found[0].parents[2])
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("the training subprocess never reached step 10")
+
+
+def test_sigint_stops_gracefully_without_a_traceback(tmp_path):
+    proc, run = _start_victim(tmp_path)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "RETURNED stopped" in out and "Traceback" not in err
+    assert run.status == "stopped"
+    last = run.summary["step"]
+    assert run.last_checkpoint.name == f"checkpoint-{last}", "a checkpoint at the step it stopped"
+
+
+def test_sigkill_then_resume_loses_at_most_save_every_steps(tmp_path):
+    proc, run = _start_victim(tmp_path)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    reopened = Run.open(run.path)
+    assert reopened.status == "failed", "a killed process leaves a run that reads as failed"
+    logged = max(e["step"] for e in reopened.events if "step" in e)
+    ckpt = int(reopened.last_checkpoint.name.split("-")[-1])
+    assert 0 <= logged - ckpt <= 5
+    reopened.resume(max_steps=ckpt + 4, live=False)
+    assert reopened.status == "completed" and reopened.summary["step"] == ckpt + 4
+    steps = [e["step"] for e in _train_events(reopened)]
+    assert steps == sorted(set(steps)) and steps[-1] == ckpt + 4
+
+
+def test_diffusion_run_samples_images():
+    run = wb.train("unet-tiny", wb.dataset("digits", limit=64), max_steps=3, batch_size=8, live=False)
+    images = run.sample(4, steps=5)
+    assert len(images) == 4 and images[0].size == (32, 32) and images[0].mode == "L"
+    again = Run.open(run.path).sample(4, steps=5)
+    assert [a.tobytes() for a in images] == [b.tobytes() for b in again]
+    with pytest.raises(ValueError, match="for diffusion runs"):
+        wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=32), max_steps=1, live=False).sample(2)

@@ -1,0 +1,526 @@
+"""``wb.train``: transformers' Trainer, composed (never subclassed) with device-aware defaults.
+
+The Trainer is the engine. This module picks its arguments from the backend table, adds
+callbacks (events, stop flag, NaN guard, HPU ``mark_step``), wraps the collator to count
+real tokens, and keeps everything a run needs in its directory.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import statistics
+import sys
+import threading
+import traceback
+from pathlib import Path
+from typing import Any
+
+from . import run as runs
+from .catalog import ModelSpec
+from .catalog import model as as_model
+from .data import DataSpec
+from .data import dataset as as_dataset
+from .device import DeviceInfo
+from .device import device as pick_device
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+# --------------------------------------------------------------------------- collator
+class CountingCollator:
+    """Wraps a collator; counts training samples and non-pad tokens on the CPU.
+
+    Counting here, on the batch the collator has just built, needs no device sync; the
+    Trainer's own ``include_num_input_tokens_seen`` calls ``.item()`` every step.
+    Evaluation batches are collated while the model is in eval mode and are not counted.
+    """
+
+    def __init__(self, inner, model):
+        self.inner, self.model = inner, model
+        self.samples = 0
+        self.tokens = 0
+
+    def __call__(self, features):
+        batch = self.inner(features)
+        if self.model.training:
+            self.samples += len(features)
+            mask = batch.get("attention_mask") if hasattr(batch, "get") else None
+            if mask is not None:
+                self.tokens += int(mask.sum())
+        return batch
+
+
+def _collator(task: str, tokenizer, model):
+    import transformers
+
+    if task == "classification":
+        return transformers.DataCollatorWithPadding(tokenizer)
+    if task == "causal_lm":
+        return transformers.DataCollatorForLanguageModeling(tokenizer, mlm=False)
+    if task == "seq2seq":
+        return transformers.DataCollatorForSeq2Seq(tokenizer, model=model)
+    return transformers.default_data_collator
+
+
+# --------------------------------------------------------------------------- callbacks
+def _callback_base():
+    from transformers import TrainerCallback
+
+    return TrainerCallback
+
+
+class _Events:
+    """Emits events at logging steps and evaluations; stops on request or on NaN."""
+
+    def __init__(self, run: runs.Run, device: DeviceInfo, counter: CountingCollator,
+                 batch_size: int, warmup_steps: int):
+        self.run, self.device, self.counter = run, device, counter
+        self.batch_size, self.warmup_steps = batch_size, warmup_steps
+        self.nan_step: int | None = None
+        self.intervals: list[dict] = []
+        self.last: dict[str, Any] = {}
+        self.eval: dict[str, float] = {}
+        self._mark = None  # (time, step, samples, tokens) at the start of the interval
+        self._restart = True
+
+    # the Trainer calls these -------------------------------------------------------
+    def on_train_begin(self, args, state, control, **kw):
+        self.max_steps = state.max_steps
+        self.t_start = runs.monotonic()
+        self.run.log.emit({"phase": "start", "step": state.global_step, "max_steps": state.max_steps,
+                           "device": self.device.kind, "mem_total": self.device.total_memory,
+                           "batch_size": self.batch_size})
+        self._restart = True
+
+    def on_step_begin(self, args, state, control, **kw):
+        if self._restart:  # start timing after a start, an evaluation or a save
+            self._restart = False
+            self._mark = (runs.monotonic(), state.global_step, self.counter.samples, self.counter.tokens)
+
+    def on_step_end(self, args, state, control, **kw):
+        last = state.global_step >= state.max_steps
+        if self.run._stop.is_set():
+            control.should_training_stop = True
+            last = True
+        if last:  # always log and checkpoint the final step (NaN is checked at the log first)
+            control.should_log = True
+            control.should_save = True
+        return control
+
+    def on_log(self, args, state, control, logs=None, **kw):
+        logs = logs or {}
+        if "loss" not in logs:
+            return control
+        self.device.synchronize()  # the only sync: at logging steps, before reading the clock
+        now = runs.monotonic()
+        t0, s0, n0, k0 = self._mark or (now, state.global_step, self.counter.samples, self.counter.tokens)
+        dt = max(now - t0, 1e-9)
+        steps = max(state.global_step - s0, 1)
+        samples, tokens = self.counter.samples - n0, self.counter.tokens - k0
+        mem = self.device.memory()
+        event = {
+            "step": state.global_step,
+            "phase": "warmup" if state.global_step <= self.warmup_steps else "train",
+            "loss": logs["loss"], "lr": logs.get("learning_rate"), "grad_norm": logs.get("grad_norm"),
+            "epoch": logs.get("epoch"), "samples_per_s": samples / dt,
+            "tokens_per_s": tokens / dt if tokens else None, "step_time": dt / steps,
+            "mem_alloc": mem["allocated"], "mem_peak": mem["peak"], "compiles": self.device.compiles(),
+            "time": now - self.t_start,
+        }
+        self.run.log.emit(event)
+        self.last = event
+        self.intervals.append(event)
+        self._mark = (runs.monotonic(), state.global_step, self.counter.samples, self.counter.tokens)
+        if not math.isfinite(logs["loss"]):
+            self.nan_step = state.global_step
+            control.should_training_stop = True
+            control.should_save = False  # keep the last good checkpoint
+        return control
+
+    def on_evaluate(self, args, state, control, metrics=None, **kw):
+        metrics = dict(metrics or {})
+        if "eval_loss" in metrics and self.run.spec["model"]["task"] in ("causal_lm", "seq2seq"):
+            metrics["eval_perplexity"] = math.exp(min(metrics["eval_loss"], 50))
+        keep = {k: v for k, v in metrics.items()
+                if k != "epoch" and not k.endswith(("_runtime", "_per_second", "_steps_per_second"))}
+        self.eval = {k.removeprefix("eval_"): v for k, v in keep.items()}
+        self.run.log.emit({"step": state.global_step, "phase": "eval", **keep})
+        self._restart = True
+
+    def on_save(self, args, state, control, **kw):
+        self._restart = True
+
+    def throughput(self) -> dict[str, float | None]:
+        """Medians over the intervals after warm-up (all intervals if there are none)."""
+        train = [e for e in self.intervals if e["phase"] == "train"] or self.intervals
+        out = {}
+        for key in ("samples_per_s", "tokens_per_s", "step_time"):
+            vals = [e[key] for e in train if e.get(key) is not None]
+            out[key] = statistics.median(vals) if vals else None
+        return out
+
+
+class _MarkStep:
+    """HPU lazy mode: run the accumulated graph after backward and after the optimizer step."""
+
+    def __init__(self, device: DeviceInfo):
+        self.device = device
+
+    def on_pre_optimizer_step(self, args, state, control, **kw):
+        self.device.mark_step()
+
+    def on_optimizer_step(self, args, state, control, **kw):
+        self.device.mark_step()
+
+
+def _as_callback(obj):
+    """Give one of our plain classes the TrainerCallback interface (no-op defaults)."""
+    base = _callback_base()
+    cls = type(type(obj).__name__, (type(obj), base), {})
+    obj.__class__ = cls
+    return obj
+
+
+# --------------------------------------------------------------------------- defaults
+def _auto_steps(total: int) -> tuple[int, int]:
+    """(log_every, save_every) for a run of ``total`` steps; save is a multiple of log."""
+    log_every = max(1, min(25, total // 50))
+    save = min(500, max(total // 4, 1))
+    save_every = max(log_every, (save + log_every - 1) // log_every * log_every)
+    return log_every, save_every
+
+
+def _precision(device: DeviceInfo, precision: str) -> str:
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
+    p = device.precision if precision == "auto" else precision
+    if p == "fp16" and device.kind == "hpu" and device.generation == "Gaudi1":
+        raise ValueError("Gaudi1 has no fp16: use precision='bf16'")
+    return p
+
+
+def _optimizer(device: DeviceInfo, model, lr: float, extra: dict):
+    """(optim name for TrainingArguments, optimizer instance or None) from the backend table."""
+    name = device.backend.optimizer
+    if name == "hpex_fused_adamw":
+        from habana_frameworks.torch.hpex.optimizers import FusedAdamW
+
+        model.to(device.torch_device)  # the optimizer must see the parameters on the device
+        opt = FusedAdamW(model.parameters(), lr=lr, eps=extra.get("adam_epsilon", 1e-8),
+                         weight_decay=extra.get("weight_decay", 0.0))
+        return "adamw_torch", opt
+    return name, None
+
+
+# --------------------------------------------------------------------------- building
+def _build(spec: dict, run: runs.Run, device: DeviceInfo):
+    import transformers
+
+    mspec, dspec, a = ModelSpec.from_dict(spec["model"]), DataSpec.from_dict(spec["data"]), spec["args"]
+    transformers.set_seed(a["seed"])
+    model, tok = mspec.build(num_labels=dspec.num_labels)
+    if mspec.task == "diffusion":
+        from .diffusion import DiffusionModel
+
+        model = DiffusionModel(model)
+    prepared = dspec.prepare(tok, max_length=a["max_length"])
+    counter = CountingCollator(_collator(mspec.task, tok, model), model)
+    precision = _precision(device, a["precision"])
+    extra = dict(a["trainer_overrides"])
+    optim, optimizer = _optimizer(device, model, a["lr"], extra)
+    compile_ = a["compile"]
+    if compile_ is None:  # HPU eager mode wants torch.compile; elsewhere it is opt-in
+        compile_ = device.kind == "hpu" and device.mode == "eager"
+    targs = dict(
+        output_dir=str(run.path / "checkpoints"),
+        per_device_train_batch_size=a["batch_size"], per_device_eval_batch_size=a["batch_size"],
+        learning_rate=a["lr"], max_steps=a["max_steps"] or -1, num_train_epochs=a["epochs"] or 1,
+        logging_steps=a["log_every"], logging_nan_inf_filter=False,
+        eval_strategy="steps" if a["eval_every"] else "no", eval_steps=a["eval_every"],
+        save_strategy="steps", save_steps=a["save_every"], save_total_limit=2,
+        bf16=precision == "bf16", fp16=precision == "fp16", use_cpu=device.kind == "cpu",
+        optim=optim, seed=a["seed"], data_seed=a["seed"], report_to=a["report_to"] or "none",
+        disable_tqdm=True, remove_unused_columns=False, dataloader_num_workers=0,
+        prediction_loss_only=mspec.task != "classification",
+        torch_compile=bool(compile_), label_names=["labels"] if mspec.task != "diffusion" else [],
+    )
+    if compile_ and device.backend.compile_backend:
+        targs["torch_compile_backend"] = device.backend.compile_backend
+    targs.update(extra)
+    args = transformers.TrainingArguments(**targs)
+    events = _as_callback(_Events(run, device, counter, a["batch_size"], a["throughput_warmup_steps"]))
+    callbacks = [events]
+    if device.kind == "hpu" and device.mode == "lazy":
+        callbacks.append(_as_callback(_MarkStep(device)))
+    callbacks += run.callbacks
+    trainer = transformers.Trainer(
+        model=model, args=args, train_dataset=prepared["train"], eval_dataset=prepared["eval"],
+        data_collator=counter, processing_class=tok if mspec.task != "diffusion" else None, callbacks=callbacks,
+        optimizers=(optimizer, None), compute_metrics=_accuracy if mspec.task == "classification" else None,
+    )
+    trainer.remove_callback(transformers.PrinterCallback)  # events replace its printed dicts
+    return trainer, events, model, tok
+
+
+def _accuracy(pred) -> dict[str, float]:
+    import numpy as np
+
+    logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
+    return {"accuracy": float((np.asarray(logits).argmax(-1) == pred.label_ids).mean())}
+
+
+# --------------------------------------------------------------------------- running
+class _Interrupts:
+    """While training in the main thread, the first SIGINT (Ctrl-C, the notebook's stop
+    button, Jupyter's interrupt endpoint) stops gracefully after the current step with a
+    checkpoint; a second one raises KeyboardInterrupt as usual."""
+
+    def __init__(self, run: runs.Run):
+        self.run, self.previous = run, None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.run._stop.is_set():
+            raise KeyboardInterrupt
+        self.run.stop()
+        print(f"\nStopping {self.run.name} after this step (interrupt again to abort).", file=sys.stderr, flush=True)
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+        return False
+
+
+def _execute(run: runs.Run, resume_from: Path | None = None) -> runs.Run:
+    spec = run.spec
+    device = pick_device(spec["args"]["device"])
+    from .device import _version
+
+    runs.started(run, {"device": device.to_dict(), "max_steps": spec["args"]["max_steps"],
+                       "versions": {**device.versions, "datasets": _version("datasets"),
+                                    "accelerate": _version("accelerate"), "workbench": _version("gaudi-workbench")}})
+    run._stop.clear()
+    run.error = None
+    t0 = runs.monotonic()
+    status, error, tb = "completed", None, None
+    events = None
+    quiet = _Quiet()
+    try:
+        quiet.__enter__()
+        trainer, events, model, tok = _build(spec, run, device)
+        run.trainer, run._model, run._tokenizer = trainer, model, tok
+        with _Interrupts(run):
+            try:
+                trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+            except KeyboardInterrupt:
+                status, error = "stopped", "interrupted twice: aborted without a final checkpoint"
+            if events.nan_step is not None:
+                status = "failed"
+                error = (f"the loss became {events.last.get('loss')} at step {events.nan_step}; training stopped and "
+                         f"the last good checkpoint was kept. Likely fixes: a lower learning rate "
+                         f"(lr={spec['args']['lr'] / 10:g}), precision='bf16' instead of 'fp16', or gradient "
+                         f"clipping (max_grad_norm=1.0).")
+                print(error, file=sys.stderr, flush=True)
+            elif status == "completed" and run._stop.is_set():
+                status = "stopped"
+            if status != "failed" and error is None:
+                trainer.evaluate()
+    except BaseException as e:  # recorded, then re-raised
+        status, error, tb = "failed", f"{type(e).__name__}: {e}", traceback.format_exc()
+        run.error = e
+        if isinstance(e, KeyboardInterrupt):
+            status = "stopped"
+        raise
+    finally:
+        state = run.trainer.state if run.trainer is not None else None
+        mem = device.memory()
+        summary = {"status": status, "error": error, "traceback": tb,
+                   "step": state.global_step if state else 0,
+                   "max_steps": state.max_steps if state else spec["args"]["max_steps"],
+                   "wall_time_s": runs.monotonic() - t0, "mem_peak": mem["peak"], "mem_total": mem["total"],
+                   "checkpoint": str(run.last_checkpoint) if run.last_checkpoint else None}
+        if events is not None:
+            summary.update({"train_loss": events.last.get("loss"), "eval": events.eval, **events.throughput(),
+                            "compiles": events.last.get("compiles")})
+            run.log.emit({"phase": "end", "step": summary["step"], "status": status})
+        runs.finished(run, summary)
+        quiet.__exit__()
+    return run
+
+
+class _Quiet:
+    """Silence the libraries' own progress bars while a run trains (our display has one)."""
+
+    def __enter__(self):
+        import datasets
+        from transformers.utils import logging as hf_logging
+
+        self.hf, self.ds = hf_logging.is_progress_bar_enabled(), datasets.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+        datasets.disable_progress_bars()
+        return self
+
+    def __exit__(self, *exc):
+        import datasets
+        from transformers.utils import logging as hf_logging
+
+        if getattr(self, "hf", False):
+            hf_logging.enable_progress_bar()
+        if getattr(self, "ds", False):
+            datasets.enable_progress_bars()
+
+
+def _start(run: runs.Run, resume_from: Path | None, background: bool) -> runs.Run:
+    if not background:
+        return _execute(run, resume_from)
+
+    def target():
+        try:
+            _execute(run, resume_from)
+        except BaseException:  # kept on run.error; run.wait() re-raises
+            pass
+
+    run._thread = threading.Thread(target=target, name=f"workbench-{run.name}", daemon=True)
+    run._thread.start()
+    return run
+
+
+def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None = None,
+          epochs: float | None = None, batch_size: int = 16, lr: float | None = None,
+          precision: str = "auto", device: str = "auto", eval_every: int | None = None,
+          save_every: int | None = None, log_every: int | None = None, run_dir: str | Path | None = None,
+          name: str | None = None, live: str | bool = "auto", background: bool = False,
+          max_length: int = 128, seed: int = 0, compile: bool | None = None,
+          throughput_warmup_steps: int | None = None, report_to: str | list[str] | None = None,
+          callbacks: list | None = None, **trainer_overrides) -> runs.Run:
+    """Train ``model`` on ``data`` with transformers' Trainer; returns the Run.
+
+    Parameters
+    ----------
+    model : str or ModelSpec
+        ``wb.model(...)`` or a catalog name such as ``"bert-tiny"``.
+    data : str or DataSpec
+        ``wb.dataset(...)`` or a bundled name such as ``"docstrings-topic"``.
+    max_steps, epochs
+        Length of training (default: one epoch).
+    batch_size : int
+        Per-device batch size.
+    lr : float, optional
+        Default 1e-3 for random-init models, 5e-5 for pretrained weights.
+    precision : {"auto", "fp32", "bf16", "fp16"}
+        ``auto`` takes the device's preference (bf16 on Gaudi and recent GPUs, fp32 on CPU).
+    device : str
+        ``auto``, ``hpu``, ``cuda``, ``cpu``.
+    eval_every, save_every, log_every : int, optional
+        Steps between evaluations (default: only at the end), checkpoints and events.
+    run_dir : path, optional
+        Where the run directory is created (default ``./runs``).
+    live : {"auto", True, False}
+        Live progress display; ``auto`` shows it where a front end can draw it.
+    background : bool
+        Return at once and train in a thread (``run.stop()``, ``run.wait()``).
+    compile : bool, optional
+        ``torch.compile`` the model (default: on in HPU eager mode only).
+    report_to : str or list, optional
+        ``"tensorboard"`` or ``"mlflow"``; nothing by default.
+    callbacks : list of transformers.TrainerCallback, optional
+        Extra callbacks for the Trainer (not saved in the run; pass them again to resume).
+    **trainer_overrides
+        Any ``transformers.TrainingArguments`` field (e.g. ``max_grad_norm=1.0``).
+
+    Examples
+    --------
+    >>> import workbench as wb
+    >>> run = wb.train("bert-tiny", "docstrings-topic", max_steps=20, live=False)  # doctest: +SKIP
+    >>> run.status  # doctest: +SKIP
+    'completed'
+    """
+    mspec, dspec = as_model(model), as_dataset(data)
+    if mspec.task != dspec.task:
+        raise ValueError(f"{mspec.name} does its task {mspec.task!r} but {dspec.name!r} is a "
+                         f"{dspec.task!r} dataset; pick a matching pair, e.g. "
+                         f"wb.model('{mspec.family}', task='{dspec.task}') if the family supports it")
+    if max_steps is not None and max_steps < 1:
+        raise ValueError(f"max_steps must be at least 1, got {max_steps}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    dev = pick_device(device)  # fails early, with the fix, on an unavailable device
+    if lr is None:
+        lr = 5e-5 if mspec.is_pretrained else 1e-3
+    if max_steps:
+        total = max_steps
+    else:
+        rows = dspec.load()["train"].num_rows
+        total = max(1, math.ceil(rows / batch_size) * math.ceil(epochs or 1))
+    auto_log, auto_save = _auto_steps(total)
+    log_every = log_every or auto_log
+    save_every = save_every or auto_save
+    if save_every % log_every:  # checkpoints land on logging steps, where NaN is checked
+        save_every = (save_every // log_every + 1) * log_every
+    args = {"max_steps": max_steps, "epochs": epochs, "batch_size": batch_size, "lr": lr,
+            "precision": precision, "device": dev.kind if device == "auto" else device,
+            "eval_every": eval_every, "save_every": save_every, "log_every": log_every,
+            "max_length": max_length, "seed": seed, "compile": compile,
+            "throughput_warmup_steps": throughput_warmup_steps if throughput_warmup_steps is not None else max(3, log_every),
+            "report_to": report_to, "trainer_overrides": trainer_overrides}
+    path = runs.new_run_dir(name or f"{mspec.name}-{dspec.name}", run_dir)
+    runs.write_json(path / "spec.json", {"model": mspec.to_dict(), "data": dspec.to_dict(), "args": args})
+    run = runs.Run(path)
+    run.callbacks = list(callbacks or [])
+    _attach_display(run, live)
+    return _start(run, None, background)
+
+
+def _resume(run: runs.Run, max_steps: int | None = None, live: str | bool = "auto",
+            background: bool = False, callbacks: list | None = None, **overrides) -> runs.Run:
+    if run.is_training:
+        raise RuntimeError(f"{run.name} is training right now; stop it first")
+    ckpt = run.last_checkpoint
+    if ckpt is None:
+        raise FileNotFoundError(f"{run.name} has no checkpoint to resume from; start a new run with wb.train(...)")
+    spec = run.spec
+    if max_steps is not None:
+        spec["args"]["max_steps"] = max_steps
+    spec["args"]["trainer_overrides"].update(overrides)
+    spec.setdefault("resumes", []).append({"from": ckpt.name, "max_steps": max_steps, "at": runs._now()})
+    runs.write_json(run.path / "spec.json", spec)
+    run.log.truncate_after(int(ckpt.name.split("-")[-1]))
+    run.callbacks = list(callbacks or [])
+    _attach_display(run, live)
+    return _start(run, ckpt, background)
+
+
+def _attach_display(run: runs.Run, live: str | bool) -> None:
+    from .progress import attach
+
+    attach(run, live)
+
+
+def load_model(run: runs.Run):
+    """(model, tokenizer) from the run's last checkpoint, weights from safetensors."""
+    ckpt = run.last_checkpoint
+    if ckpt is None:
+        raise FileNotFoundError(f"{run.name} has no checkpoint yet")
+    spec = ModelSpec.from_dict(run.spec["model"])
+    if spec.task == "diffusion":
+        from safetensors.torch import load_file
+
+        from .diffusion import DiffusionModel
+
+        unet, _ = spec.build()
+        model = DiffusionModel(unet)
+        model.load_state_dict(load_file(str(ckpt / "model.safetensors")))
+        return model, None
+    import transformers
+
+    from .catalog import TASK_CLASSES
+
+    cls = getattr(transformers, TASK_CLASSES[spec.task])
+    model = cls.from_pretrained(str(ckpt), use_safetensors=True, trust_remote_code=spec.trust_remote_code)
+    tok = transformers.AutoTokenizer.from_pretrained(str(ckpt))
+    return model, tok

@@ -1,0 +1,61 @@
+"""Results a notebook records for tests: ``wb.record(name, value)`` and ``wb.records(path)``.
+
+A record is a display output with the mime type ``application/vnd.workbench.record+json``
+and a text/plain twin, so it is saved in the notebook, survives papermill, and reads back
+without executing anything.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+MIME = "application/vnd.workbench.record+json"
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 0) == 0:
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"cannot record {value!r}: it is not a finite number")
+    json.dumps(value)  # raises TypeError for what JSON cannot hold
+    return value
+
+
+def record(name: str, value: Any) -> None:
+    """Show ``value`` under ``name`` and keep it in the notebook's outputs.
+
+    Returns None, so a record at the end of a cell is not shown twice.
+    """
+    value = _jsonable(value)
+    text = f"{name} = {value!r}"
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        print(text)
+        return None
+    if get_ipython() is None:
+        print(text)
+    else:
+        display({MIME: {"name": name, "value": value}, "text/plain": text}, raw=True)
+    return None
+
+
+def records(path: str | Path) -> dict[str, Any]:
+    """Every record in a saved notebook, by name (the last one wins)."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    out: dict[str, Any] = {}
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if MIME in data:
+                rec = data[MIME]
+                if isinstance(rec, str):
+                    rec = json.loads(rec)
+                out[rec["name"]] = rec["value"]
+    return out
