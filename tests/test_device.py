@@ -52,7 +52,7 @@ def test_backend_table_choices():
     assert BACKENDS["hpu"].compile_backend == "hpu_backend"
     assert BACKENDS["hpu"].optimizer == "hpex_fused_adamw"
     assert BACKENDS["cuda"].optimizer == "adamw_torch_fused"
-    assert BACKENDS["cpu"].optimizer == "adamw_torch"
+    assert BACKENDS["cpu"].optimizer == "adamw_torch_fused"
 
 
 # ---------------------------------------------------------------- HPU via the test double

@@ -51,15 +51,21 @@ class CountingCollator:
         return batch
 
 
-def _collator(task: str, tokenizer, model):
+PADDINGS = ("longest", "max_length")
+
+
+def _collator(task: str, tokenizer, model, padding: str = "longest", max_length: int = 128):
     import transformers
 
+    # Sequences are truncated at max_length, so padding to a multiple of it pads every
+    # batch to exactly max_length: one static shape.
+    multiple = max_length if padding == "max_length" else None
     if task == "classification":
-        return transformers.DataCollatorWithPadding(tokenizer)
+        return transformers.DataCollatorWithPadding(tokenizer, pad_to_multiple_of=multiple)
     if task == "causal_lm":
-        return transformers.DataCollatorForLanguageModeling(tokenizer, mlm=False)
+        return transformers.DataCollatorForLanguageModeling(tokenizer, mlm=False, pad_to_multiple_of=multiple)
     if task == "seq2seq":
-        return transformers.DataCollatorForSeq2Seq(tokenizer, model=model)
+        return transformers.DataCollatorForSeq2Seq(tokenizer, model=model, pad_to_multiple_of=multiple)
     return transformers.default_data_collator
 
 
@@ -225,7 +231,7 @@ def _build(spec: dict, run: runs.Run, device: DeviceInfo):
 
         model = DiffusionModel(model)
     prepared = dspec.prepare(tok, max_length=a["max_length"])
-    counter = CountingCollator(_collator(mspec.task, tok, model), model)
+    counter = CountingCollator(_collator(mspec.task, tok, model, a.get("padding", "longest"), a["max_length"]), model)
     precision = _precision(device, a["precision"])
     extra = dict(a["trainer_overrides"])
     optim, optimizer = _optimizer(device, model, a["lr"], extra)
@@ -395,7 +401,7 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
           precision: str = "auto", device: str = "auto", eval_every: int | None = None,
           save_every: int | None = None, log_every: int | None = None, run_dir: str | Path | None = None,
           name: str | None = None, live: str | bool = "auto", background: bool = False,
-          max_length: int = 128, seed: int = 0, compile: bool | None = None,
+          max_length: int = 128, padding: str = "longest", seed: int = 0, compile: bool | None = None,
           throughput_warmup_steps: int | None = None, report_to: str | list[str] | None = None,
           callbacks: list | None = None, **trainer_overrides) -> runs.Run:
     """Train ``model`` on ``data`` with transformers' Trainer; returns the Run.
@@ -424,6 +430,11 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
         Live progress display; ``auto`` shows it where a front end can draw it.
     background : bool
         Return at once and train in a thread (``run.stop()``, ``run.wait()``).
+    max_length : int
+        Sequences are truncated to this many tokens.
+    padding : {"longest", "max_length"}
+        Pad each batch to its longest sequence, or every batch to ``max_length`` (one
+        static shape).
     compile : bool, optional
         ``torch.compile`` the model (default: on in HPU eager mode only).
     report_to : str or list, optional
@@ -449,6 +460,8 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
         raise ValueError(f"max_steps must be at least 1, got {max_steps}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    if padding not in PADDINGS:
+        raise ValueError(f"unknown padding {padding!r}; known: {', '.join(PADDINGS)}")
     dev = pick_device(device)  # fails early, with the fix, on an unavailable device
     if lr is None:
         lr = 5e-5 if mspec.is_pretrained else 1e-3
@@ -465,7 +478,7 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
     args = {"max_steps": max_steps, "epochs": epochs, "batch_size": batch_size, "lr": lr,
             "precision": precision, "device": dev.kind if device == "auto" else device,
             "eval_every": eval_every, "save_every": save_every, "log_every": log_every,
-            "max_length": max_length, "seed": seed, "compile": compile,
+            "max_length": max_length, "padding": padding, "seed": seed, "compile": compile,
             "throughput_warmup_steps": throughput_warmup_steps if throughput_warmup_steps is not None else max(3, log_every),
             "report_to": report_to, "trainer_overrides": trainer_overrides}
     path = runs.new_run_dir(name or f"{mspec.name}-{dspec.name}", run_dir)

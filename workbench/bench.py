@@ -1,0 +1,192 @@
+"""Benchmarks that measure ratios side by side in one process.
+
+    python -m workbench.bench engine --json out.json
+
+Each benchmark warms up, synchronises the device before reading the clock, repeats the
+contenders in interleaved rounds (so that a noisy neighbour slows all of them alike) and
+reports medians and their ratios. The JSON has ``results`` and ``ratios``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+# BERT-mini: big enough that a CPU step takes tens of milliseconds
+BERT_MINI = {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024}
+
+
+class _Timer:
+    """A TrainerCallback that notes the clock at two step boundaries (after a sync)."""
+
+    def __init__(self, device, start: int, end: int):
+        self.device, self.start, self.end = device, start, end
+        self.t: dict[int, float] = {}
+
+    def on_step_end(self, args, state, control, **kw):
+        if state.global_step in (self.start, self.end):
+            self.device.synchronize()
+            self.t[state.global_step] = time.perf_counter()
+
+    def steps_per_s(self) -> float:
+        return (self.end - self.start) / (self.t[self.end] - self.t[self.start])
+
+
+def _timer(device, start, end):
+    from .engine import _as_callback
+
+    return _as_callback(_Timer(device, start, end))
+
+
+def _engine_setup(batch_size: int, seq_len: int, precision: str):
+    from .catalog import model as as_model
+    from .data import dataset as as_dataset
+
+    spec = as_model("bert", size="tiny", **BERT_MINI)
+    data = as_dataset("docstrings-topic")
+    return spec, data
+
+
+def _raw_loop(spec, data, device, warmup, steps, batch_size, seq_len, precision, seed=0):
+    """The reference: forward, backward, optimizer step; nothing else."""
+    import torch
+    import transformers
+
+    from .engine import _collator
+
+    transformers.set_seed(seed)
+    model, tok = spec.build(num_labels=data.num_labels)
+    model.to(device.torch_device).train()
+    train = data.prepare(tok, max_length=seq_len)["train"]
+    collate = _collator("classification", tok, model, "max_length", seq_len)
+    gen = torch.Generator().manual_seed(seed)
+    loader = torch.utils.data.DataLoader(train, batch_size=batch_size, shuffle=True, generator=gen,
+                                         collate_fn=collate, drop_last=True)
+    fused = device.kind in ("cuda", "cpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=fused)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    it = iter(loader)
+    t0 = None
+    for step in range(warmup + steps):
+        if step == warmup:
+            device.synchronize()
+            t0 = time.perf_counter()
+        try:
+            batch = next(it)
+        except StopIteration:
+            it = iter(loader)
+            batch = next(it)
+        batch = {k: v.to(device.torch_device) for k, v in batch.items()}
+        with torch.autocast(device_type=device.backend.torch_device, dtype=dtype, enabled=dtype is not None):
+            loss = model(**batch).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        device.mark_step()
+    device.synchronize()
+    return steps / (time.perf_counter() - t0)
+
+
+def _plain_trainer(spec, data, device, warmup, steps, batch_size, seq_len, precision, seed=0):
+    """transformers.Trainer with its defaults (what a user writes without the workbench)."""
+    import transformers
+
+    from .engine import _collator
+
+    transformers.set_seed(seed)
+    model, tok = spec.build(num_labels=data.num_labels)
+    prepared = data.prepare(tok, max_length=seq_len)
+    timer = _timer(device, warmup, warmup + steps)
+    with tempfile.TemporaryDirectory() as out:
+        args = transformers.TrainingArguments(
+            output_dir=out, per_device_train_batch_size=batch_size, max_steps=warmup + steps,
+            learning_rate=1e-3, report_to="none", disable_tqdm=True, seed=seed,
+            use_cpu=device.kind == "cpu", bf16=precision == "bf16", fp16=precision == "fp16")
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=prepared["train"],
+                                       data_collator=_collator("classification", tok, model, "max_length", seq_len),
+                                       callbacks=[timer])
+        trainer.remove_callback(transformers.PrinterCallback)
+        trainer.train()
+    return timer.steps_per_s()
+
+
+def _workbench(spec, data, device, warmup, steps, batch_size, seq_len, precision, seed=0):
+    """wb.train headless, with its defaults (events, logging, device-aware choices)."""
+    from .engine import train
+
+    timer = _timer(device, warmup, warmup + steps)
+    with tempfile.TemporaryDirectory() as out:
+        # checkpoints as often as the plain Trainer's default (every 500 steps)
+        train(spec, data, max_steps=warmup + steps, batch_size=batch_size, lr=1e-3, max_length=seq_len,
+              padding="max_length", precision=precision, device=device.kind, live=False, run_dir=out,
+              save_every=500, seed=seed, callbacks=[timer])
+    return timer.steps_per_s()
+
+
+def engine(steps: int = 40, warmup: int = 5, repeats: int = 5, batch_size: int = 16, seq_len: int = 128,
+           device: str = "auto", precision: str = "auto") -> dict[str, Any]:
+    """Raw PyTorch loop vs plain Trainer vs wb.train on the same model and batches."""
+    from .device import device as pick
+    from .engine import _precision
+
+    dev = pick(device)
+    precision = _precision(dev, precision)
+    spec, data = _engine_setup(batch_size, seq_len, precision)
+    ways = {"raw": _raw_loop, "trainer": _plain_trainer, "workbench": _workbench}
+    samples: dict[str, list[float]] = {k: [] for k in ways}
+    names = list(ways)
+    for r in range(repeats):  # interleaved rounds, the order rotated so no contender always goes first
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            samples[name].append(ways[name](spec, data, dev, warmup, steps, batch_size, seq_len, precision))
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    return {
+        "bench": "engine", "device": dev.to_dict(), "precision": precision,
+        "config": {"model": "bert-mini (4 layers, hidden 256)", "batch_size": batch_size, "seq_len": seq_len,
+                   "warmup_steps": warmup, "timed_steps": steps, "repeats": repeats},
+        "results": {k: {"steps_per_s": med[k], "all": samples[k]} for k in ways},
+        "ratios": {"wb_vs_raw": med["workbench"] / med["raw"], "wb_vs_trainer": med["workbench"] / med["trainer"]},
+    }
+
+
+BENCHES = {"engine": engine}
+
+
+def _table(result: dict) -> str:
+    lines = [f"{result['bench']} on {result['device']['kind']} ({result['device']['name']}), {result.get('precision', '')}"]
+    for name, r in result["results"].items():
+        figures = ", ".join(f"{k} {v:.4g}" for k, v in r.items() if isinstance(v, (int, float)))
+        lines.append(f"  {name:<12} {figures}")
+    lines.append("  ratios: " + ", ".join(f"{k} {v:.3f}" for k, v in result["ratios"].items()))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m workbench.bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("bench", choices=sorted(BENCHES))
+    p.add_argument("--json", type=Path, help="write the result here")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--steps", type=int, help="timed steps per repeat")
+    p.add_argument("--repeats", type=int, help="interleaved rounds")
+    args = p.parse_args(argv)
+    kwargs = {"device": args.device}
+    if args.steps:
+        kwargs["steps"] = args.steps
+    if args.repeats:
+        kwargs["repeats"] = args.repeats
+    result = BENCHES[args.bench](**kwargs)
+    print(_table(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
