@@ -81,7 +81,10 @@ def test_classification_reports_accuracy_and_run_reopens():
     table = wb.runs()
     assert run.name in set(table["run"])
     side = wb.compare(run, again.path)
-    assert list(side.columns) == [run.name, run.name + " #2"] and side.loc["status"].tolist() == ["completed"] * 2
+    assert list(side.table.columns) == [run.name, run.name + " #2"]
+    assert side.table.loc["status"].tolist() == ["completed"] * 2
+    bundle = side._repr_mimebundle_()
+    assert bundle["image/png"] and "<table" in bundle["text/html"]
 
 
 def test_rerunning_never_overwrites_a_run():

@@ -353,8 +353,8 @@ def _execute(run: runs.Run, resume_from: Path | None = None) -> runs.Run:
         if events is not None:
             summary.update({"train_loss": events.last.get("loss"), "eval": events.eval, **events.throughput(),
                             "compiles": events.last.get("compiles")})
-            run.log.emit({"phase": "end", "step": summary["step"], "status": status})
         runs.finished(run, summary)
+        run.log.emit({"phase": "end", "step": summary["step"], "status": status})
         quiet.__exit__()
     return run
 
@@ -485,7 +485,7 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
     runs.write_json(path / "spec.json", {"model": mspec.to_dict(), "data": dspec.to_dict(), "args": args})
     run = runs.Run(path)
     run.callbacks = list(callbacks or [])
-    _attach_display(run, live)
+    _attach_display(run, live, background)
     return _start(run, None, background)
 
 
@@ -504,14 +504,15 @@ def _resume(run: runs.Run, max_steps: int | None = None, live: str | bool = "aut
     runs.write_json(run.path / "spec.json", spec)
     run.log.truncate_after(int(ckpt.name.split("-")[-1]))
     run.callbacks = list(callbacks or [])
-    _attach_display(run, live)
+    _attach_display(run, live, background)
     return _start(run, ckpt, background)
 
 
-def _attach_display(run: runs.Run, live: str | bool) -> None:
-    from .progress import attach
+def _attach_display(run: runs.Run, live: str | bool, background: bool) -> None:
+    from .dashboard import attach
 
-    attach(run, live)
+    run.log.subscribers.clear()  # a resumed run gets one fresh display, not two
+    attach(run, live, background)
 
 
 def load_model(run: runs.Run):

@@ -288,12 +288,20 @@ def runs(root: str | Path | None = None):
 
 
 def compare(*runs_: Run | str | Path):
-    """Runs side by side: one column per run, one row per summary figure."""
+    """Runs side by side.
+
+    Returns a ``Comparison``: ``.table`` is a DataFrame (one column per run, one row per
+    summary figure); in a notebook it displays as one chart overlaying the runs.
+    """
     import pandas as pd
 
+    from .dashboard import Comparison
+
     cols = {}
+    opened = []
     for r in runs_:
         run = r if isinstance(r, Run) else Run.open(r)
+        opened.append(run)
         s = run.summary
         row = {"model": run.spec["model"]["family"] + "-" + run.spec["model"]["size"],
                "data": run.spec["data"]["source"], "status": run.status, "steps": s.get("step"),
@@ -306,7 +314,7 @@ def compare(*runs_: Run | str | Path):
         while key in cols:  # the same run twice still gets two columns
             key, i = f"{run.name} #{i}", i + 1
         cols[key] = row
-    return pd.DataFrame(cols)
+    return Comparison(opened, pd.DataFrame(cols))
 
 
 def started(run: Run, info: dict) -> None:
