@@ -34,6 +34,13 @@ _LAZY = {
 __all__ = ["DeviceInfo", "device", "devices", "__version__", *_LAZY]
 
 
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext workbench``: registers the ``%wb`` line magic."""
+    from .magics import load_ipython_extension as load
+
+    load(ipython)
+
+
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:

@@ -154,7 +154,64 @@ def engine(steps: int = 40, warmup: int = 5, repeats: int = 5, batch_size: int =
     }
 
 
-BENCHES = {"engine": engine}
+def dashboard(steps: int = 2000, warmup: int = 100, repeats: int = 3, device: str = "auto") -> dict[str, Any]:
+    """A tiny-model run with the live dashboard (a simulated front end that receives every
+    message) against the same run headless, side by side."""
+    from .catalog import model as as_model
+    from .dashboard import Dashboard, RecordingFrontend
+    from .data import dataset as as_dataset
+    from .device import device as pick
+    from .engine import train
+
+    dev = pick(device)
+    spec, data = as_model("gpt2", size="tiny"), as_dataset("docstrings-lm")
+    fronts: list = []
+    timings: list[float] = []
+
+    def live(run):
+        front = RecordingFrontend()
+        d = Dashboard(run, mode="live", sink=front)
+        front.answer({"type": "ready"})
+        flush = d.flush
+
+        def timed_flush():  # kernel time per message
+            t = time.perf_counter()
+            flush()
+            timings.append(time.perf_counter() - t)
+
+        d.flush = timed_flush
+        run.subscribe(d)
+        fronts.append(front)
+
+    def one(display) -> float:
+        timer = _timer(dev, warmup, steps)
+        with tempfile.TemporaryDirectory() as out:
+            train(spec, data, max_steps=steps, batch_size=2, max_length=32, device=dev.kind,
+                  live=display, run_dir=out, callbacks=[timer])
+        return timer.steps_per_s()
+
+    samples: dict[str, list[float]] = {"headless": [], "live": []}
+    for r in range(repeats):
+        order = ["headless", "live"] if r % 2 == 0 else ["live", "headless"]
+        for name in order:
+            samples[name].append(one(live if name == "live" else False))
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    deltas = [m for f in fronts for m in f.deltas]
+    sizes = [len(json.dumps({"method": "custom", "content": c})) + sum(len(b) for b in bufs) for c, bufs in deltas]
+    per_run = len(deltas) / max(len(fronts), 1)
+    return {
+        "bench": "dashboard", "device": dev.to_dict(),
+        "config": {"model": "gpt2-tiny", "steps": steps, "warmup_steps": warmup, "batch_size": 2,
+                   "seq_len": 32, "repeats": repeats},
+        "results": {k: {"steps_per_s": med[k], "all": samples[k]} for k in samples},
+        "messages": {"per_run": per_run, "max_bytes": max(sizes) if sizes else 0,
+                     "mean_kernel_ms": 1000 * statistics.mean(timings) if timings else 0,
+                     "max_kernel_ms": 1000 * max(timings) if timings else 0},
+        "ratios": {"overhead_pct": 100 * (med["headless"] - med["live"]) / med["headless"]},
+    }
+
+
+BENCHES = {"engine": engine, "dashboard": dashboard}
 
 
 def _table(result: dict) -> str:
@@ -162,6 +219,9 @@ def _table(result: dict) -> str:
     for name, r in result["results"].items():
         figures = ", ".join(f"{k} {v:.4g}" for k, v in r.items() if isinstance(v, (int, float)))
         lines.append(f"  {name:<12} {figures}")
+    for key in ("messages", "figures"):
+        if key in result:
+            lines.append(f"  {key}: " + ", ".join(f"{k} {v:.4g}" for k, v in result[key].items()))
     lines.append("  ratios: " + ", ".join(f"{k} {v:.3f}" for k, v in result["ratios"].items()))
     return "\n".join(lines)
 

@@ -426,8 +426,10 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
         Steps between evaluations (default: only at the end), checkpoints and events.
     run_dir : path, optional
         Where the run directory is created (default ``./runs``).
-    live : {"auto", True, False}
-        Live progress display; ``auto`` shows it where a front end can draw it.
+    live : {"auto", True, False} or callable
+        Live progress display; ``auto`` shows the live dashboard where a front end can
+        draw it, a static picture in papermill, a text line in a terminal. A callable
+        ``live(run)`` attaches a display of your own (``run.subscribe(fn)``).
     background : bool
         Return at once and train in a thread (``run.stop()``, ``run.wait()``).
     max_length : int
@@ -512,6 +514,9 @@ def _attach_display(run: runs.Run, live: str | bool, background: bool) -> None:
     from .dashboard import attach
 
     run.log.subscribers.clear()  # a resumed run gets one fresh display, not two
+    if callable(live):  # a display of the caller's own: live(run) subscribes it
+        live(run)
+        return
     attach(run, live, background)
 
 

@@ -1,0 +1,40 @@
+"""%load_ext workbench and the %wb magic, in a real IPython shell."""
+
+from __future__ import annotations
+
+import pytest
+from IPython.testing.globalipapp import start_ipython
+
+import workbench as wb
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = start_ipython()
+    shell.run_line_magic("load_ext", "workbench")
+    return shell
+
+
+def test_device_and_unknown_command(ip):
+    assert ip.run_line_magic("wb", "device").kind == "cpu"
+    with pytest.raises(ValueError, match="unknown %wb command 'dance'"):
+        ip.run_line_magic("wb", "dance")
+
+
+def test_runs_compare_and_stop(ip, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    a = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=32), max_steps=2, live=False)
+    b = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=32), max_steps=2, live=False)
+    table = ip.run_line_magic("wb", "runs")
+    assert {a.name, b.name} <= set(table["run"])
+    side = ip.run_line_magic("wb", f"compare {a.name} {b.path}")
+    assert list(side.table.columns) == [a.name, b.name]
+    assert ip.run_line_magic("wb", "stop") is None
+    assert "no run is training" in capsys.readouterr().out
+    run = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), max_steps=100000, batch_size=2,
+                   max_length=16, live=False, background=True)
+    while not run.events:
+        run.wait(0.1)
+    ip.run_line_magic("wb", "stop")
+    run.wait(120)
+    assert run.status == "stopped"
