@@ -27,6 +27,8 @@ _LAZY = {
     "Run": "run",
     "runs": "run",
     "compare": "run",
+    "launch": "launcher",
+    "launch_command": "launcher",
     "record": "nbrecord",
     "records": "nbrecord",
 }

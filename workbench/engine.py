@@ -80,8 +80,9 @@ class _Events:
     """Emits events at logging steps and evaluations; stops on request or on NaN."""
 
     def __init__(self, run: runs.Run, device: DeviceInfo, counter: CountingCollator,
-                 batch_size: int, warmup_steps: int):
+                 batch_size: int, warmup_steps: int, world_size: int = 1):
         self.run, self.device, self.counter = run, device, counter
+        self.world_size = world_size  # every rank sees its own shard: throughput x ranks
         self.batch_size, self.warmup_steps = batch_size, warmup_steps
         self.nan_step: int | None = None
         self.intervals: list[dict] = []
@@ -96,7 +97,7 @@ class _Events:
         self.t_start = runs.monotonic()
         self.run.log.emit({"phase": "start", "step": state.global_step, "max_steps": state.max_steps,
                            "device": self.device.kind, "mem_total": self.device.total_memory,
-                           "batch_size": self.batch_size})
+                           "batch_size": self.batch_size, "world_size": self.world_size})
         self._restart = True
 
     def on_step_begin(self, args, state, control, **kw):
@@ -129,8 +130,8 @@ class _Events:
             "step": state.global_step,
             "phase": "warmup" if state.global_step <= self.warmup_steps else "train",
             "loss": logs["loss"], "lr": logs.get("learning_rate"), "grad_norm": logs.get("grad_norm"),
-            "epoch": logs.get("epoch"), "samples_per_s": samples / dt,
-            "tokens_per_s": tokens / dt if tokens else None, "step_time": dt / steps,
+            "epoch": logs.get("epoch"), "samples_per_s": self.world_size * samples / dt,
+            "tokens_per_s": self.world_size * tokens / dt if tokens else None, "step_time": dt / steps,
             "mem_alloc": mem["allocated"], "mem_peak": mem["peak"], "compiles": self.device.compiles(),
             "time": now - self.t_start,
         }
@@ -165,6 +166,39 @@ class _Events:
             vals = [e[key] for e in train if e.get(key) is not None]
             out[key] = statistics.median(vals) if vals else None
         return out
+
+
+def world() -> tuple[int, int]:
+    """(rank, world size) from torchrun's environment; (0, 1) in a single process."""
+    import os
+
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+STOP_FILE = "STOP"  # the launcher writes it into the run directory to stop every rank
+
+
+class _DistStop:
+    """Across ranks, stop at the same step: at each logging step every rank contributes
+    its own stop request (run.stop(), an interrupt, or the launcher's STOP file) to one
+    all-reduce, so all ranks agree. Stopping at different steps would hang the others."""
+
+    def __init__(self, run: runs.Run, log_every: int):
+        self.run, self.log_every = run, log_every
+
+    def on_step_end(self, args, state, control, **kw):
+        if state.global_step % self.log_every and state.global_step < state.max_steps:
+            return control
+        import torch
+        import torch.distributed as dist
+
+        local = self.run._stop.is_set() or (self.run.path / STOP_FILE).exists()
+        flag = torch.tensor([1 if local else 0], device=args.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if flag.item():
+            self.run._stop.set()
+            control.should_training_stop = control.should_save = control.should_log = True
+        return control
 
 
 class _MarkStep:
@@ -253,10 +287,15 @@ def _build(spec: dict, run: runs.Run, device: DeviceInfo):
     )
     if compile_ and device.backend.compile_backend:
         targs["torch_compile_backend"] = device.backend.compile_backend
+    rank, size = world()
+    if size > 1:
+        targs["ddp_backend"] = device.dist_backend
     targs.update(extra)
     args = transformers.TrainingArguments(**targs)
-    events = _as_callback(_Events(run, device, counter, a["batch_size"], a["throughput_warmup_steps"]))
+    events = _as_callback(_Events(run, device, counter, a["batch_size"], a["throughput_warmup_steps"], size))
     callbacks = [events]
+    if size > 1:
+        callbacks.insert(0, _as_callback(_DistStop(run, a["log_every"])))
     if device.kind == "hpu" and device.mode == "lazy":
         callbacks.append(_as_callback(_MarkStep(device)))
     callbacks += run.callbacks
@@ -307,9 +346,17 @@ def _execute(run: runs.Run, resume_from: Path | None = None) -> runs.Run:
     device = pick_device(spec["args"]["device"])
     from .device import _version
 
-    runs.started(run, {"device": device.to_dict(), "max_steps": spec["args"]["max_steps"],
-                       "versions": {**device.versions, "datasets": _version("datasets"),
-                                    "accelerate": _version("accelerate"), "workbench": _version("gaudi-workbench")}})
+    rank, size = world()
+    main = rank == 0
+    if size > 1 and device.kind != "cpu":
+        device = pick_device(f"{device.kind}:{int(__import__('os').environ.get('LOCAL_RANK', '0'))}")
+    if not main:  # only rank 0 writes the run's events and summary
+        run.log = runs.NullLog()
+    else:
+        runs.started(run, {"device": device.to_dict(), "max_steps": spec["args"]["max_steps"], "world_size": size,
+                           "versions": {**device.versions, "datasets": _version("datasets"),
+                                        "accelerate": _version("accelerate"),
+                                        "workbench": _version("gaudi-workbench")}})
     run._stop.clear()
     run.error = None
     t0 = runs.monotonic()
@@ -353,8 +400,11 @@ def _execute(run: runs.Run, resume_from: Path | None = None) -> runs.Run:
         if events is not None:
             summary.update({"train_loss": events.last.get("loss"), "eval": events.eval, **events.throughput(),
                             "compiles": events.last.get("compiles")})
-        runs.finished(run, summary)
-        run.log.emit({"phase": "end", "step": summary["step"], "status": status})
+        if main:
+            runs.finished(run, summary)
+            run.log.emit({"phase": "end", "step": summary["step"], "status": status})
+        elif run in runs._ACTIVE:
+            runs._ACTIVE.remove(run)
         quiet.__exit__()
     return run
 
@@ -453,6 +503,29 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
     >>> run.status  # doctest: +SKIP
     'completed'
     """
+    options = dict(locals())
+    for key in ("model", "data", "live", "background", "callbacks", "trainer_overrides"):
+        options.pop(key)
+    run = prepare(model, data, **options, **trainer_overrides)
+    run.callbacks = list(callbacks or [])
+    _attach_display(run, live, background)
+    return _start(run, None, background)
+
+
+def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None = None,
+            epochs: float | None = None, batch_size: int = 16, lr: float | None = None,
+            precision: str = "auto", device: str = "auto", eval_every: int | None = None,
+            save_every: int | None = None, log_every: int | None = None,
+            run_dir: str | Path | None = None, name: str | None = None, max_length: int = 128,
+            padding: str = "longest", seed: int = 0, compile: bool | None = None,
+            throughput_warmup_steps: int | None = None, report_to: str | list[str] | None = None,
+            extra_spec: dict | None = None, **trainer_overrides) -> runs.Run:
+    """Check the arguments, create the run directory and its spec.json; train nothing.
+
+    ``wb.train`` runs the result in this process; ``wb.launch`` in torchrun workers.
+    """
+
+
     mspec, dspec = as_model(model), as_dataset(data)
     if mspec.task != dspec.task:
         raise ValueError(f"{mspec.name} does its task {mspec.task!r} but {dspec.name!r} is a "
@@ -484,11 +557,9 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
             "throughput_warmup_steps": throughput_warmup_steps if throughput_warmup_steps is not None else max(3, log_every),
             "report_to": report_to, "trainer_overrides": trainer_overrides}
     path = runs.new_run_dir(name or f"{mspec.name}-{dspec.name}", run_dir)
-    runs.write_json(path / "spec.json", {"model": mspec.to_dict(), "data": dspec.to_dict(), "args": args})
-    run = runs.Run(path)
-    run.callbacks = list(callbacks or [])
-    _attach_display(run, live, background)
-    return _start(run, None, background)
+    spec = {"model": mspec.to_dict(), "data": dspec.to_dict(), "args": args, **(extra_spec or {})}
+    runs.write_json(path / "spec.json", spec)
+    return runs.Run(path)
 
 
 def _resume(run: runs.Run, max_steps: int | None = None, live: str | bool = "auto",

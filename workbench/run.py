@@ -84,6 +84,17 @@ class EventLog:
         os.replace(tmp, self.path)
 
 
+class NullLog(EventLog):
+    """The event log of a non-zero rank: events go to subscribers only, never to disk."""
+
+    def __init__(self):
+        super().__init__(Path("/dev/null"))
+
+    def emit(self, event: dict) -> None:
+        for fn in list(self.subscribers):
+            fn(_clean(event))
+
+
 def new_run_dir(name: str, root: str | Path | None = None) -> Path:
     """A fresh directory ``<root>/<timestamp>-<name>``; never reuses an existing one."""
     root = Path(root or os.environ.get("WORKBENCH_RUNS", DEFAULT_ROOT))
@@ -137,6 +148,7 @@ class Run:
         self.trainer = None  # the transformers.Trainer while this process trains the run
         self.dashboard = None
         self.callbacks: list = []  # extra TrainerCallbacks for this process's training
+        self.process = None  # the torchrun process of a launched run
         self.error: BaseException | None = None
 
     # ----------------------------------------------------------------- opening

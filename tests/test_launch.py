@@ -1,0 +1,105 @@
+"""Scale-out with real torch.distributed processes: torchrun, gloo, two CPU workers."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import time
+
+import psutil
+import pytest
+
+import workbench as wb
+from workbench.launcher import deepspeed_config
+
+DATA = dict(max_length=32, batch_size=4)
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+
+def _ranks(run):
+    return [json.loads(p.read_text()) for p in sorted(run.path.glob("ranks/rank-*.json"))]
+
+
+def test_two_gloo_workers_train_identically_and_the_notebook_sees_rank_0(tmp_path):
+    seen = []
+    run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=400), devices=2, max_steps=30,
+                    log_every=2, live=lambda r: r.subscribe(seen.append), **DATA)
+    assert run.status == "completed" and run.summary["world_size"] == 2
+    ranks = _ranks(run)
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert ranks[0]["params_sha256"] == ranks[1]["params_sha256"], "both ranks end with identical parameters"
+    train = [e for e in seen if e.get("phase") in ("warmup", "train")]
+    assert [e["step"] for e in train] == list(range(2, 31, 2)), "the display got rank 0's events live"
+    assert sum(e["loss"] for e in train[-3:]) < 0.95 * sum(e["loss"] for e in train[:3])
+    assert seen[0]["phase"] == "start" and seen[0]["world_size"] == 2 and seen[-1]["phase"] == "end"
+    for rank in (0, 1):
+        assert list(run.path.glob(f"logs/**/attempt_0/{rank}/stderr.log")), f"rank {rank}'s stderr is kept"
+
+
+def test_stop_stops_both_ranks_at_the_same_step_with_a_checkpoint():
+    run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=400), devices=2, max_steps=100000,
+                    log_every=2, save_every=1000, live=False, background=True, **DATA)
+    deadline = time.time() + 180
+    while not any(e.get("step", 0) >= 6 for e in run.events):
+        assert time.time() < deadline and run.process.poll() is None
+        time.sleep(0.2)
+    run.stop()
+    run.wait(180)
+    assert run.status == "stopped"
+    steps = {r["step"] for r in _ranks(run)}
+    assert len(steps) == 1, "both ranks stopped at the same step"
+    assert (run.path / "checkpoints" / f"checkpoint-{steps.pop()}").exists()
+
+
+def test_a_crashed_rank_fails_the_run_and_is_named():
+    run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=400), devices=2, max_steps=100000,
+                    log_every=2, live=False, background=True, **DATA)
+    deadline = time.time() + 180
+    while not any(e.get("step", 0) >= 4 for e in run.events):
+        assert time.time() < deadline and run.process.poll() is None
+        time.sleep(0.2)
+    workers = [p for p in psutil.Process(run.process.pid).children(recursive=True)
+               if "workbench.worker" in " ".join(p.cmdline())]
+    victim = next(p for p in workers if p.environ().get("RANK") == "1")
+    victim.send_signal(signal.SIGKILL)
+    with pytest.raises(RuntimeError, match="rank 1 failed"):
+        run.wait(180)
+    assert run.status == "failed" and run.summary["failed_rank"] == 1
+    assert "rank 1 failed" in run.summary["error"] and "SIGKILL" in run.summary["error"]
+    assert run.process.poll() is not None and all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in workers)
+
+
+def test_launch_command_for_two_nodes_of_eight_hpus():
+    cmd = wb.launch_command("llama-tiny", "docstrings-lm", nodes=2, devices_per_node=8,
+                            hosts=["gaudi-a", "gaudi-b"], max_steps=100)
+    args = shlex.split(cmd.torchrun)
+    assert args[:6] == ["torchrun", "--nnodes=2", "--nproc_per_node=8", "--rdzv_backend=c10d",
+                        "--rdzv_endpoint=gaudi-a:29500", f"--rdzv_id={cmd.run_dir.split('/')[-1]}"]
+    assert args[-3:] == ["-m", "workbench.worker", cmd.run_dir]
+    spec = json.loads(open(f"{cmd.run_dir}/spec.json").read())
+    assert spec["launch"] == {"devices": 16, "strategy": "ddp", "zero_stage": None}
+    ds = wb.launch_command("llama-tiny", "docstrings-lm", nodes=2, devices_per_node=8,
+                           hosts=["gaudi-a", "gaudi-b"], strategy="deepspeed", zero_stage=3)
+    assert ds.hostfile == "gaudi-a slots=8\ngaudi-b slots=8\n"
+    assert "--num_nodes=2" in ds.deepspeed and "--master_addr=gaudi-a" in ds.deepspeed
+    with pytest.raises(ValueError, match="nodes=2 but 1 hosts"):
+        wb.launch_command("llama-tiny", "docstrings-lm", nodes=2, devices_per_node=8, hosts=["a"])
+
+
+@pytest.mark.parametrize("stage", [1, 2, 3])
+def test_deepspeed_zero_configs(stage):
+    cfg = deepspeed_config(stage)
+    assert cfg["zero_optimization"]["stage"] == stage
+    assert cfg["train_micro_batch_size_per_gpu"] == "auto" and cfg["bf16"] == {"enabled": "auto"}
+    assert ("stage3_gather_16bit_weights_on_model_save" in cfg["zero_optimization"]) == (stage == 3)
+    cmd = wb.launch_command("gpt2-tiny", "docstrings-lm", nodes=1, devices_per_node=2, hosts=["h"],
+                            strategy="deepspeed", zero_stage=stage)
+    spec = json.loads(open(cmd.run_dir + "/spec.json").read())
+    assert spec["args"]["trainer_overrides"]["deepspeed"]["zero_optimization"]["stage"] == stage
+    with pytest.raises(ValueError, match="ZeRO stages come with DeepSpeed"):
+        wb.launch("gpt2-tiny", "docstrings-lm", devices=2, zero_stage=2)

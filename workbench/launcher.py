@@ -1,0 +1,238 @@
+"""Scale-out from a notebook: ``torchrun`` workers (DDP or DeepSpeed), never a home-made engine.
+
+``wb.launch`` writes the run directory (specs, not live objects, cross the process
+boundary), starts ``torchrun`` with N workers that each rebuild the model and data from the
+specs and run the same engine as ``wb.train``, and follows rank 0's events into the
+notebook's dashboard. ``wb.launch_command`` renders the multi-node commands.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import run as runs
+from .engine import STOP_FILE, _attach_display, _Interrupts, prepare
+
+STRATEGIES = ("ddp", "deepspeed")
+POLL = 0.25  # seconds between looks at rank 0's event log
+
+
+def deepspeed_config(zero_stage: int, precision: str = "auto", offload: bool = False) -> dict[str, Any]:
+    """A ZeRO configuration for the Trainer's ``deepspeed=`` argument ("auto" values are
+    filled in by transformers from the TrainingArguments)."""
+    if zero_stage not in (1, 2, 3):
+        raise ValueError(f"zero_stage must be 1, 2 or 3 for DeepSpeed, got {zero_stage}")
+    zero: dict[str, Any] = {"stage": zero_stage, "overlap_comm": True, "contiguous_gradients": True}
+    if zero_stage == 3:
+        zero.update({"stage3_gather_16bit_weights_on_model_save": True,
+                     "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto"})
+    if offload:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+        if zero_stage == 3:
+            zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+    return {
+        "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+        "gradient_clipping": "auto", "zero_optimization": zero,
+        "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},
+    }
+
+
+def _worker_args(run_dir: Path) -> list[str]:
+    return ["-m", "workbench.worker", str(run_dir)]
+
+
+def _prepare(model, data, devices: int, strategy: str, zero_stage: int | None, train_args: dict):
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+    if devices < 1:
+        raise ValueError(f"devices must be at least 1, got {devices}")
+    if strategy == "deepspeed":
+        train_args["deepspeed"] = deepspeed_config(zero_stage or 2)
+    elif zero_stage:
+        raise ValueError("ZeRO stages come with DeepSpeed: pass strategy='deepspeed'")
+    return prepare(model, data, extra_spec={"launch": {"devices": devices, "strategy": strategy,
+                                                        "zero_stage": zero_stage}}, **train_args)
+
+
+class _Follower:
+    """Replays the events rank 0 appends to ``events.jsonl`` to this process's subscribers."""
+
+    def __init__(self, run: runs.Run):
+        self.run, self.offset = run, 0
+
+    def poll(self) -> None:
+        path = self.run.log.path
+        if not path.exists():
+            return
+        with open(path) as f:
+            f.seek(self.offset)
+            chunk = f.read()
+        cut = chunk.rfind("\n") + 1  # only whole lines; a partial one waits for the next poll
+        self.offset += len(chunk[:cut].encode())
+        for line in chunk[:cut].splitlines():
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            for fn in list(self.run.log.subscribers):
+                fn(event)
+
+
+def _failure(run: runs.Run, launcher_log: str) -> tuple[int | None, str]:
+    """(rank, message) of the first failure that torchrun reported."""
+    rank = None
+    m = re.search(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", launcher_log, re.S)
+    if m:
+        rank, code = int(m.group(1)), int(m.group(2))
+        signal = re.search(r"Signal (\d+) \((\w+)\) received", launcher_log[m.start():])
+        why = f"exit code {code}" + (f", killed by {signal.group(2)}" if signal else "")
+    else:
+        why = "torchrun failed"
+    tail = ""
+    if rank is not None:
+        logs = sorted(run.path.glob(f"logs/**/attempt_*/{rank}/stderr.log"))
+        if logs:
+            lines = [ln for ln in logs[-1].read_text(errors="replace").splitlines() if ln.strip()]
+            tb = [ln for ln in lines if re.match(r"\w*(Error|Exception)\b", ln.strip())]
+            tail = (tb[-1] if tb else (lines[-1] if lines else "")).strip()
+    msg = f"rank {rank} failed ({why})" if rank is not None else why
+    return rank, msg + (f": {tail}" if tail else "")
+
+
+def _supervise(run: runs.Run, proc: subprocess.Popen, log_path: Path) -> runs.Run:
+    follower = _Follower(run)
+    stop_sent = False
+    runs._ACTIVE.append(run)
+    try:
+        with _Interrupts(run):
+            while proc.poll() is None:
+                follower.poll()
+                if run._stop.is_set() and not stop_sent:
+                    (run.path / STOP_FILE).touch()  # every rank reads it at its next logging step
+                    stop_sent = True
+                time.sleep(POLL)
+    except KeyboardInterrupt:  # a second interrupt: stop the workers now
+        proc.terminate()
+        proc.wait()
+    finally:
+        if run in runs._ACTIVE:
+            runs._ACTIVE.remove(run)
+    follower.poll()
+    if proc.returncode != 0:
+        rank, message = _failure(run, log_path.read_text(errors="replace"))
+        summary = {**run.summary, "status": "failed", "error": message, "failed_rank": rank}
+        runs.write_json(run.path / "summary.json", summary)
+        if not any(e.get("phase") == "end" for e in run.events):
+            run.log.emit({"phase": "end", "step": summary.get("step", 0), "status": "failed"})
+        run.error = RuntimeError(f"{run.name}: {message}")
+    return run
+
+
+def launch(model, data, *, devices: int = 2, strategy: str = "ddp", zero_stage: int | None = None,
+           live: str | bool = "auto", background: bool = False, **train_args) -> runs.Run:
+    """Train with ``devices`` worker processes under ``torchrun`` on this machine.
+
+    Parameters
+    ----------
+    model, data
+        As for ``wb.train``: specs or catalog/bundled names.
+    devices : int
+        Number of worker processes (one per HPU/GPU; on CPU, processes with gloo).
+    strategy : {"ddp", "deepspeed"}
+        torch DistributedDataParallel, or DeepSpeed ZeRO through the Trainer.
+    zero_stage : {1, 2, 3}, optional
+        ZeRO stage for ``strategy="deepspeed"`` (default 2).
+    **train_args
+        Everything ``wb.train`` takes (max_steps, batch_size per device, lr, ...).
+
+    Rank 0 writes the run's events; this process shows them live. Each rank's stdout and
+    stderr are kept under ``run.path / "logs"``. Stop (button, ``run.stop()``, an
+    interrupt) stops all ranks at the same step with a checkpoint; a crashed rank stops
+    the others and the run is marked ``failed`` naming the rank and its error.
+    """
+    run = _prepare(model, data, devices, strategy, zero_stage, train_args)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={devices}",
+           f"--log_dir={run.path / 'logs'}", "--redirects=3", *_worker_args(run.path)]
+    log_path = run.path / "launcher.log"
+    _attach_display(run, live, background)
+    log = open(log_path, "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=Path.cwd())
+    run.process = proc
+    if background:
+        def target():
+            _supervise(run, proc, log_path)
+            log.close()
+
+        run._thread = threading.Thread(target=target, name=f"workbench-launch-{run.name}", daemon=True)
+        run._thread.start()
+        return run
+    try:
+        _supervise(run, proc, log_path)
+    finally:
+        log.close()
+    if run.error is not None:
+        raise run.error
+    return run
+
+
+@dataclass
+class LaunchCommand:
+    """The commands that run one training job on several machines (nothing is run here)."""
+
+    run_dir: str
+    nodes: int
+    devices_per_node: int
+    hosts: list[str]
+    strategy: str
+    port: int
+
+    @property
+    def torchrun(self) -> str:
+        """The command to start on every node (c10d rendezvous on the first host)."""
+        return shlex.join(["torchrun", f"--nnodes={self.nodes}", f"--nproc_per_node={self.devices_per_node}",
+                           "--rdzv_backend=c10d", f"--rdzv_endpoint={self.hosts[0]}:{self.port}",
+                           f"--rdzv_id={Path(self.run_dir).name}", *_worker_args(Path(self.run_dir))])
+
+    @property
+    def hostfile(self) -> str:
+        """DeepSpeed's hostfile."""
+        return "".join(f"{h} slots={self.devices_per_node}\n" for h in self.hosts)
+
+    @property
+    def deepspeed(self) -> str:
+        """The command to start once, on the first host (it reaches the others over ssh)."""
+        return shlex.join(["deepspeed", "--hostfile", "hostfile", f"--num_nodes={self.nodes}",
+                           f"--num_gpus={self.devices_per_node}", f"--master_addr={self.hosts[0]}",
+                           f"--master_port={self.port}", "--module", "workbench.worker", self.run_dir])
+
+    def __str__(self) -> str:
+        if self.strategy == "deepspeed":
+            return (f"# hostfile\n{self.hostfile}\n# on {self.hosts[0]}:\n{self.deepspeed}\n")
+        return f"# on each of {', '.join(self.hosts)}:\n{self.torchrun}\n"
+
+    def _repr_markdown_(self) -> str:
+        return f"```bash\n{self}```"
+
+
+def launch_command(model, data, *, nodes: int, devices_per_node: int, hosts: list[str],
+                   strategy: str = "ddp", zero_stage: int | None = None, port: int = 29500,
+                   **train_args) -> LaunchCommand:
+    """Prepare a run directory and render the torchrun (or DeepSpeed) commands for
+    ``nodes`` machines with ``devices_per_node`` devices each.
+
+    The run directory must be on a filesystem every node sees (or copied to the same path
+    on each): the workers read their specs from it and rank 0 writes the events there.
+    """
+    if len(hosts) != nodes:
+        raise ValueError(f"nodes={nodes} but {len(hosts)} hosts given; list one host per node")
+    run = _prepare(model, data, nodes * devices_per_node, strategy, zero_stage, train_args)
+    return LaunchCommand(str(run.path.resolve()), nodes, devices_per_node, list(hosts), strategy, port)
