@@ -29,6 +29,7 @@ _LAZY = {
     "compare": "run",
     "launch": "launcher",
     "launch_command": "launcher",
+    "profile": "profiler",
     "record": "nbrecord",
     "records": "nbrecord",
 }
