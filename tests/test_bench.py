@@ -26,3 +26,19 @@ def test_engine_bench_measures_three_ways_side_by_side(tmp_path):
     assert result["ratios"]["wb_vs_raw"] == pytest.approx(
         result["results"]["workbench"]["steps_per_s"] / result["results"]["raw"]["steps_per_s"])
     assert "wb_vs_raw" in proc.stdout
+
+
+@pytest.mark.parametrize("bench,args,ratio", [
+    ("dashboard", ["--steps", "40", "--repeats", "1"], "overhead_pct"),
+    ("scaling", ["--steps", "10", "--repeats", "1"], "2_vs_1"),
+])
+def test_dashboard_and_scaling_benches_run(tmp_path, bench, args, ratio):
+    out = tmp_path / f"{bench}.json"
+    proc = subprocess.run([sys.executable, "-m", "workbench.bench", bench, "--json", str(out), *args],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert ratio in result["ratios"] and all(
+        v.get("steps_per_s", v.get("tokens_per_s", 0)) > 0 for v in result["results"].values())
+    if bench == "dashboard":
+        assert result["messages"]["per_run"] >= 1 and result["messages"]["max_bytes"] < 2048
