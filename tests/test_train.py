@@ -218,3 +218,20 @@ def test_diffusion_run_samples_images():
     assert [a.tobytes() for a in images] == [b.tobytes() for b in again]
     with pytest.raises(ValueError, match="for diffusion runs"):
         wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=32), max_steps=1, live=False).sample(2)
+
+
+def test_lora_trains_only_adapters_and_reloads():
+    spec = wb.model("llama", lora={"r": 4})
+    run = wb.train(spec, wb.dataset("docstrings-lm", limit=200), max_steps=30, batch_size=8,
+                   max_length=32, lr=5e-3, log_every=3, live=False)
+    assert run.status == "completed"
+    model = run.trainer.model
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in model.parameters())
+    assert 0 < trainable / total < 0.1
+    losses = [e["loss"] for e in _train_events(run)]
+    assert sum(losses[-3:]) < sum(losses[:3])
+    assert (run.last_checkpoint / "adapter_model.safetensors").exists()
+    again = Run.open(run.path).model
+    for (n1, p1), (n2, p2) in zip(model.state_dict().items(), again.state_dict().items()):
+        assert n1 == n2 and torch.allclose(p1, p2), n1

@@ -183,6 +183,9 @@ class ModelSpec:
         Tokenizer directory or hub id; default: the family's bundled one or ``source``.
     trust_remote_code : bool
         Passed to ``from_pretrained``; off unless you turn it on.
+    lora : dict or None
+        LoRA adapters through peft (``{"r": 8, "alpha": 16, "dropout": 0.05,
+        "target_modules": [...]}``); only the adapters train.
     """
 
     family: str
@@ -193,6 +196,7 @@ class ModelSpec:
     num_labels: int | None = None
     tokenizer: str | None = None
     trust_remote_code: bool = False
+    lora: dict[str, Any] | None = None
 
     # ----------------------------------------------------------------- serialisation
     def to_dict(self) -> dict[str, Any]:
@@ -343,6 +347,20 @@ class ModelSpec:
             model.config.pad_token_id = tok.pad_token_id
         return model, tok
 
+    def wrap_lora(self, model):
+        """Wrap ``model`` with LoRA adapters (peft) as ``self.lora`` says."""
+        try:
+            import peft
+        except ImportError:
+            raise ImportError("LoRA needs peft: pip install 'gaudi-workbench[lora]'") from None
+        task = {"causal_lm": peft.TaskType.CAUSAL_LM, "classification": peft.TaskType.SEQ_CLS,
+                "seq2seq": peft.TaskType.SEQ_2_SEQ_LM}[self.task]
+        cfg = dict(self.lora or {})
+        config = peft.LoraConfig(task_type=task, r=cfg.pop("r", 8), lora_alpha=cfg.pop("alpha", 16),
+                                 lora_dropout=cfg.pop("dropout", 0.05),
+                                 target_modules=cfg.pop("target_modules", None), **cfg)
+        return peft.get_peft_model(model, config)
+
     def _build_unet(self):
         from diffusers.image_processor import VaeImageProcessor
 
@@ -395,7 +413,7 @@ def _parse_name(name: str) -> tuple[str, str | None]:
 
 def model(family: str | ModelSpec, size: str | None = None, task: str | None = None,
           *, num_labels: int | None = None, tokenizer: str | None = None,
-          trust_remote_code: bool = False, **overrides) -> ModelSpec:
+          trust_remote_code: bool = False, lora: dict | bool | None = None, **overrides) -> ModelSpec:
     """Describe a model from the catalog, a hub id or a local directory.
 
     Parameters
@@ -407,6 +425,9 @@ def model(family: str | ModelSpec, size: str | None = None, task: str | None = N
         ``"tiny"`` (default), a named size (see ``wb.models()``), a hub id or a local path.
     task : str, optional
         Default: the family's first task.
+    lora : dict or True, optional
+        Train LoRA adapters (peft) instead of all weights: ``True`` for defaults or
+        ``{"r": 8, "alpha": 16, "dropout": 0.05, "target_modules": [...]}``.
     **overrides
         Config fields, e.g. ``num_hidden_layers=4``.
 
@@ -437,8 +458,11 @@ def model(family: str | ModelSpec, size: str | None = None, task: str | None = N
     task = task or info["tasks"][0]
     if task not in info["tasks"]:
         raise _known(f"task for {fam}", task, info["tasks"])
+    if lora and fam == "unet":
+        raise ValueError("LoRA is wired for the transformer families (bert, gpt2, t5, llama), not the UNet")
     return ModelSpec(family=fam, size=size, task=task, source=source, overrides=dict(overrides),
-                     num_labels=num_labels, tokenizer=tokenizer, trust_remote_code=trust_remote_code)
+                     num_labels=num_labels, tokenizer=tokenizer, trust_remote_code=trust_remote_code,
+                     lora=({} if lora is True else dict(lora)) if lora else None)
 
 
 def models():

@@ -260,6 +260,18 @@ def _build(spec: dict, run: runs.Run, device: DeviceInfo):
     mspec, dspec, a = ModelSpec.from_dict(spec["model"]), DataSpec.from_dict(spec["data"]), spec["args"]
     transformers.set_seed(a["seed"])
     model, tok = mspec.build(num_labels=dspec.num_labels)
+    if mspec.lora is not None:
+        base = run.path / "base"
+        if not mspec.is_pretrained:  # adapters alone cannot rebuild a random base: keep it
+            if (base / "config.json").exists():
+                import transformers as _t
+
+                from .catalog import TASK_CLASSES
+
+                model = getattr(_t, TASK_CLASSES[mspec.task]).from_pretrained(str(base), use_safetensors=True)
+            else:
+                model.save_pretrained(str(base))
+        model = mspec.wrap_lora(model)
     if mspec.task == "diffusion":
         from .diffusion import DiffusionModel
 
@@ -611,6 +623,15 @@ def load_model(run: runs.Run):
     from .catalog import TASK_CLASSES
 
     cls = getattr(transformers, TASK_CLASSES[spec.task])
-    model = cls.from_pretrained(str(ckpt), use_safetensors=True, trust_remote_code=spec.trust_remote_code)
     tok = transformers.AutoTokenizer.from_pretrained(str(ckpt))
+    if spec.lora is not None:  # base weights (kept in the run, or the pretrained source) + adapters
+        import peft
+
+        base_dir = run.path / "base"
+        if (base_dir / "config.json").exists():
+            base = cls.from_pretrained(str(base_dir), use_safetensors=True)
+        else:
+            base, _ = spec.build()
+        return peft.PeftModel.from_pretrained(base, str(ckpt)), tok
+    model = cls.from_pretrained(str(ckpt), use_safetensors=True, trust_remote_code=spec.trust_remote_code)
     return model, tok
