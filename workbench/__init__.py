@@ -27,6 +27,8 @@ _LAZY = {
     "Run": "run",
     "runs": "run",
     "compare": "run",
+    "plan_memory": "memory",
+    "MemoryPlan": "memory",
     "launch": "launcher",
     "launch_command": "launcher",
     "profile": "profiler",

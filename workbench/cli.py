@@ -29,6 +29,44 @@ def _cmd_devices(args: argparse.Namespace) -> int:
     return 0
 
 
+def _value(text: str):
+    """A parameter value from the command line: a Python literal if it is one, else text."""
+    import ast
+
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return {"true": True, "false": False, "none": None}.get(text.lower(), text)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from datetime import datetime
+    from pathlib import Path
+
+    import papermill
+
+    from .nbrecord import records
+
+    src = Path(args.notebook)
+    if not src.exists():
+        print(f"workbench run: no notebook at {src}", file=sys.stderr)
+        return 2
+    params = {k: _value(v) for k, v in args.parameter or []}
+    out_dir = Path(args.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"{src.stem}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.ipynb"
+    print(f"running {src} with {params or 'its default parameters'} -> {out}", file=sys.stderr)
+    try:
+        papermill.execute_notebook(str(src), str(out), parameters=params, kernel_name=args.kernel,
+                                   progress_bar=False, cwd=args.cwd)
+    except papermill.PapermillExecutionError as e:
+        print(f"failed in cell {e.exec_count}: {e.ename}: {e.evalue}\nexecuted notebook: {out}", file=sys.stderr)
+        return 1
+    print(f"executed notebook: {out}")
+    print(json.dumps(records(out), indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="workbench", description="Gaudi Workbench")
     p.add_argument("--version", action="version", version=f"gaudi-workbench {__version__}")
@@ -36,6 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("devices", help="list hpu, cuda and cpu with their availability")
     d.add_argument("--json", action="store_true", help="print JSON instead of a table")
     d.set_defaults(func=_cmd_devices)
+    r = sub.add_parser("run", help="execute a notebook with papermill and print its records")
+    r.add_argument("notebook")
+    r.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("KEY", "VALUE"),
+                   help="set a parameter (repeatable); values are Python literals or text")
+    r.add_argument("--output-dir", default="runs/notebooks", help="where the executed notebook goes")
+    r.add_argument("--kernel", default="python3")
+    r.add_argument("--cwd", default=".", help="working directory of the kernel")
+    r.set_defaults(func=_cmd_run)
     return p
 
 

@@ -88,6 +88,8 @@ def top_ops(prof, n: int = 15, device_kind: str = "cpu"):
     rows = []
     on_device = device_kind in ("cuda", "hpu")
     for e in prof.key_averages(group_by_input_shape=True):
+        if e.key.startswith("ProfilerStep"):  # the profiler's own per-step marker, not an op
+            continue
         self_us = getattr(e, "self_device_time_total", 0) if on_device else e.self_cpu_time_total
         rows.append({"op": e.key, "self_ms": self_us / 1000, "calls": e.count,
                      "cpu_total_ms": e.cpu_time_total / 1000,
@@ -116,7 +118,7 @@ def profile(model, data, *, steps: int = 5, warmup: int = 2, top: int = 15, **tr
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
     kind = pick_device(train_args.get("device", "auto")).kind
-    train_args.setdefault("live", False)
+    train_args.setdefault("live", "auto")
     train_args.setdefault("name", "profile")
     steps_cb = _ProfileSteps(kind, warmup, steps, Path("."))
     callback = _as_callback(steps_cb)

@@ -1,0 +1,98 @@
+"""The course: papermill runs every notebook with its smoke parameters in a real kernel.
+
+Executed notebooks are kept in test-artifacts/notebooks/ for a look afterwards.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import papermill
+import pytest
+
+import workbench as wb
+
+from conftest import ROOT
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+ARTIFACTS = ROOT / "test-artifacts" / "notebooks"
+
+# What each notebook must have recorded: name -> check
+CHECKS = {
+    "01_quickstart": lambda r: r["status"] == "completed" and r["accuracy"] > 0.3 and r["last_loss"] < r["first_loss"],
+    "02_text_classification": lambda r: r["status"] == "completed" and r["accuracy"] > 0.3,
+    "03_language_modeling_gpt2": lambda r: r["status"] == "completed" and r["perplexity_after"] < r["perplexity_before"] and r["samples"],
+    "04_summarization_t5": lambda r: r["status"] == "completed" and r["rouge_l_after"] > r["rouge_l_before"],
+    "05_llama_lora": lambda r: r["status"] == "completed" and 0 < r["trainable_fraction"] < 0.1 and r["last_loss"] < r["first_loss"],
+    "06_diffusion_unet": lambda r: r["status"] == "completed" and r["samples"] == 16,
+    "07_multi_device": lambda r: r["status"] == "completed" and r["ranks_identical"] and r["world_size"] == 2,
+    "08_benchmark_and_cost": lambda r: r["cost_per_million_tokens"] > 0 and r["bucketed_vs_pad_to_max"] > 1,
+    "09_profiling": lambda r: r["trace_written"] and r["ops"] > 0 and r["top_op"],
+    "10_memory_planning": lambda r: r["llama_70b_fits_one_h200"] is False and r["plans"] >= 20,
+}
+TRAINING_CELLS = ("wb.train(", "wb.launch(", "wb.profile(")
+
+
+def test_every_notebook_is_committed_clean_with_a_parameters_cell():
+    assert NOTEBOOKS, "no notebooks found"
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+        assert len(tagged) == 1, f"{path.name}: one cell tagged 'parameters'"
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                assert not cell.outputs and cell.execution_count is None, f"{path.name} is saved with outputs"
+        assert path.stem in CHECKS, f"{path.name} has no recorded-results check in this test"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs_under_papermill(path, tmp_path):
+    out = tmp_path / path.name
+    papermill.execute_notebook(str(path), str(out), kernel_name="python3", cwd=str(tmp_path),
+                               progress_bar=False)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy(out, ARTIFACTS / path.name)
+    nb = nbformat.read(out, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        assert not [o for o in cell.outputs if o.output_type == "error"], cell.source[:80]
+        if any(call in cell.source for call in TRAINING_CELLS):
+            assert any("image/png" in o.get("data", {}) for o in cell.outputs), \
+                f"a training cell keeps a picture when saved: {cell.source[:80]}"
+    records = wb.records(out)
+    assert CHECKS[path.stem](records), records
+
+
+def test_a_broken_notebook_raises(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    p = nbformat.v4.new_code_cell("STEPS = 1")
+    p.metadata["tags"] = ["parameters"]
+    nb.cells = [p, nbformat.v4.new_code_cell("import workbench as wb\nwb.model('bret')")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    src = tmp_path / "broken.ipynb"
+    nbformat.write(nb, src)
+    with pytest.raises(papermill.PapermillExecutionError, match="unknown model family 'bret'"):
+        papermill.execute_notebook(str(src), str(tmp_path / "out.ipynb"), kernel_name="python3",
+                                   progress_bar=False)
+
+
+def test_workbench_run_cli(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    p = nbformat.v4.new_code_cell("X = 1\nNAME = 'a'")
+    p.metadata["tags"] = ["parameters"]
+    nb.cells = [p, nbformat.v4.new_code_cell("import workbench as wb\nwb.record('x2', X * 2)\nwb.record('name', NAME)")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    src = tmp_path / "tiny.ipynb"
+    nbformat.write(nb, src)
+    exe = Path(sys.executable).with_name("workbench")
+    proc = subprocess.run([exe, "run", str(src), "-p", "X", "21", "-p", "NAME", "hello"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert '"x2": 42' in proc.stdout and '"name": "hello"' in proc.stdout
+    executed = list((tmp_path / "runs" / "notebooks").glob("tiny-*.ipynb"))
+    assert len(executed) == 1 and wb.records(executed[0]) == {"x2": 42, "name": "hello"}
