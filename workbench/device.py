@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 ORDER = ("hpu", "cuda", "cpu")
@@ -57,11 +58,44 @@ def hpu_mode() -> str:
     return "lazy" if os.environ.get("PT_HPU_LAZY_MODE", "0").strip() == "1" else "eager"
 
 
+MODES = ("eager", "lazy", "compile")
+
+
+def set_hpu_mode(mode: str) -> None:
+    """Choose Gaudi's execution mode for this process, before the bridge loads.
+
+    ``lazy`` sets ``PT_HPU_LAZY_MODE=1``; ``eager`` and ``compile`` set 0 (compile adds
+    ``torch.compile`` at train time). The bridge reads the variable once, when it is
+    imported: asking for another mode afterwards raises an error that says to restart.
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
+    want = "lazy" if mode == "lazy" else "eager"
+    if "habana_frameworks.torch" in sys.modules:
+        if hpu_mode() != want:
+            raise RuntimeError(
+                f"the Habana bridge is already loaded in {hpu_mode()} mode and the mode is fixed per "
+                f"process: restart the kernel and ask for mode={mode!r} before anything touches the "
+                f"HPU (or set PT_HPU_LAZY_MODE={int(want == 'lazy')} before starting Python)")
+        return
+    os.environ["PT_HPU_LAZY_MODE"] = "1" if want == "lazy" else "0"
+
+
+def recipe_cache() -> Path:
+    """Where compiled HPU graphs (recipes) are kept between runs and processes."""
+    from .bundled import cache_dir
+
+    return cache_dir() / "hpu-recipes"
+
+
 @cache
 def _hpu_bridge():
     """Import the Habana bridge (registers ``torch.hpu``); None when it is missing."""
     if not _has_module("habana_frameworks"):
         return None
+    # Read once, when the bridge loads (the first device probe, before any run directory
+    # exists): a cache shared by all runs, so later runs skip recompiling the same graphs.
+    os.environ.setdefault("PT_HPU_RECIPE_CACHE_CONFIG", f"{recipe_cache()},false,4096")
     try:
         return importlib.import_module("habana_frameworks.torch")
     except Exception:  # a broken install counts as "no HPU", never a crash at probe time
@@ -508,6 +542,17 @@ def device(kind: str | DeviceInfo | None = None) -> DeviceInfo:
             f"{', '.join(have)}. {fix[0].upper() + fix[1:]} or choose one of those."
         )
     return info
+
+
+def inference_model(model, device: DeviceInfo | None = None):
+    """``model`` ready for evaluation or generation: wrapped in HPU graphs in lazy mode
+    (replays recorded graphs instead of re-launching every op), unchanged elsewhere."""
+    device = device or globals()["device"]()
+    if device.kind == "hpu" and device.mode == "lazy":
+        from habana_frameworks.torch.hpu import wrap_in_hpu_graph
+
+        return wrap_in_hpu_graph(model.eval(), disable_tensor_cache=True)
+    return model.eval()
 
 
 def clear_cache() -> None:

@@ -80,8 +80,9 @@ class _Events:
     """Emits events at logging steps and evaluations; stops on request or on NaN."""
 
     def __init__(self, run: runs.Run, device: DeviceInfo, counter: CountingCollator,
-                 batch_size: int, warmup_steps: int, world_size: int = 1):
+                 batch_size: int, warmup_steps: int, world_size: int = 1, clip=None):
         self.run, self.device, self.counter = run, device, counter
+        self.clip = clip  # HPU fused clipping: the Trainer then logs no grad_norm itself
         self.world_size = world_size  # every rank sees its own shard: throughput x ranks
         self.batch_size, self.warmup_steps = batch_size, warmup_steps
         self.nan_step: int | None = None
@@ -129,7 +130,8 @@ class _Events:
         event = {
             "step": state.global_step,
             "phase": "warmup" if state.global_step <= self.warmup_steps else "train",
-            "loss": logs["loss"], "lr": logs.get("learning_rate"), "grad_norm": logs.get("grad_norm"),
+            "loss": logs["loss"], "lr": logs.get("learning_rate"),
+            "grad_norm": logs.get("grad_norm", self.clip.norm if self.clip is not None else None),
             "epoch": logs.get("epoch"), "samples_per_s": self.world_size * samples / dt,
             "tokens_per_s": self.world_size * tokens / dt if tokens else None, "step_time": dt / steps,
             "mem_alloc": mem["allocated"], "mem_peak": mem["peak"], "compiles": self.device.compiles(),
@@ -278,34 +280,18 @@ def _build(spec: dict, run: runs.Run, device: DeviceInfo):
         model = DiffusionModel(model)
     prepared = dspec.prepare(tok, max_length=a["max_length"])
     counter = CountingCollator(_collator(mspec.task, tok, model, a.get("padding", "longest"), a["max_length"]), model)
-    precision = _precision(device, a["precision"])
     extra = dict(a["trainer_overrides"])
     optim, optimizer = _optimizer(device, model, a["lr"], extra)
-    compile_ = a["compile"]
-    if compile_ is None:  # HPU eager mode wants torch.compile; elsewhere it is opt-in
-        compile_ = device.kind == "hpu" and device.mode == "eager"
-    targs = dict(
-        output_dir=str(run.path / "checkpoints"),
-        per_device_train_batch_size=a["batch_size"], per_device_eval_batch_size=a["batch_size"],
-        learning_rate=a["lr"], max_steps=a["max_steps"] or -1, num_train_epochs=a["epochs"] or 1,
-        logging_steps=a["log_every"], logging_nan_inf_filter=False,
-        eval_strategy="steps" if a["eval_every"] else "no", eval_steps=a["eval_every"],
-        save_strategy="steps", save_steps=a["save_every"], save_total_limit=2,
-        bf16=precision == "bf16", fp16=precision == "fp16", use_cpu=device.kind == "cpu",
-        optim=optim, seed=a["seed"], data_seed=a["seed"], report_to=a["report_to"] or "none",
-        disable_tqdm=True, remove_unused_columns=False, dataloader_num_workers=0,
-        prediction_loss_only=mspec.task != "classification",
-        torch_compile=bool(compile_), label_names=["labels"] if mspec.task != "diffusion" else [],
-    )
-    if compile_ and device.backend.compile_backend:
-        targs["torch_compile_backend"] = device.backend.compile_backend
-    rank, size = world()
-    if size > 1:
-        targs["ddp_backend"] = device.dist_backend
-    targs.update(extra)
+    targs = training_arguments(a, device, mspec.task, run.path, optim)
+    clip = None
+    if device.backend.optimizer == "hpex_fused_adamw" and targs["max_grad_norm"] > 0:
+        # Gaudi's fused clip-norm replaces the Trainer's clipping (one kernel, not one per tensor)
+        clip = _as_callback(_FusedClip(model, targs["max_grad_norm"]))
+        targs["max_grad_norm"] = 0.0
     args = transformers.TrainingArguments(**targs)
-    events = _as_callback(_Events(run, device, counter, a["batch_size"], a["throughput_warmup_steps"], size))
-    callbacks = [events]
+    rank, size = world()
+    events = _as_callback(_Events(run, device, counter, a["batch_size"], a["throughput_warmup_steps"], size, clip))
+    callbacks = [events] + ([clip] if clip is not None else [])
     if size > 1:
         callbacks.insert(0, _as_callback(_DistStop(run, a["log_every"])))
     if device.kind == "hpu" and device.mode == "lazy":
@@ -318,6 +304,51 @@ def _build(spec: dict, run: runs.Run, device: DeviceInfo):
     )
     trainer.remove_callback(transformers.PrinterCallback)  # events replace its printed dicts
     return trainer, events, model, tok
+
+
+def training_arguments(a: dict, device: DeviceInfo, task: str, run_path: Path, optim: str) -> dict[str, Any]:
+    """The TrainingArguments fields for a run's arguments on ``device`` (from the backend table)."""
+    precision = _precision(device, a["precision"])
+    mode = a.get("mode")
+    compile_ = a["compile"]
+    if mode is not None:
+        compile_ = mode == "compile"
+    elif compile_ is None:  # HPU eager mode wants torch.compile; elsewhere it is opt-in
+        compile_ = device.kind == "hpu" and device.mode == "eager"
+    targs = dict(
+        output_dir=str(run_path / "checkpoints"),
+        per_device_train_batch_size=a["batch_size"], per_device_eval_batch_size=a["batch_size"],
+        learning_rate=a["lr"], max_steps=a["max_steps"] or -1, num_train_epochs=a["epochs"] or 1,
+        logging_steps=a["log_every"], logging_nan_inf_filter=False,
+        eval_strategy="steps" if a["eval_every"] else "no", eval_steps=a["eval_every"],
+        save_strategy="steps", save_steps=a["save_every"], save_total_limit=2,
+        bf16=precision == "bf16", fp16=precision == "fp16", use_cpu=device.kind == "cpu",
+        optim=optim, seed=a["seed"], data_seed=a["seed"], report_to=a["report_to"] or "none",
+        disable_tqdm=True, remove_unused_columns=False, dataloader_num_workers=0,
+        prediction_loss_only=task != "classification", max_grad_norm=1.0,
+        torch_compile=bool(compile_), label_names=["labels"] if task != "diffusion" else [],
+    )
+    if compile_ and device.backend.compile_backend:
+        targs["torch_compile_backend"] = device.backend.compile_backend
+    if world()[1] > 1:
+        targs["ddp_backend"] = device.dist_backend
+    targs.update(a["trainer_overrides"])
+    return targs
+
+
+class _FusedClip:
+    """HPU: clip gradients with hpex FusedClipNorm before each optimizer step; keeps the
+    norm (a device tensor, read only at logging steps) for the grad_norm event."""
+
+    def __init__(self, model, max_norm: float):
+        from habana_frameworks.torch.hpex.normalization import FusedClipNorm
+
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.clip = FusedClipNorm(self.params, max_norm)
+        self.norm = None
+
+    def on_pre_optimizer_step(self, args, state, control, **kw):
+        self.norm = self.clip.clip_norm(self.params)
 
 
 def _accuracy(pred) -> dict[str, float]:
@@ -464,8 +495,9 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
           save_every: int | None = None, log_every: int | None = None, run_dir: str | Path | None = None,
           name: str | None = None, live: str | bool = "auto", background: bool = False,
           max_length: int = 128, padding: str = "longest", seed: int = 0, compile: bool | None = None,
-          throughput_warmup_steps: int | None = None, report_to: str | list[str] | None = None,
-          callbacks: list | None = None, **trainer_overrides) -> runs.Run:
+          mode: str | None = None, throughput_warmup_steps: int | None = None,
+          report_to: str | list[str] | None = None, callbacks: list | None = None,
+          **trainer_overrides) -> runs.Run:
     """Train ``model`` on ``data`` with transformers' Trainer; returns the Run.
 
     Parameters
@@ -501,6 +533,10 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
         static shape).
     compile : bool, optional
         ``torch.compile`` the model (default: on in HPU eager mode only).
+    mode : {"eager", "lazy", "compile"}, optional
+        Execution mode. ``lazy`` is Gaudi's legacy graph mode (``mark_step``); it is fixed
+        per process, so it must be chosen before anything touches the HPU (else a clear
+        error says to restart the kernel). ``compile`` is eager plus ``torch.compile``.
     report_to : str or list, optional
         ``"tensorboard"`` or ``"mlflow"``; nothing by default.
     callbacks : list of transformers.TrainerCallback, optional
@@ -530,8 +566,9 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | No
             save_every: int | None = None, log_every: int | None = None,
             run_dir: str | Path | None = None, name: str | None = None, max_length: int = 128,
             padding: str = "longest", seed: int = 0, compile: bool | None = None,
-            throughput_warmup_steps: int | None = None, report_to: str | list[str] | None = None,
-            extra_spec: dict | None = None, **trainer_overrides) -> runs.Run:
+            mode: str | None = None, throughput_warmup_steps: int | None = None,
+            report_to: str | list[str] | None = None, extra_spec: dict | None = None,
+            **trainer_overrides) -> runs.Run:
     """Check the arguments, create the run directory and its spec.json; train nothing.
 
     ``wb.train`` runs the result in this process; ``wb.launch`` in torchrun workers.
@@ -549,7 +586,20 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | No
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     if padding not in PADDINGS:
         raise ValueError(f"unknown padding {padding!r}; known: {', '.join(PADDINGS)}")
+    import os
+
+    before = os.environ.get("PT_HPU_LAZY_MODE")
+    if mode is not None:
+        from .device import set_hpu_mode
+
+        set_hpu_mode(mode)  # before the device probe below loads the bridge
     dev = pick_device(device)  # fails early, with the fix, on an unavailable device
+    if mode == "lazy" and dev.kind != "hpu":
+        if before is None:
+            os.environ.pop("PT_HPU_LAZY_MODE", None)
+        else:
+            os.environ["PT_HPU_LAZY_MODE"] = before
+        raise ValueError(f"mode='lazy' is Gaudi's graph mode; this run is on {dev.kind}: use mode='eager' or 'compile'")
     if lr is None:
         lr = 5e-5 if mspec.is_pretrained else 1e-3
     if max_steps:
@@ -565,7 +615,7 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | No
     args = {"max_steps": max_steps, "epochs": epochs, "batch_size": batch_size, "lr": lr,
             "precision": precision, "device": dev.kind if device == "auto" else device,
             "eval_every": eval_every, "save_every": save_every, "log_every": log_every,
-            "max_length": max_length, "padding": padding, "seed": seed, "compile": compile,
+            "max_length": max_length, "padding": padding, "seed": seed, "compile": compile, "mode": mode,
             "throughput_warmup_steps": throughput_warmup_steps if throughput_warmup_steps is not None else max(3, log_every),
             "report_to": report_to, "trainer_overrides": trainer_overrides}
     path = runs.new_run_dir(name or f"{mspec.name}-{dspec.name}", run_dir)

@@ -71,3 +71,6 @@ def reset_peak_memory_stats(device=None) -> None:
 def mem_get_info(device=None) -> tuple[int, int]:
     s = memory_stats()
     return s["Limit"] - s["InUse"], s["Limit"]
+
+
+from .graphs import wrap_in_hpu_graph  # noqa: E402,F401  (the bridge exports it here too)
