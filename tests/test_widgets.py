@@ -1,0 +1,210 @@
+"""The pickers and the train form, driven through their traits without a browser."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import workbench
+from workbench import widgets
+from workbench.widgets import HUB, LOCAL, pick_dataset, pick_model, train_form
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+@pytest.fixture(scope="module")
+def topic():
+    """One docstrings-topic picker for the read-only checks (tokenising takes a moment)."""
+    return pick_dataset("docstrings-topic")
+
+
+def test_model_picker_follows_family_size_and_task():
+    p = pick_model()
+    assert p.value.name == "bert-tiny" and p.value.task == "classification"
+    p.family.value = "gpt2"
+    assert p.task.options == ("causal_lm", "classification")
+    assert p.value.name == "gpt2-tiny" and p.value.task == "causal_lm"
+    p.size.value = "small"
+    assert p.value.source == "openai-community/gpt2"
+    assert 124e6 < p.plan.num_params < 125e6
+    assert "124.4M</b> parameters" in p.summary.value
+    assert re.search(r"needs [\d.]+ GiB per device", p.summary.value)
+    assert ("fits" in p.summary.value) and p.fits is not None
+    assert "H100" in p.devices.value and "Gaudi2" in p.devices.value
+    p.task.value = "classification"
+    assert p.value.task == "classification" and p.plan.model == "gpt2-small"
+    p.batch_size.value, p.precision.value = 4, "fp32"
+    assert (p.plan.batch_size, p.plan.precision) == (4, "fp32")
+    assert repr(p).startswith("ModelPicker(gpt2-small, task=classification, batch 4 x 128")
+    assert WIDGET_VIEW in p._repr_mimebundle_()
+
+
+def test_a_model_that_does_not_fit_shows_the_cheapest_fix():
+    p = pick_model("llama-70b", batch_size=8, seq_len=2048)
+    assert p.value.name == "llama-70b" and p.fits is False
+    assert "does not fit" in p.summary.value and "cheapest fix" in p.summary.value
+
+
+def test_model_picker_shows_bad_input_as_a_message():
+    p = pick_model("gpt2")
+    p.size.value = HUB
+    assert p.value is None and not p.source.disabled and "type a hub id" in p.error
+    p.source.value = "nobody/no-such-model"  # HF_HUB_OFFLINE=1 in conftest
+    assert p.value is None and "nobody/no-such-model" in p.summary.value
+    p.source.value = "/no/such/model-dir"
+    assert p.value is None and "does not exist" in p.error and "does not exist" in p.summary.value
+    p.size.value = "tiny"
+    assert p.source.disabled and p.value.name == "gpt2-tiny"
+    p.seq_len.value = 4096
+    assert p.value is None and "at most 512 tokens" in p.summary.value
+    assert repr(p).startswith("ModelPicker(invalid:")
+    p.seq_len.value = 256
+    assert p.value.name == "gpt2-tiny" and p.plan.seq_len == 256
+
+
+def test_unet_length_is_the_image_side():
+    p = pick_model("unet")
+    assert p.seq_len.description == "image side" and p.seq_len.value == 32
+    p.family.value = "bert"
+    assert p.seq_len.description == "seq len" and p.seq_len.value == 128
+
+
+def test_dataset_picker_previews_and_measures_padding(topic):
+    d = topic
+    assert d.value.source == "docstrings-topic" and d.value.task == "classification"
+    assert (d.text.value, d.label.value, d.target.value) == ("text", "label", "")
+    assert "<table" in d.preview.value and "<th>label</th>" in d.preview.value
+    assert any(topic in d.preview.value for topic in ("asyncio", "email", "http", "logging", "xml"))
+    assert bytes(d.histogram.value).startswith(b"\x89PNG") and d.histogram.layout.display != "none"
+    s = d.stats
+    assert s["bucketed"]["waste_pct"] < s["dynamic"]["waste_pct"] < s["pad_to_max"]["waste_pct"]
+    assert s["pad_to_max"]["shapes"] <= 2 and s["bucketed"]["shapes"] <= 8
+    for key in ("pad_to_max", "dynamic", "bucketed"):
+        assert f"{s[key]['waste_pct']:.1f}%" in d.padding.value
+    for k in (4, 8, 16):
+        assert f"{s['buckets'][k]['waste_pct']:.1f}%" in d.padding.value
+    assert s["buckets"][16]["waste_pct"] <= s["buckets"][4]["waste_pct"]
+    assert WIDGET_VIEW in d._repr_mimebundle_() and repr(d).startswith("DataPicker(DataSpec(")
+
+
+def test_batch_and_length_changes_recompute_only_the_statistics(topic, monkeypatch):
+    d = topic
+    monkeypatch.setattr(d.value, "load", lambda: pytest.fail("must reuse the cached lengths"))
+    before = d.stats["pad_to_max"]["waste_pct"]
+    d.max_length.value = 512
+    assert d.stats["pad_to_max"]["waste_pct"] > before and "max length 512" in d.padding.value
+    d.max_length.value, d.batch_size.value = 128, 16
+
+
+def test_a_wrong_column_lists_the_columns_found(topic):
+    d = topic
+    d.text.value = "body"
+    assert d.value is None and "columns found: text, label" in d.message.value
+    assert d.preview.value == "" and d.stats == {}
+    d.text.value = "text"
+    assert d.value.columns == {"text": "text", "label": "label"} and d.stats
+
+
+def test_dataset_picker_reads_a_local_csv(tmp_path):
+    csv = tmp_path / "reviews.csv"
+    rows = [f"{'good' if i % 2 else 'bad'} film number {i} " + "word " * (i % 7) for i in range(40)]
+    csv.write_text("sentence,class\n" + "".join(f"{r},{'pos' if i % 2 else 'neg'}\n" for i, r in enumerate(rows)))
+    d = pick_dataset()
+    d.source.value = LOCAL
+    assert d.value is None and not d.path.disabled and d.hub.disabled
+    d.path.value = str(tmp_path / "missing.csv")
+    assert d.value is None and "does not exist" in d.message.value
+    d.path.value = str(csv)
+    assert d.value.source == str(csv) and d.value.task == "classification"
+    assert (d.text.value, d.label.value) == ("sentence", "class")
+    assert "film number" in d.preview.value and len(d.lengths) == 36  # 10% held out
+    d.task.value = "causal_lm"  # keeps the columns, changes the task
+    assert d.value.task == "causal_lm" and d.text.value == "sentence"
+
+
+def test_images_have_no_lengths():
+    d = pick_dataset("digits")
+    assert d.value.task == "diffusion" and d.lengths is None
+    assert "no token lengths" in d.padding.value and d.histogram.layout.display == "none"
+
+
+def test_form_links_its_settings_to_the_pickers(topic):
+    m = pick_model("bert")
+    form = train_form(m, topic)
+    assert topic.widget not in form.widget.children  # shown in its own cell
+    form.batch_size.value = 8
+    assert m.batch_size.value == 8 and m.plan.batch_size == 8 and topic.batch_size.value == 8
+    form.batch_size.value = 16
+    form.until.value = "epochs"
+    assert form.max_steps.disabled and not form.epochs.disabled
+    assert form.call()[2] == {"epochs": 1.0, "batch_size": 16, "background": True}
+
+
+def test_show_code_is_the_call_the_form_makes(monkeypatch):
+    form = train_form(pick_model("gpt2"), pick_dataset("docstrings-lm", limit=64, max_length=64))
+    form.max_steps.value, form.lr.value, form.device.value = 3, "2e-3", "cpu"
+    form.code_button.click()
+    code = form.code()
+    assert "wb.train(" in form.code_view.value and "wb.model(&#x27;gpt2&#x27;)" in form.code_view.value
+    compile(code, "<show code>", "exec")
+    calls = []
+    monkeypatch.setattr(workbench, "train", lambda *a, **kw: calls.append((a, kw)), raising=False)
+    exec(code, {})
+    (model, data), kwargs = calls[0]
+    want_model, want_data, want_kwargs = form.call()
+    assert model.to_dict() == want_model.to_dict() and data.to_dict() == want_data.to_dict()
+    assert kwargs == want_kwargs == {"max_steps": 3, "batch_size": 16, "lr": 2e-3, "device": "cpu",
+                                     "max_length": 64, "background": True}
+    form.lr.value = "fast"
+    form.code_button.click()
+    assert "lr must be a number" in form.message.value
+
+
+def test_code_rebuilds_custom_specs(tmp_path):
+    csv = tmp_path / "pairs.csv"
+    csv.write_text("document,summary\n" + "".join(f"long text {i},short {i}\n" for i in range(20)))
+    for spec, call in (
+        (workbench.model("gpt2", size="small", task="classification", n_layer=3, lora=True),
+         widgets._model_code),
+        (workbench.dataset(str(csv), limit=10, seed=3), widgets._data_code),
+        (workbench.dataset("docstrings-topic", task="causal_lm", eval_fraction=0.2), widgets._data_code),
+    ):
+        rebuilt = eval(call(spec), {"wb": workbench})
+        assert rebuilt.to_dict() == spec.to_dict()
+
+
+def test_train_button_starts_a_background_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    form = train_form(pick_model("gpt2"), pick_dataset("docstrings-lm", limit=64, max_length=64))
+    form.max_steps.value, form.batch_size.value, form.device.value = 3, 4, "cpu"
+    form.train_button.click()
+    assert form.run is not None, form.message.value
+    form.run.wait(120)
+    assert form.run.status == "completed" and form.run.summary["step"] == 3
+    assert form.run.path.resolve().parent == tmp_path.resolve() / "runs"
+    assert "started" in form.message.value and "run=" in repr(form)
+
+
+def test_a_task_mismatch_is_a_message():
+    form = train_form(pick_model("gpt2"), pick_dataset("docstrings-topic"))
+    form.max_steps.value = 3
+    form.train_button.click()
+    assert form.run is None
+    assert "causal_lm" in form.message.value and "classification" in form.message.value
+
+
+def test_an_invalid_picker_is_a_message_in_the_form():
+    m = pick_model("gpt2", size="/no/such/dir")
+    assert m.value is None and m.size.value == HUB
+    form = train_form(m, pick_dataset("docstrings-lm", limit=8))
+    form.train_button.click()
+    assert form.run is None and "pick a valid model first" in form.message.value
+
+
+def test_the_form_alone_builds_and_shows_its_own_pickers():
+    form = train_form()
+    assert form.model_picker.widget in form.widget.children
+    assert form.data_picker.widget in form.widget.children
+    assert form.call()[0].name == "bert-tiny" and form.call()[1].source == "docstrings-topic"
+    assert train_form().model_picker is not form.model_picker  # no shared state between cells
