@@ -235,3 +235,19 @@ def test_lora_trains_only_adapters_and_reloads():
     again = Run.open(run.path).model
     for (n1, p1), (n2, p2) in zip(model.state_dict().items(), again.state_dict().items()):
         assert n1 == n2 and torch.allclose(p1, p2), n1
+
+
+def test_default_batching_is_static_shaped_and_reported_in_events():
+    topic = wb.train("bert-tiny", wb.dataset("docstrings-topic", limit=300), max_steps=12, batch_size=8,
+                     max_length=128, log_every=4, live=False)
+    assert topic.spec["args"]["padding"] == "bucketed"
+    last = _train_events(topic)[-1]
+    assert last["shapes_seen"] <= 8 and last["padding_waste_pct"] < 30
+    assert all(s[0] == 8 for s in topic.trainer.data_collator.shapes), "batches padded to full size"
+    lm = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=300), max_steps=6, batch_size=4,
+                  max_length=64, log_every=3, live=False)
+    assert lm.spec["args"]["padding"] == "packed"
+    last = _train_events(lm)[-1]
+    assert last["shapes_seen"] == 1 and last["padding_waste_pct"] < 1 and last["tokens_per_step"] == 4 * 64
+    with pytest.raises(ValueError, match="padding='packed' is for causal language models"):
+        wb.train("bert-tiny", "docstrings-topic", padding="packed", live=False)

@@ -251,7 +251,14 @@ def scaling(steps: int = 60, repeats: int = 2, devices: int = 2, device: str = "
     }
 
 
-BENCHES = {"engine": engine, "dashboard": dashboard, "scaling": scaling}
+def shapes(steps: int = 30, repeats: int = 3, device: str = "auto") -> dict[str, Any]:
+    """Pad-to-max vs dynamic padding vs bucketing vs packing (``workbench.shapes.benchmark``)."""
+    from .shapes import benchmark
+
+    return benchmark(steps=steps, repeats=repeats, device=device)
+
+
+BENCHES = {"engine": engine, "dashboard": dashboard, "scaling": scaling, "shapes": shapes}
 
 
 def _table(result: dict) -> str:

@@ -29,29 +29,71 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 # --------------------------------------------------------------------------- collator
 class CountingCollator:
-    """Wraps a collator; counts training samples and non-pad tokens on the CPU.
+    """Wraps a collator; counts training samples, non-pad tokens, computed tokens and the
+    distinct batch shapes, on the CPU.
 
     Counting here, on the batch the collator has just built, needs no device sync; the
-    Trainer's own ``include_num_input_tokens_seen`` calls ``.item()`` every step.
-    Evaluation batches are collated while the model is in eval mode and are not counted.
+    Trainer's own ``include_num_input_tokens_seen`` calls ``.item()`` every step. The
+    dataloader collates a batch ahead of the step that uses it, so each batch's counts wait
+    in a queue until ``consume`` credits them at the end of their step. Evaluation batches
+    are collated while the model is in eval mode and are not counted.
     """
 
     def __init__(self, inner, model):
+        from collections import deque
+
         self.inner, self.model = inner, model
+        self.pending: deque[tuple[int, int, int, tuple[int, ...] | None]] = deque()
         self.samples = 0
-        self.tokens = 0
+        self.tokens = 0  # non-pad tokens
+        self.computed = 0  # every position the model computes, padding included
+        self.shapes: set[tuple[int, ...]] = set()
 
     def __call__(self, features):
         batch = self.inner(features)
         if self.model.training:
-            self.samples += len(features)
             mask = batch.get("attention_mask") if hasattr(batch, "get") else None
-            if mask is not None:
-                self.tokens += int(mask.sum())
+            if mask is None:
+                self.pending.append((len(features), 0, 0, None))
+            else:
+                self.pending.append((len(features), int(mask.sum()), mask.numel(), tuple(mask.shape)))
         return batch
 
+    def consume(self, batches: int = 1) -> None:
+        """Credit the counts of the next ``batches`` batches (those of the step just done)."""
+        for _ in range(min(batches, len(self.pending))):
+            samples, tokens, computed, shape = self.pending.popleft()
+            self.samples += samples
+            self.tokens += tokens
+            self.computed += computed
+            if shape is not None:
+                self.shapes.add(shape)
 
-PADDINGS = ("longest", "max_length")
+    def stats(self) -> dict[str, float | int | None]:
+        """Padding waste % and distinct shapes so far (None where there are no tokens)."""
+        if not self.computed:
+            return {"padding_waste_pct": None, "shapes_seen": None}
+        return {"padding_waste_pct": 100 * (1 - self.tokens / self.computed), "shapes_seen": len(self.shapes)}
+
+
+PADDINGS = ("auto", "longest", "max_length", "bucketed", "packed")
+
+
+def default_padding(task: str, device_kind: str) -> str:
+    """The batching a task gets on a backend when the user does not choose.
+
+    Causal LM packs documents into full blocks everywhere (no padding at all, one shape).
+    Classification is bucketed everywhere: at most k static shapes, little padding. On
+    Gaudi every new shape compiles a graph, so what cannot be bucketed there (seq2seq) pads
+    to max_length; elsewhere it pads each batch to its longest row.
+    """
+    if task == "causal_lm":
+        return "packed"
+    if task == "classification":
+        return "bucketed"
+    if task == "seq2seq":
+        return "max_length" if device_kind == "hpu" else "longest"
+    return "longest"  # images: every batch already has one shape
 
 
 def _collator(task: str, tokenizer, model, padding: str = "longest", max_length: int = 128):
@@ -107,6 +149,7 @@ class _Events:
             self._mark = (runs.monotonic(), state.global_step, self.counter.samples, self.counter.tokens)
 
     def on_step_end(self, args, state, control, **kw):
+        self.counter.consume(args.gradient_accumulation_steps)
         last = state.global_step >= state.max_steps
         if self.run._stop.is_set():
             control.should_training_stop = True
@@ -135,6 +178,7 @@ class _Events:
             "epoch": logs.get("epoch"), "samples_per_s": self.world_size * samples / dt,
             "tokens_per_s": self.world_size * tokens / dt if tokens else None, "step_time": dt / steps,
             "mem_alloc": mem["allocated"], "mem_peak": mem["peak"], "compiles": self.device.compiles(),
+            "tokens_per_step": tokens / steps if tokens else None, **self.counter.stats(),
             "time": now - self.t_start,
         }
         self.run.log.emit(event)
@@ -279,7 +323,25 @@ def _build(spec: dict, run: runs.Run, device: DeviceInfo):
 
         model = DiffusionModel(model)
     prepared = dspec.prepare(tok, max_length=a["max_length"])
-    counter = CountingCollator(_collator(mspec.task, tok, model, a.get("padding", "longest"), a["max_length"]), model)
+    rank, size = world()
+    padding, sampler = a.get("padding", "longest"), None
+    if padding == "packed":  # causal LM: documents in full blocks, one static shape
+        from .shapes import BucketCollator, pack
+
+        prepared = pack(prepared, a["max_length"], tok.eos_token_id)
+        inner = BucketCollator(tok, [a["max_length"]], a["batch_size"], task=mspec.task)
+    elif padding == "bucketed":  # at most k static shapes (on Gaudi: at most k graph compiles)
+        from .shapes import BucketBatchSampler, BucketCollator, buckets, lengths_of
+
+        lengths = lengths_of(prepared["train"])
+        bounds = buckets(lengths, k=a.get("buckets", 8), max_length=a["max_length"], batch_size=a["batch_size"])
+        if bounds[-1] < a["max_length"]:  # eval rows may be longer than every training row
+            bounds.append(a["max_length"])
+        inner = BucketCollator(tok, bounds, a["batch_size"], task=mspec.task)
+        sampler = BucketBatchSampler(lengths, bounds, a["batch_size"], seed=a["seed"], num_replicas=size, rank=rank)
+    else:
+        inner = _collator(mspec.task, tok, model, padding, a["max_length"])
+    counter = CountingCollator(inner, model)
     extra = dict(a["trainer_overrides"])
     optim, optimizer = _optimizer(device, model, a["lr"], extra)
     targs = training_arguments(a, device, mspec.task, run.path, optim)
@@ -289,7 +351,6 @@ def _build(spec: dict, run: runs.Run, device: DeviceInfo):
         clip = _as_callback(_FusedClip(model, targs["max_grad_norm"]))
         targs["max_grad_norm"] = 0.0
     args = transformers.TrainingArguments(**targs)
-    rank, size = world()
     events = _as_callback(_Events(run, device, counter, a["batch_size"], a["throughput_warmup_steps"], size, clip))
     callbacks = [events] + ([clip] if clip is not None else [])
     if size > 1:
@@ -303,7 +364,30 @@ def _build(spec: dict, run: runs.Run, device: DeviceInfo):
         optimizers=(optimizer, None), compute_metrics=_accuracy if mspec.task == "classification" else None,
     )
     trainer.remove_callback(transformers.PrinterCallback)  # events replace its printed dicts
+    if sampler is not None:
+        _use_batch_sampler(trainer, sampler)
     return trainer, events, model, tok
+
+
+def _use_batch_sampler(trainer, sampler) -> None:
+    """Train on ``sampler``'s batches. The Trainer has no public hook for a batch sampler,
+    so this one Trainer instance gets its own ``get_train_dataloader`` (the class and the
+    library stay untouched); the loader still goes through accelerate's ``prepare``."""
+    import torch
+
+    def get_train_dataloader():
+        args = trainer.args
+        loader = trainer.accelerator.prepare(torch.utils.data.DataLoader(
+            trainer.train_dataset, batch_sampler=sampler, collate_fn=trainer.data_collator,
+            num_workers=args.dataloader_num_workers, pin_memory=args.dataloader_pin_memory))
+        shard = getattr(loader, "batch_sampler", None)
+        if getattr(shard, "batch_sampler", None) is sampler:
+            # several processes: the sampler already shards by rank; accelerate's
+            # BatchSamplerShard must not shard it again
+            shard.num_processes, shard.process_index, shard.batch_size = 1, 0, None
+        return loader
+
+    trainer.get_train_dataloader = get_train_dataloader
 
 
 def training_arguments(a: dict, device: DeviceInfo, task: str, run_path: Path, optim: str) -> dict[str, Any]:
@@ -355,7 +439,9 @@ def _accuracy(pred) -> dict[str, float]:
     import numpy as np
 
     logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
-    return {"accuracy": float((np.asarray(logits).argmax(-1) == pred.label_ids).mean())}
+    labels = np.asarray(pred.label_ids)
+    keep = labels != -100  # dummy rows that fill static-shape batches do not count
+    return {"accuracy": float((np.asarray(logits).argmax(-1)[keep] == labels[keep]).mean())}
 
 
 # --------------------------------------------------------------------------- running
@@ -494,8 +580,8 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
           precision: str = "auto", device: str = "auto", eval_every: int | None = None,
           save_every: int | None = None, log_every: int | None = None, run_dir: str | Path | None = None,
           name: str | None = None, live: str | bool = "auto", background: bool = False,
-          max_length: int = 128, padding: str = "longest", seed: int = 0, compile: bool | None = None,
-          mode: str | None = None, throughput_warmup_steps: int | None = None,
+          max_length: int = 128, padding: str = "auto", buckets: int = 8, seed: int = 0,
+          compile: bool | None = None, mode: str | None = None, throughput_warmup_steps: int | None = None,
           report_to: str | list[str] | None = None, callbacks: list | None = None,
           **trainer_overrides) -> runs.Run:
     """Train ``model`` on ``data`` with transformers' Trainer; returns the Run.
@@ -528,9 +614,16 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
         Return at once and train in a thread (``run.stop()``, ``run.wait()``).
     max_length : int
         Sequences are truncated to this many tokens.
-    padding : {"longest", "max_length"}
-        Pad each batch to its longest sequence, or every batch to ``max_length`` (one
-        static shape).
+    padding : {"auto", "longest", "max_length", "bucketed", "packed"}
+        How batches are shaped. ``bucketed``: sequences grouped into at most ``buckets``
+        length buckets chosen to minimise padding, every batch padded to its bucket and to
+        full size (few static shapes: on Gaudi, few graph compiles). ``packed`` (causal LM):
+        documents concatenated into full ``max_length`` blocks, one shape, no padding.
+        ``longest``: each batch padded to its longest row (dynamic shapes). ``max_length``:
+        one static shape, much padding. ``auto``: packed for causal LM, bucketed for
+        classification, else longest (max_length on Gaudi).
+    buckets : int
+        Most distinct sequence lengths with ``padding="bucketed"``.
     compile : bool, optional
         ``torch.compile`` the model (default: on in HPU eager mode only).
     mode : {"eager", "lazy", "compile"}, optional
@@ -565,7 +658,7 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | No
             precision: str = "auto", device: str = "auto", eval_every: int | None = None,
             save_every: int | None = None, log_every: int | None = None,
             run_dir: str | Path | None = None, name: str | None = None, max_length: int = 128,
-            padding: str = "longest", seed: int = 0, compile: bool | None = None,
+            padding: str = "auto", buckets: int = 8, seed: int = 0, compile: bool | None = None,
             mode: str | None = None, throughput_warmup_steps: int | None = None,
             report_to: str | list[str] | None = None, extra_spec: dict | None = None,
             **trainer_overrides) -> runs.Run:
@@ -600,6 +693,16 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | No
         else:
             os.environ["PT_HPU_LAZY_MODE"] = before
         raise ValueError(f"mode='lazy' is Gaudi's graph mode; this run is on {dev.kind}: use mode='eager' or 'compile'")
+    if padding == "auto":
+        padding = default_padding(mspec.task, dev.kind)
+    if padding == "packed" and mspec.task != "causal_lm":
+        raise ValueError(f"padding='packed' is for causal language models; {mspec.name} does {mspec.task}: "
+                         f"use 'bucketed' or 'longest'")
+    if padding == "bucketed" and mspec.task not in ("classification", "causal_lm"):
+        raise ValueError(f"padding='bucketed' handles classification and causal LM; {mspec.task} "
+                         f"uses 'longest' or 'max_length'")
+    if buckets < 1:
+        raise ValueError(f"buckets must be at least 1, got {buckets}")
     if lr is None:
         lr = 5e-5 if mspec.is_pretrained else 1e-3
     if max_steps:
@@ -615,7 +718,8 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | No
     args = {"max_steps": max_steps, "epochs": epochs, "batch_size": batch_size, "lr": lr,
             "precision": precision, "device": dev.kind if device == "auto" else device,
             "eval_every": eval_every, "save_every": save_every, "log_every": log_every,
-            "max_length": max_length, "padding": padding, "seed": seed, "compile": compile, "mode": mode,
+            "max_length": max_length, "padding": padding, "buckets": buckets, "seed": seed,
+            "compile": compile, "mode": mode,
             "throughput_warmup_steps": throughput_warmup_steps if throughput_warmup_steps is not None else max(3, log_every),
             "report_to": report_to, "trainer_overrides": trainer_overrides}
     path = runs.new_run_dir(name or f"{mspec.name}-{dspec.name}", run_dir)
