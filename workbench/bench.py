@@ -18,8 +18,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-# BERT-mini: big enough that a CPU step takes tens of milliseconds
-BERT_MINI = {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024}
+# Random-init models of well-known shapes (the bundled tokenizers use fewer ids than the
+# embedding tables hold; FLOPs and memory are those of the real shapes).
+SHAPES = {
+    # BERT-mini: big enough that a CPU step takes tens of milliseconds
+    "bert-mini": ("bert", {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
+                           "intermediate_size": 1024}, "docstrings-topic"),
+    "bert-base": ("bert", {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12,
+                           "intermediate_size": 3072, "vocab_size": 30522}, "docstrings-topic"),
+    "gpt2-124m": ("gpt2", {"n_layer": 12, "n_embd": 768, "n_head": 12, "n_positions": 1024,
+                           "vocab_size": 50257}, "docstrings-lm"),
+}
+# dense bf16 peak, TFLOP/s (shared/HPU_FACTS.md), matched against the device name/generation
+PEAK_TFLOPS = {"Gaudi2": 432, "Gaudi3": 1835, "A100": 312, "H100": 989, "H200": 989}
+
+
+def peak_tflops(dev) -> float | None:
+    """The device's dense bf16 peak, or None where unknown (CPUs)."""
+    label = f"{dev.generation or ''} {dev.name}"
+    return next((v for k, v in PEAK_TFLOPS.items() if k in label), None)
 
 
 class _Timer:
@@ -44,13 +61,14 @@ def _timer(device, start, end):
     return _as_callback(_Timer(device, start, end))
 
 
-def _engine_setup(batch_size: int, seq_len: int, precision: str):
+def _engine_setup(shape: str = "bert-mini"):
     from .catalog import model as as_model
     from .data import dataset as as_dataset
 
-    spec = as_model("bert", size="tiny", **BERT_MINI)
-    data = as_dataset("docstrings-topic")
-    return spec, data
+    if shape not in SHAPES:
+        raise ValueError(f"unknown model shape {shape!r}; known: {', '.join(SHAPES)}")
+    family, overrides, data = SHAPES[shape]
+    return as_model(family, size="tiny", **overrides), as_dataset(data)
 
 
 def _raw_loop(spec, data, device, warmup, steps, batch_size, seq_len, precision, seed=0):
@@ -64,7 +82,7 @@ def _raw_loop(spec, data, device, warmup, steps, batch_size, seq_len, precision,
     model, tok = spec.build(num_labels=data.num_labels)
     model.to(device.torch_device).train()
     train = data.prepare(tok, max_length=seq_len)["train"]
-    collate = _collator("classification", tok, model, "max_length", seq_len)
+    collate = _collator(spec.task, tok, model, "max_length", seq_len)
     gen = torch.Generator().manual_seed(seed)
     loader = torch.utils.data.DataLoader(train, batch_size=batch_size, shuffle=True, generator=gen,
                                          collate_fn=collate, drop_last=True)
@@ -109,7 +127,7 @@ def _plain_trainer(spec, data, device, warmup, steps, batch_size, seq_len, preci
             learning_rate=1e-3, report_to="none", disable_tqdm=True, seed=seed,
             use_cpu=device.kind == "cpu", bf16=precision == "bf16", fp16=precision == "fp16")
         trainer = transformers.Trainer(model=model, args=args, train_dataset=prepared["train"],
-                                       data_collator=_collator("classification", tok, model, "max_length", seq_len),
+                                       data_collator=_collator(spec.task, tok, model, "max_length", seq_len),
                                        callbacks=[timer])
         trainer.remove_callback(transformers.PrinterCallback)
         trainer.train()
@@ -130,14 +148,14 @@ def _workbench(spec, data, device, warmup, steps, batch_size, seq_len, precision
 
 
 def engine(steps: int = 40, warmup: int = 5, repeats: int = 5, batch_size: int = 16, seq_len: int = 128,
-           device: str = "auto", precision: str = "auto") -> dict[str, Any]:
+           device: str = "auto", precision: str = "auto", model: str = "bert-mini") -> dict[str, Any]:
     """Raw PyTorch loop vs plain Trainer vs wb.train on the same model and batches."""
     from .device import device as pick
     from .engine import _precision
 
     dev = pick(device)
     precision = _precision(dev, precision)
-    spec, data = _engine_setup(batch_size, seq_len, precision)
+    spec, data = _engine_setup(model)
     ways = {"raw": _raw_loop, "trainer": _plain_trainer, "workbench": _workbench}
     samples: dict[str, list[float]] = {k: [] for k in ways}
     names = list(ways)
@@ -147,7 +165,7 @@ def engine(steps: int = 40, warmup: int = 5, repeats: int = 5, batch_size: int =
     med = {k: statistics.median(v) for k, v in samples.items()}
     return {
         "bench": "engine", "device": dev.to_dict(), "precision": precision,
-        "config": {"model": "bert-mini (4 layers, hidden 256)", "batch_size": batch_size, "seq_len": seq_len,
+        "config": {"model": model, "batch_size": batch_size, "seq_len": seq_len,
                    "warmup_steps": warmup, "timed_steps": steps, "repeats": repeats},
         "results": {k: {"steps_per_s": med[k], "all": samples[k]} for k in ways},
         "ratios": {"wb_vs_raw": med["workbench"] / med["raw"], "wb_vs_trainer": med["workbench"] / med["trainer"]},
@@ -258,7 +276,68 @@ def shapes(steps: int = 30, repeats: int = 3, device: str = "auto") -> dict[str,
     return benchmark(steps=steps, repeats=repeats, device=device)
 
 
-BENCHES = {"engine": engine, "dashboard": dashboard, "scaling": scaling, "shapes": shapes}
+def mfu(steps: int = 10, warmup: int = 3, repeats: int = 3, batch_size: int | None = None, seq_len: int = 1024,
+        device: str = "auto", precision: str = "auto", model: str = "gpt2-124m") -> dict[str, Any]:
+    """Model FLOPs utilisation of wb.train on a GPT-2-124M-shaped model (packed blocks).
+
+    FLOPs per token = 6 N + 12 L d S (N parameters without the position table; the
+    attention term as in the PaLM paper's appendix). MFU = FLOPs/token x tokens/s / peak;
+    on a CPU there is no peak in the table, so only the achieved GFLOP/s is reported.
+    """
+    from .device import device as pick
+    from .engine import _precision, train
+
+    dev = pick(device)
+    precision = _precision(dev, precision)
+    spec, data = _engine_setup(model)
+    if batch_size is None:
+        batch_size = 16 if dev.kind != "cpu" else 2
+    if dev.kind == "cpu":
+        seq_len = min(seq_len, 256)
+    cfg = spec.config()
+    layers, width = cfg.num_hidden_layers, cfg.hidden_size
+    n = spec.num_params - getattr(cfg, "n_positions", getattr(cfg, "max_position_embeddings", 0)) * width
+    flops_per_token = 6 * n + 12 * layers * width * seq_len
+    rates = []
+    for _ in range(repeats):
+        timer = _timer(dev, warmup, warmup + steps)
+        with tempfile.TemporaryDirectory() as out:
+            train(spec, data, max_steps=warmup + steps, batch_size=batch_size, max_length=seq_len, padding="packed",
+                  precision=precision, device=dev.kind, live=False, run_dir=out, save_every=10_000,
+                  callbacks=[timer])
+        rates.append(timer.steps_per_s() * batch_size * seq_len)
+    tokens_per_s = statistics.median(rates)
+    achieved = flops_per_token * tokens_per_s
+    peak = peak_tflops(dev)
+    figures = {"tokens_per_s": tokens_per_s, "achieved_tflops": achieved / 1e12,
+               "flops_per_token": flops_per_token}
+    ratios = {}
+    if peak:
+        figures["peak_tflops"] = peak
+        ratios["mfu"] = achieved / (peak * 1e12)
+    return {"bench": "mfu", "device": dev.to_dict(), "precision": precision,
+            "config": {"model": model, "params": spec.num_params, "batch_size": batch_size, "seq_len": seq_len,
+                       "warmup_steps": warmup, "timed_steps": steps, "repeats": repeats},
+            "results": {"workbench": {"tokens_per_s": tokens_per_s, "all": rates}},
+            "figures": figures, "ratios": ratios}
+
+
+BENCHES = {"engine": engine, "dashboard": dashboard, "scaling": scaling, "shapes": shapes, "mfu": mfu}
+BASELINES = Path("benchmarks") / "baselines"
+
+
+def save_baseline(result: dict, root: Path = BASELINES) -> Path:
+    """Keep ``result`` as this device's baseline for its benchmark (one JSON per device)."""
+    dev = result["device"]
+    name = "".join(c if c.isalnum() else "-" for c in f"{dev['kind']}-{dev.get('generation') or dev['name']}").lower()
+    path = root / f"{name}.json"
+    root.mkdir(parents=True, exist_ok=True)
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[result["bench"]] = {"config": result["config"], "ratios": result["ratios"],
+                             "figures": result.get("figures", {}),
+                             "results": {k: {m: v for m, v in r.items() if m != "all"} for k, r in result["results"].items()}}
+    path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    return path
 
 
 def _table(result: dict) -> str:
@@ -281,8 +360,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="auto")
     p.add_argument("--steps", type=int, help="timed steps per repeat")
     p.add_argument("--repeats", type=int, help="interleaved rounds")
+    p.add_argument("--model", help="model shape for engine and mfu: " + ", ".join(SHAPES))
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--seq-len", type=int)
+    p.add_argument("--precision", help="auto, fp32, bf16, fp16 (engine, mfu)")
+    p.add_argument("--save-baseline", action="store_true", help="record as benchmarks/baselines/<device>.json")
     args = p.parse_args(argv)
     kwargs = {"device": args.device}
+    for key in ("model", "batch_size", "seq_len", "precision"):
+        if getattr(args, key) is not None:
+            kwargs[key] = getattr(args, key)
     if args.steps:
         kwargs["steps"] = args.steps
     if args.repeats:
@@ -292,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, default=str) + "\n")
         print(f"wrote {args.json}", file=sys.stderr)
+    if args.save_baseline:
+        print(f"baseline: {save_baseline(result)}", file=sys.stderr)
     return 0
 
 
