@@ -123,6 +123,7 @@ def test_headless_mode_sends_nothing_live_and_leaves_one_png(run):
     png = base64.b64decode(bundle["image/png"])
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert "<table" in bundle["text/html"]
+    assert bundle["image/png"] in bundle["text/html"], "front ends that pick HTML show the plots too"
 
 
 def test_frontend_detection(monkeypatch):
@@ -164,3 +165,7 @@ def test_papermill_notebook_has_one_png_per_run_and_few_stream_outputs(tmp_path)
     import workbench as wb
 
     assert wb.records(out) == {"status": "completed", "steps": 20}
+    from nbconvert import HTMLExporter
+
+    page, _ = HTMLExporter().from_notebook_node(saved)
+    assert page.count("data:image/png;base64,") >= 2, "nbconvert HTML shows each run's picture"

@@ -270,11 +270,16 @@ class Dashboard:
     def _bundle(self, with_png: bool) -> dict[str, Any]:
         data: dict[str, Any] = {"text/plain": f"{self.run.name}: {self.run.status}"}
         summary = {**self.run.summary, "status": self.run.status}
-        data["text/html"] = (f"<div><b>{html.escape(self.run.name)}</b></div>"
-                             + render_table({self.run.name: summary}))
+        picture = ""
         if with_png:
-            png = render_png({self.run.name: self.events}, self.mem_total, self.warmup_steps)
-            data["image/png"] = base64.b64encode(png).decode()
+            png = base64.b64encode(render_png({self.run.name: self.events}, self.mem_total,
+                                              self.warmup_steps)).decode()
+            data["image/png"] = png
+            # Front ends show one mime type per output, and most rank HTML above PNG: the
+            # HTML carries the picture too, so whichever they pick shows the plots.
+            picture = f"<img src='data:image/png;base64,{png}' style='max-width:100%'/>"
+        data["text/html"] = (f"<div><b>{html.escape(self.run.name)}</b></div>" + picture
+                             + render_table({self.run.name: summary}))
         if self.widget is not None:
             data["application/vnd.jupyter.widget-view+json"] = {
                 "version_major": 2, "version_minor": 0, "model_id": self.widget.model_id}
@@ -376,10 +381,12 @@ class Comparison:
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
         events = {r.name: r.events for r in self.runs}
         mem_total = max((float(r.summary.get("mem_total") or 0) for r in self.runs), default=0)
+        png = base64.b64encode(render_png(events, mem_total)).decode()
         data: dict[str, Any] = {
             "text/plain": self.table.to_string(),
-            "text/html": render_table({r.name: {**r.summary, "status": r.status} for r in self.runs}),
-            "image/png": base64.b64encode(render_png(events, mem_total)).decode(),
+            "text/html": (f"<img src='data:image/png;base64,{png}' style='max-width:100%'/>"
+                          + render_table({r.name: {**r.summary, "status": r.status} for r in self.runs})),
+            "image/png": png,
         }
         if frontend("auto") == "live":
             w = LiveChart(title=f"{len(self.runs)} runs", current="", status="compared",
