@@ -140,3 +140,56 @@ def test_dashboard_draws_live_and_stop_works(lab):
     summary = json.loads(summaries[0].read_text())
     assert summary["status"] == "stopped" and summary["step"] >= second
     assert (summaries[0].parent / "checkpoints" / f"checkpoint-{summary['step']}").exists()
+
+
+FORM = ["import workbench as wb\nmodel = wb.pick_model()\nmodel",
+        "data = wb.pick_dataset(limit=200)\ndata",
+        "form = wb.train_form(model, data)\nform"]
+
+
+def test_pick_a_model_and_a_dataset_and_press_train(lab):
+    import nbformat
+    from playwright.sync_api import sync_playwright
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in FORM]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, lab["dir"] / "form.ipynb")
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    def field(page, label: str, kind: str):
+        """The ipywidgets control whose label reads ``label`` (kind: for the reader only)."""
+        return page.locator(".widget-inline-hbox").filter(
+            has=page.locator("label.widget-label", has_text=label)).first
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1300, "height": 1400})
+        try:
+            page.goto(f"{lab['url']}/lab/tree/form.ipynb?token={lab['token']}")
+            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+            page.get_by_role("menuitem", name="Run", exact=True).click()
+            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+            page.wait_for_selector("button:has-text('Train')", timeout=120_000)
+            page.screenshot(path=str(ARTIFACTS / "browser-train-form-before.png"), full_page=True)
+            from workbench.catalog import FAMILIES
+
+            family = field(page, "family", "dropdown").locator("select")
+            family.select_option(label=f"gpt2: {FAMILIES['gpt2']['about']}")
+            field(page, "dataset", "dropdown").locator("select").select_option("docstrings-lm")
+            steps = field(page, "max steps", "inttext").locator("input")
+            steps.fill("30")
+            steps.press("Enter")
+            page.wait_for_timeout(3000)  # let the pickers settle (they recompute plans and stats)
+            page.locator("button:has-text('Train')").click()
+            page.wait_for_function(
+                "() => document.querySelector('.wb-dash .wb-status')?.textContent === 'completed'", timeout=180_000)
+            page.screenshot(path=str(ARTIFACTS / "browser-train-form.png"), full_page=True)
+        finally:
+            browser.close()
+    summaries = list((lab["dir"] / "runs").glob("*gpt2-tiny-docstrings-lm*/summary.json"))
+    assert len(summaries) == 1, "the form trained the picked model on the picked data"
+    summary = json.loads(summaries[0].read_text())
+    assert summary["status"] == "completed" and summary["step"] == 30

@@ -195,7 +195,13 @@ def load(name: str, build: Callable[[], dict] | None = None):
         # Write beside the target and rename, so that two processes (torchrun workers)
         # building at once never see a half-written dataset.
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{name}-"))
-        ds.save_to_disk(str(tmp))
+        shown = datasets.is_progress_bar_enabled()
+        datasets.disable_progress_bars()  # a one-off local save: no bar in the notebook
+        try:
+            ds.save_to_disk(str(tmp))
+        finally:
+            if shown:
+                datasets.enable_progress_bars()
         try:
             os.replace(tmp, target)
         except OSError:  # another process won the race: keep its copy

@@ -608,13 +608,22 @@ class TrainForm(_Composite):
         if self.run is not None and self.run.is_training:
             self.message.value = _error_html(f"{self.run.name} is still training; stop it first (form.run.stop())")
             return
+        error = None
         try:
             model, data, kw = self.call()
+        except Exception as e:
+            error = e
+        else:
             self.output.clear_output()
             with self.output:  # the dashboard displays itself here
-                self.run = train(model, data, **kw)
-        except Exception as e:  # task mismatch, unavailable device, ...: a message, not a traceback
-            self.message.value = _error_html(_message(e))
+                # caught in here: inside IPython, Output's __exit__ would swallow the
+                # exception into a traceback display, and the form would not know
+                try:
+                    self.run = train(model, data, **kw)
+                except Exception as e:  # task mismatch, unavailable device, ...
+                    error = e
+        if error is not None:  # a message, not a traceback
+            self.message.value = _error_html(_message(error))
             return
         self.message.value = f"<div style='font:12px sans-serif'>started {html.escape(self.run.name)}</div>"
 
