@@ -26,6 +26,9 @@ else
 	$(PY) -m pip install -q --upgrade pip
 	# torch first: any later package asking for torch then finds it and pulls no CUDA build
 	$(PY) -m pip install -c constraints.txt torch==2.13.0
+	# DeepSpeed ships only as source and its build imports torch: build it against the torch
+	# just installed (an isolated build would fetch a CUDA torch), with its ops JIT-compiled
+	DS_BUILD_OPS=0 $(PY) -m pip install --no-build-isolation -c constraints.txt deepspeed==0.19.8
 	$(PY) -m pip install -c constraints.txt -e '.[$(EXTRAS)]'
 endif
 	touch $(STAMP)

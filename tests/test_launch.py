@@ -103,3 +103,17 @@ def test_deepspeed_zero_configs(stage):
     assert spec["args"]["trainer_overrides"]["deepspeed"]["zero_optimization"]["stage"] == stage
     with pytest.raises(ValueError, match="ZeRO stages come with DeepSpeed"):
         wb.launch("gpt2-tiny", "docstrings-lm", devices=2, zero_stage=2)
+
+
+def test_deepspeed_zero2_on_two_cpu_processes():
+    """DeepSpeed does run here: CPU accelerator, gloo. `make test` builds it from source
+    against the installed torch (it ships only as an sdist)."""
+    pytest.importorskip("deepspeed", reason="DeepSpeed is not installed (extra 'deepspeed'; see the Makefile)")
+    run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), devices=2, strategy="deepspeed",
+                    zero_stage=2, max_steps=8, log_every=2, live=False, **DATA)
+    assert run.status == "completed"
+    ranks = _ranks(run)
+    assert len(ranks) == 2 and ranks[0]["params_sha256"] == ranks[1]["params_sha256"]
+    states = sorted(p.name for p in run.last_checkpoint.glob("global_step*/zero_pp_rank_*_optim_states.pt"))
+    assert states == ["zero_pp_rank_0_mp_rank_00_optim_states.pt", "zero_pp_rank_1_mp_rank_00_optim_states.pt"], \
+        "ZeRO partitioned the optimizer state across the two ranks"
