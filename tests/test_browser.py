@@ -89,6 +89,20 @@ def lab(tmp_path):
     log.close()
 
 
+def _chromium(playwright):
+    """Debian's chromium, headless, with the flags this machine's closed network needs."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+        "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"])
+
+
+def _open_and_run_all(page, lab, notebook: str) -> None:
+    page.goto(f"{lab['url']}/lab/tree/{notebook}?token={lab['token']}")
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+
+
 def _blank(page) -> int:
     """Pixels of the dashboard canvas that are not white."""
     return page.evaluate("""() => {
@@ -110,16 +124,10 @@ def test_dashboard_draws_live_and_stop_works(lab):
 
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        browser = _chromium(p)
         page = browser.new_page(viewport={"width": 1300, "height": 1000})
         try:
-            page.goto(f"{lab['url']}/lab/tree/01_quickstart.ipynb?token={lab['token']}")
-            page.wait_for_selector(".jp-Notebook", timeout=90_000)
-            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
-            page.get_by_role("menuitem", name="Run", exact=True).click()
-            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+            _open_and_run_all(page, lab, "01_quickstart.ipynb")
             page.wait_for_selector(".wb-dash canvas", timeout=180_000)
             page.wait_for_function("() => Number(document.querySelector('.wb-dash canvas')?.dataset.points || 0) > 2",
                                    timeout=180_000)
@@ -163,15 +171,10 @@ def test_pick_a_model_and_a_dataset_and_press_train(lab):
             has=page.locator("label.widget-label", has_text=label)).first
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        browser = _chromium(p)
         page = browser.new_page(viewport={"width": 1300, "height": 1400})
         try:
-            page.goto(f"{lab['url']}/lab/tree/form.ipynb?token={lab['token']}")
-            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
-            page.get_by_role("menuitem", name="Run", exact=True).click()
-            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+            _open_and_run_all(page, lab, "form.ipynb")
             page.wait_for_selector("button:has-text('Train')", timeout=120_000)
             page.screenshot(path=str(ARTIFACTS / "browser-train-form-before.png"), full_page=True)
             from workbench.catalog import FAMILIES

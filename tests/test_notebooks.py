@@ -68,27 +68,27 @@ def test_notebook_runs_under_papermill(path, tmp_path):
     assert CHECKS[path.stem](records), records
 
 
-def test_a_broken_notebook_raises(tmp_path):
+def _notebook(path: Path, parameters: str, body: str) -> Path:
+    """Write a two-cell notebook: a tagged parameters cell and a body."""
     nb = nbformat.v4.new_notebook()
-    p = nbformat.v4.new_code_cell("STEPS = 1")
+    p = nbformat.v4.new_code_cell(parameters)
     p.metadata["tags"] = ["parameters"]
-    nb.cells = [p, nbformat.v4.new_code_cell("import workbench as wb\nwb.model('bret')")]
+    nb.cells = [p, nbformat.v4.new_code_cell(body)]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    src = tmp_path / "broken.ipynb"
-    nbformat.write(nb, src)
+    nbformat.write(nb, path)
+    return path
+
+
+def test_a_broken_notebook_raises(tmp_path):
+    src = _notebook(tmp_path / "broken.ipynb", "STEPS = 1", "import workbench as wb\nwb.model('bret')")
     with pytest.raises(papermill.PapermillExecutionError, match="unknown model family 'bret'"):
         papermill.execute_notebook(str(src), str(tmp_path / "out.ipynb"), kernel_name="python3",
                                    progress_bar=False)
 
 
 def test_workbench_run_cli(tmp_path):
-    nb = nbformat.v4.new_notebook()
-    p = nbformat.v4.new_code_cell("X = 1\nNAME = 'a'")
-    p.metadata["tags"] = ["parameters"]
-    nb.cells = [p, nbformat.v4.new_code_cell("import workbench as wb\nwb.record('x2', X * 2)\nwb.record('name', NAME)")]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    src = tmp_path / "tiny.ipynb"
-    nbformat.write(nb, src)
+    src = _notebook(tmp_path / "tiny.ipynb", "X = 1\nNAME = 'a'",
+                    "import workbench as wb\nwb.record('x2', X * 2)\nwb.record('name', NAME)")
     exe = Path(sys.executable).with_name("workbench")
     proc = subprocess.run([exe, "run", str(src), "-p", "X", "21", "-p", "NAME", "hello"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
