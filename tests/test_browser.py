@@ -165,8 +165,8 @@ def test_pick_a_model_and_a_dataset_and_press_train(lab):
     nbformat.write(nb, lab["dir"] / "form.ipynb")
     ARTIFACTS.mkdir(exist_ok=True)
 
-    def field(page, label: str, kind: str):
-        """The ipywidgets control whose label reads ``label`` (kind: for the reader only)."""
+    def field(page, label: str):
+        """The ipywidgets control whose label reads ``label``."""
         return page.locator(".widget-inline-hbox").filter(
             has=page.locator("label.widget-label", has_text=label)).first
 
@@ -179,10 +179,10 @@ def test_pick_a_model_and_a_dataset_and_press_train(lab):
             page.screenshot(path=str(ARTIFACTS / "browser-train-form-before.png"), full_page=True)
             from workbench.catalog import FAMILIES
 
-            family = field(page, "family", "dropdown").locator("select")
+            family = field(page, "family").locator("select")
             family.select_option(label=f"gpt2: {FAMILIES['gpt2']['about']}")
-            field(page, "dataset", "dropdown").locator("select").select_option("docstrings-lm")
-            steps = field(page, "max steps", "inttext").locator("input")
+            field(page, "dataset").locator("select").select_option("docstrings-lm")
+            steps = field(page, "max steps").locator("input")
             steps.fill("30")
             steps.press("Enter")
             page.wait_for_timeout(3000)  # let the pickers settle (they recompute plans and stats)

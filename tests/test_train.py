@@ -157,6 +157,21 @@ def test_other_exceptions_mark_the_run_failed_and_reraise():
     run = Run.open(sorted((wb.run.Path(os.environ["WORKBENCH_RUNS"])).iterdir())[-1])
     assert run.status == "failed" and "disk on fire" in run.summary["error"]
     assert "Traceback" in run.summary["traceback"]
+    assert "plan_memory" not in run.summary["error"]
+
+
+def test_out_of_memory_names_the_fix():
+    from transformers import TrainerCallback
+
+    class Oom(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate; out of memory")
+
+    with pytest.raises(RuntimeError, match="out of memory"):
+        wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), max_steps=3, batch_size=4,
+                 max_length=32, callbacks=[Oom()], live=False)
+    run = Run.open(sorted((wb.run.Path(os.environ["WORKBENCH_RUNS"])).iterdir())[-1])
+    assert "out of cpu memory" in run.summary["error"] and "smaller batch_size" in run.summary["error"]
 
 
 SCRIPT = textwrap.dedent("""

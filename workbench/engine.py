@@ -514,6 +514,9 @@ def _execute(run: runs.Run, resume_from: Path | None = None) -> runs.Run:
                 trainer.evaluate()
     except BaseException as e:  # recorded, then re-raised
         status, error, tb = "failed", f"{type(e).__name__}: {e}", traceback.format_exc()
+        if device.backend.oom_marker in str(e):  # the backend table knows each device's OOM text
+            error += (f" -- out of {device.kind} memory: wb.plan_memory(...) names the cheapest fix "
+                      f"(a smaller batch_size, gradient_checkpointing=True, precision='bf16')")
         run.error = e
         if isinstance(e, KeyboardInterrupt):
             status = "stopped"

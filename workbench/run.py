@@ -19,7 +19,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-STATUSES = ("running", "completed", "stopped", "failed")
 DEFAULT_ROOT = "runs"
 _ACTIVE: list[Run] = []  # runs training in this process, newest last (for %wb stop)
 
