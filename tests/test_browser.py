@@ -175,7 +175,7 @@ def test_pick_a_model_and_a_dataset_and_press_train(lab):
         page = browser.new_page(viewport={"width": 1300, "height": 1400})
         try:
             _open_and_run_all(page, lab, "form.ipynb")
-            page.wait_for_selector("button:has-text('Train')", timeout=120_000)
+            page.wait_for_selector("button:has-text('Train')", timeout=300_000)  # a fresh cache builds the data first
             page.screenshot(path=str(ARTIFACTS / "browser-train-form-before.png"), full_page=True)
             from workbench.catalog import FAMILIES
 
