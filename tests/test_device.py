@@ -135,6 +135,10 @@ def test_cli_devices_and_version(fake_env):
     assert hpu.split()[1:3] == ["yes", "8"] and "Gaudi2" in hpu
     v = subprocess.run([exe, "--version"], check=True, capture_output=True, text=True).stdout
     assert v.strip() == f"gaudi-workbench {wb.__version__}"
+    # python -m workbench is the same command line (used where the script is not on the PATH)
+    out = subprocess.run([sys.executable, "-m", "workbench", "devices"], check=True, capture_output=True,
+                         text=True, env=fake_env).stdout
+    assert any(line.startswith("hpu") and "Gaudi2" in line for line in out.splitlines())
 
 
 def test_public_names_stay_functions_after_submodules_are_imported():
