@@ -1,20 +1,48 @@
 #!/usr/bin/env bash
-# One command for a machine with one accelerator (an H200, say, or a Gaudi): engine
-# (raw loop vs plain Trainer vs wb.train), shapes and MFU, in bf16, warm-up excluded,
-# medians of repeats. Installs nothing: run it where torch for that device and this
-# package are already installed (PYTHON=... to choose the interpreter). About 5 minutes.
-set -euo pipefail
+# One command for a machine with one accelerator (an H200, say, or a Gaudi), in bf16,
+# warm-up excluded, medians of interleaved repeats:
+#   mfu    GPT-2-124M shape, packed blocks of 1024, batch 16 and 32: plain Trainer vs
+#          wb.train vs wb.train with torch.compile (MFU against the dense bf16 peak)
+#   engine GPT-2-124M and BERT-base shapes: raw loop vs plain Trainer vs wb.train
+#   shapes pad-to-max vs dynamic vs bucketed vs packed (useful tokens/s, waste, shapes)
+# Installs nothing: run it where torch for that device and this package's dependencies
+# are already installed (PYTHON=... picks the interpreter; OUT_DIR=... the result folder).
+# About 6 minutes on one H200 (STAGES=... runs a subset); each stage has its own time limit, so one that hangs or
+# fails is reported and the others still run.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
 [ -x "$PY" ] || PY=python3
 OUT=${OUT_DIR:-benchmarks/results}
 mkdir -p "$OUT"
-export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
+export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+start=$SECONDS
+failed=()
+
+STAGES=${STAGES:-mfu mfu-b32 engine-gpt2-124m engine-bert-base shapes}  # a subset: STAGES="mfu shapes"
+
+stage() {  # stage NAME LIMIT_S ARGS...: one benchmark, its own time limit
+  local name=$1 limit=$2
+  shift 2
+  [[ " $STAGES " == *" $name "* ]] || return 0
+  echo "== $name (limit ${limit}s, at $((SECONDS - start))s)"
+  if ! timeout "$limit" "$PY" -m workbench.bench "$@" --json "$OUT/$name.json"; then
+    echo "!! $name failed or ran past ${limit}s"
+    failed+=("$name")
+  fi
+}
+
+"$PY" -c 'import sys, torch, transformers; print("python", sys.version.split()[0], "torch", torch.__version__,
+"transformers", transformers.__version__)'
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 "$PY" -m workbench devices
-for model in gpt2-124m bert-base; do
-  "$PY" -m workbench.bench engine --model "$model" --precision bf16 --batch-size 16 --seq-len 512 \
-    --steps 20 --repeats 3 --json "$OUT/engine-$model.json"
-done
-"$PY" -m workbench.bench shapes --json "$OUT/shapes.json"
-"$PY" -m workbench.bench mfu --model gpt2-124m --precision bf16 --seq-len 1024 --repeats 3 --json "$OUT/mfu.json"
-echo "results in $OUT"
+stage mfu 200 mfu --model gpt2-124m --precision bf16 --batch-size 16 --seq-len 1024 --repeats 2 --compile
+stage mfu-b32 120 mfu --model gpt2-124m --precision bf16 --batch-size 32 --seq-len 1024 --repeats 1 --compile
+stage engine-gpt2-124m 90 engine --model gpt2-124m --precision bf16 --batch-size 16 --seq-len 512 --steps 20 --repeats 3
+stage engine-bert-base 90 engine --model bert-base --precision bf16 --batch-size 16 --seq-len 512 --steps 20 --repeats 3
+stage shapes 60 shapes
+echo "== done in $((SECONDS - start))s; results in $OUT"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "failed: ${failed[*]}"
+  exit 1
+fi

@@ -26,6 +26,16 @@ def test_engine_bench_measures_three_ways_side_by_side(tmp_path):
     assert result["ratios"]["wb_vs_raw"] == pytest.approx(
         result["results"]["workbench"]["steps_per_s"] / result["results"]["raw"]["steps_per_s"])
     assert "wb_vs_raw" in proc.stdout
+    # a result brought back from another machine becomes that device's baseline, under a key
+    proc = subprocess.run([sys.executable, "-m", "workbench.bench", "engine", "--from-json", str(out),
+                           "--save-baseline", "engine-bert-mini"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    (saved,) = (tmp_path / "benchmarks" / "baselines").glob("cpu-*.json")
+    baseline = json.loads(saved.read_text())["engine-bert-mini"]
+    assert baseline["ratios"] == result["ratios"] and "all" not in baseline["results"]["raw"]
+    proc = subprocess.run([sys.executable, "-m", "workbench.bench", "mfu", "--from-json", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "not 'mfu'" in proc.stderr
 
 
 @pytest.mark.parametrize("bench,args,ratio", [
@@ -42,3 +52,49 @@ def test_dashboard_and_scaling_benches_run(tmp_path, bench, args, ratio):
         v.get("steps_per_s", v.get("tokens_per_s", 0)) > 0 for v in result["results"].values())
     if bench == "dashboard":
         assert result["messages"]["per_run"] >= 1 and result["messages"]["max_bytes"] < 2048
+
+
+def test_mfu_bench_times_trainer_and_workbench_on_the_same_blocks(tmp_path):
+    out = tmp_path / "mfu.json"
+    proc = subprocess.run([sys.executable, "-m", "workbench.bench", "mfu", "--model", "gpt2-mini", "--json", str(out),
+                           "--seq-len", "64", "--batch-size", "2", "--steps", "2", "--repeats", "1",
+                           "--log-every", "1"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert set(result["results"]) == {"trainer", "workbench"}
+    assert result["config"]["log_every"] == 1 and result["config"]["seq_len"] == 64
+    fpt = result["figures"]["flops_per_token"]
+    for r in result["results"].values():
+        assert r["tokens_per_s"] > 0 and r["achieved_tflops"] == pytest.approx(fpt * r["tokens_per_s"] / 1e12)
+    assert result["ratios"]["workbench_vs_trainer"] == pytest.approx(
+        result["results"]["workbench"]["tokens_per_s"] / result["results"]["trainer"]["tokens_per_s"])
+    assert "mfu" not in result["ratios"]  # a CPU has no bf16 peak in the table: no made-up MFU
+
+
+def test_mfu_bench_refuses_a_model_that_cannot_be_packed():
+    from workbench.bench import mfu
+
+    with pytest.raises(ValueError, match="gpt2-124m"):
+        mfu(model="bert-mini", device="cpu")
+
+
+def test_gpu_check_script_stages_are_valid_bench_command_lines():
+    """benchmarks/gpu_check.sh runs where no test can (a GPU): at least its syntax and every
+    stage's arguments must be right, or the one device run it gets is wasted."""
+    import shlex
+    from pathlib import Path
+
+    from workbench.bench import parser
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.sh"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    stages = [shlex.split(line)[1:] for line in script.read_text().splitlines() if line.startswith("stage ")]
+    names = {s[0] for s in stages}
+    assert {"mfu", "engine-gpt2-124m", "engine-bert-base", "shapes"} <= names
+    default = next(line for line in script.read_text().splitlines() if line.startswith("STAGES="))
+    assert names == set(default.split(":-")[1].split("}")[0].split())  # every stage runs by default
+    for name, limit, *args in stages:
+        ns = parser().parse_args([*args, "--json", f"{name}.json"])
+        assert int(limit) > 0 and ns.bench in ("engine", "mfu", "shapes")
+        if ns.bench != "shapes":
+            assert ns.precision == "bf16" and ns.model in ("gpt2-124m", "bert-base")

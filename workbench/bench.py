@@ -26,6 +26,8 @@ SHAPES = {
                            "intermediate_size": 1024}, "docstrings-topic"),
     "bert-base": ("bert", {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12,
                            "intermediate_size": 3072, "vocab_size": 30522}, "docstrings-topic"),
+    # GPT-2-mini: the harness's own tests and quick looks on a CPU
+    "gpt2-mini": ("gpt2", {"n_layer": 4, "n_embd": 256, "n_head": 4, "n_positions": 1024}, "docstrings-lm"),
     "gpt2-124m": ("gpt2", {"n_layer": 12, "n_embd": 768, "n_head": 12, "n_positions": 1024,
                            "vocab_size": 50257}, "docstrings-lm"),
 }
@@ -71,8 +73,8 @@ def _engine_setup(shape: str = "bert-mini"):
     return as_model(family, size="tiny", **overrides), as_dataset(data)
 
 
-def _raw_loop(spec, data, device, warmup, steps, batch_size, seq_len, precision, seed=0):
-    """The reference: forward, backward, optimizer step; nothing else."""
+def _raw_loop(spec, data, device, warmup, steps, batch_size, seq_len, precision, seed=0, log_every=None):
+    """The reference: forward, backward, optimizer step; nothing else (no logging)."""
     import torch
     import transformers
 
@@ -111,7 +113,7 @@ def _raw_loop(spec, data, device, warmup, steps, batch_size, seq_len, precision,
     return steps / (time.perf_counter() - t0)
 
 
-def _plain_trainer(spec, data, device, warmup, steps, batch_size, seq_len, precision, seed=0):
+def _plain_trainer(spec, data, device, warmup, steps, batch_size, seq_len, precision, seed=0, log_every=10):
     """transformers.Trainer with its defaults (what a user writes without the workbench)."""
     import transformers
 
@@ -124,7 +126,7 @@ def _plain_trainer(spec, data, device, warmup, steps, batch_size, seq_len, preci
     with tempfile.TemporaryDirectory() as out:
         args = transformers.TrainingArguments(
             output_dir=out, per_device_train_batch_size=batch_size, max_steps=warmup + steps,
-            learning_rate=1e-3, report_to="none", disable_tqdm=True, seed=seed,
+            learning_rate=1e-3, report_to="none", disable_tqdm=True, seed=seed, logging_steps=log_every,
             use_cpu=device.kind == "cpu", bf16=precision == "bf16", fp16=precision == "fp16")
         trainer = transformers.Trainer(model=model, args=args, train_dataset=prepared["train"],
                                        data_collator=_collator(spec.task, tok, model, "max_length", seq_len),
@@ -134,7 +136,8 @@ def _plain_trainer(spec, data, device, warmup, steps, batch_size, seq_len, preci
     return timer.steps_per_s()
 
 
-def _workbench(spec, data, device, warmup, steps, batch_size, seq_len, precision, seed=0):
+def _workbench(spec, data, device, warmup, steps, batch_size, seq_len, precision, seed=0, compile=None,
+               log_every=10):
     """wb.train headless, with its defaults (events, logging, device-aware choices)."""
     from .engine import train
 
@@ -143,13 +146,19 @@ def _workbench(spec, data, device, warmup, steps, batch_size, seq_len, precision
         # checkpoints as often as the plain Trainer's default (every 500 steps)
         train(spec, data, max_steps=warmup + steps, batch_size=batch_size, lr=1e-3, max_length=seq_len,
               padding="max_length", precision=precision, device=device.kind, live=False, run_dir=out,
-              save_every=500, seed=seed, callbacks=[timer])
+              save_every=500, log_every=log_every, seed=seed, compile=compile, callbacks=[timer])
     return timer.steps_per_s()
 
 
 def engine(steps: int = 40, warmup: int = 5, repeats: int = 5, batch_size: int = 16, seq_len: int = 128,
-           device: str = "auto", precision: str = "auto", model: str = "bert-mini") -> dict[str, Any]:
-    """Raw PyTorch loop vs plain Trainer vs wb.train on the same model and batches."""
+           device: str = "auto", precision: str = "auto", model: str = "bert-mini",
+           compile: bool = False, log_every: int = 10) -> dict[str, Any]:
+    """Raw PyTorch loop vs plain Trainer vs wb.train on the same model and batches
+    (``compile=True`` adds wb.train with torch.compile, compiled in its warm-up steps).
+
+    The Trainer and wb.train both log every ``log_every`` steps: a logging step reads the
+    loss, which waits for the device, so a cadence that differs would be measured instead
+    of the engines (wb.train's own default for a run this short logs every step)."""
     from .device import device as pick
     from .engine import _precision
 
@@ -157,18 +166,23 @@ def engine(steps: int = 40, warmup: int = 5, repeats: int = 5, batch_size: int =
     precision = _precision(dev, precision)
     spec, data = _engine_setup(model)
     ways = {"raw": _raw_loop, "trainer": _plain_trainer, "workbench": _workbench}
+    if compile:
+        ways["workbench_compiled"] = lambda *a, **kw: _workbench(*a, compile=True, **kw)
     samples: dict[str, list[float]] = {k: [] for k in ways}
     names = list(ways)
     for r in range(repeats):  # interleaved rounds, the order rotated so no contender always goes first
         for name in names[r % len(names):] + names[:r % len(names)]:
-            samples[name].append(ways[name](spec, data, dev, warmup, steps, batch_size, seq_len, precision))
+            samples[name].append(ways[name](spec, data, dev, warmup, steps, batch_size, seq_len, precision,
+                                            log_every=log_every))
     med = {k: statistics.median(v) for k, v in samples.items()}
     return {
         "bench": "engine", "device": dev.to_dict(), "precision": precision,
         "config": {"model": model, "batch_size": batch_size, "seq_len": seq_len,
-                   "warmup_steps": warmup, "timed_steps": steps, "repeats": repeats},
+                   "warmup_steps": warmup, "timed_steps": steps, "repeats": repeats, "compile": compile,
+                   "log_every": log_every},
         "results": {k: {"steps_per_s": med[k], "all": samples[k]} for k in ways},
-        "ratios": {"wb_vs_raw": med["workbench"] / med["raw"], "wb_vs_trainer": med["workbench"] / med["trainer"]},
+        "ratios": {"wb_vs_raw": med["workbench"] / med["raw"], "wb_vs_trainer": med["workbench"] / med["trainer"],
+                   **({"wb_compiled_vs_trainer": med["workbench_compiled"] / med["trainer"]} if compile else {})},
     }
 
 
@@ -298,20 +312,63 @@ def shapes(steps: int = 30, repeats: int = 3, device: str = "auto") -> dict[str,
     return benchmark(steps=steps, repeats=repeats, device=device)
 
 
-def mfu(steps: int = 10, warmup: int = 3, repeats: int = 3, batch_size: int | None = None, seq_len: int = 1024,
-        device: str = "auto", precision: str = "auto", model: str = "gpt2-124m") -> dict[str, Any]:
-    """Model FLOPs utilisation of wb.train on a GPT-2-124M-shaped model (packed blocks).
+def _mfu_trainer(spec, data, device, warmup, steps, batch_size, seq_len, precision, seed=0, log_every=10):
+    """Plain Trainer with its defaults on the same packed blocks as wb.train (tokens/s)."""
+    import transformers
+
+    from .shapes import pack
+
+    transformers.set_seed(seed)
+    model, tok = spec.build()
+    blocks = pack(data.prepare(tok, max_length=seq_len)["train"], seq_len, tok.eos_token_id)
+    timer = _timer(device, warmup, warmup + steps)
+    with tempfile.TemporaryDirectory() as out:
+        args = transformers.TrainingArguments(
+            output_dir=out, per_device_train_batch_size=batch_size, max_steps=warmup + steps,
+            report_to="none", disable_tqdm=True, seed=seed, save_strategy="no", logging_steps=log_every,
+            use_cpu=device.kind == "cpu", bf16=precision == "bf16", fp16=precision == "fp16")
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=blocks,
+                                       data_collator=transformers.default_data_collator, callbacks=[timer])
+        trainer.remove_callback(transformers.PrinterCallback)
+        trainer.train()
+    return timer.steps_per_s() * batch_size * seq_len
+
+
+def _mfu_workbench(spec, data, device, warmup, steps, batch_size, seq_len, precision, compile=False,
+                   log_every=10):
+    """wb.train on packed blocks (tokens/s); ``compile`` turns on torch.compile."""
+    from .engine import train
+
+    timer = _timer(device, warmup, warmup + steps)
+    with tempfile.TemporaryDirectory() as out:
+        train(spec, data, max_steps=warmup + steps, batch_size=batch_size, max_length=seq_len, padding="packed",
+              precision=precision, device=device.kind, live=False, run_dir=out, save_every=10_000,
+              log_every=log_every, compile=compile, callbacks=[timer])
+    return timer.steps_per_s() * batch_size * seq_len
+
+
+def mfu(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int | None = None, seq_len: int = 1024,
+        device: str = "auto", precision: str = "auto", model: str = "gpt2-124m",
+        compile: bool = False, log_every: int = 10) -> dict[str, Any]:
+    """Model FLOPs utilisation of a GPT-2-124M-shaped model on packed blocks, side by side:
+    the plain Trainer with its defaults (``trainer``) and wb.train (``workbench``; with
+    ``compile=True`` also ``workbench_compiled``), the same blocks and precision for all.
 
     FLOPs per token = 6 N + 12 L d S (N parameters without the position table; the
     attention term as in the PaLM paper's appendix). MFU = FLOPs/token x tokens/s / peak;
-    on a CPU there is no peak in the table, so only the achieved GFLOP/s is reported.
+    on a CPU there is no peak in the table, so only the achieved TFLOP/s is reported.
+    Compilation happens in the warm-up steps, which are not timed. Both engines log every
+    ``log_every`` steps (a logging step waits for the device to read the loss).
     """
     from .device import device as pick
-    from .engine import _precision, train
+    from .engine import _precision
 
     dev = pick(device)
     precision = _precision(dev, precision)
     spec, data = _engine_setup(model)
+    if spec.task != "causal_lm":
+        raise ValueError(f"mfu measures a causal LM on packed blocks; {model!r} is a {spec.task} shape: "
+                         f"use one of {', '.join(k for k, v in SHAPES.items() if v[0] == 'gpt2')}")
     if batch_size is None:
         batch_size = 16 if dev.kind != "cpu" else 2
     if dev.kind == "cpu":
@@ -320,42 +377,52 @@ def mfu(steps: int = 10, warmup: int = 3, repeats: int = 3, batch_size: int | No
     layers, width = cfg.num_hidden_layers, cfg.hidden_size
     n = spec.num_params - getattr(cfg, "n_positions", getattr(cfg, "max_position_embeddings", 0)) * width
     flops_per_token = 6 * n + 12 * layers * width * seq_len
-    rates = []
-    for _ in range(repeats):
-        timer = _timer(dev, warmup, warmup + steps)
-        with tempfile.TemporaryDirectory() as out:
-            train(spec, data, max_steps=warmup + steps, batch_size=batch_size, max_length=seq_len, padding="packed",
-                  precision=precision, device=dev.kind, live=False, run_dir=out, save_every=10_000,
-                  callbacks=[timer])
-        rates.append(timer.steps_per_s() * batch_size * seq_len)
-    tokens_per_s = statistics.median(rates)
-    achieved = flops_per_token * tokens_per_s
+    ways = {"trainer": _mfu_trainer, "workbench": _mfu_workbench}
+    if compile:
+        ways["workbench_compiled"] = lambda *a, **kw: _mfu_workbench(*a, compile=True, **kw)
+    rates: dict[str, list[float]] = {k: [] for k in ways}
+    names = list(ways)
+    for r in range(repeats):  # interleaved rounds, the order rotated
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            rates[name].append(ways[name](spec, data, dev, warmup, steps, batch_size, seq_len, precision,
+                                          log_every=log_every))
     peak = peak_tflops(dev)
-    figures = {"tokens_per_s": tokens_per_s, "achieved_tflops": achieved / 1e12,
-               "flops_per_token": flops_per_token}
-    ratios = {}
+    results, ratios = {}, {}
+    for name, all_rates in rates.items():
+        tokens_per_s = statistics.median(all_rates)
+        achieved = flops_per_token * tokens_per_s
+        results[name] = {"tokens_per_s": tokens_per_s, "achieved_tflops": achieved / 1e12, "all": all_rates}
+        if peak:
+            results[name]["mfu"] = achieved / (peak * 1e12)
+    for name in names[1:]:
+        ratios[f"{name}_vs_trainer"] = results[name]["tokens_per_s"] / results["trainer"]["tokens_per_s"]
+    best = max(names[1:], key=lambda k: results[k]["tokens_per_s"])
+    figures = {"flops_per_token": flops_per_token, "workbench_tokens_per_s": results[best]["tokens_per_s"],
+               "workbench_achieved_tflops": results[best]["achieved_tflops"]}
     if peak:
         figures["peak_tflops"] = peak
-        ratios["mfu"] = achieved / (peak * 1e12)
+        ratios["mfu"] = results[best]["mfu"]
     return {"bench": "mfu", "device": dev.to_dict(), "precision": precision,
             "config": {"model": model, "params": spec.num_params, "batch_size": batch_size, "seq_len": seq_len,
-                       "warmup_steps": warmup, "timed_steps": steps, "repeats": repeats},
-            "results": {"workbench": {"tokens_per_s": tokens_per_s, "all": rates}},
-            "figures": figures, "ratios": ratios}
+                       "warmup_steps": warmup, "timed_steps": steps, "repeats": repeats, "compile": compile,
+                       "log_every": log_every, "best": best},
+            "results": results, "figures": figures, "ratios": ratios}
 
 
 BENCHES = {"engine": engine, "dashboard": dashboard, "scaling": scaling, "shapes": shapes, "mfu": mfu}
 BASELINES = Path("benchmarks") / "baselines"
 
 
-def save_baseline(result: dict, root: Path = BASELINES) -> Path:
-    """Keep ``result`` as this device's baseline for its benchmark (one JSON per device)."""
+def save_baseline(result: dict, root: Path = BASELINES, key: str | None = None) -> Path:
+    """Keep ``result`` as this device's baseline for its benchmark (one JSON per device),
+    under ``key`` (default: the benchmark's name; name others, e.g. ``engine-bert-base``,
+    to keep several configurations of one benchmark side by side)."""
     dev = result["device"]
     name = "".join(c if c.isalnum() else "-" for c in f"{dev['kind']}-{dev.get('generation') or dev['name']}").lower()
     path = root / f"{name}.json"
     root.mkdir(parents=True, exist_ok=True)
     data = json.loads(path.read_text()) if path.exists() else {}
-    data[result["bench"]] = {"config": result["config"], "ratios": result["ratios"],
+    data[key or result["bench"]] = {"config": result["config"], "ratios": result["ratios"],
                              "figures": result.get("figures", {}),
                              "results": {k: {m: v for m, v in r.items() if m != "all"} for k, r in result["results"].items()}}
     path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
@@ -374,10 +441,13 @@ def _table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m workbench.bench``."""
     p = argparse.ArgumentParser(prog="python -m workbench.bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("bench", choices=sorted(BENCHES))
+    p.add_argument("--from-json", type=Path, metavar="FILE",
+                   help="do not run: print (and --save-baseline) a result saved earlier with --json")
     p.add_argument("--json", type=Path, help="write the result here")
     p.add_argument("--device", default="auto")
     p.add_argument("--steps", type=int, help="timed steps per repeat")
@@ -386,23 +456,37 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int)
     p.add_argument("--seq-len", type=int)
     p.add_argument("--precision", help="auto, fp32, bf16, fp16 (engine, mfu)")
-    p.add_argument("--save-baseline", action="store_true", help="record as benchmarks/baselines/<device>.json")
-    args = p.parse_args(argv)
+    p.add_argument("--compile", action="store_true", help="also time wb.train with torch.compile (engine, mfu)")
+    p.add_argument("--log-every", type=int, help="logging cadence of the Trainer and wb.train (engine, mfu)")
+    p.add_argument("--save-baseline", nargs="?", const="", metavar="KEY",
+                   help="record as benchmarks/baselines/<device>.json (under KEY, default the bench's name)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     kwargs = {"device": args.device}
-    for key in ("model", "batch_size", "seq_len", "precision"):
+    for key in ("model", "batch_size", "seq_len", "precision", "log_every"):
         if getattr(args, key) is not None:
             kwargs[key] = getattr(args, key)
+    if args.compile:
+        kwargs["compile"] = True
     if args.steps:
         kwargs["steps"] = args.steps
     if args.repeats:
         kwargs["repeats"] = args.repeats
-    result = BENCHES[args.bench](**kwargs)
+    if args.from_json:  # e.g. results brought back from a machine with an accelerator
+        result = json.loads(args.from_json.read_text())
+        if result.get("bench") != args.bench:
+            raise SystemExit(f"{args.from_json} holds a {result.get('bench')!r} result, not {args.bench!r}")
+    else:
+        result = BENCHES[args.bench](**kwargs)
     print(_table(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, default=str) + "\n")
         print(f"wrote {args.json}", file=sys.stderr)
-    if args.save_baseline:
-        print(f"baseline: {save_baseline(result)}", file=sys.stderr)
+    if args.save_baseline is not None:
+        print(f"baseline: {save_baseline(result, key=args.save_baseline or None)}", file=sys.stderr)
     return 0
 
 
