@@ -58,10 +58,16 @@ def test_mfu_bench_times_trainer_and_workbench_on_the_same_blocks(tmp_path):
     out = tmp_path / "mfu.json"
     proc = subprocess.run([sys.executable, "-m", "workbench.bench", "mfu", "--model", "gpt2-mini", "--json", str(out),
                            "--seq-len", "64", "--batch-size", "2", "--steps", "2", "--repeats", "1",
-                           "--log-every", "1"], capture_output=True, text=True, timeout=600)
+                           "--log-every", "1", "--config", "n_layer=2", "--config", "resid_pdrop=0"],
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert set(result["results"]) == {"trainer", "workbench"}
+    # the overrides reach the model: two of gpt2-mini's four layers, no residual dropout
+    assert result["config"]["config_overrides"] == {"n_layer": 2, "resid_pdrop": 0}
+    from workbench.bench import _engine_setup
+
+    assert result["config"]["params"] < _engine_setup("gpt2-mini")[0].num_params
     assert result["config"]["log_every"] == 1 and result["config"]["seq_len"] == 64
     fpt = result["figures"]["flops_per_token"]
     for r in result["results"].values():
@@ -76,6 +82,11 @@ def test_mfu_bench_refuses_a_model_that_cannot_be_packed():
 
     with pytest.raises(ValueError, match="gpt2-124m"):
         mfu(model="bert-mini", device="cpu")
+    with pytest.raises(ValueError, match="workbench_compiled needs compile=True"):
+        mfu(model="gpt2-mini", device="cpu", contenders=["workbench_compiled"])
+    proc = subprocess.run([sys.executable, "-m", "workbench.bench", "engine", "--config", "n_layer=2"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "mfu benchmark only" in proc.stderr
 
 
 def test_gpu_check_script_stages_are_valid_bench_command_lines():

@@ -63,14 +63,22 @@ def _timer(device, start, end):
     return _as_callback(_Timer(device, start, end))
 
 
-def _engine_setup(shape: str = "bert-mini"):
+def _engine_setup(shape: str = "bert-mini", config: dict | None = None):
     from .catalog import model as as_model
     from .data import dataset as as_dataset
 
     if shape not in SHAPES:
         raise ValueError(f"unknown model shape {shape!r}; known: {', '.join(SHAPES)}")
     family, overrides, data = SHAPES[shape]
-    return as_model(family, size="tiny", **overrides), as_dataset(data)
+    return as_model(family, size="tiny", **{**overrides, **(config or {})}), as_dataset(data)
+
+
+def _config_value(text: str):
+    """A ``--config KEY=VALUE`` value: a JSON number, boolean or null, else the string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
 
 
 def _raw_loop(spec, data, device, warmup, steps, batch_size, seq_len, precision, seed=0, log_every=None):
@@ -349,7 +357,8 @@ def _mfu_workbench(spec, data, device, warmup, steps, batch_size, seq_len, preci
 
 def mfu(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int | None = None, seq_len: int = 1024,
         device: str = "auto", precision: str = "auto", model: str = "gpt2-124m",
-        compile: bool = False, log_every: int = 10) -> dict[str, Any]:
+        compile: bool = False, log_every: int = 10, config: dict | None = None,
+        contenders: list[str] | None = None) -> dict[str, Any]:
     """Model FLOPs utilisation of a GPT-2-124M-shaped model on packed blocks, side by side:
     the plain Trainer with its defaults (``trainer``) and wb.train (``workbench``; with
     ``compile=True`` also ``workbench_compiled``), the same blocks and precision for all.
@@ -358,14 +367,16 @@ def mfu(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int | No
     attention term as in the PaLM paper's appendix). MFU = FLOPs/token x tokens/s / peak;
     on a CPU there is no peak in the table, so only the achieved TFLOP/s is reported.
     Compilation happens in the warm-up steps, which are not timed. Both engines log every
-    ``log_every`` steps (a logging step waits for the device to read the loss).
+    ``log_every`` steps (a logging step waits for the device to read the loss). ``config``
+    overrides fields of the model's config (e.g. ``{"resid_pdrop": 0}``); ``contenders`` times
+    only some of the contenders (the ``*_vs_trainer`` ratios need ``trainer``).
     """
     from .device import device as pick
     from .engine import _precision
 
     dev = pick(device)
     precision = _precision(dev, precision)
-    spec, data = _engine_setup(model)
+    spec, data = _engine_setup(model, config)
     if spec.task != "causal_lm":
         raise ValueError(f"mfu measures a causal LM on packed blocks; {model!r} is a {spec.task} shape: "
                          f"use one of {', '.join(k for k, v in SHAPES.items() if v[0] == 'gpt2')}")
@@ -380,6 +391,12 @@ def mfu(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int | No
     ways = {"trainer": _mfu_trainer, "workbench": _mfu_workbench}
     if compile:
         ways["workbench_compiled"] = lambda *a, **kw: _mfu_workbench(*a, compile=True, **kw)
+    if chosen := [] if contenders is None else list(contenders):
+        unknown = set(chosen) - set(ways)
+        if unknown or not chosen:
+            raise ValueError(f"unknown ways {sorted(unknown)}; choose from {', '.join(ways)}"
+                             + ("" if compile else " (workbench_compiled needs compile=True)"))
+        ways = {k: ways[k] for k in chosen}
     rates: dict[str, list[float]] = {k: [] for k in ways}
     names = list(ways)
     for r in range(repeats):  # interleaved rounds, the order rotated
@@ -394,9 +411,12 @@ def mfu(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int | No
         results[name] = {"tokens_per_s": tokens_per_s, "achieved_tflops": achieved / 1e12, "all": all_rates}
         if peak:
             results[name]["mfu"] = achieved / (peak * 1e12)
-    for name in names[1:]:
-        ratios[f"{name}_vs_trainer"] = results[name]["tokens_per_s"] / results["trainer"]["tokens_per_s"]
-    best = max(names[1:], key=lambda k: results[k]["tokens_per_s"])
+    engines = [k for k in names if k != "trainer"] or names
+    if "trainer" in results:
+        for name in engines:
+            if name != "trainer":
+                ratios[f"{name}_vs_trainer"] = results[name]["tokens_per_s"] / results["trainer"]["tokens_per_s"]
+    best = max(engines, key=lambda k: results[k]["tokens_per_s"])
     figures = {"flops_per_token": flops_per_token, "workbench_tokens_per_s": results[best]["tokens_per_s"],
                "workbench_achieved_tflops": results[best]["achieved_tflops"]}
     if peak:
@@ -405,7 +425,7 @@ def mfu(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int | No
     return {"bench": "mfu", "device": dev.to_dict(), "precision": precision,
             "config": {"model": model, "params": spec.num_params, "batch_size": batch_size, "seq_len": seq_len,
                        "warmup_steps": warmup, "timed_steps": steps, "repeats": repeats, "compile": compile,
-                       "log_every": log_every, "best": best},
+                       "log_every": log_every, "best": best, "config_overrides": dict(config or {})},
             "results": results, "figures": figures, "ratios": ratios}
 
 
@@ -458,19 +478,32 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", help="auto, fp32, bf16, fp16 (engine, mfu)")
     p.add_argument("--compile", action="store_true", help="also time wb.train with torch.compile (engine, mfu)")
     p.add_argument("--log-every", type=int, help="logging cadence of the Trainer and wb.train (engine, mfu)")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a field of the model's config (mfu; repeatable), e.g. resid_pdrop=0")
+    p.add_argument("--ways", help="mfu: comma-separated contenders to time, e.g. workbench_compiled")
     p.add_argument("--save-baseline", nargs="?", const="", metavar="KEY",
                    help="record as benchmarks/baselines/<device>.json (under KEY, default the bench's name)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    if (args.config or args.ways) and args.bench != "mfu":
+        p.error("--config and --ways apply to the mfu benchmark only")
     kwargs = {"device": args.device}
     for key in ("model", "batch_size", "seq_len", "precision", "log_every"):
         if getattr(args, key) is not None:
             kwargs[key] = getattr(args, key)
     if args.compile:
         kwargs["compile"] = True
+    if args.config:
+        bad = [c for c in args.config if "=" not in c]
+        if bad:
+            p.error(f"--config takes KEY=VALUE, got {bad[0]!r}")
+        kwargs["config"] = {k: _config_value(v) for k, v in (c.split("=", 1) for c in args.config)}
+    if args.ways:
+        kwargs["contenders"] = [w.strip() for w in args.ways.split(",") if w.strip()]
     if args.steps:
         kwargs["steps"] = args.steps
     if args.repeats:
