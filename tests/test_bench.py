@@ -58,13 +58,15 @@ def test_mfu_bench_times_trainer_and_workbench_on_the_same_blocks(tmp_path):
     out = tmp_path / "mfu.json"
     proc = subprocess.run([sys.executable, "-m", "workbench.bench", "mfu", "--model", "gpt2-mini", "--json", str(out),
                            "--seq-len", "64", "--batch-size", "2", "--steps", "2", "--repeats", "1",
-                           "--log-every", "1", "--config", "n_layer=2", "--config", "resid_pdrop=0"],
+                           "--log-every", "1", "--config", "n_layer=2", "--config", "resid_pdrop=0",
+                           "--train-arg", "max_grad_norm=0.5"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert set(result["results"]) == {"trainer", "workbench"}
     # the overrides reach the model: two of gpt2-mini's four layers, no residual dropout
     assert result["config"]["config_overrides"] == {"n_layer": 2, "resid_pdrop": 0}
+    assert result["config"]["train_args"] == {"max_grad_norm": 0.5}
     from workbench.bench import _engine_setup
 
     assert result["config"]["params"] < _engine_setup("gpt2-mini")[0].num_params
@@ -87,6 +89,9 @@ def test_mfu_bench_refuses_a_model_that_cannot_be_packed():
     proc = subprocess.run([sys.executable, "-m", "workbench.bench", "engine", "--config", "n_layer=2"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "mfu benchmark only" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "workbench.bench", "mfu", "--train-arg", "max_grad_norm"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--train-arg takes KEY=VALUE" in proc.stderr
 
 
 def test_gpu_check_script_stages_are_valid_bench_command_lines():

@@ -343,7 +343,7 @@ def _mfu_trainer(spec, data, device, warmup, steps, batch_size, seq_len, precisi
 
 
 def _mfu_workbench(spec, data, device, warmup, steps, batch_size, seq_len, precision, compile=False,
-                   log_every=10):
+                   log_every=10, train_args=None):
     """wb.train on packed blocks (tokens/s); ``compile`` turns on torch.compile."""
     from .engine import train
 
@@ -351,14 +351,14 @@ def _mfu_workbench(spec, data, device, warmup, steps, batch_size, seq_len, preci
     with tempfile.TemporaryDirectory() as out:
         train(spec, data, max_steps=warmup + steps, batch_size=batch_size, max_length=seq_len, padding="packed",
               precision=precision, device=device.kind, live=False, run_dir=out, save_every=10_000,
-              log_every=log_every, compile=compile, callbacks=[timer])
+              log_every=log_every, compile=compile, callbacks=[timer], **(train_args or {}))
     return timer.steps_per_s() * batch_size * seq_len
 
 
 def mfu(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int | None = None, seq_len: int = 1024,
         device: str = "auto", precision: str = "auto", model: str = "gpt2-124m",
         compile: bool = False, log_every: int = 10, config: dict | None = None,
-        contenders: list[str] | None = None) -> dict[str, Any]:
+        contenders: list[str] | None = None, train_args: dict | None = None) -> dict[str, Any]:
     """Model FLOPs utilisation of a GPT-2-124M-shaped model on packed blocks, side by side:
     the plain Trainer with its defaults (``trainer``) and wb.train (``workbench``; with
     ``compile=True`` also ``workbench_compiled``), the same blocks and precision for all.
@@ -369,7 +369,9 @@ def mfu(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int | No
     Compilation happens in the warm-up steps, which are not timed. Both engines log every
     ``log_every`` steps (a logging step waits for the device to read the loss). ``config``
     overrides fields of the model's config (e.g. ``{"resid_pdrop": 0}``); ``contenders`` times
-    only some of the contenders (the ``*_vs_trainer`` ratios need ``trainer``).
+    only some of the contenders (the ``*_vs_trainer`` ratios need ``trainer``);
+    ``train_args`` go to ``wb.train`` (so to ``TrainingArguments``), e.g.
+    ``{"torch_compile_mode": "max-autotune"}``.
     """
     from .device import device as pick
     from .engine import _precision
@@ -388,9 +390,10 @@ def mfu(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int | No
     layers, width = cfg.num_hidden_layers, cfg.hidden_size
     n = spec.num_params - getattr(cfg, "n_positions", getattr(cfg, "max_position_embeddings", 0)) * width
     flops_per_token = 6 * n + 12 * layers * width * seq_len
-    ways = {"trainer": _mfu_trainer, "workbench": _mfu_workbench}
+    ways = {"trainer": _mfu_trainer,
+            "workbench": lambda *a, **kw: _mfu_workbench(*a, train_args=train_args, **kw)}
     if compile:
-        ways["workbench_compiled"] = lambda *a, **kw: _mfu_workbench(*a, compile=True, **kw)
+        ways["workbench_compiled"] = lambda *a, **kw: _mfu_workbench(*a, compile=True, train_args=train_args, **kw)
     if chosen := [] if contenders is None else list(contenders):
         unknown = set(chosen) - set(ways)
         if unknown or not chosen:
@@ -425,7 +428,8 @@ def mfu(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int | No
     return {"bench": "mfu", "device": dev.to_dict(), "precision": precision,
             "config": {"model": model, "params": spec.num_params, "batch_size": batch_size, "seq_len": seq_len,
                        "warmup_steps": warmup, "timed_steps": steps, "repeats": repeats, "compile": compile,
-                       "log_every": log_every, "best": best, "config_overrides": dict(config or {})},
+                       "log_every": log_every, "best": best, "config_overrides": dict(config or {}),
+                       "train_args": dict(train_args or {})},
             "results": results, "figures": figures, "ratios": ratios}
 
 
@@ -481,6 +485,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field of the model's config (mfu; repeatable), e.g. resid_pdrop=0")
     p.add_argument("--ways", help="mfu: comma-separated contenders to time, e.g. workbench_compiled")
+    p.add_argument("--train-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="mfu: a wb.train / TrainingArguments field for wb.train (repeatable), "
+                        "e.g. torch_compile_mode=max-autotune")
     p.add_argument("--save-baseline", nargs="?", const="", metavar="KEY",
                    help="record as benchmarks/baselines/<device>.json (under KEY, default the bench's name)")
     return p
@@ -489,19 +496,20 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
-    if (args.config or args.ways) and args.bench != "mfu":
-        p.error("--config and --ways apply to the mfu benchmark only")
+    if (args.config or args.ways or args.train_arg) and args.bench != "mfu":
+        p.error("--config, --ways and --train-arg apply to the mfu benchmark only")
     kwargs = {"device": args.device}
     for key in ("model", "batch_size", "seq_len", "precision", "log_every"):
         if getattr(args, key) is not None:
             kwargs[key] = getattr(args, key)
     if args.compile:
         kwargs["compile"] = True
-    if args.config:
-        bad = [c for c in args.config if "=" not in c]
-        if bad:
-            p.error(f"--config takes KEY=VALUE, got {bad[0]!r}")
-        kwargs["config"] = {k: _config_value(v) for k, v in (c.split("=", 1) for c in args.config)}
+    for option, key in (("config", "config"), ("train_arg", "train_args")):
+        pairs = getattr(args, option)
+        if bad := [c for c in pairs if "=" not in c]:
+            p.error(f"--{option.replace('_', '-')} takes KEY=VALUE, got {bad[0]!r}")
+        if pairs:
+            kwargs[key] = {k: _config_value(v) for k, v in (c.split("=", 1) for c in pairs)}
     if args.ways:
         kwargs["contenders"] = [w.strip() for w in args.ways.split(",") if w.strip()]
     if args.steps:
