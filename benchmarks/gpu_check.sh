@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # One command for a machine with one accelerator (an H200, say, or a Gaudi), in bf16,
 # warm-up excluded, medians of interleaved repeats:
-#   mfu    GPT-2-124M shape, packed blocks of 1024, batch 16 and 32: plain Trainer vs
-#          wb.train vs wb.train with torch.compile (MFU against the dense bf16 peak)
+#   mfu    GPT-2-124M shape, packed blocks of 1024, batch 32: plain Trainer vs wb.train
+#          with torch.compile (MFU against the dense bf16 peak)
 #   engine GPT-2-124M and BERT-base shapes: raw loop vs plain Trainer vs wb.train
 #   shapes pad-to-max vs dynamic vs bucketed vs packed (useful tokens/s, waste, shapes)
 # Installs nothing: run it where torch for that device and this package's dependencies
 # are already installed (PYTHON=... picks the interpreter; OUT_DIR=... the result folder).
-# About 6 minutes on one H200 (STAGES=... runs a subset); each stage has its own time limit, so one that hangs or
-# fails is reported and the others still run.
+# About 4.5 minutes on one H200 (STAGES=... runs a subset). Each stage has its own time
+# limit, so one that hangs or fails is reported and the others still run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -19,7 +19,7 @@ export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 start=$SECONDS
 failed=()
 
-STAGES=${STAGES:-mfu mfu-b32 engine-gpt2-124m engine-bert-base shapes}  # a subset: STAGES="mfu shapes"
+STAGES=${STAGES:-mfu engine-gpt2-124m engine-bert-base shapes}  # a subset: STAGES="mfu shapes"
 
 stage() {  # stage NAME LIMIT_S ARGS...: one benchmark, its own time limit
   local name=$1 limit=$2
@@ -36,8 +36,9 @@ stage() {  # stage NAME LIMIT_S ARGS...: one benchmark, its own time limit
 "transformers", transformers.__version__)'
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 "$PY" -m workbench devices
-stage mfu 200 mfu --model gpt2-124m --precision bf16 --batch-size 16 --seq-len 1024 --repeats 2 --compile
-stage mfu-b32 120 mfu --model gpt2-124m --precision bf16 --batch-size 32 --seq-len 1024 --repeats 1 --compile
+# plain Trainer vs compiled wb.train (uncompiled wb.train vs Trainer: the engine stages)
+stage mfu 200 mfu --model gpt2-124m --precision bf16 --batch-size 32 --seq-len 1024 --repeats 2 --compile \
+  --ways trainer,workbench_compiled
 stage engine-gpt2-124m 90 engine --model gpt2-124m --precision bf16 --batch-size 16 --seq-len 512 --steps 20 --repeats 3
 stage engine-bert-base 90 engine --model bert-base --precision bf16 --batch-size 16 --seq-len 512 --steps 20 --repeats 3
 stage shapes 60 shapes

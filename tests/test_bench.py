@@ -104,7 +104,8 @@ def test_gpu_check_script_stages_are_valid_bench_command_lines():
 
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.sh"
     subprocess.run(["bash", "-n", str(script)], check=True)
-    stages = [shlex.split(line)[1:] for line in script.read_text().splitlines() if line.startswith("stage ")]
+    text = script.read_text().replace("\\\n", " ")  # join continued lines
+    stages = [shlex.split(line)[1:] for line in text.splitlines() if line.startswith("stage ")]
     names = {s[0] for s in stages}
     assert {"mfu", "engine-gpt2-124m", "engine-bert-base", "shapes"} <= names
     default = next(line for line in script.read_text().splitlines() if line.startswith("STAGES="))
