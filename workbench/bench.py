@@ -10,6 +10,7 @@ reports medians and their ratios. The JSON has ``results`` and ``ratios``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -121,23 +122,30 @@ def _raw_loop(spec, data, device, warmup, steps, batch_size, seq_len, precision,
     return steps / (time.perf_counter() - t0)
 
 
-def _plain_trainer(spec, data, device, warmup, steps, batch_size, seq_len, precision, seed=0, log_every=10):
-    """transformers.Trainer with its defaults (what a user writes without the workbench)."""
+def _plain_trainer(spec, data, device, warmup, steps, batch_size, seq_len, precision, seed=0, log_every=10,
+                   packed=False):
+    """transformers.Trainer with its defaults (what a user writes without the workbench), on
+    the same batches as wb.train: padded to ``seq_len``, or (``packed``) the same packed
+    blocks as ``padding="packed"`` with the Trainer's default collator. Steps/s."""
     import transformers
 
     from .engine import _collator
+    from .shapes import pack
 
     transformers.set_seed(seed)
     model, tok = spec.build(num_labels=data.num_labels)
-    prepared = data.prepare(tok, max_length=seq_len)
+    train = data.prepare(tok, max_length=seq_len)["train"]
+    if packed:
+        train, collate = pack(train, seq_len, tok.eos_token_id), transformers.default_data_collator
+    else:
+        collate = _collator(spec.task, tok, model, "max_length", seq_len)
     timer = _timer(device, warmup, warmup + steps)
     with tempfile.TemporaryDirectory() as out:
         args = transformers.TrainingArguments(
             output_dir=out, per_device_train_batch_size=batch_size, max_steps=warmup + steps,
             learning_rate=1e-3, report_to="none", disable_tqdm=True, seed=seed, logging_steps=log_every,
             use_cpu=device.kind == "cpu", bf16=precision == "bf16", fp16=precision == "fp16")
-        trainer = transformers.Trainer(model=model, args=args, train_dataset=prepared["train"],
-                                       data_collator=_collator(spec.task, tok, model, "max_length", seq_len),
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=train, data_collator=collate,
                                        callbacks=[timer])
         trainer.remove_callback(transformers.PrinterCallback)
         trainer.train()
@@ -145,17 +153,30 @@ def _plain_trainer(spec, data, device, warmup, steps, batch_size, seq_len, preci
 
 
 def _workbench(spec, data, device, warmup, steps, batch_size, seq_len, precision, seed=0, compile=None,
-               log_every=10):
-    """wb.train headless, with its defaults (events, logging, device-aware choices)."""
+               log_every=10, padding="max_length", train_args=None):
+    """wb.train headless, with its defaults (events, logging, device-aware choices); steps/s.
+    ``train_args`` are further wb.train (TrainingArguments) fields."""
     from .engine import train
 
     timer = _timer(device, warmup, warmup + steps)
     with tempfile.TemporaryDirectory() as out:
         # checkpoints as often as the plain Trainer's default (every 500 steps)
         train(spec, data, max_steps=warmup + steps, batch_size=batch_size, lr=1e-3, max_length=seq_len,
-              padding="max_length", precision=precision, device=device.kind, live=False, run_dir=out,
-              save_every=500, log_every=log_every, seed=seed, compile=compile, callbacks=[timer])
+              padding=padding, precision=precision, device=device.kind, live=False, run_dir=out,
+              save_every=500, log_every=log_every, seed=seed, compile=compile, callbacks=[timer],
+              **(train_args or {}))
     return timer.steps_per_s()
+
+
+def _interleaved(ways: dict[str, Any], repeats: int, *args, **kwargs) -> dict[str, list[float]]:
+    """Each way's result per round; the order rotates every round, so that no contender
+    always goes first (and a noisy neighbour slows all of them alike)."""
+    samples: dict[str, list[float]] = {k: [] for k in ways}
+    names = list(ways)
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            samples[name].append(ways[name](*args, **kwargs))
+    return samples
 
 
 def engine(steps: int = 40, warmup: int = 5, repeats: int = 5, batch_size: int = 16, seq_len: int = 128,
@@ -175,13 +196,9 @@ def engine(steps: int = 40, warmup: int = 5, repeats: int = 5, batch_size: int =
     spec, data = _engine_setup(model)
     ways = {"raw": _raw_loop, "trainer": _plain_trainer, "workbench": _workbench}
     if compile:
-        ways["workbench_compiled"] = lambda *a, **kw: _workbench(*a, compile=True, **kw)
-    samples: dict[str, list[float]] = {k: [] for k in ways}
-    names = list(ways)
-    for r in range(repeats):  # interleaved rounds, the order rotated so no contender always goes first
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            samples[name].append(ways[name](spec, data, dev, warmup, steps, batch_size, seq_len, precision,
-                                            log_every=log_every))
+        ways["workbench_compiled"] = functools.partial(_workbench, compile=True)
+    samples = _interleaved(ways, repeats, spec, data, dev, warmup, steps, batch_size, seq_len, precision,
+                           log_every=log_every)
     med = {k: statistics.median(v) for k, v in samples.items()}
     return {
         "bench": "engine", "device": dev.to_dict(), "precision": precision,
@@ -320,41 +337,6 @@ def shapes(steps: int = 30, repeats: int = 3, device: str = "auto") -> dict[str,
     return benchmark(steps=steps, repeats=repeats, device=device)
 
 
-def _mfu_trainer(spec, data, device, warmup, steps, batch_size, seq_len, precision, seed=0, log_every=10):
-    """Plain Trainer with its defaults on the same packed blocks as wb.train (tokens/s)."""
-    import transformers
-
-    from .shapes import pack
-
-    transformers.set_seed(seed)
-    model, tok = spec.build()
-    blocks = pack(data.prepare(tok, max_length=seq_len)["train"], seq_len, tok.eos_token_id)
-    timer = _timer(device, warmup, warmup + steps)
-    with tempfile.TemporaryDirectory() as out:
-        args = transformers.TrainingArguments(
-            output_dir=out, per_device_train_batch_size=batch_size, max_steps=warmup + steps,
-            report_to="none", disable_tqdm=True, seed=seed, save_strategy="no", logging_steps=log_every,
-            use_cpu=device.kind == "cpu", bf16=precision == "bf16", fp16=precision == "fp16")
-        trainer = transformers.Trainer(model=model, args=args, train_dataset=blocks,
-                                       data_collator=transformers.default_data_collator, callbacks=[timer])
-        trainer.remove_callback(transformers.PrinterCallback)
-        trainer.train()
-    return timer.steps_per_s() * batch_size * seq_len
-
-
-def _mfu_workbench(spec, data, device, warmup, steps, batch_size, seq_len, precision, compile=False,
-                   log_every=10, train_args=None):
-    """wb.train on packed blocks (tokens/s); ``compile`` turns on torch.compile."""
-    from .engine import train
-
-    timer = _timer(device, warmup, warmup + steps)
-    with tempfile.TemporaryDirectory() as out:
-        train(spec, data, max_steps=warmup + steps, batch_size=batch_size, max_length=seq_len, padding="packed",
-              precision=precision, device=device.kind, live=False, run_dir=out, save_every=10_000,
-              log_every=log_every, compile=compile, callbacks=[timer], **(train_args or {}))
-    return timer.steps_per_s() * batch_size * seq_len
-
-
 def mfu(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int | None = None, seq_len: int = 1024,
         device: str = "auto", precision: str = "auto", model: str = "gpt2-124m",
         compile: bool = False, log_every: int = 10, config: dict | None = None,
@@ -390,22 +372,20 @@ def mfu(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int | No
     layers, width = cfg.num_hidden_layers, cfg.hidden_size
     n = spec.num_params - getattr(cfg, "n_positions", getattr(cfg, "max_position_embeddings", 0)) * width
     flops_per_token = 6 * n + 12 * layers * width * seq_len
-    ways = {"trainer": _mfu_trainer,
-            "workbench": lambda *a, **kw: _mfu_workbench(*a, train_args=train_args, **kw)}
+    ways = {"trainer": functools.partial(_plain_trainer, packed=True),
+            "workbench": functools.partial(_workbench, padding="packed", train_args=train_args)}
     if compile:
-        ways["workbench_compiled"] = lambda *a, **kw: _mfu_workbench(*a, compile=True, train_args=train_args, **kw)
-    if chosen := [] if contenders is None else list(contenders):
-        unknown = set(chosen) - set(ways)
-        if unknown or not chosen:
-            raise ValueError(f"unknown ways {sorted(unknown)}; choose from {', '.join(ways)}"
+        ways["workbench_compiled"] = functools.partial(_workbench, padding="packed", train_args=train_args,
+                                                       compile=True)
+    if contenders is not None:
+        unknown = sorted(set(contenders) - set(ways))
+        if unknown or not contenders:
+            raise ValueError(f"unknown ways {unknown}; choose from {', '.join(ways)}"
                              + ("" if compile else " (workbench_compiled needs compile=True)"))
-        ways = {k: ways[k] for k in chosen}
-    rates: dict[str, list[float]] = {k: [] for k in ways}
-    names = list(ways)
-    for r in range(repeats):  # interleaved rounds, the order rotated
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            rates[name].append(ways[name](spec, data, dev, warmup, steps, batch_size, seq_len, precision,
-                                          log_every=log_every))
+        ways = {k: ways[k] for k in contenders}
+    steps_per_s = _interleaved(ways, repeats, spec, data, dev, warmup, steps, batch_size, seq_len, precision,
+                               log_every=log_every)
+    rates = {k: [v * batch_size * seq_len for v in vals] for k, vals in steps_per_s.items()}
     peak = peak_tflops(dev)
     results, ratios = {}, {}
     for name, all_rates in rates.items():
@@ -414,17 +394,19 @@ def mfu(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int | No
         results[name] = {"tokens_per_s": tokens_per_s, "achieved_tflops": achieved / 1e12, "all": all_rates}
         if peak:
             results[name]["mfu"] = achieved / (peak * 1e12)
-    engines = [k for k in names if k != "trainer"] or names
+    engines = [k for k in results if k != "trainer"]
     if "trainer" in results:
         for name in engines:
-            if name != "trainer":
-                ratios[f"{name}_vs_trainer"] = results[name]["tokens_per_s"] / results["trainer"]["tokens_per_s"]
-    best = max(engines, key=lambda k: results[k]["tokens_per_s"])
-    figures = {"flops_per_token": flops_per_token, "workbench_tokens_per_s": results[best]["tokens_per_s"],
-               "workbench_achieved_tflops": results[best]["achieved_tflops"]}
+            ratios[f"{name}_vs_trainer"] = results[name]["tokens_per_s"] / results["trainer"]["tokens_per_s"]
+    best = max(engines, key=lambda k: results[k]["tokens_per_s"], default=None)
+    figures = {"flops_per_token": flops_per_token}
     if peak:
         figures["peak_tflops"] = peak
-        ratios["mfu"] = results[best]["mfu"]
+    if best is not None:
+        figures.update(workbench_tokens_per_s=results[best]["tokens_per_s"],
+                       workbench_achieved_tflops=results[best]["achieved_tflops"])
+        if peak:
+            ratios["mfu"] = results[best]["mfu"]
     return {"bench": "mfu", "device": dev.to_dict(), "precision": precision,
             "config": {"model": model, "params": spec.num_params, "batch_size": batch_size, "seq_len": seq_len,
                        "warmup_steps": warmup, "timed_steps": steps, "repeats": repeats, "compile": compile,
