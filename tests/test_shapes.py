@@ -220,6 +220,9 @@ def test_dummy_rows_and_padding_leave_the_causal_lm_loss_unchanged(lm):
     assert full["input_ids"].shape == (4, 32) and (full["labels"][3] == -100).all()
     real = {k: torch.tensor([b[k] for b in blocks]) for k in blocks[0]}
     assert _loss(model, full) == pytest.approx(_loss(model, real), abs=1e-5)
+    # right-padded causal rows need no mask: wb.train leaves it out of packed batches
+    unmasked = {k: v for k, v in full.items() if k != "attention_mask"}
+    assert _loss(model, unmasked) == pytest.approx(_loss(model, full), abs=1e-5)
 
 
 # --------------------------------------------------------------------------- packing

@@ -71,6 +71,39 @@ def test_throughput_excludes_warmup_and_summary_uses_train_intervals():
     assert run.summary["tokens_per_s"] == pytest.approx((train[1] + train[2]) / 2)
 
 
+def test_default_logging_on_an_accelerator_waits_between_events(monkeypatch):
+    from workbench import engine
+
+    every = wb.train("gpt2-tiny", "docstrings-lm", max_steps=12, batch_size=4, max_length=32,
+                     save_every=6, log_every=1, live=False)
+    assert every.spec["args"]["log_interval_s"] == 0, "an explicit log_every is kept exactly"
+    losses = {e["step"]: e["loss"] for e in _train_events(every)}
+    assert sorted(losses) == list(range(1, 13))
+    # the same run with the default cadence, as on a GPU where no event comes sooner than
+    # log_interval_s after the last: here never, so only the first step, checkpoints and the end
+    monkeypatch.setattr(engine, "_log_interval", lambda a, device, size: 3600.0)
+    sparse = wb.train("gpt2-tiny", "docstrings-lm", max_steps=12, batch_size=4, max_length=32,
+                      save_every=6, live=False)
+    assert sparse.spec["args"]["log_interval_s"] == engine.LOG_INTERVAL_S
+    events = {e["step"]: e["loss"] for e in _train_events(sparse)}
+    assert sorted(events) == [1, 6, 12]
+    # the Trainer averages the loss over the steps since its last log
+    assert events[6] == pytest.approx(sum(losses[s] for s in range(2, 7)) / 5, rel=1e-4)
+    assert events[12] == pytest.approx(sum(losses[s] for s in range(7, 13)) / 6, rel=1e-4)
+    assert [c.name for c in sparse.checkpoints][-1].endswith("12")
+
+
+def test_log_throttle_only_on_one_accelerator_process(fake_hpu):
+    from workbench import engine
+
+    hpu, cpu = wb.device("hpu"), wb.device("cpu")
+    auto = {"log_interval_s": engine.LOG_INTERVAL_S}
+    assert engine._log_interval(auto, hpu, 1) == engine.LOG_INTERVAL_S > 0
+    assert engine._log_interval(auto, hpu, 2) == 0, "ranks must log at the same steps"
+    assert engine._log_interval(auto, cpu, 1) == 0, "on the CPU reading the loss waits for nothing"
+    assert engine._log_interval({}, hpu, 1) == 0, "runs made before the throttle existed"
+
+
 def test_classification_reports_accuracy_and_run_reopens():
     run = wb.train("bert-tiny", wb.dataset("docstrings-topic", limit=200), max_steps=6, live=False)
     assert 0 <= run.summary["eval"]["accuracy"] <= 1
@@ -252,17 +285,42 @@ def test_lora_trains_only_adapters_and_reloads():
         assert n1 == n2 and torch.allclose(p1, p2), n1
 
 
-def test_default_batching_is_static_shaped_and_reported_in_events():
+def test_default_batching_is_static_shaped_and_reported_in_events(monkeypatch):
     topic = wb.train("bert-tiny", wb.dataset("docstrings-topic", limit=300), max_steps=12, batch_size=8,
                      max_length=128, log_every=4, live=False)
     assert topic.spec["args"]["padding"] == "bucketed"
     last = _train_events(topic)[-1]
     assert last["shapes_seen"] <= 8 and last["padding_waste_pct"] < 30
     assert all(s[0] == 8 for s in topic.trainer.data_collator.shapes), "batches padded to full size"
+    calls = []  # (mask given, is_causal) of every attention call
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(*args, attn_mask=None, is_causal=False, **kw):
+        calls.append((attn_mask is not None, is_causal))
+        return sdpa(*args, attn_mask=attn_mask, is_causal=is_causal, **kw)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
     lm = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=300), max_steps=6, batch_size=4,
                   max_length=64, log_every=3, live=False)
     assert lm.spec["args"]["padding"] == "packed"
     last = _train_events(lm)[-1]
     assert last["shapes_seen"] == 1 and last["padding_waste_pct"] < 1 and last["tokens_per_step"] == 4 * 64
+    # packed blocks go without their (all-ones) mask, so SDPA takes its causal kernel
+    assert calls and set(calls) == {(False, True)}, set(calls)
+    # ... and transformers' advice to pass a mask is not printed for them
+    import logging
+
+    from transformers.modeling_utils import logger
+
+    seen = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    logger.addHandler(handler)
+    try:
+        logger.warning("We strongly recommend passing in an `attention_mask` since ...")
+        logger.warning("another warning")
+    finally:
+        logger.removeHandler(handler)
+    assert seen == ["another warning"]
     with pytest.raises(ValueError, match="padding='packed' is for causal language models"):
         wb.train("bert-tiny", "docstrings-topic", padding="packed", live=False)

@@ -7,6 +7,7 @@ real tokens, and keeps everything a run needs in its directory.
 
 from __future__ import annotations
 
+import logging
 import math
 import signal
 import statistics
@@ -37,12 +38,15 @@ class CountingCollator:
     dataloader collates a batch ahead of the step that uses it, so each batch's counts wait
     in a queue until ``consume`` credits them at the end of their step. Evaluation batches
     are collated while the model is in eval mode and are not counted.
+
+    ``drop`` names batch keys that are left out of the batch once counted: packed blocks
+    go to the model without ``attention_mask`` and ``position_ids`` (see ``_build``).
     """
 
-    def __init__(self, inner, model):
+    def __init__(self, inner, model, drop: tuple[str, ...] = ()):
         from collections import deque
 
-        self.inner, self.model = inner, model
+        self.inner, self.model, self.drop = inner, model, tuple(drop)
         self.pending: deque[tuple[int, int, int, tuple[int, ...] | None]] = deque()
         self.samples = 0
         self.tokens = 0  # non-pad tokens
@@ -57,6 +61,8 @@ class CountingCollator:
                 self.pending.append((len(features), 0, 0, None))
             else:
                 self.pending.append((len(features), int(mask.sum()), mask.numel(), tuple(mask.shape)))
+        for key in self.drop:
+            batch.pop(key, None)
         return batch
 
     def consume(self, batches: int = 1) -> None:
@@ -77,6 +83,8 @@ class CountingCollator:
 
 
 PADDINGS = ("auto", "longest", "max_length", "bucketed", "packed")
+# Default logging on an accelerator: at most one event per this many seconds (see _Events).
+LOG_INTERVAL_S = 0.5
 
 
 def default_padding(task: str, device_kind: str) -> str:
@@ -122,8 +130,15 @@ class _Events:
     """Emits events at logging steps and evaluations; stops on request or on NaN."""
 
     def __init__(self, run: runs.Run, device: DeviceInfo, counter: CountingCollator,
-                 batch_size: int, warmup_steps: int, world_size: int = 1, clip=None):
+                 batch_size: int, warmup_steps: int, world_size: int = 1, clip=None,
+                 min_interval: float = 0.0):
         self.run, self.device, self.counter = run, device, counter
+        # Reading the loss at a logging step waits for the device to finish every queued
+        # step. With ``min_interval`` (seconds) a logging step that comes sooner after the
+        # previous event is skipped, unless it ends the run or checkpoints; the Trainer
+        # then averages the loss over the steps since its last log.
+        self.min_interval = min_interval
+        self._last_log: float | None = None
         self.clip = clip  # HPU fused clipping: the Trainer then logs no grad_norm itself
         self.world_size = world_size  # every rank sees its own shard: throughput x ranks
         self.batch_size, self.warmup_steps = batch_size, warmup_steps
@@ -157,6 +172,9 @@ class _Events:
         if last:  # always log and checkpoint the final step (NaN is checked at the log first)
             control.should_log = True
             control.should_save = True
+        elif (control.should_log and not control.should_save and self._last_log is not None
+              and runs.monotonic() - self._last_log < self.min_interval):
+            control.should_log = False
         return control
 
     def on_log(self, args, state, control, logs=None, **kw):
@@ -182,6 +200,7 @@ class _Events:
             "time": now - self.t_start,
         }
         self.run.log.emit(event)
+        self._last_log = now
         self.last = event
         self.intervals.append(event)
         self._mark = (runs.monotonic(), state.global_step, self.counter.samples, self.counter.tokens)
@@ -300,6 +319,21 @@ def _optimizer(device: DeviceInfo, model, lr: float, extra: dict):
 
 
 # --------------------------------------------------------------------------- building
+class _NoMaskAdvice(logging.Filter):
+    """Drops transformers' advice to pass an attention mask (given when a pad id appears at
+    a row's edge): packed blocks go without one on purpose, and the advice would suggest a
+    problem in every packed run's output."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "passing in an `attention_mask`" not in record.getMessage()
+
+
+def _quiet_missing_mask_warning() -> None:
+    log = logging.getLogger("transformers.modeling_utils")
+    if not any(isinstance(f, _NoMaskAdvice) for f in log.filters):
+        log.addFilter(_NoMaskAdvice())
+
+
 def _build(spec: dict, run: runs.Run, device: DeviceInfo):
     import transformers
 
@@ -324,12 +358,21 @@ def _build(spec: dict, run: runs.Run, device: DeviceInfo):
         model = DiffusionModel(model)
     prepared = dspec.prepare(tok, max_length=a["max_length"])
     rank, size = world()
-    padding, sampler = a.get("padding", "longest"), None
+    padding, sampler, drop = a.get("padding", "longest"), None, ()
     if padding == "packed":  # causal LM: documents in full blocks, one static shape
         from .shapes import BucketCollator, pack
 
         prepared = pack(prepared, a["max_length"], tok.eos_token_id)
         inner = BucketCollator(tok, [a["max_length"]], a["batch_size"], task=mspec.task)
+        # Blocks go to the model as input_ids and labels, as in run_clm or nanoGPT: causal
+        # attention over the whole block, positions 0..max_length-1, documents apart by EOS
+        # and no loss across a boundary. Either dropped column would make transformers
+        # build a mask tensor, and SDPA leave its causal flash kernel for a masked one: the
+        # mask of ones (rows are right-padded, so it changes no loss) on every batch under
+        # torch.compile before torch 2.14; position_ids, a per-document mask whenever the
+        # model runs without a KV cache, as under the Trainer.
+        drop = ("attention_mask", "position_ids")
+        _quiet_missing_mask_warning()
     elif padding == "bucketed":  # at most k static shapes (on Gaudi: at most k graph compiles)
         from .shapes import BucketBatchSampler, BucketCollator, buckets, lengths_of
 
@@ -341,7 +384,7 @@ def _build(spec: dict, run: runs.Run, device: DeviceInfo):
         sampler = BucketBatchSampler(lengths, bounds, a["batch_size"], seed=a["seed"], num_replicas=size, rank=rank)
     else:
         inner = _collator(mspec.task, tok, model, padding, a["max_length"])
-    counter = CountingCollator(inner, model)
+    counter = CountingCollator(inner, model, drop=drop)
     extra = dict(a["trainer_overrides"])
     optim, optimizer = _optimizer(device, model, a["lr"], extra)
     targs = training_arguments(a, device, mspec.task, run.path, optim)
@@ -351,7 +394,8 @@ def _build(spec: dict, run: runs.Run, device: DeviceInfo):
         clip = _as_callback(_FusedClip(model, targs["max_grad_norm"]))
         targs["max_grad_norm"] = 0.0
     args = transformers.TrainingArguments(**targs)
-    events = _as_callback(_Events(run, device, counter, a["batch_size"], a["throughput_warmup_steps"], size, clip))
+    events = _as_callback(_Events(run, device, counter, a["batch_size"], a["throughput_warmup_steps"], size, clip,
+                                  min_interval=_log_interval(a, device, size)))
     callbacks = [events] + ([clip] if clip is not None else [])
     if size > 1:
         callbacks.insert(0, _as_callback(_DistStop(run, a["log_every"])))
@@ -367,6 +411,15 @@ def _build(spec: dict, run: runs.Run, device: DeviceInfo):
     if sampler is not None:
         _use_batch_sampler(trainer, sampler)
     return trainer, events, model, tok
+
+
+def _log_interval(a: dict, device: DeviceInfo, world_size: int) -> float:
+    """Seconds at least between events (0: log at every logging step). Throttled only in
+    one process (ranks must log at the same steps: the loss is gathered across them) and
+    off the CPU, where reading the loss waits for nothing."""
+    if world_size > 1 or device.kind == "cpu":
+        return 0.0
+    return float(a.get("log_interval_s", 0.0))
 
 
 def _use_batch_sampler(trainer, sampler) -> None:
@@ -607,6 +660,9 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
         ``auto``, ``hpu``, ``cuda``, ``cpu``.
     eval_every, save_every, log_every : int, optional
         Steps between evaluations (default: only at the end), checkpoints and events.
+        Without ``log_every``, about 50 events per run (at most 25 steps apart) and, on
+        one GPU or HPU, none sooner than 0.5 s after the last (reading the loss makes
+        the host wait for the device), but for checkpoints and the last step.
     run_dir : path, optional
         Where the run directory is created (default ``./runs``).
     live : {"auto", True, False} or callable
@@ -621,8 +677,10 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
         How batches are shaped. ``bucketed``: sequences grouped into at most ``buckets``
         length buckets chosen to minimise padding, every batch padded to its bucket and to
         full size (few static shapes: on Gaudi, few graph compiles). ``packed`` (causal LM):
-        documents concatenated into full ``max_length`` blocks, one shape, no padding.
-        ``longest``: each batch padded to its longest row (dynamic shapes). ``max_length``:
+        documents concatenated into full ``max_length`` blocks, one shape, no padding;
+        the blocks reach the model as ``input_ids`` and ``labels`` only, so attention is
+        causal over the whole block (documents apart by EOS, no loss across a boundary)
+        and SDPA takes its causal flash kernel. ``longest``: each batch padded to its longest row (dynamic shapes). ``max_length``:
         one static shape, much padding. ``auto``: packed for causal LM, bucketed for
         classification, else longest (max_length on Gaudi).
     buckets : int
@@ -714,6 +772,7 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | No
         rows = dspec.load()["train"].num_rows
         total = max(1, math.ceil(rows / batch_size) * math.ceil(epochs or 1))
     auto_log, auto_save = _auto_steps(total)
+    log_interval_s = 0.0 if log_every else LOG_INTERVAL_S  # an explicit cadence is kept exactly
     log_every = log_every or auto_log
     save_every = save_every or auto_save
     if save_every % log_every:  # checkpoints land on logging steps, where NaN is checked
@@ -721,8 +780,8 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | No
     args = {"max_steps": max_steps, "epochs": epochs, "batch_size": batch_size, "lr": lr,
             "precision": precision, "device": dev.kind if device == "auto" else device,
             "eval_every": eval_every, "save_every": save_every, "log_every": log_every,
-            "max_length": max_length, "padding": padding, "buckets": buckets, "seed": seed,
-            "compile": compile, "mode": mode,
+            "log_interval_s": log_interval_s, "max_length": max_length, "padding": padding,
+            "buckets": buckets, "seed": seed, "compile": compile, "mode": mode,
             "throughput_warmup_steps": throughput_warmup_steps if throughput_warmup_steps is not None else max(3, log_every),
             "report_to": report_to, "trainer_overrides": trainer_overrides}
     path = runs.new_run_dir(name or f"{mspec.name}-{dspec.name}", run_dir)
