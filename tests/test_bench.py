@@ -38,6 +38,29 @@ def test_engine_bench_measures_three_ways_side_by_side(tmp_path):
     assert proc.returncode != 0 and "not 'mfu'" in proc.stderr
 
 
+def test_log_every_zero_leaves_each_engine_its_own_cadence(monkeypatch):
+    import transformers
+
+    from workbench import bench, engine
+
+    trainer_default = transformers.TrainingArguments(output_dir="x").logging_steps
+    seen = []
+    init = transformers.TrainingArguments.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        seen.append(self.logging_steps)
+
+    monkeypatch.setattr(transformers.TrainingArguments, "__init__", spy)
+    result = bench.engine(steps=2, warmup=1, repeats=1, log_every=0)
+    assert result["config"]["log_every"] == 0 and result["ratios"]["wb_vs_trainer"] > 0
+    # the plain Trainer at its default, wb.train at its own for a 3-step run
+    assert sorted(seen) == sorted([trainer_default, engine._auto_steps(3)[0]]), seen
+    seen.clear()
+    bench.engine(steps=2, warmup=1, repeats=1, log_every=2)
+    assert seen == [2, 2]
+
+
 @pytest.mark.parametrize("bench,args,ratio", [
     ("dashboard", ["--steps", "40", "--repeats", "1"], "overhead_pct"),
     ("scaling", ["--steps", "10", "--repeats", "1"], "2_vs_1"),
@@ -109,7 +132,9 @@ def test_gpu_check_script_stages_are_valid_bench_command_lines():
     names = {s[0] for s in stages}
     assert {"mfu", "engine-gpt2-124m", "engine-bert-base", "shapes"} <= names
     default = next(line for line in script.read_text().splitlines() if line.startswith("STAGES="))
-    assert names == set(default.split(":-")[1].split("}")[0].split())  # every stage runs by default
+    by_default = set(default.split(":-")[1].split("}")[0].split())
+    assert by_default <= names, "a misspelt default stage would be skipped without a word"
+    assert names - by_default == {"engine-bert-base-defaults"}, "opt-in stages, said so in the script"
     for name, limit, *args in stages:
         ns = parser().parse_args([*args, "--json", f"{name}.json"])
         assert int(limit) > 0 and ns.bench in ("engine", "mfu", "shapes")

@@ -126,7 +126,8 @@ def _plain_trainer(spec, data, device, warmup, steps, batch_size, seq_len, preci
                    packed=False):
     """transformers.Trainer with its defaults (what a user writes without the workbench), on
     the same batches as wb.train: padded to ``seq_len``, or (``packed``) the same packed
-    blocks as ``padding="packed"`` with the Trainer's default collator. Steps/s."""
+    blocks as ``padding="packed"`` with the Trainer's default collator. ``log_every=0``:
+    the Trainer's own default cadence. Steps/s."""
     import transformers
 
     from .engine import _collator
@@ -140,10 +141,11 @@ def _plain_trainer(spec, data, device, warmup, steps, batch_size, seq_len, preci
     else:
         collate = _collator(spec.task, tok, model, "max_length", seq_len)
     timer = _timer(device, warmup, warmup + steps)
+    cadence = {"logging_steps": log_every} if log_every else {}
     with tempfile.TemporaryDirectory() as out:
         args = transformers.TrainingArguments(
             output_dir=out, per_device_train_batch_size=batch_size, max_steps=warmup + steps,
-            learning_rate=1e-3, report_to="none", disable_tqdm=True, seed=seed, logging_steps=log_every,
+            learning_rate=1e-3, report_to="none", disable_tqdm=True, seed=seed, **cadence,
             use_cpu=device.kind == "cpu", bf16=precision == "bf16", fp16=precision == "fp16")
         trainer = transformers.Trainer(model=model, args=args, train_dataset=train, data_collator=collate,
                                        callbacks=[timer])
@@ -155,7 +157,8 @@ def _plain_trainer(spec, data, device, warmup, steps, batch_size, seq_len, preci
 def _workbench(spec, data, device, warmup, steps, batch_size, seq_len, precision, seed=0, compile=None,
                log_every=10, padding="max_length", train_args=None):
     """wb.train headless, with its defaults (events, logging, device-aware choices); steps/s.
-    ``train_args`` are further wb.train (TrainingArguments) fields."""
+    ``train_args`` are further wb.train (TrainingArguments) fields; ``log_every=0``: wb.train's
+    own default cadence."""
     from .engine import train
 
     timer = _timer(device, warmup, warmup + steps)
@@ -163,7 +166,7 @@ def _workbench(spec, data, device, warmup, steps, batch_size, seq_len, precision
         # checkpoints as often as the plain Trainer's default (every 500 steps)
         train(spec, data, max_steps=warmup + steps, batch_size=batch_size, lr=1e-3, max_length=seq_len,
               padding=padding, precision=precision, device=device.kind, live=False, run_dir=out,
-              save_every=500, log_every=log_every, seed=seed, compile=compile, callbacks=[timer],
+              save_every=500, log_every=log_every or None, seed=seed, compile=compile, callbacks=[timer],
               **(train_args or {}))
     return timer.steps_per_s()
 
@@ -187,7 +190,9 @@ def engine(steps: int = 40, warmup: int = 5, repeats: int = 5, batch_size: int =
 
     The Trainer and wb.train both log every ``log_every`` steps: a logging step reads the
     loss, which waits for the device, so a cadence that differs would be measured instead
-    of the engines (wb.train's own default for a run this short logs every step)."""
+    of the engines. ``log_every=0`` gives each its own default instead (the Trainer: every
+    500 steps; wb.train: every step of a run this short, but on one GPU or HPU no sooner
+    than 0.5 s after the last event)."""
     from .device import device as pick
     from .engine import _precision
 
@@ -349,7 +354,8 @@ def mfu(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int | No
     attention term as in the PaLM paper's appendix). MFU = FLOPs/token x tokens/s / peak;
     on a CPU there is no peak in the table, so only the achieved TFLOP/s is reported.
     Compilation happens in the warm-up steps, which are not timed. Both engines log every
-    ``log_every`` steps (a logging step waits for the device to read the loss). ``config``
+    ``log_every`` steps (a logging step waits for the device to read the loss; 0: each its
+    own default, as in ``engine``). ``config``
     overrides fields of the model's config (e.g. ``{"resid_pdrop": 0}``); ``contenders`` times
     only some of the contenders (the ``*_vs_trainer`` ratios need ``trainer``);
     ``train_args`` go to ``wb.train`` (so to ``TrainingArguments``), e.g.
@@ -463,7 +469,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seq-len", type=int)
     p.add_argument("--precision", help="auto, fp32, bf16, fp16 (engine, mfu)")
     p.add_argument("--compile", action="store_true", help="also time wb.train with torch.compile (engine, mfu)")
-    p.add_argument("--log-every", type=int, help="logging cadence of the Trainer and wb.train (engine, mfu)")
+    p.add_argument("--log-every", type=int,
+                   help="logging cadence of the Trainer and wb.train (engine, mfu; default 10); "
+                        "0: each engine's own default")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field of the model's config (mfu; repeatable), e.g. resid_pdrop=0")
     p.add_argument("--ways", help="mfu: comma-separated contenders to time, e.g. workbench_compiled")
