@@ -42,10 +42,16 @@ stage mfu 200 mfu --model gpt2-124m --precision bf16 --batch-size 32 --seq-len 1
 stage engine-gpt2-124m 90 engine --model gpt2-124m --precision bf16 --batch-size 16 --seq-len 512 --steps 20 --repeats 3
 stage engine-bert-base 90 engine --model bert-base --precision bf16 --batch-size 16 --seq-len 512 --steps 20 --repeats 3
 stage shapes 60 shapes
-# opt-in (STAGES="... engine-bert-base-defaults"): each engine at its own logging default,
-# what a user gets (the Trainer every 500 steps; wb.train no sooner than 0.5 s apart)
+# Opt-in stages (name them in STAGES):
+# each engine at its own logging default, what a user gets (the Trainer every 500 steps;
+# wb.train no sooner than 0.5 s apart)
 stage engine-bert-base-defaults 90 engine --model bert-base --precision bf16 --batch-size 16 --seq-len 512 \
   --steps 20 --repeats 3 --log-every 0
+# the MFU settings of most pretraining recipes: no dropout, batch 64, the vocabulary padded
+# to a multiple of 64 (50,304 rows, as nanoGPT does; the FLOPs count includes them)
+stage mfu-recipe 200 mfu --model gpt2-124m --precision bf16 --batch-size 64 --seq-len 1024 --repeats 1 --compile \
+  --ways workbench_compiled --config resid_pdrop=0 --config embd_pdrop=0 --config attn_pdrop=0 \
+  --config vocab_size=50304
 echo "== done in $((SECONDS - start))s; results in $OUT"
 if [ ${#failed[@]} -gt 0 ]; then
   echo "failed: ${failed[*]}"
