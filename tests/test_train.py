@@ -104,6 +104,46 @@ def test_log_throttle_only_on_one_accelerator_process(fake_hpu):
     assert engine._log_interval({}, hpu, 1) == 0, "runs made before the throttle existed"
 
 
+def test_causal_sdpa_builds_no_mask_even_under_compile_and_keeps_the_loss():
+    """Why packed runs switch the attention: under torch.compile transformers hands SDPA a
+    mask tensor (no flash kernel); under the workbench's alias of SDPA it builds none."""
+    from workbench import engine
+    from workbench.shapes import BucketCollator, pack
+
+    tok = wb.model("gpt2").load_tokenizer()
+    docs = [r["input_ids"] for r in wb.dataset("docstrings-lm", limit=80).prepare(tok, max_length=64)["train"]]
+    blocks = BucketCollator(tok, [32], 4, task="causal_lm")(pack(docs, 32, tok.eos_token_id)[:3])
+    unmasked = {k: v for k, v in blocks.items() if k != "attention_mask"}
+    model = wb.model("gpt2").build()[0].eval()
+    model.config.use_cache = False  # as under the Trainer
+
+    def sdpa_kwargs(batch):
+        seen = []
+
+        def backend(gm, example_inputs):
+            seen.extend(n.kwargs for n in gm.graph.nodes if "scaled_dot_product_attention" in str(n.target))
+            return gm.forward
+
+        torch._dynamo.reset()
+        with torch.no_grad():
+            torch.compile(model, backend=backend)(**batch)
+        return seen
+
+    with torch.no_grad():
+        reference = model(**blocks).loss.item()  # sdpa, mask of ones (dummy row: zeros)
+    assert all(kw["attn_mask"] is not None for kw in sdpa_kwargs(unmasked))
+    restore = engine._causal_sdpa(model)
+    assert model.config._attn_implementation == engine.CAUSAL_SDPA
+    compiled = sdpa_kwargs(unmasked)
+    assert compiled and all(kw["attn_mask"] is None and kw["is_causal"] for kw in compiled)
+    with torch.no_grad():
+        assert model(**unmasked).loss.item() == pytest.approx(reference, abs=1e-5)
+    assert engine.CAUSAL_SDPA not in model.config.to_json_string(), "checkpoints load without the workbench"
+    restore()
+    assert model.config._attn_implementation == "sdpa"
+    torch._dynamo.reset()
+
+
 def test_classification_reports_accuracy_and_run_reopens():
     run = wb.train("bert-tiny", wb.dataset("docstrings-topic", limit=200), max_steps=6, live=False)
     assert 0 <= run.summary["eval"]["accuracy"] <= 1
@@ -305,8 +345,11 @@ def test_default_batching_is_static_shaped_and_reported_in_events(monkeypatch):
     assert lm.spec["args"]["padding"] == "packed"
     last = _train_events(lm)[-1]
     assert last["shapes_seen"] == 1 and last["padding_waste_pct"] < 1 and last["tokens_per_step"] == 4 * 64
-    # packed blocks go without their (all-ones) mask, so SDPA takes its causal kernel
+    # packed blocks go without their (all-ones) mask, so SDPA takes its causal kernel ...
     assert calls and set(calls) == {(False, True)}, set(calls)
+    assert "position_ids" in next(iter(lm.trainer.get_train_dataloader()))
+    # ... and the model leaves with the attention it came with (generation needs masks)
+    assert lm.model.config._attn_implementation == "sdpa"
     # ... and transformers' advice to pass a mask is not printed for them
     import logging
 

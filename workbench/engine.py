@@ -40,7 +40,7 @@ class CountingCollator:
     are collated while the model is in eval mode and are not counted.
 
     ``drop`` names batch keys that are left out of the batch once counted: packed blocks
-    go to the model without ``attention_mask`` and ``position_ids`` (see ``_build``).
+    go to the model without ``attention_mask`` (see ``_build``).
     """
 
     def __init__(self, inner, model, drop: tuple[str, ...] = ()):
@@ -319,6 +319,30 @@ def _optimizer(device: DeviceInfo, model, lr: float, extra: dict):
 
 
 # --------------------------------------------------------------------------- building
+# An alias of transformers' own SDPA attention under a name of ours. transformers builds
+# no mask for an attention implementation that has no mask function registered (its way
+# for backends that need none), so the model calls SDPA with is_causal=True and no mask,
+# and SDPA can take its flash kernel. Under "sdpa" a mask tensor is built: always under
+# torch.compile (torch before 2.14), and whenever position_ids come without a mask.
+CAUSAL_SDPA = "workbench_causal_sdpa"
+
+
+def _causal_sdpa(model):
+    """Switch a model that uses SDPA to CAUSAL_SDPA, for batches that need no mask
+    (packed blocks: right-padded, causal). Returns the function that switches it back,
+    or None where the model uses another attention (eager, flash-attention: left as is)."""
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # LoRA
+    before = getattr(base.config, "_attn_implementation", None)
+    if before != "sdpa" or not hasattr(base, "set_attn_implementation"):
+        return None
+    AttentionInterface.register(CAUSAL_SDPA, sdpa_attention_forward)
+    base.set_attn_implementation(CAUSAL_SDPA)
+    return lambda: base.set_attn_implementation(before)
+
+
 class _NoMaskAdvice(logging.Filter):
     """Drops transformers' advice to pass an attention mask (given when a pad id appears at
     a row's edge): packed blocks go without one on purpose, and the advice would suggest a
@@ -358,20 +382,17 @@ def _build(spec: dict, run: runs.Run, device: DeviceInfo):
         model = DiffusionModel(model)
     prepared = dspec.prepare(tok, max_length=a["max_length"])
     rank, size = world()
-    padding, sampler, drop = a.get("padding", "longest"), None, ()
+    padding, sampler, drop, restore = a.get("padding", "longest"), None, (), None
     if padding == "packed":  # causal LM: documents in full blocks, one static shape
         from .shapes import BucketCollator, pack
 
         prepared = pack(prepared, a["max_length"], tok.eos_token_id)
         inner = BucketCollator(tok, [a["max_length"]], a["batch_size"], task=mspec.task)
-        # Blocks go to the model as input_ids and labels, as in run_clm or nanoGPT: causal
-        # attention over the whole block, positions 0..max_length-1, documents apart by EOS
-        # and no loss across a boundary. Either dropped column would make transformers
-        # build a mask tensor, and SDPA leave its causal flash kernel for a masked one: the
-        # mask of ones (rows are right-padded, so it changes no loss) on every batch under
-        # torch.compile before torch 2.14; position_ids, a per-document mask whenever the
-        # model runs without a KV cache, as under the Trainer.
-        drop = ("attention_mask", "position_ids")
+        # Rows are right-padded and attention is causal, so the mask (ones, but for dummy
+        # rows whose labels are -100) changes no loss: the blocks go without it, and SDPA
+        # is told to be causal instead of being handed a mask tensor (_causal_sdpa).
+        drop = ("attention_mask",)
+        restore = _causal_sdpa(model)
         _quiet_missing_mask_warning()
     elif padding == "bucketed":  # at most k static shapes (on Gaudi: at most k graph compiles)
         from .shapes import BucketBatchSampler, BucketCollator, buckets, lengths_of
@@ -410,7 +431,7 @@ def _build(spec: dict, run: runs.Run, device: DeviceInfo):
     trainer.remove_callback(transformers.PrinterCallback)  # events replace its printed dicts
     if sampler is not None:
         _use_batch_sampler(trainer, sampler)
-    return trainer, events, model, tok
+    return trainer, events, model, tok, restore
 
 
 def _log_interval(a: dict, device: DeviceInfo, world_size: int) -> float:
@@ -543,11 +564,11 @@ def _execute(run: runs.Run, resume_from: Path | None = None) -> runs.Run:
     run.error = None
     t0 = runs.monotonic()
     status, error, tb = "completed", None, None
-    events = None
+    events = restore = None
     quiet = _Quiet()
     try:
         quiet.__enter__()
-        trainer, events, model, tok = _build(spec, run, device)
+        trainer, events, model, tok, restore = _build(spec, run, device)
         run.trainer, run._model, run._tokenizer = trainer, model, tok
         with _Interrupts(run):
             try:
@@ -575,6 +596,8 @@ def _execute(run: runs.Run, resume_from: Path | None = None) -> runs.Run:
             status = "stopped"
         raise
     finally:
+        if restore is not None:  # the model leaves as it came (generation pads prompts: masks needed)
+            restore()
         state = run.trainer.state if run.trainer is not None else None
         mem = device.memory()
         summary = {"status": status, "error": error, "traceback": tb,
@@ -678,9 +701,8 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
         length buckets chosen to minimise padding, every batch padded to its bucket and to
         full size (few static shapes: on Gaudi, few graph compiles). ``packed`` (causal LM):
         documents concatenated into full ``max_length`` blocks, one shape, no padding;
-        the blocks reach the model as ``input_ids`` and ``labels`` only, so attention is
-        causal over the whole block (documents apart by EOS, no loss across a boundary)
-        and SDPA takes its causal flash kernel. ``longest``: each batch padded to its longest row (dynamic shapes). ``max_length``:
+        the blocks reach the model without an attention mask and SDPA is told the
+        attention is causal, so it can take its flash kernel. ``longest``: each batch padded to its longest row (dynamic shapes). ``max_length``:
         one static shape, much padding. ``auto``: packed for causal LM, bucketed for
         classification, else longest (max_length on Gaudi).
     buckets : int

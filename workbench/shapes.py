@@ -331,11 +331,10 @@ def pack(data, block_length: int, eos_token_id: int, *, tail: str = "drop",
     token of each document, so no loss is taken for predicting a document from the one
     before; ``position_ids`` restart at 0 at each document start and at each block start
     (the rest of a document cut by a block boundary starts again at 0, which keeps every
-    position below ``block_length``). Passed to a transformers model without the
-    attention mask and with no KV cache (as under the Trainer), ``position_ids`` keep
-    attention within each document (a per-document mask, or flash-attention varlen);
-    with the mask, attention spans the documents of a block. ``wb.train`` passes
-    neither, for SDPA's causal flash kernel.
+    position below ``block_length``). Attention spans the documents of a block unless
+    the attention kernel reads ``position_ids`` (flash-attention varlen does, and so do
+    transformers' masks given neither an attention mask nor a KV cache); ``wb.train``
+    passes no mask and runs SDPA as plain causal attention, for its flash kernel.
 
     Parameters
     ----------
