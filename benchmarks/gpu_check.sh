@@ -47,6 +47,10 @@ stage shapes 60 shapes
 # wb.train no sooner than 0.5 s apart)
 stage engine-bert-base-defaults 90 engine --model bert-base --precision bf16 --batch-size 16 --seq-len 512 \
   --steps 20 --repeats 3 --log-every 0
+# compiled wb.train against Trainer(torch_compile=True): what compile=True adds beyond
+# torch.compile (packed blocks without a mask: SDPA's causal kernel)
+stage mfu-compiled 240 mfu --model gpt2-124m --precision bf16 --batch-size 32 --seq-len 1024 --repeats 2 --compile \
+  --ways trainer_compiled,workbench_compiled
 # the MFU settings of most pretraining recipes: no dropout, batch 64, the vocabulary padded
 # to a multiple of 64 (50,304 rows, as nanoGPT does; the FLOPs count includes them)
 stage mfu-recipe 200 mfu --model gpt2-124m --precision bf16 --batch-size 64 --seq-len 1024 --repeats 1 --compile \

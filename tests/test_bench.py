@@ -102,12 +102,36 @@ def test_mfu_bench_times_trainer_and_workbench_on_the_same_blocks(tmp_path):
     assert "mfu" not in result["ratios"]  # a CPU has no bf16 peak in the table: no made-up MFU
 
 
+def test_mfu_bench_times_the_compiled_trainer_beside_compiled_wb_train(monkeypatch):
+    """What compile=True brings beyond torch.compile itself (on a GPU: the mask-free causal
+    attention of packed runs), measured against Trainer(torch_compile=True)."""
+    import transformers
+
+    from workbench.bench import mfu
+
+    compiled = []
+    init = transformers.TrainingArguments.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        compiled.append(self.torch_compile)
+
+    monkeypatch.setattr(transformers.TrainingArguments, "__init__", spy)
+    result = mfu(model="gpt2-mini", device="cpu", steps=1, warmup=1, repeats=1, seq_len=64, batch_size=2,
+                 compile=True, contenders=["trainer_compiled", "workbench_compiled"])
+    assert compiled == [True, True]
+    assert set(result["ratios"]) == {"workbench_compiled_vs_trainer_compiled"}
+    assert result["ratios"]["workbench_compiled_vs_trainer_compiled"] == pytest.approx(
+        result["results"]["workbench_compiled"]["tokens_per_s"] / result["results"]["trainer_compiled"]["tokens_per_s"])
+    assert result["config"]["best"] == "workbench_compiled", "figures are wb.train's, never the Trainer's"
+
+
 def test_mfu_bench_refuses_a_model_that_cannot_be_packed():
     from workbench.bench import mfu
 
     with pytest.raises(ValueError, match="gpt2-124m"):
         mfu(model="bert-mini", device="cpu")
-    with pytest.raises(ValueError, match="workbench_compiled needs compile=True"):
+    with pytest.raises(ValueError, match="compiled ways need compile=True"):
         mfu(model="gpt2-mini", device="cpu", contenders=["workbench_compiled"])
     proc = subprocess.run([sys.executable, "-m", "workbench.bench", "engine", "--config", "n_layer=2"],
                           capture_output=True, text=True, timeout=120)
@@ -134,7 +158,7 @@ def test_gpu_check_script_stages_are_valid_bench_command_lines():
     default = next(line for line in script.read_text().splitlines() if line.startswith("STAGES="))
     by_default = set(default.split(":-")[1].split("}")[0].split())
     assert by_default <= names, "a misspelt default stage would be skipped without a word"
-    assert names - by_default == {"engine-bert-base-defaults", "mfu-recipe"}, "opt-in, said so in the script"
+    assert names - by_default == {"engine-bert-base-defaults", "mfu-recipe", "mfu-compiled"}, "opt-in, said so"
     for name, limit, *args in stages:
         ns = parser().parse_args([*args, "--json", f"{name}.json"])
         assert int(limit) > 0 and ns.bench in ("engine", "mfu", "shapes")
