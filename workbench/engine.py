@@ -702,9 +702,10 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
         full size (few static shapes: on Gaudi, few graph compiles). ``packed`` (causal LM):
         documents concatenated into full ``max_length`` blocks, one shape, no padding;
         the blocks reach the model without an attention mask and SDPA is told the
-        attention is causal, so it can take its flash kernel. ``longest``: each batch padded to its longest row (dynamic shapes). ``max_length``:
-        one static shape, much padding. ``auto``: packed for causal LM, bucketed for
-        classification, else longest (max_length on Gaudi).
+        attention is causal, so it can take its flash kernel. ``longest``: each batch
+        padded to its longest row (dynamic shapes). ``max_length``: one static shape,
+        much padding. ``auto``: packed for causal LM, bucketed for classification, else
+        longest (max_length on Gaudi).
     buckets : int
         Most distinct sequence lengths with ``padding="bucketed"``.
     compile : bool, optional
