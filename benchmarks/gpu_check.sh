@@ -8,7 +8,9 @@
 # Installs nothing: run it where torch for that device and this package's dependencies
 # are already installed (PYTHON=... picks the interpreter; OUT_DIR=... the result folder).
 # About 4.5 minutes on one H200 (STAGES=... runs a subset). Each stage has its own time
-# limit, so one that hangs or fails is reported and the others still run.
+# limit, so one that hangs or fails is reported and the others still run. Opt-in stages,
+# run only when named in STAGES: mfu-compiled, mfu-recipe, engine-bert-base-defaults,
+# shapes-base (what each measures is said where it is defined, below).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -51,6 +53,9 @@ stage engine-bert-base-defaults 90 engine --model bert-base --precision bf16 --b
 # torch.compile (packed blocks without a mask: SDPA's causal kernel)
 stage mfu-compiled 240 mfu --model gpt2-124m --precision bf16 --batch-size 32 --seq-len 1024 --repeats 2 --compile \
   --ways trainer_compiled,workbench_compiled
+# the padding trade-off at BERT-base and GPT-2-124M shapes (the default stage's tiny
+# models are launch-bound on a GPU: bucketed_vs_pad_to_max was 1.02 on an H200)
+stage shapes-base 120 shapes --size base
 # the MFU settings of most pretraining recipes: no dropout, batch 64, the vocabulary padded
 # to a multiple of 64 (50,304 rows, as nanoGPT does; the FLOPs count includes them)
 stage mfu-recipe 200 mfu --model gpt2-124m --precision bf16 --batch-size 64 --seq-len 1024 --repeats 1 --compile \

@@ -136,6 +136,9 @@ def test_mfu_bench_refuses_a_model_that_cannot_be_packed():
     proc = subprocess.run([sys.executable, "-m", "workbench.bench", "engine", "--config", "n_layer=2"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "mfu benchmark only" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "workbench.bench", "engine", "--size", "base"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "shapes benchmark only" in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "workbench.bench", "mfu", "--train-arg", "max_grad_norm"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--train-arg takes KEY=VALUE" in proc.stderr
@@ -158,7 +161,8 @@ def test_gpu_check_script_stages_are_valid_bench_command_lines():
     default = next(line for line in script.read_text().splitlines() if line.startswith("STAGES="))
     by_default = set(default.split(":-")[1].split("}")[0].split())
     assert by_default <= names, "a misspelt default stage would be skipped without a word"
-    assert names - by_default == {"engine-bert-base-defaults", "mfu-recipe", "mfu-compiled"}, "opt-in, said so"
+    opt_in = {"engine-bert-base-defaults", "mfu-recipe", "mfu-compiled", "shapes-base"}
+    assert names - by_default == opt_in, "opt-in stages, said so in the script"
     for name, limit, *args in stages:
         ns = parser().parse_args([*args, "--json", f"{name}.json"])
         assert int(limit) > 0 and ns.bench in ("engine", "mfu", "shapes")

@@ -307,10 +307,21 @@ def test_tradeoff_waste_falls_as_shapes_grow(topic):
     assert df["waste_pct"].is_monotonic_decreasing
 
 
+def test_benchmark_base_size_uses_bert_base_and_gpt2_124m_shapes():
+    from workbench.shapes import _bench_models
+
+    base = _bench_models("base")
+    assert base["gpt2"].num_params == 124_439_808  # GPT-2-124M, as in the mfu benchmark
+    assert base["bert"].config().hidden_size == 768 and base["bert"].config().num_hidden_layers == 12
+    assert _bench_models("tiny")["bert"].num_params < 5_000_000
+    with pytest.raises(ValueError, match="size must be 'tiny' or 'base'"):
+        benchmark(size="huge")
+
+
 def test_benchmark_smoke_run_has_the_documented_keys(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = benchmark(steps=2, repeats=1, warmup=0)
-    assert result["bench"] == "shapes" and result["device"]["kind"] == "cpu"
+    assert result["bench"] == "shapes" and result["device"]["kind"] == "cpu" and result["config"]["size"] == "tiny"
     assert {"config", "results", "ratios", "figures", "tradeoff"} <= set(result)
     assert {"bucketed_vs_pad_to_max", "bucketed_vs_dynamic", "packed_vs_pad_to_max"} <= set(result["ratios"])
     assert {"bucketed_waste_pct", "bucketed_shapes", "packed_waste_pct"} <= set(result["figures"])

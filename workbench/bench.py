@@ -336,11 +336,12 @@ def scaling(steps: int = 60, repeats: int = 2, devices: int = 2, device: str = "
     }
 
 
-def shapes(steps: int = 30, repeats: int = 3, device: str = "auto") -> dict[str, Any]:
-    """Pad-to-max vs dynamic padding vs bucketing vs packing (``workbench.shapes.benchmark``)."""
+def shapes(steps: int = 30, repeats: int = 3, device: str = "auto", size: str = "tiny") -> dict[str, Any]:
+    """Pad-to-max vs dynamic padding vs bucketing vs packing (``workbench.shapes.benchmark``);
+    ``size="base"``: BERT-base and GPT-2-124M shapes instead of tiny models."""
     from .shapes import benchmark
 
-    return benchmark(steps=steps, repeats=repeats, device=device)
+    return benchmark(steps=steps, repeats=repeats, device=device, size=size)
 
 
 def mfu(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int | None = None, seq_len: int = 1024,
@@ -482,6 +483,8 @@ def parser() -> argparse.ArgumentParser:
                         "0: each engine's own default")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field of the model's config (mfu; repeatable), e.g. resid_pdrop=0")
+    p.add_argument("--size", choices=("tiny", "base"),
+                   help="shapes: tiny models (default) or BERT-base and GPT-2-124M shapes")
     p.add_argument("--ways", help="mfu: comma-separated contenders to time, e.g. workbench_compiled")
     p.add_argument("--train-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="mfu: a wb.train / TrainingArguments field for wb.train (repeatable), "
@@ -496,6 +499,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if (args.config or args.ways or args.train_arg) and args.bench != "mfu":
         p.error("--config, --ways and --train-arg apply to the mfu benchmark only")
+    if args.size and args.bench != "shapes":
+        p.error("--size applies to the shapes benchmark only")
     kwargs = {"device": args.device}
     for key in ("model", "batch_size", "seq_len", "precision", "log_every"):
         if getattr(args, key) is not None:
@@ -508,6 +513,8 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--{option.replace('_', '-')} takes KEY=VALUE, got {bad[0]!r}")
         if pairs:
             kwargs[key] = {k: _config_value(v) for k, v in (c.split("=", 1) for c in pairs)}
+    if args.size:
+        kwargs["size"] = args.size
     if args.ways:
         kwargs["contenders"] = [w.strip() for w in args.ways.split(",") if w.strip()]
     if args.steps:

@@ -523,13 +523,30 @@ def _epoch_shape_stats(loader) -> dict[str, Any]:
     return {"waste_pct": 100.0 * (1 - useful / computed), "shapes": len(shapes)}
 
 
+def _bench_models(size: str) -> dict:
+    """The BERT and GPT-2 specs of the shapes benchmark: ``tiny`` (the catalog's tiny models)
+    or ``base`` (random-init BERT-base and GPT-2-124M shapes: on a GPU the tiny models are
+    bound by kernel launches, so padding costs them almost nothing and the trade-off hides)."""
+    from .catalog import model as as_model
+
+    if size == "tiny":
+        return {"bert": as_model("bert"), "gpt2": as_model("gpt2")}
+    if size == "base":
+        from .bench import SHAPES
+
+        return {name: as_model(SHAPES[shape][0], size="tiny", **SHAPES[shape][1])
+                for name, shape in (("bert", "bert-base"), ("gpt2", "gpt2-124m"))}
+    raise ValueError(f"size must be 'tiny' or 'base', got {size!r}")
+
+
 def benchmark(steps: int = 30, repeats: int = 3, batch_size: int = 16, max_length: int = 128,
               device: str = "cpu", k: int = 8, warmup: int = 3, precision: str = "auto",
-              seed: int = 0) -> dict[str, Any]:
+              seed: int = 0, size: str = "tiny") -> dict[str, Any]:
     """Useful tokens/s of pad-to-max, dynamic padding, bucketing and packing, side by side.
 
-    Tiny BERT on docstrings-topic and tiny GPT-2 on docstrings-lm train (forward, backward,
-    AdamW) under each strategy in one process. Each of ``repeats`` rounds runs ``warmup``
+    BERT on docstrings-topic and GPT-2 on docstrings-lm (``size``: ``tiny`` or ``base``,
+    see ``_bench_models``) train (forward, backward, AdamW) under each strategy in one
+    process. Each of ``repeats`` rounds runs ``warmup``
     untimed steps per contender, then ``steps`` timed steps each, interleaved five steps
     at a time; the device is synchronised before every clock reading; medians over the
     rounds are reported. Waste and shapes come from one pass over each loader.
@@ -543,11 +560,11 @@ def benchmark(steps: int = 30, repeats: int = 3, batch_size: int = 16, max_lengt
     import torch
     import transformers
 
-    from .catalog import model as as_model
     from .data import dataset as as_dataset
     from .device import device as pick
     from .engine import _collator, _precision
 
+    specs = _bench_models(size)
     dev = pick(device)
     precision = _precision(dev, precision)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
@@ -558,7 +575,7 @@ def benchmark(steps: int = 30, repeats: int = 3, batch_size: int = 16, max_lengt
     boundaries: dict[str, list[int]] = {}
     all_lengths: dict[str, np.ndarray] = {}
     for name, (data_name, task, strategies) in setups.items():
-        spec, data = as_model(name), as_dataset(data_name)
+        spec, data = specs[name], as_dataset(data_name)
         tok = spec.load_tokenizer()
         train = data.prepare(tok, max_length=max_length)["train"]
         lengths = all_lengths[name] = lengths_of(train)
@@ -614,8 +631,11 @@ def benchmark(steps: int = 30, repeats: int = 3, batch_size: int = 16, max_lengt
 
     return {
         "bench": "shapes", "device": dev.to_dict(), "precision": precision,
-        "config": {"models": {"bert": "tiny BERT, docstrings-topic (classification)",
-                              "gpt2": "tiny GPT-2, docstrings-lm (causal LM)"},
+        "config": {"models": {"bert": f"{size} BERT ({specs['bert'].num_params:,} parameters), "
+                                      "docstrings-topic (classification)",
+                              "gpt2": f"{size} GPT-2 ({specs['gpt2'].num_params:,} parameters), "
+                                      "docstrings-lm (causal LM)"},
+                   "size": size,
                    "batch_size": batch_size, "max_length": max_length, "k": k, "boundaries": boundaries,
                    "warmup_steps": warmup, "timed_steps": steps, "repeats": repeats, "seed": seed},
         "results": results,
