@@ -38,27 +38,37 @@ def test_engine_bench_measures_three_ways_side_by_side(tmp_path):
     assert proc.returncode != 0 and "not 'mfu'" in proc.stderr
 
 
-def test_log_every_zero_leaves_each_engine_its_own_cadence(monkeypatch):
+@pytest.fixture
+def training_args(monkeypatch):
+    """Every TrainingArguments the benchmarks build from now on, in order."""
+    import transformers
+
+    built = []
+    init = transformers.TrainingArguments.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        built.append(self)
+
+    monkeypatch.setattr(transformers.TrainingArguments, "__init__", spy)
+    return built
+
+
+def test_log_every_zero_leaves_each_engine_its_own_cadence(training_args):
     import transformers
 
     from workbench import bench, engine
 
     trainer_default = transformers.TrainingArguments(output_dir="x").logging_steps
-    seen = []
-    init = transformers.TrainingArguments.__init__
-
-    def spy(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        seen.append(self.logging_steps)
-
-    monkeypatch.setattr(transformers.TrainingArguments, "__init__", spy)
+    training_args.clear()
     result = bench.engine(steps=2, warmup=1, repeats=1, log_every=0)
+    seen = [a.logging_steps for a in training_args]
     assert result["config"]["log_every"] == 0 and result["ratios"]["wb_vs_trainer"] > 0
     # the plain Trainer at its default, wb.train at its own for a 3-step run
     assert sorted(seen) == sorted([trainer_default, engine._auto_steps(3)[0]]), seen
-    seen.clear()
+    training_args.clear()
     bench.engine(steps=2, warmup=1, repeats=1, log_every=2)
-    assert seen == [2, 2]
+    assert [a.logging_steps for a in training_args] == [2, 2]
 
 
 @pytest.mark.parametrize("bench,args,ratio", [
@@ -102,24 +112,14 @@ def test_mfu_bench_times_trainer_and_workbench_on_the_same_blocks(tmp_path):
     assert "mfu" not in result["ratios"]  # a CPU has no bf16 peak in the table: no made-up MFU
 
 
-def test_mfu_bench_times_the_compiled_trainer_beside_compiled_wb_train(monkeypatch):
+def test_mfu_bench_times_the_compiled_trainer_beside_compiled_wb_train(training_args):
     """What compile=True brings beyond torch.compile itself (on a GPU: the mask-free causal
     attention of packed runs), measured against Trainer(torch_compile=True)."""
-    import transformers
-
     from workbench.bench import mfu
 
-    compiled = []
-    init = transformers.TrainingArguments.__init__
-
-    def spy(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        compiled.append(self.torch_compile)
-
-    monkeypatch.setattr(transformers.TrainingArguments, "__init__", spy)
     result = mfu(model="gpt2-mini", device="cpu", steps=1, warmup=1, repeats=1, seq_len=64, batch_size=2,
                  compile=True, contenders=["trainer_compiled", "workbench_compiled"])
-    assert compiled == [True, True]
+    assert [a.torch_compile for a in training_args] == [True, True]
     assert set(result["ratios"]) == {"workbench_compiled_vs_trainer_compiled"}
     assert result["ratios"]["workbench_compiled_vs_trainer_compiled"] == pytest.approx(
         result["results"]["workbench_compiled"]["tokens_per_s"] / result["results"]["trainer_compiled"]["tokens_per_s"])
