@@ -8,6 +8,7 @@ Skips where Debian's chromium is missing, except under CI=true, where it fails.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -96,11 +97,43 @@ def _chromium(playwright):
         "--disable-component-update", "--disable-sync", "--no-first-run"])
 
 
+# A cell's input prompt reads "[ ]:" until it is queued ("[*]:") or has run ("[1]:").
+_STARTED = "() => [...document.querySelectorAll('.jp-InputPrompt')].some(p => /[*0-9]/.test(p.textContent))"
+
+
 def _open_and_run_all(page, lab, notebook: str) -> None:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     page.goto(f"{lab['url']}/lab/tree/{notebook}?token={lab['token']}")
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
-    page.get_by_role("menuitem", name="Run", exact=True).click()
-    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    for _ in range(3):
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        try:
+            page.wait_for_function(_STARTED, timeout=30_000)
+            return
+        except PlaywrightTimeout:
+            # Seen once in a clean-clone run: no cell ran, likely because the click came
+            # before the notebook was the current widget. No cell is queued, so clicking
+            # again cannot run anything twice.
+            continue
+    raise AssertionError(f"'Run All Cells' started no cell of {notebook} in three tries")
+
+
+@contextlib.contextmanager
+def _browser_page(playwright, name: str, **page_args):
+    """A page in headless Chromium; on failure a full-page screenshot goes to
+    test-artifacts/browser-failure-NAME.png, for what the test could not say."""
+    browser = _chromium(playwright)
+    page = browser.new_page(**page_args)
+    try:
+        yield page
+    except BaseException:
+        with contextlib.suppress(Exception):
+            page.screenshot(path=str(ARTIFACTS / f"browser-failure-{name}.png"), full_page=True)
+        raise
+    finally:
+        browser.close()
 
 
 def _blank(page) -> int:
@@ -123,26 +156,21 @@ def test_dashboard_draws_live_and_stop_works(lab):
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = _chromium(p)
-        page = browser.new_page(viewport={"width": 1300, "height": 1000})
-        try:
-            _open_and_run_all(page, lab, "01_quickstart.ipynb")
-            page.wait_for_selector(".wb-dash canvas", timeout=180_000)
-            page.wait_for_function("() => Number(document.querySelector('.wb-dash canvas')?.dataset.points || 0) > 2",
-                                   timeout=180_000)
-            first = _step(page)
-            time.sleep(3)
-            second = _step(page)
-            assert second > first, "the step counter advances while the cell runs"
-            assert _blank(page) > 2000, "the canvas has drawn curves"
-            page.screenshot(path=str(ARTIFACTS / "browser-dashboard-running.png"))
-            page.locator(".wb-dash .wb-stop").click()
-            page.wait_for_function(
-                "() => document.querySelector('.wb-dash .wb-status')?.textContent === 'stopped'", timeout=120_000)
-            page.screenshot(path=str(ARTIFACTS / "browser-dashboard-stopped.png"))
-        finally:
-            browser.close()
+    with sync_playwright() as p, _browser_page(p, "dashboard", viewport={"width": 1300, "height": 1000}) as page:
+        _open_and_run_all(page, lab, "01_quickstart.ipynb")
+        page.wait_for_selector(".wb-dash canvas", timeout=180_000)
+        page.wait_for_function("() => Number(document.querySelector('.wb-dash canvas')?.dataset.points || 0) > 2",
+                               timeout=180_000)
+        first = _step(page)
+        time.sleep(3)
+        second = _step(page)
+        assert second > first, "the step counter advances while the cell runs"
+        assert _blank(page) > 2000, "the canvas has drawn curves"
+        page.screenshot(path=str(ARTIFACTS / "browser-dashboard-running.png"))
+        page.locator(".wb-dash .wb-stop").click()
+        page.wait_for_function(
+            "() => document.querySelector('.wb-dash .wb-status')?.textContent === 'stopped'", timeout=120_000)
+        page.screenshot(path=str(ARTIFACTS / "browser-dashboard-stopped.png"))
     summaries = list((lab["dir"] / "runs").glob("*/summary.json"))
     assert len(summaries) == 1
     summary = json.loads(summaries[0].read_text())
@@ -170,28 +198,23 @@ def test_pick_a_model_and_a_dataset_and_press_train(lab):
         return page.locator(".widget-inline-hbox").filter(
             has=page.locator("label.widget-label", has_text=label)).first
 
-    with sync_playwright() as p:
-        browser = _chromium(p)
-        page = browser.new_page(viewport={"width": 1300, "height": 1400})
-        try:
-            _open_and_run_all(page, lab, "form.ipynb")
-            page.wait_for_selector("button:has-text('Train')", timeout=300_000)  # a fresh cache builds the data first
-            page.screenshot(path=str(ARTIFACTS / "browser-train-form-before.png"), full_page=True)
-            from workbench.catalog import FAMILIES
+    with sync_playwright() as p, _browser_page(p, "train-form", viewport={"width": 1300, "height": 1400}) as page:
+        _open_and_run_all(page, lab, "form.ipynb")
+        page.wait_for_selector("button:has-text('Train')", timeout=300_000)  # a fresh cache builds the data first
+        page.screenshot(path=str(ARTIFACTS / "browser-train-form-before.png"), full_page=True)
+        from workbench.catalog import FAMILIES
 
-            family = field(page, "family").locator("select")
-            family.select_option(label=f"gpt2: {FAMILIES['gpt2']['about']}")
-            field(page, "dataset").locator("select").select_option("docstrings-lm")
-            steps = field(page, "max steps").locator("input")
-            steps.fill("30")
-            steps.press("Enter")
-            page.wait_for_timeout(3000)  # let the pickers settle (they recompute plans and stats)
-            page.locator("button:has-text('Train')").click()
-            page.wait_for_function(
-                "() => document.querySelector('.wb-dash .wb-status')?.textContent === 'completed'", timeout=180_000)
-            page.screenshot(path=str(ARTIFACTS / "browser-train-form.png"), full_page=True)
-        finally:
-            browser.close()
+        family = field(page, "family").locator("select")
+        family.select_option(label=f"gpt2: {FAMILIES['gpt2']['about']}")
+        field(page, "dataset").locator("select").select_option("docstrings-lm")
+        steps = field(page, "max steps").locator("input")
+        steps.fill("30")
+        steps.press("Enter")
+        page.wait_for_timeout(3000)  # let the pickers settle (they recompute plans and stats)
+        page.locator("button:has-text('Train')").click()
+        page.wait_for_function(
+            "() => document.querySelector('.wb-dash .wb-status')?.textContent === 'completed'", timeout=180_000)
+        page.screenshot(path=str(ARTIFACTS / "browser-train-form.png"), full_page=True)
     summaries = list((lab["dir"] / "runs").glob("*gpt2-tiny-docstrings-lm*/summary.json"))
     assert len(summaries) == 1, "the form trained the picked model on the picked data"
     summary = json.loads(summaries[0].read_text())
