@@ -359,9 +359,8 @@ def mfu(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int | No
     on a CPU there is no peak in the table, so only the achieved TFLOP/s is reported.
     Compilation happens in the warm-up steps, which are not timed. Both engines log every
     ``log_every`` steps (a logging step waits for the device to read the loss; 0: each its
-    own default, as in ``engine``). ``config``
-    overrides fields of the model's config (e.g. ``{"resid_pdrop": 0}``); ``contenders`` times
-    only some of the contenders (the ``*_vs_trainer`` ratios need ``trainer``);
+    own default, as in ``engine``). ``config`` overrides fields of the model's config (e.g.
+    ``{"resid_pdrop": 0}``); ``contenders`` times only some of the contenders (the ``*_vs_trainer`` ratios need ``trainer``);
     ``train_args`` go to ``wb.train`` (so to ``TrainingArguments``), e.g.
     ``{"torch_compile_mode": "max-autotune"}``.
     """

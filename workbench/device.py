@@ -267,6 +267,9 @@ class Backend:
     versions: Callable[[], dict[str, str | None]] = dict
     compiles: Callable[[], int | None] = lambda: None  # graph compilations so far
     oom_marker: str = "out of memory"
+    # Default least seconds between a run's events: reading the loss at a logging step makes
+    # the host wait for every step queued on the device (0 where nothing runs ahead: CPU).
+    log_interval_s: float = 0.5
 
 
 BACKENDS: dict[str, Backend] = {
@@ -323,6 +326,7 @@ BACKENDS: dict[str, Backend] = {
         synchronize=_noop,
         mark_step=_noop,
         precision=lambda i: "fp32",  # bf16 autocast on most CPUs is slower than fp32
+        log_interval_s=0.0,  # the CPU computes as the host asks: reading the loss waits for nothing
     ),
 }
 

@@ -83,8 +83,6 @@ class CountingCollator:
 
 
 PADDINGS = ("auto", "longest", "max_length", "bucketed", "packed")
-# Default logging on an accelerator: at most one event per this many seconds (see _Events).
-LOG_INTERVAL_S = 0.5
 
 
 def default_padding(task: str, device_kind: str) -> str:
@@ -435,12 +433,13 @@ def _build(spec: dict, run: runs.Run, device: DeviceInfo):
 
 
 def _log_interval(a: dict, device: DeviceInfo, world_size: int) -> float:
-    """Seconds at least between events (0: log at every logging step). Throttled only in
-    one process (ranks must log at the same steps: the loss is gathered across them) and
-    off the CPU, where reading the loss waits for nothing."""
-    if world_size > 1 or device.kind == "cpu":
-        return 0.0
-    return float(a.get("log_interval_s", 0.0))
+    """Seconds at least between events (0: log at every logging step). The spec's
+    ``log_interval_s`` is None for the default cadence: the backend table's interval, in
+    one process only (ranks must log at the same steps: the loss is gathered across them)."""
+    interval = a.get("log_interval_s", 0.0)  # runs made before the throttle: every step
+    if interval is None:
+        interval = device.backend.log_interval_s
+    return float(interval) if world_size == 1 else 0.0
 
 
 def _use_batch_sampler(trainer, sampler) -> None:
@@ -795,7 +794,7 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | No
         rows = dspec.load()["train"].num_rows
         total = max(1, math.ceil(rows / batch_size) * math.ceil(epochs or 1))
     auto_log, auto_save = _auto_steps(total)
-    log_interval_s = 0.0 if log_every else LOG_INTERVAL_S  # an explicit cadence is kept exactly
+    log_interval_s = 0.0 if log_every else None  # the device's default; an explicit cadence is kept exactly
     log_every = log_every or auto_log
     save_every = save_every or auto_save
     if save_every % log_every:  # checkpoints land on logging steps, where NaN is checked

@@ -532,10 +532,9 @@ def _bench_models(size: str) -> dict:
     if size == "tiny":
         return {"bert": as_model("bert"), "gpt2": as_model("gpt2")}
     if size == "base":
-        from .bench import SHAPES
+        from .bench import _engine_setup
 
-        return {name: as_model(SHAPES[shape][0], size="tiny", **SHAPES[shape][1])
-                for name, shape in (("bert", "bert-base"), ("gpt2", "gpt2-124m"))}
+        return {"bert": _engine_setup("bert-base")[0], "gpt2": _engine_setup("gpt2-124m")[0]}
     raise ValueError(f"size must be 'tiny' or 'base', got {size!r}")
 
 
@@ -546,9 +545,8 @@ def benchmark(steps: int = 30, repeats: int = 3, batch_size: int = 16, max_lengt
 
     BERT on docstrings-topic and GPT-2 on docstrings-lm (``size``: ``tiny`` or ``base``,
     see ``_bench_models``) train (forward, backward, AdamW) under each strategy in one
-    process. Each of ``repeats`` rounds runs ``warmup``
-    untimed steps per contender, then ``steps`` timed steps each, interleaved five steps
-    at a time; the device is synchronised before every clock reading; medians over the
+    process. Each of ``repeats`` rounds runs ``warmup`` untimed steps per contender, then
+    ``steps`` timed steps each, interleaved five steps at a time; the device is synchronised before every clock reading; medians over the
     rounds are reported. Waste and shapes come from one pass over each loader.
 
     Returns
