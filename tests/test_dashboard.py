@@ -13,7 +13,8 @@ import pytest
 
 from workbench import dashboard as dash
 from workbench.dashboard import Dashboard, RecordingFrontend
-from workbench.run import Run, write_json
+from workbench.engine import Run
+from workbench.run import write_json
 
 
 @pytest.fixture
@@ -107,9 +108,9 @@ def test_history_is_set_once_at_the_end_downsampled(run):
 
 def test_stop_message_from_the_view_stops_the_run(run):
     d, front = _live(run)
-    assert not run._stop.is_set()
+    assert not run.stop_flag.is_set()
     front.answer({"type": "stop"})
-    assert run._stop.is_set()
+    assert run.stop_flag.is_set()
 
 
 def test_headless_mode_sends_nothing_live_and_leaves_one_png(run):

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench import engine
+from workbench import callbacks, recipe, trainer
 from workbench.device import set_hpu_mode
 
 
@@ -28,10 +28,10 @@ def _args(**over):
 
 def test_eager_mode_compiles_with_hpu_backend_in_bf16(fake_hpu, tmp_path):
     dev = wb.device("hpu")
-    targs = engine.training_arguments(_args(), dev, "causal_lm", tmp_path, "adamw_torch")
+    targs = recipe.training_arguments(_args(), dev, "causal_lm", tmp_path, "adamw_torch")
     assert targs["bf16"] and not targs["fp16"] and not targs["use_cpu"]
     assert targs["torch_compile"] and targs["torch_compile_backend"] == "hpu_backend"
-    assert not engine.training_arguments(_args(mode="eager"), dev, "causal_lm", tmp_path, "x")["torch_compile"]
+    assert not recipe.training_arguments(_args(mode="eager"), dev, "causal_lm", tmp_path, "x")["torch_compile"]
 
 
 def test_lazy_mode_is_chosen_before_the_bridge_loads_and_fixed_after(fake_hpu, monkeypatch):
@@ -53,7 +53,7 @@ def test_lazy_mode_adds_mark_step_and_hpu_graphs(fake_hpu, monkeypatch):
     from habana_frameworks.torch.core import MARK_STEPS
     from habana_frameworks.torch.hpu.graphs import WRAPPED
 
-    cb = engine._MarkStep(dev)
+    cb = callbacks.MarkStep(dev)
     before = MARK_STEPS[0]
     cb.on_pre_optimizer_step(None, None, None)
     cb.on_optimizer_step(None, None, None)
@@ -76,9 +76,9 @@ def test_fused_adamw_and_fused_clip_norm(fake_hpu):
 
     net = torch.nn.Linear(4, 4)
     net.to = lambda *a, **k: net  # the test double has no "hpu" torch device to move to
-    optim, opt = engine._optimizer(dev, net, 1e-3, {})
+    optim, opt = trainer._optimizer(dev, net, 1e-3, {})
     assert isinstance(opt, FusedAdamW) and opt.defaults["eps"] == 1e-8, "Trainer's eps, not the bridge's 1e-6"
-    clip = engine._FusedClip(net, 1.0)
+    clip = callbacks.FusedClip(net, 1.0)
     net(torch.randn(3, 4)).pow(2).sum().mul(1e3).backward()
     clip.on_pre_optimizer_step(None, None, None)
     assert CALLS and CALLS[-1] > 1.0 and clip.norm is not None

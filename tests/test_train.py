@@ -16,7 +16,7 @@ import torch
 
 import workbench as wb
 from workbench.catalog import FAMILIES
-from workbench.run import Run
+from workbench.engine import Run
 
 DATA = {"bert": "docstrings-topic", "gpt2": "docstrings-lm", "t5": "docstrings-summary",
         "llama": "docstrings-lm", "unet": "digits"}
@@ -72,7 +72,7 @@ def test_throughput_excludes_warmup_and_summary_uses_train_intervals():
 
 
 def test_default_logging_on_an_accelerator_waits_between_events(monkeypatch):
-    from workbench import engine
+    from workbench import attention, recipe
 
     every = wb.train("gpt2-tiny", "docstrings-lm", max_steps=12, batch_size=4, max_length=32,
                      save_every=6, log_every=1, live=False)
@@ -81,7 +81,7 @@ def test_default_logging_on_an_accelerator_waits_between_events(monkeypatch):
     assert sorted(losses) == list(range(1, 13))
     # the same run with the default cadence, as on a GPU where no event comes sooner than
     # log_interval_s after the last: here never, so only the first step, checkpoints and the end
-    monkeypatch.setattr(engine, "_log_interval", lambda a, device, size: 3600.0)
+    monkeypatch.setattr(recipe, "log_interval", lambda a, device, size: 3600.0)
     sparse = wb.train("gpt2-tiny", "docstrings-lm", max_steps=12, batch_size=4, max_length=32,
                       save_every=6, live=False)
     assert sparse.spec["args"]["log_interval_s"] is None, "the device's default interval"
@@ -94,21 +94,21 @@ def test_default_logging_on_an_accelerator_waits_between_events(monkeypatch):
 
 
 def test_log_throttle_only_on_one_accelerator_process(fake_hpu):
-    from workbench import engine
+    from workbench import attention, recipe
 
     hpu, cpu = wb.device("hpu"), wb.device("cpu")
     auto = {"log_interval_s": None}
-    assert engine._log_interval(auto, hpu, 1) == hpu.backend.log_interval_s > 0
-    assert engine._log_interval(auto, hpu, 2) == 0, "ranks must log at the same steps"
-    assert engine._log_interval(auto, cpu, 1) == 0, "on the CPU reading the loss waits for nothing"
-    assert engine._log_interval({}, hpu, 1) == 0, "runs made before the throttle existed"
+    assert recipe.log_interval(auto, hpu, 1) == hpu.backend.log_interval_s > 0
+    assert recipe.log_interval(auto, hpu, 2) == 0, "ranks must log at the same steps"
+    assert recipe.log_interval(auto, cpu, 1) == 0, "on the CPU reading the loss waits for nothing"
+    assert recipe.log_interval({}, hpu, 1) == 0, "runs made before the throttle existed"
 
 
 def test_causal_sdpa_builds_no_mask_even_under_compile_and_keeps_the_loss():
     """Why packed runs switch the attention: under torch.compile transformers hands SDPA a
     mask tensor (no flash kernel); under the workbench's alias of SDPA it builds none."""
-    from workbench import engine
-    from workbench.shapes import BucketCollator, pack
+    from workbench import attention, recipe
+    from workbench.batching import BucketCollator, pack
 
     tok = wb.model("gpt2").load_tokenizer()
     docs = [r["input_ids"] for r in wb.dataset("docstrings-lm", limit=80).prepare(tok, max_length=64)["train"]]
@@ -132,13 +132,13 @@ def test_causal_sdpa_builds_no_mask_even_under_compile_and_keeps_the_loss():
     with torch.no_grad():
         reference = model(**blocks).loss.item()  # sdpa, mask of ones (dummy row: zeros)
     assert all(kw["attn_mask"] is not None for kw in sdpa_kwargs(unmasked))
-    restore = engine._causal_sdpa(model)
-    assert model.config._attn_implementation == engine.CAUSAL_SDPA
+    restore = attention.causal_sdpa(model)
+    assert model.config._attn_implementation == attention.CAUSAL_SDPA
     compiled = sdpa_kwargs(unmasked)
     assert compiled and all(kw["attn_mask"] is None and kw["is_causal"] for kw in compiled)
     with torch.no_grad():
         assert model(**unmasked).loss.item() == pytest.approx(reference, abs=1e-5)
-    assert engine.CAUSAL_SDPA not in model.config.to_json_string(), "checkpoints load without the workbench"
+    assert attention.CAUSAL_SDPA not in model.config.to_json_string(), "checkpoints load without the workbench"
     restore()
     assert model.config._attn_implementation == "sdpa"
     torch._dynamo.reset()

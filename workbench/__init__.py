@@ -24,7 +24,7 @@ _LAZY = {
     "dataset": "data",
     "datasets": "data",
     "train": "engine",
-    "Run": "run",
+    "Run": "engine",
     "runs": "run",
     "compare": "run",
     "pick_model": "widgets",

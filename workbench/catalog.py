@@ -131,7 +131,8 @@ def _known(kind: str, name: str, valid) -> ValueError:
     return ValueError(f"unknown {kind} {name!r}; known: {', '.join(valid)}")
 
 
-def _is_local(path: str) -> bool:
+def is_local(path: str) -> bool:
+    """Whether ``path`` names a local file or directory rather than a hub id."""
     return path.startswith((".", "/", "~")) or Path(path).expanduser().exists()
 
 
@@ -242,7 +243,7 @@ class ModelSpec:
         try:
             tok = AutoTokenizer.from_pretrained(src, trust_remote_code=self.trust_remote_code)
         except OSError as e:
-            if _is_local(src):
+            if is_local(src):
                 raise FileNotFoundError(f"no tokenizer files in {src!r}: {e}") from e
             raise hub_error("tokenizer", src, e) from e
         if tok.pad_token is None and tok.eos_token is not None:
@@ -261,7 +262,7 @@ class ModelSpec:
             try:
                 cfg = AutoConfig.from_pretrained(self.source, trust_remote_code=self.trust_remote_code)
             except OSError as e:
-                if _is_local(self.source):
+                if is_local(self.source):
                     raise FileNotFoundError(f"no config.json in {self.source!r}: {e}") from e
                 raise hub_error("model", self.source, e) from e
         else:
@@ -338,7 +339,7 @@ class ModelSpec:
                 model = cls.from_pretrained(src, config=cfg, use_safetensors=True,
                                             trust_remote_code=self.trust_remote_code)
             except OSError as e:
-                if _is_local(src):
+                if is_local(src):
                     raise FileNotFoundError(f"no safetensors weights in {src!r}: {e}") from e
                 raise hub_error("model", src, e) from e
         else:
@@ -372,7 +373,7 @@ class ModelSpec:
             try:
                 model = cls.from_pretrained(self.source, use_safetensors=True, **kwargs)
             except OSError as e:
-                if _is_local(self.source):
+                if is_local(self.source):
                     raise FileNotFoundError(f"no UNet weights in {self.source!r}: {e}") from e
                 raise hub_error("UNet", self.source, e) from e
             return model, processor
@@ -449,10 +450,10 @@ def model(family: str | ModelSpec, size: str | None = None, task: str | None = N
     if size in info["sizes"]:
         source = info["sizes"][size][0]
     elif size != "tiny":
-        if "/" in size or _is_local(size):
-            if _is_local(size) and not Path(size).expanduser().exists():
+        if "/" in size or is_local(size):
+            if is_local(size) and not Path(size).expanduser().exists():
                 raise FileNotFoundError(f"model directory {size!r} does not exist")
-            source, size = (str(Path(size).expanduser().resolve()) if _is_local(size) else size), "custom"
+            source, size = (str(Path(size).expanduser().resolve()) if is_local(size) else size), "custom"
         else:
             raise _known(f"size for {fam}", size, ["tiny", *info["sizes"], "a hub id (org/name)", "a local directory"])
     task = task or info["tasks"][0]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from . import bundled
-from .catalog import _is_local, hub_error
+from .catalog import hub_error, is_local
 
 TASKS = ("classification", "causal_lm", "seq2seq", "diffusion")
 ROLES = ("text", "label", "target", "image")
@@ -93,7 +93,7 @@ class DataSpec:
     def kind(self) -> str:
         if self.source in bundled.BUNDLED:
             return "bundled"
-        if Path(self.source).suffix.lower() in LOCAL_FORMATS or _is_local(self.source):
+        if Path(self.source).suffix.lower() in LOCAL_FORMATS or is_local(self.source):
             return "local"
         return "hub"
 
@@ -286,7 +286,8 @@ def _pixels(column: str):
     return fn
 
 
-def _infer(columns: dict[str, str], task: str | None) -> str:
+def infer_task(columns: dict[str, str], task: str | None) -> str:
+    """``task`` if given, else the task the mapped columns imply."""
     if task:
         return task
     if "image" in columns:
@@ -341,7 +342,7 @@ def dataset(source: str | DataSpec, *, task: str | None = None, eval_fraction: f
             raise FileNotFoundError(f"dataset file {source!r} does not exist")
         if not cols and spec.kind == "local":
             cols = _guess_columns(spec)
-        task = _infer(cols, task)
+        task = infer_task(cols, task)
     return DataSpec(source=source, task=task, columns=cols, eval_fraction=eval_fraction,
                     seed=seed, limit=limit, config=config)
 

@@ -563,3 +563,6 @@ def clear_cache() -> None:
     """Forget cached probes (for tests that swap the environment)."""
     _has_module.cache_clear()
     _hpu_bridge.cache_clear()
+
+
+version = _version  # public name (TODO(lead): fold into the device helper's module)

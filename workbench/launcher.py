@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from . import run as runs
-from .engine import STOP_FILE, _attach_display, _Interrupts, prepare
+from .engine import Run, attach_display, prepare, training
+from .interrupts import Interrupts
+from .run import STOP_FILE
 
 STRATEGIES = ("ddp", "deepspeed")
 POLL = 0.25  # seconds between looks at rank 0's event log
@@ -66,7 +68,7 @@ def _prepare(model, data, devices: int, strategy: str, zero_stage: int | None, t
 class _Follower:
     """Replays the events rank 0 appends to ``events.jsonl`` to this process's subscribers."""
 
-    def __init__(self, run: runs.Run):
+    def __init__(self, run: Run):
         self.run, self.offset = run, 0
 
     def poll(self) -> None:
@@ -87,7 +89,7 @@ class _Follower:
                 fn(event)
 
 
-def _failure(run: runs.Run, launcher_log: str) -> tuple[int | None, str]:
+def _failure(run: Run, launcher_log: str) -> tuple[int | None, str]:
     """(rank, message) of the first failure that torchrun reported."""
     rank = None
     m = re.search(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", launcher_log, re.S)
@@ -108,29 +110,26 @@ def _failure(run: runs.Run, launcher_log: str) -> tuple[int | None, str]:
     return rank, msg + (f": {tail}" if tail else "")
 
 
-def _supervise(run: runs.Run, proc: subprocess.Popen, log_path: Path) -> runs.Run:
+def _supervise(run: Run, proc: subprocess.Popen, log_path: Path) -> Run:
     follower = _Follower(run)
     stop_sent = False
-    runs._ACTIVE.append(run)
     try:
-        with _Interrupts(run):
+        with training(run), Interrupts(run):
             while proc.poll() is None:
                 follower.poll()
-                if run._stop.is_set() and not stop_sent:
+                if run.stop_flag.is_set() and not stop_sent:
                     (run.path / STOP_FILE).touch()  # every rank reads it at its next logging step
                     stop_sent = True
                 time.sleep(POLL)
     except KeyboardInterrupt:  # a second interrupt: stop the workers now
         proc.terminate()
         proc.wait()
-    finally:
-        if run in runs._ACTIVE:
-            runs._ACTIVE.remove(run)
     follower.poll()
     if proc.returncode != 0:
         rank, message = _failure(run, log_path.read_text(errors="replace"))
         summary = {**run.summary, "status": "failed", "error": message, "failed_rank": rank}
         runs.write_json(run.path / "summary.json", summary)
+        run.refresh()
         if not any(e.get("phase") == "end" for e in run.events):
             run.log.emit({"phase": "end", "step": summary.get("step", 0), "status": "failed"})
         run.error = RuntimeError(f"{run.name}: {message}")
@@ -138,7 +137,7 @@ def _supervise(run: runs.Run, proc: subprocess.Popen, log_path: Path) -> runs.Ru
 
 
 def launch(model, data, *, devices: int = 2, strategy: str = "ddp", zero_stage: int | None = None,
-           live: str | bool = "auto", background: bool = False, **train_args) -> runs.Run:
+           live: str | bool = "auto", background: bool = False, **train_args) -> Run:
     """Train with ``devices`` worker processes under ``torchrun`` on this machine.
 
     Parameters
@@ -163,7 +162,7 @@ def launch(model, data, *, devices: int = 2, strategy: str = "ddp", zero_stage: 
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={devices}",
            f"--log_dir={run.path / 'logs'}", "--redirects=3", *_worker_args(run.path)]
     log_path = run.path / "launcher.log"
-    _attach_display(run, live, background)
+    attach_display(run, live, background)
     log = open(log_path, "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=Path.cwd())
     run.process = proc
@@ -172,8 +171,8 @@ def launch(model, data, *, devices: int = 2, strategy: str = "ddp", zero_stage: 
             _supervise(run, proc, log_path)
             log.close()
 
-        run._thread = threading.Thread(target=target, name=f"workbench-launch-{run.name}", daemon=True)
-        run._thread.start()
+        run.thread = threading.Thread(target=target, name=f"workbench-launch-{run.name}", daemon=True)
+        run.thread.start()
         return run
     try:
         _supervise(run, proc, log_path)

@@ -15,7 +15,8 @@ USAGE = "usage: %wb device | runs | stop | compare RUN [RUN ...]"
 
 
 def _resolve(name: str):
-    from .run import DEFAULT_ROOT, Run
+    from .engine import Run
+    from .run import DEFAULT_ROOT
 
     path = Path(name)
     if not (path / "spec.json").exists():
@@ -25,8 +26,9 @@ def _resolve(name: str):
 
 def wb_magic(line: str):
     """Dispatch ``%wb SUBCOMMAND ...``; returns what the cell should display."""
-    from . import device, runs
-    from .run import active, compare
+    from .device import device
+    from .engine import active
+    from .run import compare, runs
 
     args = shlex.split(line)
     if not args:

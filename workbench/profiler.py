@@ -112,8 +112,9 @@ def profile(model, data, *, steps: int = 5, warmup: int = 2, top: int = 15, **tr
     **train_args
         Passed to ``wb.train`` (batch_size, max_length, device, ...).
     """
+    from .callbacks import as_callback
     from .device import device as pick_device
-    from .engine import _as_callback, train
+    from .engine import train
 
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
@@ -121,7 +122,7 @@ def profile(model, data, *, steps: int = 5, warmup: int = 2, top: int = 15, **tr
     train_args.setdefault("live", "auto")
     train_args.setdefault("name", "profile")
     steps_cb = _ProfileSteps(kind, warmup, steps, Path("."))
-    callback = _as_callback(steps_cb)
+    callback = as_callback(steps_cb)
     original = callback.on_train_begin
 
     def begin(args, state, control, **kw):

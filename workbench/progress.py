@@ -3,6 +3,7 @@ a second (notebooks get the dashboard instead)."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 
@@ -48,3 +49,21 @@ class TextProgress:
         self.last_draw = now
         end = "\n" if event.get("phase") == "end" else ""
         print(f"\r{line(self.run.name, event, self.max_steps)}\033[K", end=end, file=self.stream, flush=True)
+
+
+@contextlib.contextmanager
+def quiet_libraries():
+    """Silence the libraries' own progress bars while a run trains (our display has one)."""
+    import datasets
+    from transformers.utils import logging as hf_logging
+
+    hf, ds = hf_logging.is_progress_bar_enabled(), datasets.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if hf:
+            hf_logging.enable_progress_bar()
+        if ds:
+            datasets.enable_progress_bars()

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_ROOT = "runs"
-_ACTIVE: list[Run] = []  # runs training in this process, newest last (for %wb stop)
+STOP_FILE = "STOP"  # a file of this name in a run directory stops the run (every rank reads it)
 
 
-def _now() -> str:
+def now() -> str:
+    """The local time as an ISO string, to the second."""
     return datetime.now().isoformat(timespec="seconds")
 
 
@@ -122,8 +123,11 @@ def _pid_alive(pid: int | None, host: str | None, started: float | None) -> bool
         return False
 
 
-class Run:
-    """One training run: its directory, status, events and (in this process) its trainer.
+class RunDir:
+    """One run directory, read side: spec, status, events, checkpoints, the trained model.
+
+    It never trains and never writes a run's state; ``engine.Run`` (``wb.Run``) adds the
+    live handle (stop, wait, resume, the trainer) on top of it.
 
     Attributes
     ----------
@@ -140,19 +144,13 @@ class Run:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.log = EventLog(self.path / "events.jsonl")
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._model = None
-        self._tokenizer = None
-        self.trainer = None  # the transformers.Trainer while this process trains the run
-        self.dashboard = None
-        self.callbacks: list = []  # extra TrainerCallbacks for this process's training
-        self.process = None  # the torchrun process of a launched run
-        self.error: BaseException | None = None
+        self._spec: dict[str, Any] | None = None
+        self._summary: tuple[tuple[int, int, int], dict[str, Any]] | None = None  # (stat key, parsed)
+        self._loaded = None  # (model, tokenizer) once loaded
 
     # ----------------------------------------------------------------- opening
     @classmethod
-    def open(cls, path: str | Path) -> Run:
+    def open(cls, path: str | Path):
         """Reopen a run directory (after a kernel restart, or from another process)."""
         path = Path(path)
         if not (path / "spec.json").exists():
@@ -165,24 +163,37 @@ class Run:
 
     @property
     def spec(self) -> dict[str, Any]:
-        return json.loads((self.path / "spec.json").read_text())
+        """spec.json, parsed once (a copy: editing it changes nothing on disk)."""
+        if self._spec is None:
+            self._spec = json.loads((self.path / "spec.json").read_text())
+        return json.loads(json.dumps(self._spec))
+
+    @property
+    def task(self) -> str:
+        if self._spec is None:
+            self.spec  # noqa: B018 (parses and caches)
+        return self._spec["model"]["task"]
 
     @property
     def summary(self) -> dict[str, Any]:
+        """summary.json; parsed again only when the file changed (one stat per read)."""
         p = self.path / "summary.json"
-        return json.loads(p.read_text()) if p.exists() else {"status": "running"}
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            return {"status": "running"}
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)  # every write replaces the file
+        if self._summary is None or self._summary[0] != key:
+            self._summary = (key, json.loads(p.read_text()))
+        return dict(self._summary[1])
 
     @property
     def status(self) -> str:
         s = self.summary
         status = s.get("status", "running")
-        if status == "running" and not self.is_training and not _pid_alive(s.get("pid"), s.get("host"), s.get("pid_started")):
+        if status == "running" and not _pid_alive(s.get("pid"), s.get("host"), s.get("pid_started")):
             return "failed"  # the process died without writing its end (SIGKILL, power loss)
         return status
-
-    @property
-    def is_training(self) -> bool:
-        return self in _ACTIVE
 
     @property
     def events(self) -> list[dict]:
@@ -204,42 +215,29 @@ class Run:
     def last_checkpoint(self) -> Path | None:
         return self.checkpoints[-1] if self.checkpoints else None
 
+    def refresh(self) -> None:
+        """Forget the parsed spec and summary (after this process rewrote them)."""
+        self._spec = self._summary = None
+
     def subscribe(self, fn: Callable[[dict], None]) -> None:
         """Call ``fn(event)`` for every event this process emits from now on."""
         self.log.subscribers.append(fn)
 
-    # ----------------------------------------------------------------- control
-    def stop(self) -> None:
-        """Stop after the current step and save a checkpoint (thread-safe)."""
-        self._stop.set()
-
-    def wait(self, timeout: float | None = None) -> Run:
-        """Wait for a background run to finish; re-raises its error."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-        if self.error is not None and not isinstance(self.error, KeyboardInterrupt):
-            raise self.error
-        return self
-
-    def resume(self, max_steps: int | None = None, **overrides) -> Run:
-        """Continue from the last checkpoint (weights, optimizer, scheduler, data order).
-
-        Parameters
-        ----------
-        max_steps : int, optional
-            New total number of steps (default: the original target).
-        """
-        from .engine import _resume
-
-        return _resume(self, max_steps=max_steps, **overrides)
-
     # ----------------------------------------------------------------- results
     def _load(self):
-        if self._model is None:
-            from .engine import load_model
+        if self._loaded is None:
+            from .catalog import ModelSpec
+            from .checkpoint import load_checkpoint
 
-            self._model, self._tokenizer = load_model(self)
-        return self._model, self._tokenizer
+            ckpt = self.last_checkpoint
+            if ckpt is None:
+                raise FileNotFoundError(f"{self.name} has no checkpoint yet")
+            self._loaded = load_checkpoint(ModelSpec.from_dict(self.spec["model"]), ckpt, base=self.path / "base")
+        return self._loaded
+
+    def hold(self, model, tokenizer) -> None:
+        """Keep the model in memory (the process that trains it): ``model`` is then this one."""
+        self._loaded = (model, tokenizer)
 
     @property
     def model(self):
@@ -252,7 +250,7 @@ class Run:
 
     def sample(self, n: int = 16, steps: int = 50, seed: int = 0):
         """Generate ``n`` images (diffusion runs): a list of PIL images."""
-        if self.spec["model"]["task"] != "diffusion":
+        if self.task != "diffusion":
             raise ValueError("run.sample() is for diffusion runs; for language models use "
                              "run.model.generate(...) with run.tokenizer")
         return self.model.sample(n, steps=steps, seed=seed)
@@ -288,7 +286,7 @@ def runs(root: str | Path | None = None):
     root = Path(root or os.environ.get("WORKBENCH_RUNS", DEFAULT_ROOT))
     rows = []
     for path in sorted(root.glob("*/spec.json"), reverse=True):
-        run = Run(path.parent)
+        run = RunDir(path.parent)
         s = run.summary
         rows.append({"run": run.name, "status": run.status, "model": run.spec["model"]["family"] + "-" + run.spec["model"]["size"],
                      "data": run.spec["data"]["source"], "step": s.get("step"), "train_loss": s.get("train_loss"),
@@ -298,7 +296,7 @@ def runs(root: str | Path | None = None):
                                        "tokens_per_s", "device", "wall_time_s", "path"])
 
 
-def compare(*runs_: Run | str | Path):
+def compare(*runs_: RunDir | str | Path):
     """Runs side by side.
 
     Returns a ``Comparison``: ``.table`` is a DataFrame (one column per run, one row per
@@ -311,7 +309,7 @@ def compare(*runs_: Run | str | Path):
     cols = {}
     opened = []
     for r in runs_:
-        run = r if isinstance(r, Run) else Run.open(r)
+        run = r if isinstance(r, RunDir) else RunDir.open(r)
         opened.append(run)
         s = run.summary
         row = {"model": run.spec["model"]["family"] + "-" + run.spec["model"]["size"],
@@ -326,28 +324,6 @@ def compare(*runs_: Run | str | Path):
             key, i = f"{run.name} #{i}", i + 1
         cols[key] = row
     return Comparison(opened, pd.DataFrame(cols))
-
-
-def started(run: Run, info: dict) -> None:
-    """Mark ``run`` as training in this process and write a 'running' summary."""
-    import psutil
-
-    _ACTIVE.append(run)
-    summary = {**run.summary, **info, "status": "running", "error": None, "pid": os.getpid(),
-               "host": socket.gethostname(), "pid_started": psutil.Process().create_time(),
-               "started": run.summary.get("started") or _now()}
-    write_json(run.path / "summary.json", summary)
-
-
-def finished(run: Run, update: dict) -> None:
-    if run in _ACTIVE:
-        _ACTIVE.remove(run)
-    write_json(run.path / "summary.json", {**run.summary, **update, "ended": _now()})
-
-
-def active() -> Run | None:
-    """The newest run training in this process, if any."""
-    return _ACTIVE[-1] if _ACTIVE else None
 
 
 def monotonic() -> float:

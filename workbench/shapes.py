@@ -7,10 +7,8 @@ padding. This module takes the middle road:
 
 - ``buckets`` picks at most ``k`` sequence lengths that minimise padding (exact dynamic
   programming over the length histogram);
-- ``BucketBatchSampler`` groups examples of similar length into batches;
-- ``BucketCollator`` pads each batch to its bucket's length and to ``batch_size`` rows, so
-  that training sees at most ``k`` static shapes;
-- ``pack`` concatenates causal-LM documents into full blocks: one shape, almost no padding;
+- ``BucketBatchSampler`` groups examples of similar length into batches (the collators
+  that pad each batch to its bucket, and packing, are in ``batching``);
 - ``padding_stats``, ``tradeoff`` and ``benchmark`` measure what each strategy wastes.
 """
 
@@ -129,7 +127,7 @@ def padding_cost(lengths, boundaries, max_length: int | None = None) -> int:
     return int((bounds[np.searchsorted(bounds, x)] - x).sum())
 
 
-def _check_boundaries(boundaries) -> list[int]:
+def check_boundaries(boundaries) -> list[int]:
     """Sorted, distinct, positive boundaries."""
     bounds = sorted({int(b) for b in boundaries})
     if not bounds or bounds[0] < 1:
@@ -176,7 +174,7 @@ class BucketBatchSampler:
         if not 0 <= rank < num_replicas:
             raise ValueError(f"rank must be in [0, {num_replicas}), got {rank}")
         self.lengths = _as_lengths(lengths)
-        self.boundaries = _check_boundaries(boundaries)
+        self.boundaries = check_boundaries(boundaries)
         self.batch_size, self.seed, self.drop_last = int(batch_size), int(seed), drop_last
         self.num_replicas, self.rank, self.shuffle = int(num_replicas), int(rank), shuffle
         self.epoch = 0
@@ -217,160 +215,6 @@ class BucketBatchSampler:
                 batches += [batches[i % len(batches)] for i in range((-len(batches)) % reps)]
             batches = batches[self.rank::reps]
         return iter(batches)
-
-
-# --------------------------------------------------------------------------- collator
-class BucketCollator:
-    """Pads a batch to a static shape: its bucket's length and ``batch_size`` rows.
-
-    The sequence length becomes the smallest boundary at or above the batch's longest
-    sequence; the batch is filled up to ``batch_size`` with dummy rows (all pad tokens,
-    attention_mask 0, labels -100) that the loss ignores. Sequences are right-padded.
-
-    Parameters
-    ----------
-    tokenizer : tokenizer or None
-        Gives ``pad_token_id`` unless that is passed.
-    boundaries : list of int
-        From ``buckets``; ``[block_length]`` for packed rows.
-    batch_size : int
-        Rows of every batch (the sampler's batch size).
-    task : {"classification", "causal_lm"}
-        classification: ``labels`` is one int per row (dummy rows get -100). causal_lm:
-        rows without labels get ``labels = input_ids`` with -100 at padding; rows with
-        labels (from ``pack``) keep them, padded with -100.
-    pad_token_id : int, optional
-        Overrides the tokenizer's.
-    label_pad : int
-        Label of padding and dummy rows.
-    pad_batch : bool
-        False leaves the row count as it comes (one more shape: the partial batch).
-    """
-
-    def __init__(self, tokenizer, boundaries, batch_size: int, *, task: str = "classification",
-                 pad_token_id: int | None = None, label_pad: int = LABEL_PAD, pad_batch: bool = True):
-        if pad_token_id is None:
-            pad_token_id = getattr(tokenizer, "pad_token_id", None)
-        if pad_token_id is None:
-            raise ValueError("no pad token: pass pad_token_id= or a tokenizer that has one")
-        if task not in ("classification", "causal_lm"):
-            raise ValueError(f"task must be 'classification' or 'causal_lm', got {task!r}")
-        self.boundaries = _check_boundaries(boundaries)
-        self.batch_size, self.task, self.pad_batch = int(batch_size), task, pad_batch
-        self.pad = {"input_ids": int(pad_token_id), "labels": int(label_pad)}  # others pad with 0
-
-    def length_for(self, longest: int) -> int:
-        """The static sequence length of a batch whose longest sequence is ``longest``."""
-        i = int(np.searchsorted(self.boundaries, longest))
-        if i == len(self.boundaries):
-            raise ValueError(f"a sequence of {longest} tokens exceeds the largest boundary "
-                             f"{self.boundaries[-1]}; truncate to it or add a boundary")
-        return self.boundaries[i]
-
-    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
-        import torch
-
-        n = len(features)
-        if self.pad_batch and n > self.batch_size:
-            raise ValueError(f"got {n} rows for batch_size {self.batch_size}")
-        # On Gaudi each distinct (rows, length) is one more compiled graph: the partial
-        # batch is filled to batch_size rows, and lengths are only ever a boundary.
-        rows = self.batch_size if self.pad_batch else n
-        length = self.length_for(max(len(f["input_ids"]) for f in features))
-        out = {}
-        for key, first in features[0].items():
-            fill = self.pad.get(key, 0)
-            if np.ndim(first) == 0:  # one value per row: class labels
-                arr = np.full(rows, fill, dtype=np.asarray(first).dtype)
-                arr[:n] = [f[key] for f in features]
-            else:
-                arr = np.full((rows, length), fill, dtype=np.int64)
-                for i, f in enumerate(features):
-                    arr[i, :len(f[key])] = f[key]
-            out[key] = arr
-        if "attention_mask" not in out:
-            out["attention_mask"] = np.zeros((rows, length), dtype=np.int64)
-            for i, f in enumerate(features):
-                out["attention_mask"][i, :len(f["input_ids"])] = 1
-        if self.task == "causal_lm" and "labels" not in out:
-            # the model shifts labels itself; padding (attention_mask 0) takes no loss
-            out["labels"] = np.where(out["attention_mask"] == 1, out["input_ids"], self.pad["labels"])
-        return {k: torch.from_numpy(v) for k, v in out.items()}
-
-
-# --------------------------------------------------------------------------- packing
-def _pack_ids(docs, block_length: int, eos_token_id: int, tail: str, pad_token_id: int) -> dict:
-    """Pack lists of token ids into blocks; the columns as lists of rows."""
-    docs = [np.append(np.asarray(d, dtype=np.int64), eos_token_id) for d in docs]
-    ids = np.concatenate(docs) if docs else np.zeros(0, dtype=np.int64)
-    start = np.zeros(len(ids), dtype=bool)  # first token of each document
-    start[np.cumsum([0] + [len(d) for d in docs[:-1]])[:len(docs)]] = True
-    mask = np.ones(len(ids), dtype=np.int64)
-    n = len(ids) // block_length * block_length
-    if tail == "pad" and n < len(ids):
-        extra = block_length - (len(ids) - n)
-        ids = np.concatenate([ids, np.full(extra, pad_token_id)])
-        start = np.concatenate([start, np.ones(extra, dtype=bool)])  # padding: label -100, position 0
-        mask = np.concatenate([mask, np.zeros(extra, dtype=np.int64)])
-        n = len(ids)
-    ids, start, mask = ids[:n], start[:n], mask[:n]
-    labels = np.where(start, LABEL_PAD, ids)  # no loss for predicting a document from the one before
-    at = np.arange(n)
-    reset = start | (at % block_length == 0)  # positions restart at documents and at blocks
-    pos = at - np.maximum.accumulate(np.where(reset, at, 0))
-    cols = {"input_ids": ids, "labels": labels, "position_ids": pos, "attention_mask": mask}
-    return {k: v.reshape(-1, block_length).tolist() for k, v in cols.items()}
-
-
-def pack(data, block_length: int, eos_token_id: int, *, tail: str = "drop",
-         pad_token_id: int | None = None, map_batch_size: int = 1000):
-    """Concatenate causal-LM documents, each followed by EOS, and cut them into blocks.
-
-    Every block has exactly ``block_length`` tokens: one static shape and no padding
-    (but for a padded tail). ``labels`` equal ``input_ids`` except -100 at the first
-    token of each document, so no loss is taken for predicting a document from the one
-    before; ``position_ids`` restart at 0 at each document start and at each block start
-    (the rest of a document cut by a block boundary starts again at 0, which keeps every
-    position below ``block_length``). Attention spans the documents of a block unless
-    the attention kernel reads ``position_ids`` (flash-attention varlen does, and so do
-    transformers' masks given neither an attention mask nor a KV cache); ``wb.train``
-    passes no mask and runs SDPA as plain causal attention, for its flash kernel.
-
-    Parameters
-    ----------
-    data : datasets.Dataset, datasets.DatasetDict or list of list of int
-        A dataset with an ``input_ids`` column (other columns are dropped), or the ids.
-    block_length : int
-        Tokens per block.
-    eos_token_id : int
-        Separator appended to every document.
-    tail : {"drop", "pad"}
-        The last tokens that do not fill a block are dropped (default) or padded to a
-        block (pad tokens, attention_mask 0, labels -100). A dataset is packed in chunks
-        of ``map_batch_size`` documents, each with its own tail: at most
-        ``block_length - 1`` tokens per chunk.
-    pad_token_id : int, optional
-        For ``tail="pad"``; default ``eos_token_id``.
-
-    Returns
-    -------
-    datasets.Dataset (DatasetDict) or list of dict
-        Rows with ``input_ids``, ``labels``, ``position_ids``, ``attention_mask``.
-    """
-    if tail not in ("drop", "pad"):
-        raise ValueError(f"tail must be 'drop' or 'pad', got {tail!r}")
-    if block_length < 2:
-        raise ValueError(f"block_length must be at least 2, got {block_length}")
-    pad = eos_token_id if pad_token_id is None else pad_token_id
-    if hasattr(data, "map") and hasattr(data, "items"):  # a DatasetDict: every split
-        return type(data)({split: pack(ds, block_length, eos_token_id, tail=tail, pad_token_id=pad,
-                                       map_batch_size=map_batch_size) for split, ds in data.items()})
-    if hasattr(data, "map") and hasattr(data, "column_names"):
-        return data.map(lambda b: _pack_ids(b["input_ids"], block_length, eos_token_id, tail, pad),
-                        batched=True, batch_size=map_batch_size, remove_columns=data.column_names,
-                        desc=f"packing into blocks of {block_length}")
-    cols = _pack_ids(data, block_length, eos_token_id, tail, pad)
-    return [dict(zip(cols, row)) for row in zip(*cols.values())]
 
 
 # --------------------------------------------------------------------------- statistics

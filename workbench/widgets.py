@@ -19,7 +19,7 @@ import ipywidgets as w
 from . import bundled
 from .catalog import FAMILIES, ModelSpec
 from .catalog import model as as_model
-from .data import TASKS, DataSpec, _infer
+from .data import TASKS, DataSpec, infer_task
 from .data import dataset as as_dataset
 from .device import ORDER
 from .memory import PRECISIONS, plan_memory
@@ -492,7 +492,7 @@ def _data_code(spec: DataSpec) -> str:
         cols = {r: c for r, c in spec.columns.items() if info["columns"].get(r) != c}
         task = info["task"]
     else:
-        cols, task = dict(spec.columns), _infer(spec.columns, None)
+        cols, task = dict(spec.columns), infer_task(spec.columns, None)
     kw: dict[str, Any] = {} if spec.task == task else {"task": spec.task}
     defaults = {"limit": None, "eval_fraction": 0.1, "seed": 0, "config": None}
     kw.update({k: getattr(spec, k) for k, v in defaults.items() if getattr(spec, k) != v})

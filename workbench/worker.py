@@ -27,8 +27,8 @@ def digest(model) -> str:
 
 @record  # a failing rank's traceback reaches torchrun's error report
 def main(argv: list[str] | None = None) -> int:
-    from .engine import _execute, world
-    from .run import Run
+    from .engine import Run, execute
+    from .recipe import world
 
     args = argv if argv is not None else sys.argv[1:]
     if len(args) != 1:
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     run = Run.open(args[0])
     rank, size = world()
-    _execute(run)
+    execute(run)
     model = run.trainer.model if run.trainer is not None else None
     if model is not None:
         out = Path(run.path) / "ranks"

@@ -1,0 +1,51 @@
+"""Attention without a mask for packed causal blocks.
+
+Packed blocks are right-padded and causal, so a mask changes no loss; handing SDPA no mask
+and ``is_causal=True`` lets it take its flash kernel. transformers builds a mask for its
+``"sdpa"`` implementation whenever it can, so the run switches the model to an alias of
+transformers' own SDPA function that has no mask function registered (transformers'
+documented ``AttentionInterface``), and back when the run ends.
+"""
+
+from __future__ import annotations
+
+import logging
+
+# An alias of transformers' own SDPA attention under a name of ours. transformers builds
+# no mask for an attention implementation that has no mask function registered (its way
+# for backends that need none), so the model calls SDPA with is_causal=True and no mask,
+# and SDPA can take its flash kernel. Under "sdpa" a mask tensor is built: always under
+# torch.compile (torch before 2.14), and whenever position_ids come without a mask.
+CAUSAL_SDPA = "workbench_causal_sdpa"
+
+
+def causal_sdpa(model):
+    """Switch a model that uses SDPA to CAUSAL_SDPA, for batches that need no mask
+    (packed blocks: right-padded, causal). Returns the function that switches it back,
+    or None where the model uses another attention (eager, flash-attention: left as is)."""
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # LoRA
+    before = getattr(base.config, "_attn_implementation", None)
+    if before != "sdpa" or not hasattr(base, "set_attn_implementation"):
+        return None
+    AttentionInterface.register(CAUSAL_SDPA, sdpa_attention_forward)
+    base.set_attn_implementation(CAUSAL_SDPA)
+    return lambda: base.set_attn_implementation(before)
+
+
+class NoMaskAdvice(logging.Filter):
+    """Drops transformers' advice to pass an attention mask (given when a pad id appears at
+    a row's edge): packed blocks go without one on purpose, and the advice would suggest a
+    problem in every packed run's output."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "passing in an `attention_mask`" not in record.getMessage()
+
+
+def quiet_missing_mask_warning() -> None:
+    """Filter transformers' missing-mask advice (once per process; filters are idempotent here)."""
+    log = logging.getLogger("transformers.modeling_utils")
+    if not any(isinstance(f, NoMaskAdvice) for f in log.filters):
+        log.addFilter(NoMaskAdvice())

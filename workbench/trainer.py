@@ -1,0 +1,156 @@
+"""The Trainer of a run: model, batches, optimizer, arguments and callbacks, from its spec.
+
+Everything here reads the run's spec and the device's backend record and hands the pieces
+to ``transformers.Trainer``; ``engine`` trains with the result.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from . import recipe
+from .callbacks import DistStop, Events, FusedClip, MarkStep, as_callback, use_batch_sampler
+from .catalog import ModelSpec
+from .data import DataSpec
+from .device import DeviceInfo
+from .run import STOP_FILE, RunDir
+
+
+def _model(mspec: ModelSpec, dspec: DataSpec, run: RunDir):
+    """The model and tokenizer of a run (LoRA-wrapped; diffusion: the denoising module)."""
+    model, tok = mspec.build(num_labels=dspec.num_labels)
+    if mspec.lora is not None:
+        base = run.path / "base"
+        if not mspec.is_pretrained:  # adapters alone cannot rebuild a random base: keep it
+            if (base / "config.json").exists():
+                from .checkpoint import load_base
+
+                model = load_base(mspec, base)
+            else:
+                model.save_pretrained(str(base))
+        model = mspec.wrap_lora(model)
+    if mspec.task == "diffusion":
+        from .diffusion import DiffusionModel
+
+        model = DiffusionModel(model)
+    return model, tok
+
+
+def _batches(a: dict, task: str, prepared, tok, model):
+    """(data, collator, batch sampler or None, keys to drop, attention restore or None)."""
+    from . import batching
+
+    padding = a.get("padding", "longest")
+    if padding == "packed":  # causal LM: documents in full blocks, one static shape
+        from .attention import causal_sdpa, quiet_missing_mask_warning
+
+        prepared = batching.pack(prepared, a["max_length"], tok.eos_token_id)
+        inner = batching.BucketCollator(tok, [a["max_length"]], a["batch_size"], task=task)
+        # Rows are right-padded and attention is causal, so the mask (ones, but for dummy
+        # rows whose labels are -100) changes no loss: the blocks go without it, and SDPA
+        # is told to be causal instead of being handed a mask tensor (attention.causal_sdpa).
+        quiet_missing_mask_warning()
+        return prepared, inner, None, ("attention_mask",), causal_sdpa(model)
+    if padding == "bucketed":  # at most k static shapes (on Gaudi: at most k graph compiles)
+        from .shapes import BucketBatchSampler, buckets, lengths_of
+
+        rank, size = recipe.world()
+        lengths = lengths_of(prepared["train"])
+        bounds = buckets(lengths, k=a.get("buckets", 8), max_length=a["max_length"], batch_size=a["batch_size"])
+        if bounds[-1] < a["max_length"]:  # eval rows may be longer than every training row
+            bounds.append(a["max_length"])
+        inner = batching.BucketCollator(tok, bounds, a["batch_size"], task=task)
+        sampler = BucketBatchSampler(lengths, bounds, a["batch_size"], seed=a["seed"], num_replicas=size, rank=rank)
+        return prepared, inner, sampler, (), None
+    return prepared, batching.collator(task, tok, model, padding, a["max_length"]), None, (), None
+
+
+def _optimizer(device: DeviceInfo, model, lr: float, extra: dict):
+    """(optim name for TrainingArguments, optimizer instance or None) from the backend table."""
+    name = device.backend.optimizer
+    if name == "hpex_fused_adamw":
+        from habana_frameworks.torch.hpex.optimizers import FusedAdamW
+
+        model.to(device.torch_device)  # the optimizer must see the parameters on the device
+        opt = FusedAdamW(model.parameters(), lr=lr, eps=extra.get("adam_epsilon", 1e-8),
+                         weight_decay=extra.get("weight_decay", 0.0))
+        return "adamw_torch", opt
+    return name, None
+
+
+def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callbacks: list = ()):
+    """(trainer, events callback, attention restore or None) for ``run``'s spec on ``device``.
+
+    ``stop`` is the run's stop flag (set: stop after this step with a checkpoint);
+    ``extra_callbacks`` are the caller's own TrainerCallbacks.
+    """
+    import transformers
+
+    spec = run.spec
+    mspec, dspec, a = ModelSpec.from_dict(spec["model"]), DataSpec.from_dict(spec["data"]), spec["args"]
+    transformers.set_seed(a["seed"])
+    model, tok = _model(mspec, dspec, run)
+    prepared, inner, sampler, drop, restore = _batches(a, mspec.task, dspec.prepare(tok, max_length=a["max_length"]),
+                                                       tok, model)
+    from .batching import CountingCollator
+
+    counter = CountingCollator(inner, model, drop=drop)
+    optim, optimizer = _optimizer(device, model, a["lr"], dict(a["trainer_overrides"]))
+    targs = recipe.training_arguments(a, device, mspec.task, run.path, optim)
+    clip = None
+    if device.backend.optimizer == "hpex_fused_adamw" and targs["max_grad_norm"] > 0:
+        # Gaudi's fused clip-norm replaces the Trainer's clipping (one kernel, not one per tensor)
+        clip = as_callback(FusedClip(model, targs["max_grad_norm"]))
+        targs["max_grad_norm"] = 0.0
+    _, size = recipe.world()
+    events = as_callback(Events(run.log, stop, mspec.task, device, counter, a["batch_size"],
+                                a["throughput_warmup_steps"], size, clip,
+                                min_interval=recipe.log_interval(a, device, size)))
+    callbacks = [events] + ([clip] if clip is not None else [])
+    if size > 1:
+        callbacks.insert(0, as_callback(DistStop(stop, run.path / STOP_FILE, a["log_every"])))
+    if device.kind == "hpu" and device.mode == "lazy":
+        callbacks.append(as_callback(MarkStep(device)))
+    trainer = transformers.Trainer(
+        model=model, args=transformers.TrainingArguments(**targs), train_dataset=prepared["train"],
+        eval_dataset=prepared["eval"], data_collator=counter,
+        processing_class=tok if mspec.task != "diffusion" else None, callbacks=callbacks + list(extra_callbacks),
+        optimizers=(optimizer, None), compute_metrics=recipe.accuracy if mspec.task == "classification" else None,
+    )
+    trainer.remove_callback(transformers.PrinterCallback)  # events replace its printed dicts
+    if sampler is not None:
+        use_batch_sampler(trainer, sampler)
+    run.hold(model, tok)
+    return trainer, events, restore
+
+
+def outcome(run: RunDir, stop: threading.Event, events: Events, status: str) -> tuple[str, str | None]:
+    """The final status and error after ``trainer.train`` returned."""
+    if events.nan_step is not None:
+        lr = run.spec["args"]["lr"]
+        error = (f"the loss became {events.last.get('loss')} at step {events.nan_step}; training stopped and "
+                 f"the last good checkpoint was kept. Likely fixes: a lower learning rate "
+                 f"(lr={lr / 10:g}), precision='bf16' instead of 'fp16', or gradient "
+                 f"clipping (max_grad_norm=1.0).")
+        print(error, file=sys.stderr, flush=True)
+        return "failed", error
+    if status == "completed" and stop.is_set():
+        return "stopped", None
+    return status, None
+
+
+def summary(run: RunDir, trainer, device: DeviceInfo, events: Events | None, status: str, error, tb,
+            wall: float) -> dict:
+    """The end of a run's summary: status, steps, time, memory, loss, throughput."""
+    state = trainer.state if trainer is not None else None
+    mem = device.memory()
+    summary = {"status": status, "error": error, "traceback": tb,
+               "step": state.global_step if state else 0,
+               "max_steps": state.max_steps if state else run.spec["args"]["max_steps"],
+               "wall_time_s": wall, "mem_peak": mem["peak"], "mem_total": mem["total"],
+               "checkpoint": str(run.last_checkpoint) if run.last_checkpoint else None}
+    if events is not None:
+        summary.update({"train_loss": events.last.get("loss"), "eval": events.eval, **events.throughput(),
+                        "compiles": events.last.get("compiles")})
+    return summary
