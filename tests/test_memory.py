@@ -7,7 +7,8 @@ import re
 import pytest
 
 import workbench as wb
-from workbench.memory import KNOWN_DEVICES, MemoryPlan, plan_memory
+from workbench.device import CHIPS
+from workbench.memory import MemoryPlan, plan_memory
 
 GPT2_124M = 124_439_808
 FAMILIES = ("bert", "gpt2", "t5", "llama", "unet")
@@ -199,13 +200,13 @@ def test_gradient_checkpointing_shrinks_activations(name):
 def test_device_table_has_known_devices_and_detected():
     plan = plan_memory("gpt2-small", 8, 512)
     df = plan.table()
-    assert list(df["device"]) == [*KNOWN_DEVICES, "detected"]
+    assert list(df["device"]) == [*(c.name for c in CHIPS.values() if c.memory), "detected"]
     assert {"device", "kind", "memory_gib", "needs_gib", "fits", "suggestion"} <= set(df.columns)
     detected = df.set_index("device").loc["detected"]
     assert detected["kind"] == wb.device().kind
     assert detected["precision"] == wb.device().precision  # auto follows the detected device
     assert all((s == "") == bool(f) for s, f in zip(df["suggestion"], df["fits"]))
-    assert df.set_index("device").loc["H100", "fits"]
+    assert df.set_index("device").loc["H100 SXM", "fits"]
 
 
 def test_fits_by_name_bytes_and_detected():
