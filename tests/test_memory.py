@@ -209,6 +209,25 @@ def test_device_table_has_known_devices_and_detected():
     assert df.set_index("device").loc["H100 SXM", "fits"]
 
 
+def test_device_memory_comes_from_the_chip_table(monkeypatch):
+    from dataclasses import replace
+
+    plan = plan_memory("gpt2-small", 8, 512)
+    assert plan.fits("H200") and plan.fits(CHIPS["H200"].memory) and not plan.fits(plan.per_device - 1)
+    monkeypatch.setitem(CHIPS, "H200", replace(CHIPS["H200"], memory=plan.per_device - 1))
+    assert not plan.fits("H200") and plan.suggestion("H200").startswith("batch_size=")
+    row = plan.table().set_index("device").loc["H200"]
+    assert row["memory_gib"] == round((plan.per_device - 1) / 2**30, 1) and not row["fits"]
+    with pytest.raises(ValueError, match="unknown device 'cpu'; known: Gaudi1.*'detected'"):
+        plan.fits("cpu")  # a CPU's memory is the host's: no figure in the table
+
+
+def test_table_says_gaudi1_has_no_fp16():
+    df = plan_memory("gpt2-small", 8, 512, precision="fp16").table().set_index("device")
+    assert df.loc["Gaudi1", "suggestion"] == "Gaudi1 has no fp16: use bf16 (same memory)."
+    assert df.loc["Gaudi2", "suggestion"] == "" and df.loc["Gaudi2", "fits"]
+
+
 def test_fits_by_name_bytes_and_detected():
     plan = plan_memory("gpt2-small", 8, 512)
     assert plan.fits(plan.per_device) and not plan.fits(plan.per_device - 1)

@@ -284,8 +284,7 @@ class ModelSpec:
         return cfg
 
     def unet_config(self, full: bool = False) -> dict[str, Any]:
-        """The UNet's config as the catalog gives it; ``full``: with diffusers' defaults filled
-        in for every argument the config leaves out (reads the class, builds no model)."""
+        """The UNet's config; ``full`` fills in diffusers' defaults (builds no model)."""
         if self.source and self.size not in self.info["sizes"]:
             raise ValueError(
                 "a UNet from a hub id or directory is loaded by build(); num_params needs its "

@@ -189,12 +189,13 @@ class Chip:
 
 
 def _peaks(bf16: float | None, fp16: float | None = None, fp32: float | None = None) -> dict:
+    """Dense peak TFLOP/s by precision."""
     return {"bf16": bf16, "fp16": fp16, "fp32": fp32}
 
 
 # Dense (no sparsity) peaks: bf16 from shared/HPU_FACTS.md; NVIDIA fp16 (tensor cores, as
 # bf16) and fp32 (no TF32: torch's default for matmuls) from NVIDIA's datasheets. Gaudi's
-# fp16/fp32 peaks are not published in a form we trust: None. Nominal HBM in GiB units.
+# fp16/fp32 peaks are not published in a form we trust: None. HBM: the nominal size, in GiB.
 CHIPS: dict[str, Chip] = {c.name: c for c in (
     # Gaudi1: ~60 bf16 TFLOP/s is reported but uncertain: no MFU rather than a wrong one.
     # fp16 is not available on Gaudi1 (bf16 is on every generation).
@@ -211,6 +212,7 @@ CHIPS: dict[str, Chip] = {c.name: c for c in (
 
 
 def _match(text: str | None, kind: str | None = None) -> Chip | None:
+    """The chip named ``text`` exactly, else the first whose pattern it contains; None if none."""
     key = re.sub(r"[\s_-]", "", (text or "").lower())
     if not key:
         return None

@@ -20,6 +20,8 @@ import html
 import math
 from dataclasses import dataclass, field, replace
 
+from .catalog import ModelSpec
+from .catalog import model as as_model
 from .device import CHIPS, PRECISIONS, GiB, chip
 from .footprint import OPTIMIZERS, dims, estimate
 
@@ -233,6 +235,36 @@ def _positive(name: str, value) -> int:
     return value
 
 
+def _check_options(batch_size, precision, kernels, optimizer, zero_stage, devices) -> None:
+    """Refuse an unknown or impossible option with a message that names the valid ones."""
+    _positive("batch_size", batch_size)
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
+    if kernels not in KERNELS:
+        raise ValueError(f"unknown kernels {kernels!r}; known: {', '.join(KERNELS)}")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
+    if zero_stage not in (0, 1, 2, 3) or isinstance(zero_stage, bool):
+        raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
+    _positive("devices", devices)
+    if zero_stage and devices == 1:
+        raise ValueError(f"zero_stage={zero_stage} shards over devices: pass devices=N with N > 1, "
+                         "or zero_stage=0 for one device")
+
+
+def _seq_len(name: str, d: dict, seq_len: int | None) -> int:
+    """``seq_len`` checked against the model (a UNet's default: its sample size)."""
+    if seq_len is None and d["family"] == "unet":
+        seq_len = int(d["unet"].get("sample_size") or 64)
+    if seq_len is None:
+        raise ValueError(f"seq_len is required for {name}: tokens per sample, e.g. seq_len=512")
+    _positive("seq_len", seq_len)
+    if d.get("positions") and seq_len > d["positions"]:
+        raise ValueError(f"{name} has learned positions for at most {d['positions']} tokens: "
+                         f"use seq_len <= {d['positions']}")
+    return seq_len
+
+
 def plan_memory(model, batch_size: int, seq_len: int | None = None, precision: str = "auto",
                 optimizer: str = "adamw", zero_stage: int = 0, grad_checkpointing: bool = False,
                 devices: int = 1, *, kernels: str = "auto") -> MemoryPlan:
@@ -278,34 +310,12 @@ def plan_memory(model, batch_size: int, seq_len: int | None = None, precision: s
     >>> plan_memory("llama-7b", batch_size=8, seq_len=2048).suggestion("H200")
     'batch_size=2 (gradient_accumulation_steps=4 keeps the effective batch)'
     """
-    from .catalog import ModelSpec
-    from .catalog import model as as_model
-
     if not isinstance(model, (ModelSpec, str)):
         raise TypeError(f"model must be a ModelSpec or a catalog name such as 'gpt2-small', got {type(model).__name__}")
     spec = as_model(model)
-    _positive("batch_size", batch_size)
-    if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
-    if kernels not in KERNELS:
-        raise ValueError(f"unknown kernels {kernels!r}; known: {', '.join(KERNELS)}")
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
-    if zero_stage not in (0, 1, 2, 3) or isinstance(zero_stage, bool):
-        raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
-    _positive("devices", devices)
-    if zero_stage and devices == 1:
-        raise ValueError(f"zero_stage={zero_stage} shards over devices: pass devices=N with N > 1, "
-                         "or zero_stage=0 for one device")
+    _check_options(batch_size, precision, kernels, optimizer, zero_stage, devices)
     d = dims(spec)
-    if seq_len is None and spec.family == "unet":
-        seq_len = int(d["unet"].get("sample_size") or 64)
-    if seq_len is None:
-        raise ValueError(f"seq_len is required for {spec.name}: tokens per sample, e.g. seq_len=512")
-    _positive("seq_len", seq_len)
-    if d.get("positions") and seq_len > d["positions"]:
-        raise ValueError(f"{spec.name} has learned positions for at most {d['positions']} tokens: "
-                         f"use seq_len <= {d['positions']}")
+    seq_len = _seq_len(spec.name, d, seq_len)
     resolved = "bf16" if precision == "auto" else precision
     kern = "fused" if kernels == "auto" else kernels
     parts = estimate(d, batch_size, seq_len, resolved, optimizer, zero_stage, grad_checkpointing, devices, kern)
