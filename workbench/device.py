@@ -131,22 +131,17 @@ BACKENDS: dict[str, Backend] = {
         oom_marker="PT_DEVMEM Allocation failed",
         static_shapes=True,  # every new input shape compiles a new graph
         compile_default=lambda mode: mode == "eager",  # eager mode is meant to run compiled
-        fused_clip=True,
-        profiler_activities=("cpu", "hpu"),
+        fused_clip=True, profiler_activities=("cpu", "hpu"),
         inference=_hpu.inference_model,  # HPU graphs in lazy mode
     ),
     "cuda": Backend(
         kind="cuda", title="NVIDIA GPU", torch_device="cuda", dist_backend="nccl",
         compile_backend=None, optimizer="adamw_torch_fused",
-        available=_cuda_available,
-        count=lambda: int(_torch().cuda.device_count()),
-        name=lambda i: str(_torch().cuda.get_device_name(i)),
-        memory=_cuda_memory,
+        available=_cuda_available, count=lambda: int(_torch().cuda.device_count()),
+        name=lambda i: str(_torch().cuda.get_device_name(i)), memory=_cuda_memory,
         reset_peak=lambda i: _torch().cuda.reset_peak_memory_stats(i),
-        synchronize=lambda i: _torch().cuda.synchronize(i),
-        mark_step=_noop, precision=_cuda_precision,
-        oom_marker="CUDA out of memory",
-        profiler_activities=("cpu", "cuda"),
+        synchronize=lambda i: _torch().cuda.synchronize(i), mark_step=_noop, precision=_cuda_precision,
+        oom_marker="CUDA out of memory", profiler_activities=("cpu", "cuda"),
     ),
     "cpu": Backend(
         kind="cpu", title="CPU", torch_device="cpu", dist_backend="gloo", compile_backend=None,
