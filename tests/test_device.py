@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import workbench as wb
-from workbench.device import BACKENDS, devices
+from workbench.device import BACKENDS, CHIPS, chip, devices, peak_tflops
 
 
 def test_cpu_record_for_real():
@@ -53,6 +53,79 @@ def test_backend_table_choices():
     assert BACKENDS["hpu"].optimizer == "hpex_fused_adamw"
     assert BACKENDS["cuda"].optimizer == "adamw_torch_fused"
     assert BACKENDS["cpu"].optimizer == "adamw_torch_fused"
+    # policies: Gaudi wants static shapes, torch.compile in eager mode and its fused clip
+    assert [BACKENDS[k].static_shapes for k in ("hpu", "cuda", "cpu")] == [True, False, False]
+    assert [BACKENDS[k].fused_clip for k in ("hpu", "cuda", "cpu")] == [True, False, False]
+    assert BACKENDS["hpu"].compile_default("eager") and not BACKENDS["hpu"].compile_default("lazy")
+    assert not BACKENDS["cuda"].compile_default(None) and not BACKENDS["cpu"].compile_default(None)
+
+
+def test_profiler_activities_come_from_the_backend_record(monkeypatch):
+    from dataclasses import replace
+
+    from torch.profiler import ProfilerActivity
+
+    from workbench.profiler import _activities
+
+    assert _activities("cpu") == [ProfilerActivity.CPU]
+    assert _activities("cuda") == [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+    hpu = [ProfilerActivity.CPU] + ([ProfilerActivity.HPU] if hasattr(ProfilerActivity, "HPU") else [])
+    assert _activities("hpu") == hpu  # stock torch has no HPU activity: it is skipped
+    monkeypatch.setitem(BACKENDS, "cpu", replace(BACKENDS["cpu"], profiler_activities=("cpu", "cuda")))
+    assert _activities("cpu") == [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+
+
+# ---------------------------------------------------------------- the chip table
+@pytest.mark.parametrize("name,key", [
+    ("NVIDIA A100-SXM4-40GB", "A100 40GB"), ("NVIDIA A100-PCIE-40GB", "A100 40GB"),
+    ("NVIDIA A100-SXM4-80GB", "A100 80GB"), ("NVIDIA A100 80GB PCIe", "A100 80GB"), ("a100", "A100 80GB"),
+    ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("H100", "H100 SXM"), ("h100_sxm", "H100 SXM"),
+    ("NVIDIA H200", "H200"), ("GAUDI", "Gaudi1"), ("GAUDI2", "Gaudi2"), ("Gaudi 3", "Gaudi3"),
+    ("gaudi1", "Gaudi1"), ("cpu", "CPU"),
+])
+def test_chip_names_match_the_table(name, key):
+    assert chip(name) is CHIPS[key]
+
+
+def test_unknown_chip_names_list_the_known_ones():
+    with pytest.raises(ValueError, match="unknown device 'NVIDIA H100 PCIe'; known: Gaudi1, Gaudi2"):
+        chip("NVIDIA H100 PCIe")  # slower clocks than the SXM board: not its row
+    # detected hardware the table does not know is not an error: it has no figures
+    other = wb.device("cpu")
+    other.kind, other.name = "cuda", "NVIDIA GeForce RTX 4090"
+    assert chip(other) is None and peak_tflops(other) is None and other.chip is None
+
+
+def test_peak_tflops_reads_chips(monkeypatch):
+    from dataclasses import replace
+
+    assert peak_tflops("Gaudi2") == 432 and peak_tflops("Gaudi3") == 1835
+    assert peak_tflops("H100") == peak_tflops("H200") == 989
+    assert peak_tflops("A100", "fp32") == 19.5 and peak_tflops("NVIDIA A100-SXM4-40GB", "fp16") == 312
+    assert peak_tflops("Gaudi1") is None, "uncertain figure: no MFU rather than a wrong one"
+    assert peak_tflops("Gaudi1", "fp16") is None
+    cpu = wb.device("cpu")
+    assert cpu.chip is CHIPS["CPU"] and peak_tflops(cpu) is None and peak_tflops(cpu, "auto") is None
+    with pytest.raises(ValueError, match="unknown precision 'fp8'; known: auto, fp32, bf16, fp16"):
+        peak_tflops("H100", "fp8")
+    monkeypatch.setitem(CHIPS, "H200", replace(CHIPS["H200"], tflops={"bf16": 1.5}))
+    assert peak_tflops("NVIDIA H200") == 1.5, "the table is the only source"
+
+
+def test_chip_table_facts():
+    assert not CHIPS["Gaudi1"].fp16 and all(c.bf16 for c in CHIPS.values())
+    assert [c.instead("fp16") for c in CHIPS.values()] == ["bf16"] + [None] * (len(CHIPS) - 1)
+    gib = {k: c.memory / 2**30 for k, c in CHIPS.items() if c.memory}
+    assert gib == {"Gaudi1": 32, "Gaudi2": 96, "Gaudi3": 128, "A100 40GB": 40, "A100 80GB": 80,
+                   "H100 SXM": 80, "H200": 141}
+    assert CHIPS["CPU"].memory is None and set(CHIPS["CPU"].tflops.values()) == {None}
+
+
+def test_resolve_precision_on_cpu():
+    cpu = wb.device("cpu")
+    assert cpu.resolve_precision() == "fp32" and cpu.resolve_precision("bf16") == "bf16"
+    with pytest.raises(ValueError, match="unknown precision 'fp8'; known: auto, fp32, bf16, fp16"):
+        cpu.resolve_precision("fp8")
 
 
 # ---------------------------------------------------------------- HPU via the test double
@@ -70,6 +143,37 @@ def test_hpu_detected_through_test_double(fake_hpu):
 def test_hpu_generation(fake_hpu, monkeypatch, gen, name):
     monkeypatch.setenv("FAKE_HPU_GENERATION", gen)
     assert wb.device("hpu").generation == name
+
+
+def test_gaudi1_refuses_fp16_through_the_chip_table(fake_hpu, monkeypatch):
+    monkeypatch.setenv("FAKE_HPU_GENERATION", "1")
+    d = wb.device("hpu")
+    assert d.chip is CHIPS["Gaudi1"]
+    assert d.resolve_precision() == "bf16" and d.resolve_precision("fp32") == "fp32"
+    with pytest.raises(ValueError, match="Gaudi1 has no fp16: use precision='bf16'"):
+        d.resolve_precision("fp16")
+    monkeypatch.setenv("FAKE_HPU_GENERATION", "2")
+    d = wb.device("hpu")
+    assert d.chip is CHIPS["Gaudi2"] and d.resolve_precision("fp16") == "fp16"
+    assert peak_tflops(d) == 432
+
+
+def test_fused_ops_come_from_the_hpu_module(fake_hpu):
+    import torch
+    from habana_frameworks.torch.hpex.normalization import CALLS
+    from habana_frameworks.torch.hpex.optimizers import FusedAdamW
+
+    from workbench import _hpu
+
+    net = torch.nn.Linear(3, 3)
+    opt = _hpu.fused_adamw(net.parameters(), lr=0.5, eps=1e-8)
+    assert isinstance(opt, FusedAdamW) and opt.defaults["lr"] == 0.5 and opt.defaults["eps"] == 1e-8
+    params = list(net.parameters())
+    clip = _hpu.fused_clip_norm(params, 0.25)
+    net(torch.ones(2, 3)).sum().mul(100).backward()
+    clip.clip_norm(params)
+    assert CALLS[-1] > 0.25
+    assert float(torch.sqrt(sum(p.grad.pow(2).sum() for p in params))) == pytest.approx(0.25, rel=1e-4)
 
 
 def test_hpu_memory_stats_keys_map(fake_hpu):

@@ -7,7 +7,8 @@ import re
 import pytest
 
 import workbench as wb
-from workbench.memory import KNOWN_DEVICES, MemoryPlan, plan_memory
+from workbench.device import CHIPS
+from workbench.memory import MemoryPlan, plan_memory
 
 GPT2_124M = 124_439_808
 FAMILIES = ("bert", "gpt2", "t5", "llama", "unet")
@@ -199,13 +200,32 @@ def test_gradient_checkpointing_shrinks_activations(name):
 def test_device_table_has_known_devices_and_detected():
     plan = plan_memory("gpt2-small", 8, 512)
     df = plan.table()
-    assert list(df["device"]) == [*KNOWN_DEVICES, "detected"]
+    assert list(df["device"]) == [*(c.name for c in CHIPS.values() if c.memory), "detected"]
     assert {"device", "kind", "memory_gib", "needs_gib", "fits", "suggestion"} <= set(df.columns)
     detected = df.set_index("device").loc["detected"]
     assert detected["kind"] == wb.device().kind
     assert detected["precision"] == wb.device().precision  # auto follows the detected device
     assert all((s == "") == bool(f) for s, f in zip(df["suggestion"], df["fits"]))
-    assert df.set_index("device").loc["H100", "fits"]
+    assert df.set_index("device").loc["H100 SXM", "fits"]
+
+
+def test_device_memory_comes_from_the_chip_table(monkeypatch):
+    from dataclasses import replace
+
+    plan = plan_memory("gpt2-small", 8, 512)
+    assert plan.fits("H200") and plan.fits(CHIPS["H200"].memory) and not plan.fits(plan.per_device - 1)
+    monkeypatch.setitem(CHIPS, "H200", replace(CHIPS["H200"], memory=plan.per_device - 1))
+    assert not plan.fits("H200") and plan.suggestion("H200").startswith("batch_size=")
+    row = plan.table().set_index("device").loc["H200"]
+    assert row["memory_gib"] == round((plan.per_device - 1) / 2**30, 1) and not row["fits"]
+    with pytest.raises(ValueError, match="unknown device 'cpu'; known: Gaudi1.*'detected'"):
+        plan.fits("cpu")  # a CPU's memory is the host's: no figure in the table
+
+
+def test_table_says_gaudi1_has_no_fp16():
+    df = plan_memory("gpt2-small", 8, 512, precision="fp16").table().set_index("device")
+    assert df.loc["Gaudi1", "suggestion"] == "Gaudi1 has no fp16: use bf16 (same memory)."
+    assert df.loc["Gaudi2", "suggestion"] == "" and df.loc["Gaudi2", "fits"]
 
 
 def test_fits_by_name_bytes_and_detected():

@@ -165,10 +165,10 @@ class FusedClip:
     norm (a device tensor, read only at logging steps) for the grad_norm event."""
 
     def __init__(self, model, max_norm: float):
-        from habana_frameworks.torch.hpex.normalization import FusedClipNorm
+        from ._hpu import fused_clip_norm
 
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.clip = FusedClipNorm(self.params, max_norm)
+        self.clip = fused_clip_norm(self.params, max_norm)
         self.norm = None
 
     def on_pre_optimizer_step(self, args, state, control, **kw):

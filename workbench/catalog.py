@@ -253,7 +253,7 @@ class ModelSpec:
     def config(self):
         """The model's config, built offline for tiny and named sizes."""
         if self.family == "unet":
-            return self._unet_config()
+            return self.unet_config()
         from transformers import AutoConfig
 
         if self.size == MINILM:
@@ -284,7 +284,8 @@ class ModelSpec:
             cfg.num_labels = self.num_labels or 2
         return cfg
 
-    def _unet_config(self) -> dict[str, Any]:
+    def unet_config(self, full: bool = False) -> dict[str, Any]:
+        """The UNet's config; ``full`` fills in diffusers' defaults (builds no model)."""
         if self.source and self.size not in self.info["sizes"]:
             raise ValueError(
                 "a UNet from a hub id or directory is loaded by build(); num_params needs its "
@@ -292,7 +293,13 @@ class ModelSpec:
             )
         cfg = dict(self.info["tiny"] if self.size == "tiny" else self.info["sizes"][self.size][1])
         cfg.update(self.overrides)
-        return cfg
+        if not full:
+            return cfg
+        import inspect
+
+        params = inspect.signature(unet_class(cfg).__init__).parameters
+        defaults = {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
+        return {**defaults, **cfg}
 
     # ----------------------------------------------------------------- building
     @property
@@ -306,7 +313,7 @@ class ModelSpec:
 
     def _from_config(self, cfg):
         if self.family == "unet":
-            return _unet_class(cfg).from_config(_unet_fields(cfg))
+            return unet_class(cfg).from_config(_unet_fields(cfg))
         import transformers
 
         return getattr(transformers, TASK_CLASSES[self.task]).from_config(cfg)
@@ -367,8 +374,8 @@ class ModelSpec:
 
         processor = VaeImageProcessor(do_resize=False, do_normalize=True)
         if self.is_pretrained and self.size not in ("tiny",):
-            cfg = self._unet_config() if self.size in self.info["sizes"] else {}
-            cls = _unet_class(cfg)
+            cfg = self.unet_config() if self.size in self.info["sizes"] else {}
+            cls = unet_class(cfg)
             kwargs = {"subfolder": cfg["subfolder"]} if "subfolder" in cfg else {}
             try:
                 model = cls.from_pretrained(self.source, use_safetensors=True, **kwargs)
@@ -377,14 +384,15 @@ class ModelSpec:
                     raise FileNotFoundError(f"no UNet weights in {self.source!r}: {e}") from e
                 raise hub_error("UNet", self.source, e) from e
             return model, processor
-        return self._from_config(self._unet_config()), processor
+        return self._from_config(self.unet_config()), processor
 
     def __repr__(self) -> str:
         src = f", source={self.source!r}" if self.source else ""
         return f"ModelSpec({self.name}, task={self.task}{src})"
 
 
-def _unet_class(cfg: dict):
+def unet_class(cfg: dict):
+    """diffusers' UNet class for a catalog UNet config (conditional or not)."""
     try:
         import diffusers
     except ImportError:

@@ -10,7 +10,7 @@ from . import __version__
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:
-    from .device import _fmt_bytes, devices
+    from .device import fmt_bytes, devices
 
     infos = devices()
     if args.json:
@@ -20,7 +20,7 @@ def _cmd_devices(args: argparse.Namespace) -> int:
     for d in infos:
         print(
             f"{d.kind:<6}{'yes' if d.available else 'no':<11}{d.count:<7}"
-            f"{_fmt_bytes(d.total_memory):<12}{d.precision if d.available else '-':<11}"
+            f"{fmt_bytes(d.total_memory):<12}{d.precision if d.available else '-':<11}"
             f"{d.dist_backend:<7}{d.name}"
             + (f" ({d.generation}, {d.mode} mode)" if d.kind == "hpu" and d.available else "")
         )

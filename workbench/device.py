@@ -1,29 +1,33 @@
-"""The backend table: one small record per device kind (``hpu``, ``cuda``, ``cpu``).
+"""The backend table: one small record per device kind (``hpu``, ``cuda``, ``cpu``), and the
+chip table: one record per accelerator model (memory, peak compute, 16-bit formats).
 
-Every choice that depends on the device (precision, fused optimizer, compile backend,
-distributed backend, how to read memory, ``mark_step``) reads a record from ``BACKENDS``.
-Nothing here imports ``torch`` or ``habana_frameworks`` at module import time: probes use
-``importlib.util.find_spec`` and are cached; the Habana bridge is imported on first use.
+Every choice that depends on the device (precision, fused optimizer and clipping, compile
+backend and default, static shapes, distributed backend, profiler activities, how to read
+memory, ``mark_step``) reads a record from ``BACKENDS``; every hardware figure (HBM, peak
+TFLOP/s, which precisions run) comes from ``CHIPS``. Nothing here imports ``torch`` or
+``habana_frameworks`` at module import time; the Habana bridge lives in ``_hpu``.
 """
 
 from __future__ import annotations
 
 import html
-import importlib
 import importlib.metadata
-import importlib.util
 import os
 import platform
+import re
 import resource
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
+from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from . import _hpu
+from ._hpu import MODES, hpu_mode, recipe_cache, set_hpu_mode  # noqa: F401  (public here too)
 
 ORDER = ("hpu", "cuda", "cpu")
 ENV_DEVICE = "WORKBENCH_DEVICE"
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+GiB = 2**30
 
 
 # --------------------------------------------------------------------------- helpers
@@ -33,161 +37,12 @@ def _torch():
     return torch
 
 
-def _version(dist: str) -> str | None:
+def version(dist: str) -> str | None:
+    """The installed version of distribution ``dist``, or None."""
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-@cache
-def _has_module(name: str) -> bool:
-    """True when ``name`` can be imported; looks without importing it."""
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def hpu_mode() -> str:
-    """The HPU execution mode this process uses: ``"lazy"`` or ``"eager"``.
-
-    Fixed per process by ``PT_HPU_LAZY_MODE`` before the bridge is imported (current
-    Gaudi releases default to eager, 0).
-    """
-    return "lazy" if os.environ.get("PT_HPU_LAZY_MODE", "0").strip() == "1" else "eager"
-
-
-MODES = ("eager", "lazy", "compile")
-
-
-def set_hpu_mode(mode: str) -> None:
-    """Choose Gaudi's execution mode for this process, before the bridge loads.
-
-    ``lazy`` sets ``PT_HPU_LAZY_MODE=1``; ``eager`` and ``compile`` set 0 (compile adds
-    ``torch.compile`` at train time). The bridge reads the variable once, when it is
-    imported: asking for another mode afterwards raises an error that says to restart.
-    """
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
-    want = "lazy" if mode == "lazy" else "eager"
-    if "habana_frameworks.torch" in sys.modules:
-        if hpu_mode() != want:
-            raise RuntimeError(
-                f"the Habana bridge is already loaded in {hpu_mode()} mode and the mode is fixed per "
-                f"process: restart the kernel and ask for mode={mode!r} before anything touches the "
-                f"HPU (or set PT_HPU_LAZY_MODE={int(want == 'lazy')} before starting Python)")
-        return
-    os.environ["PT_HPU_LAZY_MODE"] = "1" if want == "lazy" else "0"
-
-
-def recipe_cache() -> Path:
-    """Where compiled HPU graphs (recipes) are kept between runs and processes."""
-    from .bundled import cache_dir
-
-    return cache_dir() / "hpu-recipes"
-
-
-@cache
-def _hpu_bridge():
-    """Import the Habana bridge (registers ``torch.hpu``); None when it is missing."""
-    if not _has_module("habana_frameworks"):
-        return None
-    # Read once, when the bridge loads (the first device probe, before any run directory
-    # exists): a cache shared by all runs, so later runs skip recompiling the same graphs.
-    os.environ.setdefault("PT_HPU_RECIPE_CACHE_CONFIG", f"{recipe_cache()},false,4096")
-    try:
-        return importlib.import_module("habana_frameworks.torch")
-    except Exception:  # a broken install counts as "no HPU", never a crash at probe time
-        return None
-
-
-def _hpu():
-    if _hpu_bridge() is None:
-        raise RuntimeError(
-            "no Habana bridge in this environment; run inside Intel's Gaudi container "
-            "(habana_frameworks is not on PyPI)"
-        )
-    return _torch().hpu
-
-
-# --------------------------------------------------------------------------- hpu
-def _hpu_available() -> bool:
-    if _hpu_bridge() is None:
-        return False
-    try:
-        return bool(_torch().hpu.is_available())
-    except Exception:
-        return False
-
-
-def _hpu_count() -> int:
-    return int(_hpu().device_count())
-
-
-def _hpu_name(index: int) -> str:
-    return str(_hpu().get_device_name(index))
-
-
-def _hpu_generation() -> str | None:
-    try:
-        htexp = importlib.import_module("habana_frameworks.torch.utils.experimental")
-        kind = htexp._get_device_type()
-        names = {
-            htexp.synDeviceType.synDeviceGaudi: "Gaudi1",
-            htexp.synDeviceType.synDeviceGaudi2: "Gaudi2",
-            htexp.synDeviceType.synDeviceGaudi3: "Gaudi3",
-        }
-        return names.get(kind)
-    except Exception:
-        return None
-
-
-def _hpu_memory(index: int) -> dict[str, int]:
-    # memory_stats() is the source of truth on Gaudi: hl-smi does not see tensor
-    # allocations. Keys: InUse, MaxInUse, Limit (bytes).
-    stats = _hpu().memory_stats(index)
-    return {
-        "allocated": int(stats.get("InUse", 0)),
-        "peak": int(stats.get("MaxInUse", 0)),
-        "total": int(stats.get("Limit", 0)),
-    }
-
-
-def _hpu_reset_peak(index: int) -> None:
-    _hpu().reset_peak_memory_stats(index)
-
-
-def _hpu_mark_step() -> None:
-    # Lazy mode accumulates ops into a graph that runs at mark_step; in eager mode the
-    # call is a no-op that only warns, so we skip it.
-    if hpu_mode() == "lazy":
-        importlib.import_module("habana_frameworks.torch.core").mark_step()
-
-
-def _hpu_compiles() -> int | None:
-    # graph_compilation counts every new graph the bridge compiles: a new input shape
-    # is a new graph, the main Gaudi performance trap.
-    try:
-        metrics = importlib.import_module("habana_frameworks.torch.hpu.metrics")
-        return int(dict(metrics.metric_global("graph_compilation").stats()).get("TotalNumber", 0))
-    except Exception:
-        return None
-
-
-def _hpu_sync(index: int) -> None:
-    _hpu().synchronize()
-
-
-def _hpu_precision(index: int) -> str:
-    return "bf16"  # bf16 runs on every Gaudi generation; fp16 not on Gaudi1
-
-
-def _hpu_versions() -> dict[str, str | None]:
-    bridge = _version("habana-torch-plugin")
-    if bridge is None and _hpu_bridge() is not None:
-        bridge = getattr(_hpu_bridge(), "__version__", None)
-    return {"habana_frameworks": bridge}
 
 
 # --------------------------------------------------------------------------- cuda
@@ -200,11 +55,8 @@ def _cuda_available() -> bool:
 
 def _cuda_memory(index: int) -> dict[str, int]:
     cuda = _torch().cuda
-    return {
-        "allocated": int(cuda.memory_allocated(index)),
-        "peak": int(cuda.max_memory_allocated(index)),
-        "total": int(cuda.get_device_properties(index).total_memory),
-    }
+    return {"allocated": int(cuda.memory_allocated(index)), "peak": int(cuda.max_memory_allocated(index)),
+            "total": int(cuda.get_device_properties(index).total_memory)}
 
 
 def _cuda_precision(index: int) -> str:
@@ -215,38 +67,29 @@ def _cuda_precision(index: int) -> str:
 def _cpu_name(index: int) -> str:
     try:
         with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "cpu"
-
-
-def _peak_rss() -> int:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)  # Linux reports KiB
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine() or "cpu"
 
 
 def _cpu_memory(index: int) -> dict[str, int]:
     import psutil
 
     rss = int(psutil.Process().memory_info().rss)
-    return {
-        "allocated": rss,
-        "peak": max(rss, _peak_rss()),  # ru_maxrss is updated lazily by the kernel
-        "total": int(psutil.virtual_memory().total),
-    }
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = peak if sys.platform == "darwin" else peak * 1024  # Linux reports KiB
+    # ru_maxrss is updated lazily by the kernel: the peak is at least the current RSS
+    return {"allocated": rss, "peak": max(rss, int(peak)), "total": int(psutil.virtual_memory().total)}
 
 
-# --------------------------------------------------------------------------- table
+# --------------------------------------------------------------------------- backends
 def _noop(*_a: Any) -> None:
     return None
 
 
 @dataclass(frozen=True)
 class Backend:
-    """What the workbench needs to know about one kind of device."""
+    """What the workbench needs to know about one kind of device, and its policies."""
 
     kind: str
     title: str
@@ -270,61 +113,43 @@ class Backend:
     # Default least seconds between a run's events: reading the loss at a logging step makes
     # the host wait for every step queued on the device (0 where nothing runs ahead: CPU).
     log_interval_s: float = 0.5
+    static_shapes: bool = False  # pad batches to a few fixed shapes (each new shape recompiles)
+    compile_default: Callable[[str | None], bool] = lambda mode: False  # torch.compile unasked
+    fused_clip: bool = False  # clip gradients with the backend's fused op, not the Trainer's
+    profiler_activities: tuple[str, ...] = ("cpu",)  # torch.profiler.ProfilerActivity names
+    inference: Callable[[Any, str | None], Any] = lambda model, mode: model.eval()  # ready to evaluate
 
 
 BACKENDS: dict[str, Backend] = {
     "hpu": Backend(
-        kind="hpu",
-        title="Intel Gaudi",
-        torch_device="hpu",
-        dist_backend="hccl",
+        kind="hpu", title="Intel Gaudi", torch_device="hpu", dist_backend="hccl",
         compile_backend="hpu_backend",  # inductor is not supported on HPU
         optimizer="hpex_fused_adamw",
-        available=_hpu_available,
-        count=_hpu_count,
-        name=_hpu_name,
-        memory=_hpu_memory,
-        reset_peak=_hpu_reset_peak,
-        synchronize=_hpu_sync,
-        mark_step=_hpu_mark_step,
-        precision=_hpu_precision,
-        generation=_hpu_generation,
-        mode=hpu_mode,
-        versions=_hpu_versions,
-        compiles=_hpu_compiles,
+        available=_hpu.available, count=_hpu.count, name=_hpu.name, memory=_hpu.memory,
+        reset_peak=_hpu.reset_peak, synchronize=_hpu.synchronize, mark_step=_hpu.mark_step,
+        precision=_hpu.precision, generation=_hpu.generation, mode=_hpu.hpu_mode,
+        versions=_hpu.versions, compiles=_hpu.compiles,
         oom_marker="PT_DEVMEM Allocation failed",
+        static_shapes=True,  # every new input shape compiles a new graph
+        compile_default=lambda mode: mode == "eager",  # eager mode is meant to run compiled
+        fused_clip=True, profiler_activities=("cpu", "hpu"),
+        inference=_hpu.inference_model,  # HPU graphs in lazy mode
     ),
     "cuda": Backend(
-        kind="cuda",
-        title="NVIDIA GPU",
-        torch_device="cuda",
-        dist_backend="nccl",
-        compile_backend=None,
-        optimizer="adamw_torch_fused",
-        available=_cuda_available,
-        count=lambda: int(_torch().cuda.device_count()),
-        name=lambda i: str(_torch().cuda.get_device_name(i)),
-        memory=_cuda_memory,
+        kind="cuda", title="NVIDIA GPU", torch_device="cuda", dist_backend="nccl",
+        compile_backend=None, optimizer="adamw_torch_fused",
+        available=_cuda_available, count=lambda: int(_torch().cuda.device_count()),
+        name=lambda i: str(_torch().cuda.get_device_name(i)), memory=_cuda_memory,
         reset_peak=lambda i: _torch().cuda.reset_peak_memory_stats(i),
-        synchronize=lambda i: _torch().cuda.synchronize(i),
-        mark_step=_noop,
-        precision=_cuda_precision,
-        oom_marker="CUDA out of memory",
+        synchronize=lambda i: _torch().cuda.synchronize(i), mark_step=_noop, precision=_cuda_precision,
+        oom_marker="CUDA out of memory", profiler_activities=("cpu", "cuda"),
     ),
     "cpu": Backend(
-        kind="cpu",
-        title="CPU",
-        torch_device="cpu",
-        dist_backend="gloo",
-        compile_backend=None,
+        kind="cpu", title="CPU", torch_device="cpu", dist_backend="gloo", compile_backend=None,
         optimizer="adamw_torch_fused",  # torch's AdamW, fused kernel: CPU support since torch 2.4
-        available=lambda: True,
-        count=lambda: 1,
-        name=_cpu_name,
-        memory=_cpu_memory,
+        available=lambda: True, count=lambda: 1, name=_cpu_name, memory=_cpu_memory,
         reset_peak=_noop,  # the peak RSS of a process cannot be reset
-        synchronize=_noop,
-        mark_step=_noop,
+        synchronize=_noop, mark_step=_noop,
         precision=lambda i: "fp32",  # bf16 autocast on most CPUs is slower than fp32
         log_interval_s=0.0,  # the CPU computes as the host asks: reading the loss waits for nothing
     ),
@@ -339,8 +164,90 @@ def backend(kind: str) -> Backend:
         raise ValueError(f"unknown device {kind!r}; known: {', '.join(ORDER)}") from None
 
 
+# --------------------------------------------------------------------------- chips
+@dataclass(frozen=True, eq=False)
+class Chip:
+    """One device model: its memory, dense peak compute and the 16-bit formats it runs."""
+
+    name: str
+    kind: str
+    title: str
+    memory: int | None  # bytes of device memory (HBM, binary units); None: the host's RAM
+    tflops: dict[str, float | None]  # dense peak TFLOP/s per precision; None where unknown
+    pattern: str  # regex searched in a device name, lowercased without spaces, "-" and "_"
+    fp16: bool = True
+    bf16: bool = True
+
+    def instead(self, precision: str) -> str | None:
+        """None when the chip runs ``precision``, else the precision to use in its place."""
+        runs = {"bf16": self.bf16, "fp16": self.fp16, "fp32": True}
+        return None if runs.get(precision, True) else next(p for p, ok in runs.items() if ok)
+
+
+def _peaks(bf16: float | None, fp16: float | None = None, fp32: float | None = None) -> dict:
+    """Dense peak TFLOP/s by precision."""
+    return {"bf16": bf16, "fp16": fp16, "fp32": fp32}
+
+
+# Dense (no sparsity) peaks: bf16 from shared/HPU_FACTS.md; NVIDIA fp16 (tensor cores, as
+# bf16) and fp32 (no TF32: torch's default for matmuls) from NVIDIA's datasheets. Gaudi's
+# fp16/fp32 peaks are not published in a form we trust: None. HBM: the nominal size, in GiB.
+CHIPS: dict[str, Chip] = {c.name: c for c in (
+    # Gaudi1: ~60 bf16 TFLOP/s is reported but uncertain: no MFU rather than a wrong one.
+    # fp16 is not available on Gaudi1 (bf16 is on every generation).
+    Chip("Gaudi1", "hpu", "Intel Gaudi", 32 * GiB, _peaks(None), r"gaudi(1|(?![23]))", fp16=False),
+    Chip("Gaudi2", "hpu", "Intel Gaudi 2", 96 * GiB, _peaks(432), "gaudi2"),
+    Chip("Gaudi3", "hpu", "Intel Gaudi 3", 128 * GiB, _peaks(1835), "gaudi3"),
+    Chip("A100 40GB", "cuda", "NVIDIA A100 40GB", 40 * GiB, _peaks(312, 312, 19.5), "a100.*40g"),
+    Chip("A100 80GB", "cuda", "NVIDIA A100 80GB", 80 * GiB, _peaks(312, 312, 19.5), "a100"),
+    # the PCIe and NVL boards run slower clocks: not this row
+    Chip("H100 SXM", "cuda", "NVIDIA H100 SXM 80GB", 80 * GiB, _peaks(989, 989, 67), "h100(?!.*(pcie|nvl))"),
+    Chip("H200", "cuda", "NVIDIA H200", 141 * GiB, _peaks(989, 989, 67), "h200(?!.*nvl)"),
+    Chip("CPU", "cpu", "CPU", None, _peaks(None), "^cpu$"),
+)}
+
+
+def _match(text: str | None, kind: str | None = None) -> Chip | None:
+    """The chip named ``text`` exactly, else the first whose pattern it contains; None if none."""
+    key = re.sub(r"[\s_-]", "", (text or "").lower())
+    if not key:
+        return None
+    rows = [c for c in CHIPS.values() if kind in (None, c.kind)]
+    exact = [c for c in rows if re.sub(r"[\s_-]", "", c.name.lower()) == key]
+    return next(iter(exact), None) or next((c for c in rows if re.search(c.pattern, key)), None)
+
+
+def chip(device: str | DeviceInfo) -> Chip | None:
+    """The ``CHIPS`` record of a name (``"H100"``, ``"NVIDIA A100-SXM4-40GB"``) or a DeviceInfo.
+
+    A DeviceInfo of a model the table does not know gives None; a name that matches no
+    chip raises an error that lists the known ones.
+    """
+    if isinstance(device, DeviceInfo):
+        return (_match(device.generation, device.kind) or _match(device.name, device.kind)
+                or _match(device.kind, device.kind))
+    found = _match(device)
+    if found is None:
+        raise ValueError(f"unknown device {device!r}; known: {', '.join(CHIPS)}")
+    return found
+
+
+def peak_tflops(device: str | DeviceInfo, precision: str = "bf16") -> float | None:
+    """Dense peak TFLOP/s of ``device`` in ``precision``; None where unknown (CPUs, Gaudi1).
+
+    ``precision="auto"`` is the device's own choice (a DeviceInfo) or bf16 (a name).
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
+    if precision == "auto":
+        precision = device.precision if isinstance(device, DeviceInfo) else "bf16"
+    found = chip(device)
+    return found.tflops.get(precision) if found is not None else None
+
+
 # --------------------------------------------------------------------------- DeviceInfo
-def _fmt_bytes(n: int | None) -> str:
+def fmt_bytes(n: int | None) -> str:
+    """Bytes as a short human string (GiB, MiB); "-" for none."""
     if not n:
         return "-"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
@@ -391,6 +298,21 @@ class DeviceInfo:
         """The string to pass to ``torch.device`` / ``.to()``."""
         return self.kind if self.kind == "cpu" else f"{self.backend.torch_device}:{self.index}"
 
+    @property
+    def chip(self) -> Chip | None:
+        """This device's ``CHIPS`` record; None for a model the table does not know."""
+        return chip(self)
+
+    def resolve_precision(self, precision: str = "auto") -> str:
+        """``precision`` checked against ``PRECISIONS`` and the chip; ``auto`` is the backend's choice."""
+        if precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
+        p = self.precision if precision == "auto" else precision
+        found = self.chip
+        if found is not None and found.instead(p):
+            raise ValueError(f"{found.name} has no {p}: use precision={found.instead(p)!r}")
+        return p
+
     def _require(self) -> None:
         if not self.available:
             raise RuntimeError(f"device {self.kind!r} is not available in this process")
@@ -422,30 +344,12 @@ class DeviceInfo:
         return self.backend.compiles() if self.available else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "available": self.available,
-            "count": self.count,
-            "index": self.index,
-            "name": self.name,
-            "total_memory": self.total_memory,
-            "generation": self.generation,
-            "mode": self.mode,
-            "precision": self.precision,
-            "dist_backend": self.dist_backend,
-            "versions": dict(self.versions),
-        }
+        return asdict(self)
 
     def _rows(self) -> list[tuple[str, str]]:
-        rows = [
-            ("device", f"{self.kind} x{self.count}" if self.available else f"{self.kind} (not available)"),
-            ("name", self.name),
-            ("memory", _fmt_bytes(self.total_memory)),
-        ]
-        if self.generation:
-            rows.append(("generation", self.generation))
-        if self.mode:
-            rows.append(("mode", self.mode))
+        rows = [("device", f"{self.kind} x{self.count}" if self.available else f"{self.kind} (not available)"),
+                ("name", self.name), ("memory", fmt_bytes(self.total_memory))]
+        rows += [(k, v) for k, v in (("generation", self.generation), ("mode", self.mode)) if v]
         rows += [("precision", self.precision), ("distributed", self.dist_backend)]
         rows += [(k, v or "-") for k, v in self.versions.items()]
         return rows
@@ -454,18 +358,13 @@ class DeviceInfo:
         return "DeviceInfo(" + ", ".join(f"{k}={v}" for k, v in self._rows()) + ")"
 
     def _repr_html_(self) -> str:
-        cells = "".join(
-            f"<tr><td style='padding:1px 8px;color:#666'>{html.escape(k)}</td>"
-            f"<td style='padding:1px 8px'><b>{html.escape(str(v))}</b></td></tr>"
-            for k, v in self._rows()
-        )
+        cells = "".join(f"<tr><td style='padding:1px 8px;color:#666'>{html.escape(k)}</td>"
+                        f"<td style='padding:1px 8px'><b>{html.escape(str(v))}</b></td></tr>" for k, v in self._rows())
         colour = "#2e7d32" if self.available else "#9e9e9e"
-        return (
-            f"<div style='display:inline-block;border:1px solid #ddd;border-left:4px solid "
-            f"{colour};border-radius:4px;padding:4px 6px;font:12px sans-serif'>"
-            f"<div style='font-weight:bold;margin:2px 8px'>{html.escape(self.backend.title)}</div>"
-            f"<table style='border-collapse:collapse'>{cells}</table></div>"
-        )
+        return (f"<div style='display:inline-block;border:1px solid #ddd;border-left:4px solid "
+                f"{colour};border-radius:4px;padding:4px 6px;font:12px sans-serif'>"
+                f"<div style='font-weight:bold;margin:2px 8px'>{html.escape(self.backend.title)}</div>"
+                f"<table style='border-collapse:collapse'>{cells}</table></div>")
 
 
 def _parse(spec: str) -> tuple[str, int]:
@@ -478,31 +377,17 @@ def _parse(spec: str) -> tuple[str, int]:
 
 def _info(kind: str, index: int = 0) -> DeviceInfo:
     b = BACKENDS[kind]
-    versions = {
-        "torch": _version("torch"),
-        "transformers": _version("transformers"),
-        "habana_frameworks": _version("habana-torch-plugin"),
-    }
-    versions.update(b.versions())
+    versions = {"torch": version("torch"), "transformers": version("transformers"),
+                "habana_frameworks": version("habana-torch-plugin"), **b.versions()}
     if not b.available():
         return DeviceInfo(kind=kind, available=False, dist_backend=b.dist_backend,
                           mode=b.mode(), versions=versions)
     count = b.count()
     if index >= count:
         raise ValueError(f"{kind}:{index} does not exist; this machine has {count} {kind} device(s)")
-    return DeviceInfo(
-        kind=kind,
-        available=True,
-        count=count,
-        index=index,
-        name=b.name(index),
-        total_memory=b.memory(index)["total"],
-        generation=b.generation(),
-        mode=b.mode(),
-        precision=b.precision(index),
-        dist_backend=b.dist_backend,
-        versions=versions,
-    )
+    return DeviceInfo(kind=kind, available=True, count=count, index=index, name=b.name(index),
+                      total_memory=b.memory(index)["total"], generation=b.generation(), mode=b.mode(),
+                      precision=b.precision(index), dist_backend=b.dist_backend, versions=versions)
 
 
 def devices() -> list[DeviceInfo]:
@@ -552,17 +437,9 @@ def inference_model(model, device: DeviceInfo | None = None):
     """``model`` ready for evaluation or generation: wrapped in HPU graphs in lazy mode
     (replays recorded graphs instead of re-launching every op), unchanged elsewhere."""
     device = device or globals()["device"]()
-    if device.kind == "hpu" and device.mode == "lazy":
-        from habana_frameworks.torch.hpu import wrap_in_hpu_graph
-
-        return wrap_in_hpu_graph(model.eval(), disable_tensor_cache=True)
-    return model.eval()
+    return device.backend.inference(model, device.mode)
 
 
 def clear_cache() -> None:
     """Forget cached probes (for tests that swap the environment)."""
-    _has_module.cache_clear()
-    _hpu_bridge.cache_clear()
-
-
-version = _version  # public name (TODO(lead): fold into the device helper's module)
+    _hpu.clear_cache()

@@ -14,14 +14,14 @@ from typing import Any
 
 
 def _activities(kind: str) -> list:
+    """The torch.profiler activities the backend table names for ``kind``."""
     from torch.profiler import ProfilerActivity
 
-    acts = [ProfilerActivity.CPU]
-    if kind == "cuda":
-        acts.append(ProfilerActivity.CUDA)
-    elif kind == "hpu" and hasattr(ProfilerActivity, "HPU"):  # present in Intel's torch build
-        acts.append(ProfilerActivity.HPU)
-    return acts
+    from .device import backend
+
+    # ProfilerActivity.HPU exists only in Intel's torch build: a name torch lacks is skipped
+    names = (n.upper() for n in backend(kind).profiler_activities)
+    return [getattr(ProfilerActivity, n) for n in names if hasattr(ProfilerActivity, n)]
 
 
 class _ProfileSteps:

@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+from .device import PRECISIONS, backend
+
 PADDINGS = ("auto", "longest", "max_length", "bucketed", "packed")
 
 
@@ -33,7 +34,7 @@ def default_padding(task: str, device_kind: str) -> str:
     if task == "classification":
         return "bucketed"
     if task == "seq2seq":
-        return "max_length" if device_kind == "hpu" else "longest"
+        return "max_length" if backend(device_kind).static_shapes else "longest"
     return "longest"  # images: every batch already has one shape
 
 
@@ -43,16 +44,6 @@ def auto_steps(total: int) -> tuple[int, int]:
     save = min(500, max(total // 4, 1))
     save_every = max(log_every, (save + log_every - 1) // log_every * log_every)
     return log_every, save_every
-
-
-def resolve_precision(device, precision: str) -> str:
-    """The precision a run on ``device`` trains in (``auto``: the device's preference)."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
-    p = device.precision if precision == "auto" else precision
-    if p == "fp16" and device.kind == "hpu" and device.generation == "Gaudi1":
-        raise ValueError("Gaudi1 has no fp16: use precision='bf16'")
-    return p
 
 
 def check(task: str, data_task: str, names: tuple[str, str], *, max_steps: int | None,
@@ -118,17 +109,17 @@ def log_interval(a: dict, device, world_size: int) -> float:
 
 def compile_on(a: dict, device) -> bool:
     """Whether the run is ``torch.compile``d: ``mode`` decides, else ``compile``, else the
-    device (HPU eager mode wants torch.compile; elsewhere it is opt-in)."""
+    backend table (HPU eager mode wants torch.compile; elsewhere it is opt-in)."""
     if a.get("mode") is not None:
         return a["mode"] == "compile"
     if a["compile"] is not None:
         return bool(a["compile"])
-    return device.kind == "hpu" and device.mode == "eager"
+    return device.backend.compile_default(device.mode)
 
 
 def training_arguments(a: dict, device, task: str, run_path: Path, optim: str) -> dict[str, Any]:
     """The TrainingArguments fields for a run's arguments on ``device`` (from the backend table)."""
-    precision = resolve_precision(device, a["precision"])
+    precision = device.resolve_precision(a["precision"])
     compile_ = compile_on(a, device)
     targs = dict(
         output_dir=str(run_path / "checkpoints"),

@@ -70,11 +70,11 @@ def _optimizer(device: DeviceInfo, model, lr: float, extra: dict):
     """(optim name for TrainingArguments, optimizer instance or None) from the backend table."""
     name = device.backend.optimizer
     if name == "hpex_fused_adamw":
-        from habana_frameworks.torch.hpex.optimizers import FusedAdamW
+        from ._hpu import fused_adamw
 
         model.to(device.torch_device)  # the optimizer must see the parameters on the device
-        opt = FusedAdamW(model.parameters(), lr=lr, eps=extra.get("adam_epsilon", 1e-8),
-                         weight_decay=extra.get("weight_decay", 0.0))
+        opt = fused_adamw(model.parameters(), lr=lr, eps=extra.get("adam_epsilon", 1e-8),
+                          weight_decay=extra.get("weight_decay", 0.0))
         return "adamw_torch", opt
     return name, None
 
@@ -99,7 +99,7 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
     optim, optimizer = _optimizer(device, model, a["lr"], dict(a["trainer_overrides"]))
     targs = recipe.training_arguments(a, device, mspec.task, run.path, optim)
     clip = None
-    if device.backend.optimizer == "hpex_fused_adamw" and targs["max_grad_norm"] > 0:
+    if device.backend.fused_clip and targs["max_grad_norm"] > 0:
         # Gaudi's fused clip-norm replaces the Trainer's clipping (one kernel, not one per tensor)
         clip = as_callback(FusedClip(model, targs["max_grad_norm"]))
         targs["max_grad_norm"] = 0.0

@@ -21,8 +21,8 @@ from .catalog import FAMILIES, ModelSpec
 from .catalog import model as as_model
 from .data import TASKS, DataSpec, infer_task
 from .data import dataset as as_dataset
-from .device import ORDER
-from .memory import PRECISIONS, plan_memory
+from .device import ORDER, PRECISIONS
+from .memory import plan_memory
 
 HUB = "hub id or local path"
 LOCAL, HUB_DATA = "local file", "hub id"
