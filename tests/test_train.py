@@ -72,7 +72,7 @@ def test_throughput_excludes_warmup_and_summary_uses_train_intervals():
 
 
 def test_default_logging_on_an_accelerator_waits_between_events(monkeypatch):
-    from workbench import attention, recipe
+    from workbench import recipe
 
     every = wb.train("gpt2-tiny", "docstrings-lm", max_steps=12, batch_size=4, max_length=32,
                      save_every=6, log_every=1, live=False)
@@ -94,7 +94,7 @@ def test_default_logging_on_an_accelerator_waits_between_events(monkeypatch):
 
 
 def test_log_throttle_only_on_one_accelerator_process(fake_hpu):
-    from workbench import attention, recipe
+    from workbench import recipe
 
     hpu, cpu = wb.device("hpu"), wb.device("cpu")
     auto = {"log_interval_s": None}
@@ -107,7 +107,7 @@ def test_log_throttle_only_on_one_accelerator_process(fake_hpu):
 def test_causal_sdpa_builds_no_mask_even_under_compile_and_keeps_the_loss():
     """Why packed runs switch the attention: under torch.compile transformers hands SDPA a
     mask tensor (no flash kernel); under the workbench's alias of SDPA it builds none."""
-    from workbench import attention, recipe
+    from workbench import attention
     from workbench.batching import BucketCollator, pack
 
     tok = wb.model("gpt2").load_tokenizer()

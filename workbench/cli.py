@@ -10,7 +10,7 @@ from . import __version__
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:
-    from .device import fmt_bytes, devices
+    from .device import devices, fmt_bytes
 
     infos = devices()
     if args.json:

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .device import PRECISIONS, backend
+from .device import backend
 
 PADDINGS = ("auto", "longest", "max_length", "bucketed", "packed")
 
