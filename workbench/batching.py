@@ -98,7 +98,11 @@ class BucketCollator:
 
 
 # --------------------------------------------------------------------------- packing
-def _pack_ids(docs, block_length: int, eos_token_id: int, tail: str, pad_token_id: int) -> dict:
+PACKINGS = ("concat", "isolated")
+
+
+def _pack_ids(docs, block_length: int, eos_token_id: int, tail: str, pad_token_id: int,
+              packing: str = "concat") -> dict:
     """Pack lists of token ids into blocks; the columns as lists of rows."""
     docs = [np.append(np.asarray(d, dtype=np.int64), eos_token_id) for d in docs]
     ids = np.concatenate(docs) if docs else np.zeros(0, dtype=np.int64)
@@ -113,27 +117,36 @@ def _pack_ids(docs, block_length: int, eos_token_id: int, tail: str, pad_token_i
         mask = np.concatenate([mask, np.zeros(extra, dtype=np.int64)])
         n = len(ids)
     ids, start, mask = ids[:n], start[:n], mask[:n]
-    labels = np.where(start, LABEL_PAD, ids)  # no loss for predicting a document from the one before
     at = np.arange(n)
-    reset = start | (at % block_length == 0)  # positions restart at documents and at blocks
-    pos = at - np.maximum.accumulate(np.where(reset, at, 0))
+    if packing == "concat":  # one stream: every token predicts the next, positions run on
+        labels = np.where(mask == 1, ids, LABEL_PAD)
+        pos = at % block_length
+    else:  # isolated: no loss for predicting a document from the one before
+        labels = np.where(start, LABEL_PAD, ids)
+        reset = start | (at % block_length == 0)  # positions restart at documents and at blocks
+        pos = at - np.maximum.accumulate(np.where(reset, at, 0))
     cols = {"input_ids": ids, "labels": labels, "position_ids": pos, "attention_mask": mask}
     return {k: v.reshape(-1, block_length).tolist() for k, v in cols.items()}
 
 
 def pack(data, block_length: int, eos_token_id: int, *, tail: str = "drop",
-         pad_token_id: int | None = None, map_batch_size: int = 1000):
+         pad_token_id: int | None = None, map_batch_size: int = 1000, packing: str = "concat"):
     """Concatenate causal-LM documents, each followed by EOS, and cut them into blocks.
 
     Every block has exactly ``block_length`` tokens: one static shape and no padding
-    (but for a padded tail). ``labels`` equal ``input_ids`` except -100 at the first
-    token of each document, so no loss is taken for predicting a document from the one
-    before; ``position_ids`` restart at 0 at each document start and at each block start
-    (the rest of a document cut by a block boundary starts again at 0, which keeps every
-    position below ``block_length``). Attention spans the documents of a block unless
-    the attention kernel reads ``position_ids`` (flash-attention varlen does, and so do
-    transformers' masks given neither an attention mask nor a KV cache); ``wb.train``
-    passes no mask and runs SDPA as plain causal attention, for its flash kernel.
+    (but for a padded tail). Two semantics (``packing``):
+
+    - ``"concat"`` (GPT-2's and nanoGPT's recipe): the documents are one stream.
+      ``labels`` equal ``input_ids`` (every token predicts the next, across document
+      boundaries too) and ``position_ids`` run 0 .. block_length - 1 in every block;
+      attention is plain causal over the block. The loss is that of the joined stream.
+    - ``"isolated"``: each document is its own sequence. ``labels`` are -100 at the
+      first token of each document (nothing predicts a document from the one before) and
+      ``position_ids`` restart at 0 at each document start and at each block start (the
+      rest of a document cut by a block boundary starts again at 0). Attention must stay
+      inside each document: ``wb.train`` gives the model no attention mask, so that
+      transformers builds a block-diagonal causal mask from the restarting positions.
+      The loss is that of the documents trained one by one.
 
     Parameters
     ----------
@@ -150,6 +163,8 @@ def pack(data, block_length: int, eos_token_id: int, *, tail: str = "drop",
         ``block_length - 1`` tokens per chunk.
     pad_token_id : int, optional
         For ``tail="pad"``; default ``eos_token_id``.
+    packing : {"concat", "isolated"}
+        What the blocks mean (above).
 
     Returns
     -------
@@ -158,17 +173,20 @@ def pack(data, block_length: int, eos_token_id: int, *, tail: str = "drop",
     """
     if tail not in ("drop", "pad"):
         raise ValueError(f"tail must be 'drop' or 'pad', got {tail!r}")
+    if packing not in PACKINGS:
+        raise ValueError(f"unknown packing {packing!r}; known: {', '.join(PACKINGS)}")
     if block_length < 2:
         raise ValueError(f"block_length must be at least 2, got {block_length}")
     pad = eos_token_id if pad_token_id is None else pad_token_id
     if hasattr(data, "map") and hasattr(data, "items"):  # a DatasetDict: every split
         return type(data)({split: pack(ds, block_length, eos_token_id, tail=tail, pad_token_id=pad,
-                                       map_batch_size=map_batch_size) for split, ds in data.items()})
+                                       map_batch_size=map_batch_size, packing=packing)
+                           for split, ds in data.items()})
     if hasattr(data, "map") and hasattr(data, "column_names"):
-        return data.map(lambda b: _pack_ids(b["input_ids"], block_length, eos_token_id, tail, pad),
+        return data.map(lambda b: _pack_ids(b["input_ids"], block_length, eos_token_id, tail, pad, packing),
                         batched=True, batch_size=map_batch_size, remove_columns=data.column_names,
                         desc=f"packing into blocks of {block_length}")
-    cols = _pack_ids(data, block_length, eos_token_id, tail, pad)
+    cols = _pack_ids(data, block_length, eos_token_id, tail, pad, packing)
     return [dict(zip(cols, row)) for row in zip(*cols.values())]
 
 

@@ -21,11 +21,11 @@ from .catalog import ModelSpec
 from .catalog import model as as_model
 from .data import DataSpec
 from .data import dataset as as_dataset
-from .device import DeviceInfo, version
+from .device import DeviceInfo, set_hpu_mode, version
 from .device import device as pick_device
 from .interrupts import Interrupts
 from .progress import quiet_libraries
-from .trainer import build, outcome
+from .trainer import build, error_text, outcome
 from .trainer import summary as end_summary
 
 _ACTIVE: list[Run] = []  # runs training in this process, newest last (for %wb stop)
@@ -148,10 +148,7 @@ def execute(run: Run, resume_from: Path | None = None) -> Run:
                 if status != "failed" and error is None:
                     trainer.evaluate()
         except BaseException as e:  # recorded, then re-raised
-            status, error, tb = "failed", f"{type(e).__name__}: {e}", traceback.format_exc()
-            if device.backend.oom_marker in str(e):  # the backend table knows each device's OOM text
-                error += (f" -- out of {device.kind} memory: wb.plan_memory(...) names the cheapest fix "
-                          f"(a smaller batch_size, gradient_checkpointing=True, precision='bf16')")
+            status, error, tb = "failed", error_text(e, device), traceback.format_exc()
             run.error = e
             if isinstance(e, KeyboardInterrupt):
                 status = "stopped"
@@ -193,7 +190,6 @@ def attach_display(run: Run, live: str | bool, background: bool) -> None:
     run.dashboard = attach(run, live, background)
 
 
-# --------------------------------------------------------------------------- public
 def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None = None,
           epochs: float | None = None, batch_size: int = 16, lr: float | None = None,
           precision: str = "auto", device: str = "auto", eval_every: int | None = None,
@@ -320,8 +316,6 @@ def _device_in_mode(device: str, mode: str | None) -> DeviceInfo:
     """The run's device, with Gaudi's execution mode set first where ``mode`` asks for one."""
     before = os.environ.get("PT_HPU_LAZY_MODE")
     if mode is not None:
-        from .device import set_hpu_mode
-
         set_hpu_mode(mode)  # before the device probe below loads the bridge
     dev = pick_device(device)  # fails early, with the fix, on an unavailable device
     if mode == "lazy" and dev.kind != "hpu":

@@ -154,3 +154,12 @@ def summary(run: RunDir, trainer, device: DeviceInfo, events: Events | None, sta
         summary.update({"train_loss": events.last.get("loss"), "eval": events.eval, **events.throughput(),
                         "compiles": events.last.get("compiles")})
     return summary
+
+
+def error_text(e: BaseException, device: DeviceInfo) -> str:
+    """A run's error for its summary; out-of-memory errors name the cheapest fixes."""
+    text = f"{type(e).__name__}: {e}"
+    if device.backend.oom_marker in str(e):  # the backend table knows each device's OOM text
+        text += (f" -- out of {device.kind} memory: wb.plan_memory(...) names the cheapest fix "
+                 f"(a smaller batch_size, gradient_checkpointing=True, precision='bf16')")
+    return text
