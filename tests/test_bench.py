@@ -100,9 +100,9 @@ def test_mfu_bench_times_trainer_and_workbench_on_the_same_blocks(tmp_path):
     # the overrides reach the model: two of gpt2-mini's four layers, no residual dropout
     assert result["config"]["config_overrides"] == {"n_layer": 2, "resid_pdrop": 0}
     assert result["config"]["train_args"] == {"max_grad_norm": 0.5}
-    from workbench.bench import _engine_setup
+    from workbench.bench import engine_setup
 
-    assert result["config"]["params"] < _engine_setup("gpt2-mini")[0].num_params
+    assert result["config"]["params"] < engine_setup("gpt2-mini")[0].num_params
     assert result["config"]["log_every"] == 1 and result["config"]["seq_len"] == 64
     fpt = result["figures"]["flops_per_token"]
     for r in result["results"].values():
@@ -168,3 +168,100 @@ def test_gpu_check_script_stages_are_valid_bench_command_lines():
         assert int(limit) > 0 and ns.bench in ("engine", "mfu", "shapes")
         if ns.bench != "shapes":
             assert ns.precision == "bf16" and ns.model in ("gpt2-124m", "bert-base")
+
+
+def test_shapes_bench_base_size_uses_bert_base_and_gpt2_124m_shapes():
+    from workbench.bench import shapes
+    from workbench.bench.shapes import bench_models
+
+    base = bench_models("base")
+    assert base["gpt2"].num_params == 124_439_808  # GPT-2-124M, as in the mfu benchmark
+    assert base["bert"].config().hidden_size == 768 and base["bert"].config().num_hidden_layers == 12
+    assert bench_models("tiny")["bert"].num_params < 5_000_000
+    with pytest.raises(ValueError, match="size must be 'tiny' or 'base'"):
+        shapes(size="huge")
+
+
+def test_shapes_bench_smoke_run_has_the_documented_keys():
+    from workbench.bench import shapes
+
+    result = shapes(steps=2, repeats=1, warmup=0, device="cpu")
+    assert result["bench"] == "shapes" and result["device"]["kind"] == "cpu" and result["config"]["size"] == "tiny"
+    assert {"config", "results", "ratios", "figures", "tradeoff"} <= set(result)
+    assert {"bucketed_vs_pad_to_max", "bucketed_vs_dynamic", "packed_vs_pad_to_max"} <= set(result["ratios"])
+    assert {"bucketed_waste_pct", "bucketed_shapes", "packed_waste_pct"} <= set(result["figures"])
+    assert {"bert/pad_to_max", "bert/dynamic", "bert/bucketed", "gpt2/packed"} <= set(result["results"])
+    for r in result["results"].values():
+        assert r["useful_tokens_per_s"] > 0 and 0 <= r["waste_pct"] < 100 and r["shapes"] >= 1
+    assert result["figures"]["bucketed_shapes"] <= 8 and result["figures"]["packed_waste_pct"] < 1
+    assert result["ratios"]["bucketed_vs_pad_to_max"] == pytest.approx(
+        result["results"]["bert/bucketed"]["useful_tokens_per_s"]
+        / result["results"]["bert/pad_to_max"]["useful_tokens_per_s"])
+    assert [row["k"] for row in result["tradeoff"]] == [4, 8, 16, 32]
+
+
+def test_raw_loop_counts_non_pad_tokens_and_starts_a_new_epoch_when_one_ends():
+    """The one raw loop every benchmark times: forward, backward, AdamW, over an endless
+    loader; a batch sampler hears of each new epoch (so it reshuffles)."""
+    import torch
+
+    from workbench.bench.contenders import RawLoop
+    from workbench.device import device
+
+    class Sampler:
+        def __init__(self):
+            self.epochs = []
+
+        def set_epoch(self, epoch):
+            self.epochs.append(epoch)
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(()))
+
+        def forward(self, input_ids, attention_mask):
+            return type("Out", (), {"loss": (self.w * input_ids.float()).mean()})()
+
+    masks = [torch.tensor([[1, 1, 0], [1, 0, 0]]), torch.tensor([[1, 1, 1], [1, 1, 0]])]
+    loader = [{"input_ids": torch.ones(2, 3, dtype=torch.long), "attention_mask": m} for m in masks]
+    model, sampler = Model(), Sampler()
+    loop = RawLoop(model, loader, device("cpu"), "fp32", sampler=sampler)
+    assert [loop.step() for _ in range(3)] == [3, 5, 3]
+    assert loop.epoch == 1 and sampler.epochs == [1]
+    assert model.w.item() < 1, "the optimizer stepped"
+    useful, seconds = loop.timed(2)
+    assert useful == 8 and seconds > 0
+
+
+def test_interleaved_chunks_rotate_the_order_and_time_every_step():
+    from workbench.bench.contenders import interleaved_chunks
+
+    calls = []
+
+    class Loop:
+        def __init__(self, name):
+            self.name = name
+
+        def timed(self, steps):
+            calls.append((self.name, steps))
+            return 10 * steps, 0.5
+
+    acc = interleaved_chunks({"a": Loop("a"), "b": Loop("b"), "c": Loop("c")}, steps=12, chunk=5)
+    assert calls == [("a", 5), ("b", 5), ("c", 5), ("b", 5), ("c", 5), ("a", 5), ("c", 2), ("a", 2), ("b", 2)]
+    assert acc == {k: (120, 1.5) for k in "abc"}
+
+
+def test_the_package_keeps_its_names_and_command_line():
+    import workbench.bench as bench
+    from workbench.bench.mfu import PEAK_TFLOPS
+
+    assert set(bench.BENCHES) == {"engine", "dashboard", "scaling", "shapes", "mfu"}
+    assert all(callable(bench.BENCHES[name]) and bench.BENCHES[name] is getattr(bench, name)
+               for name in bench.BENCHES)
+    assert bench.PEAK_TFLOPS is PEAK_TFLOPS and "gpt2-124m" in bench.SHAPES
+    h200 = type("Dev", (), {"generation": None, "name": "NVIDIA H200"})()
+    assert bench.peak_tflops(h200) == 989
+    proc = subprocess.run([sys.executable, "-m", "workbench.bench", "--help"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and "engine --json out.json" in proc.stdout

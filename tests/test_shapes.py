@@ -14,7 +14,6 @@ from workbench.shapes import (
     STRATEGIES,
     BucketBatchSampler,
     BucketCollator,
-    benchmark,
     buckets,
     lengths_of,
     pack,
@@ -305,30 +304,3 @@ def test_tradeoff_waste_falls_as_shapes_grow(topic):
     assert list(df.columns) == ["k", "boundaries", "waste_pct", "shapes", "useful_tokens_per_step"]
     assert (df["shapes"] <= df["k"]).all()
     assert df["waste_pct"].is_monotonic_decreasing
-
-
-def test_benchmark_base_size_uses_bert_base_and_gpt2_124m_shapes():
-    from workbench.shapes import _bench_models
-
-    base = _bench_models("base")
-    assert base["gpt2"].num_params == 124_439_808  # GPT-2-124M, as in the mfu benchmark
-    assert base["bert"].config().hidden_size == 768 and base["bert"].config().num_hidden_layers == 12
-    assert _bench_models("tiny")["bert"].num_params < 5_000_000
-    with pytest.raises(ValueError, match="size must be 'tiny' or 'base'"):
-        benchmark(size="huge")
-
-
-def test_benchmark_smoke_run_has_the_documented_keys(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    result = benchmark(steps=2, repeats=1, warmup=0)
-    assert result["bench"] == "shapes" and result["device"]["kind"] == "cpu" and result["config"]["size"] == "tiny"
-    assert {"config", "results", "ratios", "figures", "tradeoff"} <= set(result)
-    assert {"bucketed_vs_pad_to_max", "bucketed_vs_dynamic", "packed_vs_pad_to_max"} <= set(result["ratios"])
-    assert {"bucketed_waste_pct", "bucketed_shapes", "packed_waste_pct"} <= set(result["figures"])
-    assert {"bert/pad_to_max", "bert/dynamic", "bert/bucketed", "gpt2/packed"} <= set(result["results"])
-    for r in result["results"].values():
-        assert r["useful_tokens_per_s"] > 0 and 0 <= r["waste_pct"] < 100 and r["shapes"] >= 1
-    assert result["figures"]["bucketed_shapes"] <= 8 and result["figures"]["packed_waste_pct"] < 1
-    assert result["ratios"]["bucketed_vs_pad_to_max"] == pytest.approx(
-        result["results"]["bert/bucketed"]["useful_tokens_per_s"]
-        / result["results"]["bert/pad_to_max"]["useful_tokens_per_s"])

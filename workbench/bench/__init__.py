@@ -1,0 +1,19 @@
+"""Benchmarks that measure ratios side by side in one process (``python -m workbench.bench``).
+
+One module per benchmark (``engine``, ``dashboard``, ``scaling``, ``shapes``, ``mfu``), the
+contenders they share (``contenders``: the raw loop, the plain Trainer, wb.train, the
+interleaving) and the command line (``cli``). Each benchmark's function is exported here
+under its module's name, so ``workbench.bench.engine`` is the function; import a module's
+other names with ``from workbench.bench.engine import ...``.
+"""
+
+from .cli import BASELINES, BENCHES, main, parser, save_baseline
+from .contenders import SHAPES, engine_setup
+from .dashboard import dashboard
+from .engine import engine
+from .mfu import PEAK_TFLOPS, mfu, peak_tflops
+from .scaling import scaling
+from .shapes import shapes
+
+__all__ = ["BASELINES", "BENCHES", "PEAK_TFLOPS", "SHAPES", "dashboard", "engine", "engine_setup", "main",
+           "mfu", "parser", "peak_tflops", "save_baseline", "scaling", "shapes"]
