@@ -254,14 +254,11 @@ def test_interleaved_chunks_rotate_the_order_and_time_every_step():
 
 def test_the_package_keeps_its_names_and_command_line():
     import workbench.bench as bench
-    from workbench.bench.mfu import PEAK_TFLOPS
 
     assert set(bench.BENCHES) == {"engine", "dashboard", "scaling", "shapes", "mfu"}
     assert all(callable(bench.BENCHES[name]) and bench.BENCHES[name] is getattr(bench, name)
                for name in bench.BENCHES)
-    assert bench.PEAK_TFLOPS is PEAK_TFLOPS and "gpt2-124m" in bench.SHAPES
-    h200 = type("Dev", (), {"generation": None, "name": "NVIDIA H200"})()
-    assert bench.peak_tflops(h200) == 989
+    assert "gpt2-124m" in bench.SHAPES
     proc = subprocess.run([sys.executable, "-m", "workbench.bench", "--help"], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and "engine --json out.json" in proc.stdout

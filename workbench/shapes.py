@@ -9,7 +9,8 @@ padding. This module takes the middle road:
   programming over the length histogram);
 - ``BucketBatchSampler`` groups examples of similar length into batches (the collators
   that pad each batch to its bucket, and packing, are in ``batching``);
-- ``padding_stats``, ``tradeoff`` and ``benchmark`` measure what each strategy wastes.
+- ``padding_stats`` and ``tradeoff`` measure what each strategy wastes (``python -m
+  workbench.bench shapes`` times it).
 """
 
 from __future__ import annotations
@@ -274,7 +275,7 @@ def padding_stats(lengths, strategy: str, batch_size: int, max_length: int | Non
             "useful_tokens": useful, "computed_tokens": int(computed), **extra}
 
 
-def _tradeoff_rows(lengths, batch_size: int, max_length: int | None, ks, seed: int) -> list[dict]:
+def tradeoff_rows(lengths, batch_size: int, max_length: int | None, ks, seed: int) -> list[dict]:
     """One row per k: boundaries, waste and shapes (JSON-ready)."""
     rows = []
     for k in ks:
@@ -303,4 +304,4 @@ def tradeoff(lengths, batch_size: int, max_length: int | None = None, ks=(4, 8, 
     """
     import pandas as pd
 
-    return pd.DataFrame(_tradeoff_rows(lengths, batch_size, max_length, ks, seed))
+    return pd.DataFrame(tradeoff_rows(lengths, batch_size, max_length, ks, seed))

@@ -11,9 +11,9 @@ from .cli import BASELINES, BENCHES, main, parser, save_baseline
 from .contenders import SHAPES, engine_setup
 from .dashboard import dashboard
 from .engine import engine
-from .mfu import PEAK_TFLOPS, mfu, peak_tflops
+from .mfu import mfu
 from .scaling import scaling
 from .shapes import shapes
 
-__all__ = ["BASELINES", "BENCHES", "PEAK_TFLOPS", "SHAPES", "dashboard", "engine", "engine_setup", "main",
-           "mfu", "parser", "peak_tflops", "save_baseline", "scaling", "shapes"]
+__all__ = ["BASELINES", "BENCHES", "SHAPES", "dashboard", "engine", "engine_setup", "main",
+           "mfu", "parser", "save_baseline", "scaling", "shapes"]

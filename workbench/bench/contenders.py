@@ -12,22 +12,14 @@ import tempfile
 import time
 from typing import Any
 
+from ..batching import collator
+from ..callbacks import as_callback
 from ..catalog import model as as_model
 from ..data import dataset as as_dataset
-
-# TODO(lead): switch to public names after the engine split (workbench.callbacks.as_callback,
-# workbench.batching.collator, workbench.recipe.resolve_precision; shapes' tradeoff rows).
-# The underscored names here are the only private names bench/ imports from outside it;
-# the other bench modules take them from this one under the public names.
-from ..engine import _as_callback as as_callback
-from ..engine import _collator as collator
-from ..engine import _precision as resolve_precision
 from ..engine import train
-from ..shapes import _tradeoff_rows as tradeoff_rows
 
-__all__ = ["SHAPES", "RawLoop", "as_callback", "collator", "engine_setup", "interleaved",
-           "interleaved_chunks", "plain_trainer", "raw_loop", "resolve_precision", "rotated",
-           "timer", "tradeoff_rows", "wb_train"]
+__all__ = ["SHAPES", "RawLoop", "engine_setup", "interleaved", "interleaved_chunks", "plain_trainer",
+           "raw_loop", "rotated", "timer", "wb_train"]
 
 # Random-init models of well-known shapes (the bundled tokenizers use fewer ids than the
 # embedding tables hold; FLOPs and memory are those of the real shapes).
@@ -149,7 +141,7 @@ def plain_trainer(spec, data, device, warmup, steps, batch_size, seq_len, precis
     the Trainer's own default cadence; ``compile``: ``torch_compile=True``. Steps/s."""
     import transformers
 
-    from ..shapes import pack
+    from ..batching import pack
 
     transformers.set_seed(seed)
     model, tok = spec.build(num_labels=data.num_labels)

@@ -12,7 +12,6 @@ from .contenders import (
     interleaved,
     plain_trainer,
     raw_loop,
-    resolve_precision,
     wb_train,
 )
 
@@ -29,7 +28,7 @@ def engine(steps: int = 40, warmup: int = 5, repeats: int = 5, batch_size: int =
     500 steps; wb.train: every step of a run this short, but on one GPU or HPU no sooner
     than 0.5 s after the last event)."""
     dev = pick(device)
-    precision = resolve_precision(dev, precision)
+    precision = dev.resolve_precision(precision)
     spec, data = engine_setup(model)
     ways = {"raw": raw_loop, "trainer": plain_trainer, "workbench": wb_train}
     if compile:

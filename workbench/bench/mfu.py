@@ -7,24 +7,14 @@ import statistics
 from typing import Any
 
 from ..device import device as pick
+from ..device import peak_tflops
 from .contenders import (
     SHAPES,
     engine_setup,
     interleaved,
     plain_trainer,
-    resolve_precision,
     wb_train,
 )
-
-# TODO(lead): read the peak from device.py's CHIPS table once it lands, and drop this one.
-# dense bf16 peak, TFLOP/s (shared/HPU_FACTS.md), matched against the device name/generation
-PEAK_TFLOPS = {"Gaudi2": 432, "Gaudi3": 1835, "A100": 312, "H100": 989, "H200": 989}
-
-
-def peak_tflops(dev) -> float | None:
-    """The device's dense bf16 peak, or None where unknown (CPUs)."""
-    label = f"{dev.generation or ''} {dev.name}"
-    return next((v for k, v in PEAK_TFLOPS.items() if k in label), None)
 
 
 def flops_per_token(spec, seq_len: int) -> int:
@@ -102,7 +92,7 @@ def mfu(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int | No
     ``TrainingArguments``), e.g. ``{"torch_compile_mode": "max-autotune"}``.
     """
     dev = pick(device)
-    precision = resolve_precision(dev, precision)
+    precision = dev.resolve_precision(precision)
     spec, data = engine_setup(model, config)
     if spec.task != "causal_lm":
         raise ValueError(f"mfu measures a causal LM on packed blocks; {model!r} is a {spec.task} shape: "
@@ -116,7 +106,7 @@ def mfu(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int | No
     steps_per_s = interleaved(ways, repeats, spec, data, dev, warmup, steps, batch_size, seq_len, precision,
                               log_every=log_every)
     rates = {k: [v * batch_size * seq_len for v in vals] for k, vals in steps_per_s.items()}
-    results, ratios, figures, best = _summary(rates, per_token, peak_tflops(dev))
+    results, ratios, figures, best = _summary(rates, per_token, peak_tflops(dev, precision))
     return {"bench": "mfu", "device": dev.to_dict(), "precision": precision,
             "config": {"model": model, "params": spec.num_params, "batch_size": batch_size, "seq_len": seq_len,
                        "warmup_steps": warmup, "timed_steps": steps, "repeats": repeats, "compile": compile,

@@ -5,17 +5,16 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from ..batching import BucketCollator, pack
 from ..catalog import model as as_model
 from ..data import dataset as as_dataset
 from ..device import device as pick
-from ..shapes import BucketBatchSampler, BucketCollator, buckets, lengths_of, pack
+from ..shapes import BucketBatchSampler, buckets, lengths_of, tradeoff_rows
 from .contenders import (
     RawLoop,
     collator,
     engine_setup,
     interleaved_chunks,
-    resolve_precision,
-    tradeoff_rows,
 )
 
 # model -> (dataset, task, strategies); packing is for causal LMs only
@@ -126,7 +125,7 @@ def shapes(steps: int = 30, repeats: int = 3, device: str = "auto", size: str = 
 
     specs = bench_models(size)
     dev = pick(device)
-    precision = resolve_precision(dev, precision)
+    precision = dev.resolve_precision(precision)
     loops: dict[str, RawLoop] = {}
     stats: dict[str, dict[str, Any]] = {}
     batches: dict[str, _Batches] = {}
