@@ -24,7 +24,7 @@ LAYERS = [
     {"run", "dashboard"},
     {"callbacks", "trainer"},
     {"engine"},
-    {"launcher", "worker", "profiler", "widgets", "pickers", "form", "magics", "cli"},
+    {"launcher", "worker", "profiler", "widgets", "pickers", "form", "composite", "magics", "cli"},
     {"bench"},
 ]
 FACADE = {"__init__", "__main__"}  # the package's front door: may import anything, lazily

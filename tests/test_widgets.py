@@ -7,10 +7,18 @@ import re
 import pytest
 
 import workbench
+from workbench import form as form_module
 from workbench import widgets
 from workbench.widgets import HUB, LOCAL, pick_dataset, pick_model, train_form
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def test_the_public_names_come_from_widgets():
+    """``wb.pick_model`` and friends are the objects ``workbench.widgets`` exports."""
+    for name in ("pick_model", "pick_dataset", "train_form"):
+        assert getattr(workbench, name) is getattr(widgets, name)
+        assert name in widgets.__all__
 
 
 @pytest.fixture(scope="module")
@@ -166,9 +174,9 @@ def test_code_rebuilds_custom_specs(tmp_path):
     csv.write_text("document,summary\n" + "".join(f"long text {i},short {i}\n" for i in range(20)))
     for spec, call in (
         (workbench.model("gpt2", size="small", task="classification", n_layer=3, lora=True),
-         widgets._model_code),
-        (workbench.dataset(str(csv), limit=10, seed=3), widgets._data_code),
-        (workbench.dataset("docstrings-topic", task="causal_lm", eval_fraction=0.2), widgets._data_code),
+         form_module._model_code),
+        (workbench.dataset(str(csv), limit=10, seed=3), form_module._data_code),
+        (workbench.dataset("docstrings-topic", task="causal_lm", eval_fraction=0.2), form_module._data_code),
     ):
         rebuilt = eval(call(spec), {"wb": workbench})
         assert rebuilt.to_dict() == spec.to_dict()
