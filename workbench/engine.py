@@ -190,7 +190,7 @@ def attach_display(run: Run, live: str | bool, background: bool) -> None:
     run.dashboard = attach(run, live, background)
 
 
-def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None = None,
+def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None = None,  # noqa: PLR0913
           epochs: float | None = None, batch_size: int = 16, lr: float | None = None,
           precision: str = "auto", device: str = "auto", eval_every: int | None = None,
           save_every: int | None = None, log_every: int | None = None, run_dir: str | Path | None = None,
