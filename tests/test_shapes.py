@@ -10,13 +10,12 @@ import torch
 import transformers
 
 import workbench as wb
+from workbench.batching import BucketCollator, pack
 from workbench.shapes import (
     STRATEGIES,
     BucketBatchSampler,
-    BucketCollator,
     buckets,
     lengths_of,
-    pack,
     padding_cost,
     padding_stats,
     tradeoff,
@@ -243,9 +242,9 @@ def _expected(docs, block):
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_pack_cuts_exact_blocks_with_loss_masked_at_document_starts(seed):
+def test_isolated_packing_cuts_exact_blocks_with_loss_masked_at_document_starts(seed):
     docs, block = _docs(seed), 16
-    rows = pack(docs, block, eos_token_id=0)
+    rows = pack(docs, block, eos_token_id=0, packing="isolated")
     stream, starts, pos = _expected(docs, block)
     kept = len(stream) // block * block
     assert len(rows) == kept // block and len(stream) - kept < block  # only the tail is lost
@@ -264,7 +263,7 @@ def test_pack_pads_the_tail_when_asked_and_works_on_datasets():
 
     docs, block = _docs(7), 16
     stream, _, _ = _expected(docs, block)
-    padded = pack(docs, block, 0, tail="pad", pad_token_id=5)
+    padded = pack(docs, block, 0, tail="pad", pad_token_id=5, packing="isolated")
     assert len(padded) == -(-len(stream) // block)
     assert sum(sum(r["attention_mask"]) for r in padded) == len(stream)  # no token lost
     last, n_pad = padded[-1], len(padded) * block - len(stream)
@@ -277,6 +276,50 @@ def test_pack_pads_the_tail_when_asked_and_works_on_datasets():
     assert split["train"].to_list() == whole.to_list()
     chunked = pack(ds, block, 0, map_batch_size=10)  # each chunk of 10 documents drops its own tail
     assert len(stream) - 3 * (block - 1) <= len(chunked) * block <= len(stream)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_concat_packing_is_one_stream_with_positions_running_on(seed):
+    docs, block = _docs(seed), 16
+    rows = pack(docs, block, eos_token_id=0)  # concat is the default
+    stream, _, _ = _expected(docs, block)
+    kept = len(stream) // block * block
+    assert [t for r in rows for t in r["input_ids"]] == stream[:kept]
+    assert all(r["labels"] == r["input_ids"] for r in rows), "every token predicts the next"
+    assert all(r["position_ids"] == list(range(block)) for r in rows)
+    with pytest.raises(ValueError, match="unknown packing 'mixed'"):
+        pack(docs, block, 0, packing="mixed")
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_packed_losses_match_unpacked_references(family):
+    """isolated: the loss of the documents trained one by one; concat: the loss of the
+    joined stream. Four documents that fill one block exactly (6 + 10 + 13 + 4 = 33)."""
+    from workbench.attention import causal_sdpa
+
+    model, tok = wb.model(family, size="tiny").build()
+    model.eval()
+    eos, g = tok.eos_token_id, torch.Generator().manual_seed(1)
+    docs = [torch.randint(5, 200, (n,), generator=g).tolist() for n in (5, 9, 12, 3)]
+
+    def batch(rows, *keys):
+        return {k: torch.tensor([r[k] for r in rows]) for k in keys}
+
+    with torch.no_grad():
+        iso = batch(pack(docs, 33, eos, packing="isolated"), "input_ids", "labels", "position_ids")
+        isolated = model(**iso, use_cache=False).loss  # no mask, no cache: one mask per document
+        total = count = 0
+        for d in docs:  # each document alone: len(d) predictions (its tokens after the first, and EOS)
+            ids = torch.tensor([[*d, eos]])
+            total += model(input_ids=ids, labels=ids).loss.item() * len(d)
+            count += len(d)
+        assert isolated.item() == pytest.approx(total / count, abs=1e-5)
+        restore = causal_sdpa(model)
+        concat = model(**batch(pack(docs, 33, eos), "input_ids", "labels"), use_cache=False).loss
+        restore()
+        stream = torch.tensor([[t for d in docs for t in (*d, eos)]])
+        assert concat.item() == pytest.approx(model(input_ids=stream, labels=stream).loss.item(), abs=1e-5)
+    assert abs(isolated.item() - concat.item()) > 1e-3, "the two semantics train different things"
 
 
 # --------------------------------------------------------------------------- statistics

@@ -347,7 +347,7 @@ def test_default_batching_is_static_shaped_and_reported_in_events(monkeypatch):
     assert last["shapes_seen"] == 1 and last["padding_waste_pct"] < 1 and last["tokens_per_step"] == 4 * 64
     # packed blocks go without their (all-ones) mask, so SDPA takes its causal kernel ...
     assert calls and set(calls) == {(False, True)}, set(calls)
-    assert "position_ids" in next(iter(lm.trainer.get_train_dataloader()))
+    assert "position_ids" not in next(iter(lm.trainer.get_train_dataloader())), "concat: positions run on"
     # ... and the model leaves with the attention it came with (generation needs masks)
     assert lm.model.config._attn_implementation == "sdpa"
     # ... and transformers' advice to pass a mask is not printed for them
@@ -367,3 +367,25 @@ def test_default_batching_is_static_shaped_and_reported_in_events(monkeypatch):
     assert seen == ["another warning"]
     with pytest.raises(ValueError, match="padding='packed' is for causal language models"):
         wb.train("bert-tiny", "docstrings-topic", padding="packed", live=False)
+
+
+def test_isolated_packing_keeps_attention_inside_documents(monkeypatch):
+    calls = []  # (mask given, is_causal) of every attention call while training
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(*args, attn_mask=None, is_causal=False, **kw):
+        calls.append((attn_mask is not None, is_causal))
+        return sdpa(*args, attn_mask=attn_mask, is_causal=is_causal, **kw)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    run = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=100), max_steps=2, batch_size=4,
+                   max_length=64, packing="isolated", live=False)
+    assert run.status == "completed" and run.spec["args"]["packing"] == "isolated"
+    batch = next(iter(run.trainer.get_train_dataloader()))
+    assert "position_ids" in batch and "attention_mask" not in batch
+    assert (batch["position_ids"] == 0).sum() > batch["position_ids"].shape[0], "positions restart per document"
+    # transformers built a mask from the restarting positions: a block-diagonal one
+    assert calls and all(masked for masked, _ in calls), set(calls)
+    assert run.model.config.use_cache is True, "the model leaves with its KV cache back on"
+    with pytest.raises(ValueError, match="unknown packing 'both'"):
+        wb.train("gpt2-tiny", "docstrings-lm", packing="both", live=False)

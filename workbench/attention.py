@@ -1,4 +1,4 @@
-"""Attention without a mask for packed causal blocks.
+"""Attention for packed causal blocks: no mask at all (concat), or one per document (isolated).
 
 Packed blocks are right-padded and causal, so a mask changes no loss; handing SDPA no mask
 and ``is_causal=True`` lets it take its flash kernel. transformers builds a mask for its
@@ -49,3 +49,15 @@ def quiet_missing_mask_warning() -> None:
     log = logging.getLogger("transformers.modeling_utils")
     if not any(isinstance(f, NoMaskAdvice) for f in log.filters):
         log.addFilter(NoMaskAdvice())
+
+
+def without_cache(model):
+    """Turn the model's KV cache off for training (transformers reads packed positions only
+    when there is no cache); returns the function that turns it back."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # LoRA
+    config = getattr(base, "config", None)
+    if config is None or not hasattr(config, "use_cache"):
+        return None
+    before = config.use_cache
+    config.use_cache = False
+    return lambda: setattr(config, "use_cache", before)

@@ -169,10 +169,8 @@ def _start(run: Run, resume_from: Path | None, background: bool) -> Run:
         return execute(run, resume_from)
 
     def target():
-        try:
+        with contextlib.suppress(BaseException):  # kept on run.error; run.wait() re-raises
             execute(run, resume_from)
-        except BaseException:  # kept on run.error; run.wait() re-raises
-            pass
 
     run.thread = threading.Thread(target=target, name=f"workbench-{run.name}", daemon=True)
     run.thread.start()
@@ -195,8 +193,8 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
           precision: str = "auto", device: str = "auto", eval_every: int | None = None,
           save_every: int | None = None, log_every: int | None = None, run_dir: str | Path | None = None,
           name: str | None = None, live: str | bool = "auto", background: bool = False,
-          max_length: int = 128, padding: str = "auto", buckets: int = 8, seed: int = 0,
-          compile: bool | None = None, mode: str | None = None, throughput_warmup_steps: int | None = None,
+          max_length: int = 128, padding: str = "auto", buckets: int = 8, packing: str = "concat",
+          seed: int = 0, compile: bool | None = None, mode: str | None = None, throughput_warmup_steps: int | None = None,
           report_to: str | list[str] | None = None, callbacks: list | None = None,
           **trainer_overrides) -> Run:
     """Train ``model`` on ``data`` with transformers' Trainer; returns the Run.
@@ -236,14 +234,18 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
         How batches are shaped. ``bucketed``: sequences grouped into at most ``buckets``
         length buckets chosen to minimise padding, every batch padded to its bucket and to
         full size (few static shapes: on Gaudi, few graph compiles). ``packed`` (causal LM):
-        documents concatenated into full ``max_length`` blocks, one shape, no padding;
-        the blocks reach the model without an attention mask and SDPA is told the
-        attention is causal, so it can take its flash kernel. ``longest``: each batch
+        documents concatenated into full ``max_length`` blocks, one shape, no padding
+        (``packing`` says what the blocks mean). ``longest``: each batch
         padded to its longest row (dynamic shapes). ``max_length``: one static shape,
         much padding. ``auto``: packed for causal LM, bucketed for classification, else
         longest (max_length on Gaudi).
     buckets : int
         Most distinct sequence lengths with ``padding="bucketed"``.
+    packing : {"concat", "isolated"}
+        With ``padding="packed"``: ``concat`` trains on the documents as one stream
+        (continuous positions, causal attention across documents, SDPA without a mask:
+        GPT-2's recipe, the fastest); ``isolated`` keeps each document its own sequence
+        (positions restart, attention and loss stay inside it, through a block-diagonal mask).
     compile : bool, optional
         ``torch.compile`` the model (default: on in HPU eager mode only).
     mode : {"eager", "lazy", "compile"}, optional
@@ -278,7 +280,8 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | No
             precision: str = "auto", device: str = "auto", eval_every: int | None = None,
             save_every: int | None = None, log_every: int | None = None,
             run_dir: str | Path | None = None, name: str | None = None, max_length: int = 128,
-            padding: str = "auto", buckets: int = 8, seed: int = 0, compile: bool | None = None,
+            padding: str = "auto", buckets: int = 8, packing: str = "concat", seed: int = 0,
+            compile: bool | None = None,
             mode: str | None = None, throughput_warmup_steps: int | None = None,
             report_to: str | list[str] | None = None, extra_spec: dict | None = None,
             **trainer_overrides) -> Run:
@@ -288,7 +291,7 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | No
     """
     mspec, dspec = as_model(model), as_dataset(data)
     recipe.check(mspec.task, dspec.task, (mspec.name, dspec.name), max_steps=max_steps,
-                 batch_size=batch_size, padding=padding, buckets=buckets)
+                 batch_size=batch_size, padding=padding, buckets=buckets, packing=packing)
     dev = _device_in_mode(device, mode)
     if padding == "auto":
         padding = recipe.default_padding(mspec.task, dev.kind)
@@ -301,7 +304,7 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | No
             "precision": precision, "device": dev.kind if device == "auto" else device,
             "eval_every": eval_every, **recipe.cadence(total, log_every, save_every),
             "max_length": max_length, "padding": padding,
-            "buckets": buckets, "seed": seed, "compile": compile, "mode": mode,
+            "buckets": buckets, "packing": packing, "seed": seed, "compile": compile, "mode": mode,
             "throughput_warmup_steps": throughput_warmup_steps,
             "report_to": report_to, "trainer_overrides": trainer_overrides}
     if args["throughput_warmup_steps"] is None:
@@ -319,9 +322,8 @@ def _device_in_mode(device: str, mode: str | None) -> DeviceInfo:
         set_hpu_mode(mode)  # before the device probe below loads the bridge
     dev = pick_device(device)  # fails early, with the fix, on an unavailable device
     if mode == "lazy" and dev.kind != "hpu":
-        if before is None:
-            os.environ.pop("PT_HPU_LAZY_MODE", None)
-        else:
+        os.environ.pop("PT_HPU_LAZY_MODE", None)
+        if before is not None:
             os.environ["PT_HPU_LAZY_MODE"] = before
         raise ValueError(f"mode='lazy' is Gaudi's graph mode; this run is on {dev.kind}: use mode='eager' or 'compile'")
     return dev

@@ -14,6 +14,7 @@ from typing import Any
 from .device import backend
 
 PADDINGS = ("auto", "longest", "max_length", "bucketed", "packed")
+PACKINGS = ("concat", "isolated")
 
 
 def world() -> tuple[int, int]:
@@ -47,7 +48,7 @@ def auto_steps(total: int) -> tuple[int, int]:
 
 
 def check(task: str, data_task: str, names: tuple[str, str], *, max_steps: int | None,
-          batch_size: int, padding: str, buckets: int) -> None:
+          batch_size: int, padding: str, buckets: int, packing: str = "concat") -> None:
     """Refuse arguments that cannot make a run, each with the fix, before anything is built."""
     model_name, data_name = names
     if task != data_task:
@@ -63,6 +64,9 @@ def check(task: str, data_task: str, names: tuple[str, str], *, max_steps: int |
         raise ValueError(f"unknown padding {padding!r}; known: {', '.join(PADDINGS)}")
     if buckets < 1:
         raise ValueError(f"buckets must be at least 1, got {buckets}")
+    if packing not in PACKINGS:
+        raise ValueError(f"unknown packing {packing!r}; known: {', '.join(PACKINGS)} "
+                         f"(concat: one stream, the GPT-2 recipe; isolated: attention inside each document)")
 
 
 def check_padding(padding: str, task: str, model_name: str) -> None:

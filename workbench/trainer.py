@@ -10,6 +10,7 @@ import sys
 import threading
 
 from . import recipe
+from .attention import causal_sdpa, quiet_missing_mask_warning, without_cache
 from .callbacks import DistStop, Events, FusedClip, MarkStep, as_callback, use_batch_sampler
 from .catalog import ModelSpec
 from .data import DataSpec
@@ -43,15 +44,19 @@ def _batches(a: dict, task: str, prepared, tok, model):
 
     padding = a.get("padding", "longest")
     if padding == "packed":  # causal LM: documents in full blocks, one static shape
-        from .attention import causal_sdpa, quiet_missing_mask_warning
-
-        prepared = batching.pack(prepared, a["max_length"], tok.eos_token_id)
+        packing = a.get("packing", "concat")
+        prepared = batching.pack(prepared, a["max_length"], tok.eos_token_id, packing=packing)
         inner = batching.BucketCollator(tok, [a["max_length"]], a["batch_size"], task=task)
-        # Rows are right-padded and attention is causal, so the mask (ones, but for dummy
-        # rows whose labels are -100) changes no loss: the blocks go without it, and SDPA
-        # is told to be causal instead of being handed a mask tensor (attention.causal_sdpa).
         quiet_missing_mask_warning()
-        return prepared, inner, None, ("attention_mask",), causal_sdpa(model)
+        if packing == "isolated":
+            # No mask, positions restarting at each document, no KV cache: transformers then
+            # builds a block-diagonal causal mask from the positions (masking_utils'
+            # find_packed_sequence_indices), so attention stays inside each document.
+            return prepared, inner, None, ("attention_mask",), without_cache(model)
+        # concat: rows are right-padded and attention is causal, so the mask (ones, but for
+        # dummy rows whose labels are -100) changes no loss; without it and without
+        # position_ids SDPA is told to be causal instead of being handed a mask tensor.
+        return prepared, inner, None, ("attention_mask", "position_ids"), causal_sdpa(model)
     if padding == "bucketed":  # at most k static shapes (on Gaudi: at most k graph compiles)
         from .shapes import BucketBatchSampler, buckets, lengths_of
 
