@@ -27,7 +27,8 @@ CHECKS = {
     "02_text_classification": lambda r: r["status"] == "completed" and r["accuracy"] > 0.3,
     "03_language_modeling_gpt2": lambda r: r["status"] == "completed" and r["perplexity_after"] < r["perplexity_before"] and r["samples"],
     "04_summarization_t5": lambda r: r["status"] == "completed" and r["rouge_l_after"] > r["rouge_l_before"],
-    "05_llama_lora": lambda r: r["status"] == "completed" and 0 < r["trainable_fraction"] < 0.1 and r["last_loss"] < r["first_loss"],
+    "05_llama_lora": lambda r: r["status"] == "completed" and 0 < r["trainable_fraction"] < 0.1 and r["last_loss"] < r["first_loss"]
+    and r["lora_targets"] == ["k_proj", "o_proj", "q_proj", "v_proj"],
     "06_diffusion_unet": lambda r: r["status"] == "completed" and r["samples"] == 16,
     "07_multi_device": lambda r: r["status"] == "completed" and r["ranks_identical"] and r["world_size"] == 2,
     "08_benchmark_and_cost": lambda r: r["cost_per_million_tokens"] > 0 and r["bucketed_vs_pad_to_max"] > 1,

@@ -1,0 +1,46 @@
+"""The course's notebooks, read as text: what a full preset names, the code uses."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
+
+
+def _preset_names(source: str) -> list[str]:
+    """Names a commented full-preset line assigns: ``# SIZE, STEPS = "small", 3000``."""
+    names = []
+    for line in source.splitlines():
+        m = re.match(r"#\s*([A-Z_][A-Z0-9_]*(?:\s*,\s*[A-Z_][A-Z0-9_]*)*)\s*=", line)
+        if m:
+            names += [n.strip() for n in m.group(1).split(",")]
+    return names
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_full_preset_name_is_a_parameter_the_code_uses(path):
+    nb = nbformat.read(str(path), as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "code"]
+    params = [c for c in cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1, f"{path.name}: one cell tagged 'parameters'"
+    assigned = {n.id for node in ast.walk(ast.parse(params[0].source)) if isinstance(node, ast.Assign)
+                for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    used = {n.id for c in cells if c is not params[0] for n in ast.walk(ast.parse(_code(c.source)))
+            if isinstance(n, ast.Name)}
+    for name in _preset_names(params[0].source):
+        assert name in assigned, f"{path.name}: the full preset sets {name}, which has no smoke value"
+        assert name in used, f"{path.name}: the full preset sets {name}, but no cell uses it"
+
+
+def _code(source: str) -> str:
+    """A cell's Python without IPython magics and shell lines."""
+    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+
+
+def test_the_reader_finds_preset_names():
+    assert _preset_names('x = 1\n# SIZE, MAX_STEPS = "8b", 1000\n# plain comment') == ["SIZE", "MAX_STEPS"]
