@@ -389,3 +389,25 @@ def test_isolated_packing_keeps_attention_inside_documents(monkeypatch):
     assert run.model.config.use_cache is True, "the model leaves with its KV cache back on"
     with pytest.raises(ValueError, match="unknown packing 'both'"):
         wb.train("gpt2-tiny", "docstrings-lm", packing="both", live=False)
+
+
+def test_each_run_reports_its_own_peak_memory(monkeypatch):
+    """An accelerator's peak counter outlives a run: a second run in one kernel must not
+    report the first one's peak (the CPU's peak RSS cannot be reset, so the CPU record is
+    given an accelerator's counter here)."""
+    import dataclasses
+
+    from workbench.device import BACKENDS
+
+    counter = {"in_use": 2**20, "peak": 2**20}
+
+    def memory(index):
+        return {"allocated": counter["in_use"], "peak": counter["peak"], "total": 2**34}
+
+    def reset(index):
+        counter["peak"] = counter["in_use"]
+
+    monkeypatch.setitem(BACKENDS, "cpu", dataclasses.replace(BACKENDS["cpu"], memory=memory, reset_peak=reset))
+    counter["peak"] = 10 * 2**30  # what an earlier run in this kernel peaked at
+    run = wb.train("bert-tiny", wb.dataset("docstrings-topic", limit=64), max_steps=2, batch_size=8, live=False)
+    assert run.summary["mem_peak"] == 2**20, "the counter is reset when a run starts"
