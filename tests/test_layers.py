@@ -162,3 +162,15 @@ def test_the_reader_sees_every_kind_of_import(tmp_path, source, expected, monkey
     where.write_text(source)
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
     assert [(m, n) for _line, m, n in _imports(where)] == expected
+
+
+def test_the_architecture_doc_lists_every_layer_as_the_test_does():
+    """docs/architecture.md draws the layers; it must name the modules this test enforces."""
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    drawn = {}
+    for line in doc.split("```")[1].splitlines():
+        parts = line.split()
+        if parts and parts[0].isdigit():
+            drawn[int(parts[0])] = {p.rstrip("/") for p in parts[1:] if p.rstrip("/").isidentifier()}
+    for i, names in enumerate(LAYERS, start=1):
+        assert names <= drawn.get(i, set()), f"layer {i} in docs/architecture.md lacks {sorted(names - drawn.get(i, set()))}"
