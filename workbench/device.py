@@ -118,6 +118,7 @@ class Backend:
     fused_clip: bool = False  # clip gradients with the backend's fused op, not the Trainer's
     profiler_activities: tuple[str, ...] = ("cpu",)  # torch.profiler.ProfilerActivity names
     inference: Callable[[Any, str | None], Any] = lambda model, mode: model.eval()  # ready to evaluate
+    rank_index: bool = False  # under torchrun, rank r uses device index LOCAL_RANK (else: the one it sees)
 
 
 BACKENDS: dict[str, Backend] = {
@@ -142,7 +143,7 @@ BACKENDS: dict[str, Backend] = {
         name=lambda i: str(_torch().cuda.get_device_name(i)), memory=_cuda_memory,
         reset_peak=lambda i: _torch().cuda.reset_peak_memory_stats(i),
         synchronize=lambda i: _torch().cuda.synchronize(i), mark_step=_noop, precision=_cuda_precision,
-        oom_marker="CUDA out of memory", profiler_activities=("cpu", "cuda"),
+        oom_marker="CUDA out of memory", profiler_activities=("cpu", "cuda"), rank_index=True,
     ),
     "cpu": Backend(
         kind="cpu", title="CPU", torch_device="cpu", dist_backend="gloo", compile_backend=None,

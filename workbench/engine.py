@@ -116,7 +116,7 @@ def _begin(run: Run, device: DeviceInfo, size: int) -> None:
 
 def _device_for(spec: dict, size: int) -> DeviceInfo:
     device = pick_device(spec["args"]["device"])
-    if size > 1 and device.kind != "cpu":
+    if size > 1 and device.backend.rank_index:
         device = pick_device(f"{device.kind}:{int(os.environ.get('LOCAL_RANK', '0'))}")
     return device
 

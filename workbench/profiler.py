@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .device import backend
+
 
 def _activities(kind: str) -> list:
     """The torch.profiler activities the backend table names for ``kind``."""
     from torch.profiler import ProfilerActivity
-
-    from .device import backend
 
     # ProfilerActivity.HPU exists only in Intel's torch build: a name torch lacks is skipped
     names = (n.upper() for n in backend(kind).profiler_activities)
@@ -86,7 +86,7 @@ def top_ops(prof, n: int = 15, device_kind: str = "cpu"):
     import pandas as pd
 
     rows = []
-    on_device = device_kind in ("cuda", "hpu")
+    on_device = len(backend(device_kind).profiler_activities) > 1  # a device activity beside the CPU
     for e in prof.key_averages(group_by_input_shape=True):
         if e.key.startswith("ProfilerStep"):  # the profiler's own per-step marker, not an op
             continue

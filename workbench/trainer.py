@@ -115,7 +115,7 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
     callbacks = [events] + ([clip] if clip is not None else [])
     if size > 1:
         callbacks.insert(0, as_callback(DistStop(stop, run.path / STOP_FILE, a["log_every"])))
-    if device.kind == "hpu" and device.mode == "lazy":
+    if device.mode == "lazy":  # Gaudi's legacy graph mode (other backends have no mode)
         callbacks.append(as_callback(MarkStep(device)))
     trainer = transformers.Trainer(
         model=model, args=transformers.TrainingArguments(**targs), train_dataset=prepared["train"],
