@@ -18,10 +18,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "workbench"
 
 # The layers, lowest first. A new module goes into one of them (the test says so).
 LAYERS = [
-    {"device", "_hpu", "bundled", "progress", "nbrecord", "interrupts", "families"},
+    {"device", "_hpu", "bundled", "progress", "nbrecord", "interrupts", "families", "lock"},
     {"catalog", "data", "shapes", "batching", "memory", "footprint", "recipe", "diffusion",
      "attention", "checkpoint"},
-    {"run", "dashboard"},
+    {"run", "dashboard", "writer"},
     {"callbacks", "trainer"},
     {"engine"},
     {"launcher", "worker", "profiler", "widgets", "pickers", "form", "composite", "magics", "cli"},

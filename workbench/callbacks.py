@@ -22,8 +22,9 @@ class Events:
 
     def __init__(self, log: EventLog, stop: threading.Event, task: str, device, counter: CountingCollator,
                  batch_size: int, warmup_steps: int, world_size: int = 1, clip=None,
-                 min_interval: float = 0.0):
+                 min_interval: float = 0.0, stop_file: Path | None = None):
         self.log, self.stop, self.task, self.device, self.counter = log, stop, task, device, counter
+        self.stop_file = stop_file  # another process asks this one to stop by creating it
         # Reading the loss at a logging step waits for the device to finish every queued
         # step. With ``min_interval`` (seconds) a logging step that comes sooner after the
         # previous event is skipped, unless it ends the run or checkpoints; the Trainer
@@ -57,6 +58,8 @@ class Events:
     def on_step_end(self, args, state, control, **kw):
         self.counter.consume(args.gradient_accumulation_steps)
         last = state.global_step >= state.max_steps
+        if not self.stop.is_set() and self.stop_file is not None and self.stop_file.exists():
+            self.stop.set()  # one stat a step: microseconds
         if self.stop.is_set():
             control.should_training_stop = True
             last = True

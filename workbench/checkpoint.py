@@ -6,9 +6,44 @@ Weights load from safetensors only. Remote code never runs because a file says s
 
 from __future__ import annotations
 
+import json
+import struct
 from pathlib import Path
 
 from .catalog import TASK_CLASSES, ModelSpec
+
+
+def problem(ckpt: Path) -> str | None:
+    """Why checkpoint directory ``ckpt`` cannot be resumed from, or None when its files parse.
+
+    A process killed while saving (transformers writes ``trainer_state.json`` in place)
+    leaves a directory that looks like a checkpoint: its state must parse as JSON and every
+    safetensors file must have a whole header.
+    """
+    state = ckpt / "trainer_state.json"
+    if not state.exists():
+        return "no trainer_state.json"
+    try:
+        json.loads(state.read_text())
+    except (ValueError, UnicodeDecodeError):
+        return f"trainer_state.json does not parse ({state.stat().st_size} bytes)"
+    weights = sorted(ckpt.glob("*.safetensors"))
+    if not weights:
+        return "no safetensors weights"
+    for w in weights:
+        with open(w, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                return f"{w.name} is cut short ({w.stat().st_size} bytes)"
+            (size,) = struct.unpack("<Q", head)  # safetensors: 8-byte little-endian header length
+            try:
+                header = json.loads(f.read(size))
+            except ValueError:
+                return f"{w.name} has a broken header"
+        ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"]
+        if w.stat().st_size < 8 + size + max(ends, default=0):  # the tensors' bytes follow the header
+            return f"{w.name} is cut short ({w.stat().st_size} bytes)"
+    return None
 
 
 def load_checkpoint(spec: ModelSpec, ckpt: Path, base: Path | None = None, *,

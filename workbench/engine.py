@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
+import sys
 import threading
 import traceback
 from pathlib import Path
@@ -21,12 +21,13 @@ from .catalog import ModelSpec
 from .catalog import model as as_model
 from .data import DataSpec
 from .data import dataset as as_dataset
-from .device import DeviceInfo, set_hpu_mode, version
+from .device import DeviceInfo, set_hpu_mode
 from .device import device as pick_device
 from .interrupts import Interrupts
 from .progress import quiet_libraries
 from .trainer import build, error_text, outcome
 from .trainer import summary as end_summary
+from .writer import RunWriter, disk_full_message, resume_spec
 
 _ACTIVE: list[Run] = []  # runs training in this process, newest last (for %wb stop)
 
@@ -54,8 +55,11 @@ class Run(runs.RunDir):
         return self in _ACTIVE
 
     def stop(self) -> None:
-        """Stop after the current step and save a checkpoint (thread-safe)."""
+        """Stop after the current step and save a checkpoint (thread-safe; from another
+        process it writes the run's STOP file, which the training process reads)."""
         self.stop_flag.set()
+        if not self.is_training:
+            super().stop()
 
     def wait(self, timeout: float | None = None) -> Run:
         """Wait for a background run to finish; re-raises its error."""
@@ -98,22 +102,6 @@ def training(run: Run):
 
 
 # --------------------------------------------------------------------------- running
-def _begin(run: Run, device: DeviceInfo, size: int) -> None:
-    """Write the 'running' summary (rank 0) and reset the device's peak memory counter."""
-    import psutil
-
-    device.reset_peak_memory()  # else a second run in this process reports the first one's peak
-    info = {"device": device.to_dict(), "max_steps": run.spec["args"]["max_steps"], "world_size": size,
-            "versions": {**device.versions, "datasets": version("datasets"), "accelerate": version("accelerate"),
-                         "workbench": version("gaudi-workbench")}}
-    previous = run.summary
-    runs.write_json(run.path / "summary.json", {
-        **previous, **info, "status": "running", "error": None, "pid": os.getpid(),
-        "host": socket.gethostname(), "pid_started": psutil.Process().create_time(),
-        "started": previous.get("started") or runs.now()})
-    run.refresh()
-
-
 def _device_for(spec: dict, size: int) -> DeviceInfo:
     device = pick_device(spec["args"]["device"])
     if size > 1 and device.backend.rank_index:
@@ -121,15 +109,26 @@ def _device_for(spec: dict, size: int) -> DeviceInfo:
     return device
 
 
-def execute(run: Run, resume_from: Path | None = None) -> Run:
-    """Train ``run`` from its spec in this process (a torchrun worker calls this too)."""
+def execute(run: Run, resume_from: Path | None = None, writer: RunWriter | None = None) -> Run:
+    """Train ``run`` from its spec in this process (a torchrun worker calls this too).
+
+    Rank 0 is the run's one writer: it holds the run's lock (``writer``, if the caller
+    claimed it already) until the end and writes the summary and events.
+    """
     rank, size = recipe.world()
-    device = _device_for(run.spec, size)
     main = rank == 0
     if main:
-        _begin(run, device, size)
+        writer = writer or RunWriter(run).claim()
     else:  # only rank 0 writes the run's events and summary
         run.log = runs.NullLog()
+    try:
+        device = _device_for(run.spec, size)
+        if main:
+            writer.begin_on(device, size)
+    except BaseException:
+        if main:
+            writer.release()
+        raise
     run.stop_flag.clear()
     run.error = None
     t0 = runs.monotonic()
@@ -148,7 +147,7 @@ def execute(run: Run, resume_from: Path | None = None) -> Run:
                 if status != "failed" and error is None:
                     trainer.evaluate()
         except BaseException as e:  # recorded, then re-raised
-            status, error, tb = "failed", error_text(e, device), traceback.format_exc()
+            status, error, tb = "failed", disk_full_message(e, run) or error_text(e, device), traceback.format_exc()
             run.error = e
             if isinstance(e, KeyboardInterrupt):
                 status = "stopped"
@@ -158,19 +157,21 @@ def execute(run: Run, resume_from: Path | None = None) -> Run:
                 restore()
             if main:
                 summary = end_summary(run, run.trainer, device, events, status, error, tb, runs.monotonic() - t0)
-                runs.write_json(run.path / "summary.json", {**run.summary, **summary, "ended": runs.now()})
-                run.refresh()
-                run.log.emit({"phase": "end", "step": summary["step"], "status": status})
+                try:
+                    writer.end(summary)
+                    run.log.emit({"phase": "end", "step": summary["step"], "status": status})
+                finally:
+                    writer.release()
     return run
 
 
-def _start(run: Run, resume_from: Path | None, background: bool) -> Run:
+def _start(run: Run, resume_from: Path | None, background: bool, writer: RunWriter | None = None) -> Run:
     if not background:
-        return execute(run, resume_from)
+        return execute(run, resume_from, writer)
 
     def target():
         with contextlib.suppress(BaseException):  # kept on run.error; run.wait() re-raises
-            execute(run, resume_from)
+            execute(run, resume_from, writer)
 
     run.thread = threading.Thread(target=target, name=f"workbench-{run.name}", daemon=True)
     run.thread.start()
@@ -331,20 +332,25 @@ def _device_in_mode(device: str, mode: str | None) -> DeviceInfo:
 
 def resume(run: Run, max_steps: int | None = None, *, live: str | bool = "auto", background: bool = False,
            callbacks: list | None = None, **overrides) -> Run:
-    """Continue ``run`` from its last checkpoint (``Run.resume`` documents the arguments)."""
-    if run.is_training:
-        raise RuntimeError(f"{run.name} is training right now; stop it first")
-    ckpt = run.last_checkpoint
-    if ckpt is None:
-        raise FileNotFoundError(f"{run.name} has no checkpoint to resume from; start a new run with wb.train(...)")
-    spec = run.spec
-    if max_steps is not None:
-        spec["args"]["max_steps"] = max_steps
-    spec["args"]["trainer_overrides"].update(overrides)
-    spec.setdefault("resumes", []).append({"from": ckpt.name, "max_steps": max_steps, "at": runs.now()})
-    runs.write_json(run.path / "spec.json", spec)
-    run.refresh()
+    """Continue ``run`` from its last checkpoint (``Run.resume`` documents the arguments).
+
+    Everything is checked before anything is written: the run's lock (one writer at a
+    time), a checkpoint whose files parse, and the overrides (names and values).
+    """
+    writer = RunWriter(run).claim("resume")
+    try:
+        ckpt = run.last_checkpoint
+        if ckpt is None:
+            raise FileNotFoundError(f"{run.name} has no checkpoint to resume from; start a new run with wb.train(...)")
+        for name, why in run.broken_checkpoints.items():
+            if int(name.split("-")[-1]) > int(ckpt.name.split("-")[-1]):
+                print(f"{name} cannot be resumed from ({why}): resuming from {ckpt.name}", file=sys.stderr)
+        spec = resume_spec(run, ckpt, max_steps, overrides)
+    except BaseException:
+        writer.release()
+        raise
+    writer.respec(spec)
     run.log.truncate_after(int(ckpt.name.split("-")[-1]))
     run.callbacks = list(callbacks or [])
     attach_display(run, live, background)
-    return _start(run, ckpt, background)
+    return _start(run, ckpt, background, writer)

@@ -154,3 +154,21 @@ def accuracy(pred) -> dict[str, float]:
     labels = np.asarray(pred.label_ids)
     keep = labels != -100  # dummy rows that fill static-shape batches do not count
     return {"accuracy": float((np.asarray(logits).argmax(-1)[keep] == labels[keep]).mean())}
+
+
+def check_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` if every name is a TrainingArguments field; else one error naming the
+    bad ones (a run's model and data are fixed: a new run takes new ones)."""
+    import dataclasses
+
+    import transformers
+
+    fields = {f.name for f in dataclasses.fields(transformers.TrainingArguments)}
+    bad = sorted(k for k in overrides if k not in fields)
+    if bad:
+        import difflib
+
+        hints = [f"{k} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(k, fields, 1)) else k for k in bad]
+        raise ValueError(f"not TrainingArguments fields: {', '.join(hints)}. resume() takes max_steps and "
+                         f"TrainingArguments fields; a new model or dataset needs a new run (wb.train)")
+    return overrides

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from .lock import WriterLock
 
 DEFAULT_ROOT = "runs"
 STOP_FILE = "STOP"  # a file of this name in a run directory stops the run (every rank reads it)
@@ -42,10 +43,15 @@ def _clean(value: Any) -> Any:
 
 
 def write_json(path: Path, data: dict) -> None:
-    """Write atomically, so a killed process never leaves half a file."""
+    """Write atomically, so a killed process never leaves half a file (nor, on a full
+    disk, an empty temporary one)."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(_clean(data), indent=2, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(_clean(data), indent=2, sort_keys=True, default=str) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 class EventLog:
@@ -109,18 +115,6 @@ def new_run_dir(name: str, root: str | Path | None = None) -> Path:
         except FileExistsError:
             continue
     raise RuntimeError(f"could not create a run directory under {root}")
-
-
-def _pid_alive(pid: int | None, host: str | None, started: float | None) -> bool:
-    if not pid or host != socket.gethostname():
-        return host != socket.gethostname()  # another machine: cannot tell, assume alive
-    try:
-        import psutil
-
-        proc = psutil.Process(pid)
-        return started is None or abs(proc.create_time() - started) < 2
-    except Exception:
-        return False
 
 
 class RunDir:
@@ -189,11 +183,25 @@ class RunDir:
 
     @property
     def status(self) -> str:
-        s = self.summary
-        status = s.get("status", "running")
-        if status == "running" and not _pid_alive(s.get("pid"), s.get("host"), s.get("pid_started")):
-            return "failed"  # the process died without writing its end (SIGKILL, power loss)
+        """``prepared`` (written, never started), ``running``, ``completed``, ``stopped`` or ``failed``.
+
+        A run is ``running`` only while a process holds its write lock: one that says
+        ``running`` with nobody holding the lock died without writing its end (SIGKILL,
+        power loss, a full disk) and reads ``failed``.
+        """
+        status = self.summary.get("status", "running")
+        if status == "running" and not WriterLock(self.path).busy():
+            return "failed"
         return status
+
+    @property
+    def step(self) -> int:
+        """The last step the run reached: the summary's, or the event log's for a run that died."""
+        s = self.summary
+        if s.get("ended"):
+            return int(s.get("step") or 0)
+        steps = [e["step"] for e in self.events if isinstance(e.get("step"), int)]
+        return max(steps, default=int(s.get("step") or 0))
 
     @property
     def events(self) -> list[dict]:
@@ -205,15 +213,34 @@ class RunDir:
 
         return pd.DataFrame(self.events)
 
-    @property
-    def checkpoints(self) -> list[Path]:
-        ckpt = self.path / "checkpoints"
-        found = [p for p in ckpt.glob("checkpoint-*") if (p / "trainer_state.json").exists()]
+    def _saved(self) -> list[Path]:
+        found = [p for p in (self.path / "checkpoints").glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
         return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
 
     @property
+    def checkpoints(self) -> list[Path]:
+        """The checkpoints a run can resume from: those whose files parse, oldest first."""
+        from .checkpoint import problem
+
+        return [p for p in self._saved() if problem(p) is None]
+
+    @property
+    def broken_checkpoints(self) -> dict[str, str]:
+        """Checkpoint directories that cannot be resumed from, with the reason (a kill while saving)."""
+        from .checkpoint import problem
+
+        return {p.name: why for p in self._saved() if (why := problem(p)) is not None}
+
+    @property
     def last_checkpoint(self) -> Path | None:
-        return self.checkpoints[-1] if self.checkpoints else None
+        good = self.checkpoints
+        return good[-1] if good else None
+
+    def stop(self) -> None:
+        """Ask the process that trains this run to stop after its current step, with a
+        checkpoint: writes the STOP file, which every rank reads (from any process)."""
+        if self.summary.get("status") in ("running", "prepared"):
+            (self.path / STOP_FILE).touch()
 
     def refresh(self) -> None:
         """Forget the parsed spec and summary (after this process rewrote them)."""
@@ -257,13 +284,13 @@ class RunDir:
 
     def __repr__(self) -> str:
         s = self.summary
-        return f"Run({self.name}, status={self.status}, step={s.get('step', 0)}/{s.get('max_steps', '?')})"
+        return f"Run({self.name}, status={self.status}, step={self.step}/{s.get('max_steps', '?')})"
 
     def _repr_html_(self) -> str:
         import html
 
         s = self.summary
-        rows = {"run": self.name, "status": self.status, "step": f"{s.get('step', 0)}/{s.get('max_steps', '?')}",
+        rows = {"run": self.name, "status": self.status, "step": f"{self.step}/{s.get('max_steps', '?')}",
                 "train loss": s.get("train_loss"), "eval": s.get("eval"), "tokens/s": s.get("tokens_per_s"),
                 "wall time (s)": s.get("wall_time_s"), "path": str(self.path)}
         cells = "".join(f"<tr><td style='color:#666;padding:0 8px'>{html.escape(k)}</td>"
@@ -289,7 +316,7 @@ def runs(root: str | Path | None = None):
         run = RunDir(path.parent)
         s = run.summary
         rows.append({"run": run.name, "status": run.status, "model": run.spec["model"]["family"] + "-" + run.spec["model"]["size"],
-                     "data": run.spec["data"]["source"], "step": s.get("step"), "train_loss": s.get("train_loss"),
+                     "data": run.spec["data"]["source"], "step": run.step, "train_loss": s.get("train_loss"),
                      "tokens_per_s": s.get("tokens_per_s"), "device": (s.get("device") or {}).get("kind"),
                      "wall_time_s": s.get("wall_time_s"), "path": str(run.path)})
     return pd.DataFrame(rows, columns=["run", "status", "model", "data", "step", "train_loss",
@@ -313,7 +340,7 @@ def compare(*runs_: RunDir | str | Path):
         opened.append(run)
         s = run.summary
         row = {"model": run.spec["model"]["family"] + "-" + run.spec["model"]["size"],
-               "data": run.spec["data"]["source"], "status": run.status, "steps": s.get("step"),
+               "data": run.spec["data"]["source"], "status": run.status, "steps": run.step,
                "train_loss": s.get("train_loss"), "samples_per_s": s.get("samples_per_s"),
                "tokens_per_s": s.get("tokens_per_s"), "peak_memory": s.get("mem_peak"),
                "wall_time_s": s.get("wall_time_s"), "device": (s.get("device") or {}).get("kind")}

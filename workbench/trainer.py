@@ -111,7 +111,8 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
     _, size = recipe.world()
     events = as_callback(Events(run.log, stop, mspec.task, device, counter, a["batch_size"],
                                 a["throughput_warmup_steps"], size, clip,
-                                min_interval=recipe.log_interval(a, device, size)))
+                                min_interval=recipe.log_interval(a, device, size),
+                                stop_file=run.path / STOP_FILE if size == 1 else None))
     callbacks = [events] + ([clip] if clip is not None else [])
     if size > 1:
         callbacks.insert(0, as_callback(DistStop(stop, run.path / STOP_FILE, a["log_every"])))
