@@ -11,8 +11,7 @@ that a user's front end started, ``static`` in a kernel nobody watches (papermil
 nbconvert), ``text`` outside IPython (a single progress line). In ``static`` mode nothing
 live is sent: the PNG and table are refreshed through one display handle at evaluations,
 at the end and on error, so an executed notebook holds one current picture per run.
-
-Cost per live update: only new points, as float32 buffers, at most 4 messages a second.
+Live updates carry only new points, as float32 buffers, at most 4 messages a second.
 """
 
 from __future__ import annotations
@@ -31,9 +30,39 @@ ASSETS = Path(__file__).parent / "assets"
 MIN_INTERVAL = 0.25  # seconds between live messages: at most 4 a second
 MAX_POINTS = 40  # per message: 40 points x 10 float32 fields = 1.6 KB, under 2 KB
 HISTORY_POINTS = 2000  # per series in the history set at the end
-TRAIN_FIELDS = ("step", "loss", "lr", "samples_per_s", "tokens_per_s", "mem_alloc", "mem_peak",
-                "compiles", "time", "warmup")
-EVAL_FIELDS = ("step", "eval_loss")
+
+# The chart, described once: the live widget (its ``panels`` trait, read by dashboard.js)
+# and the static PNG (render_png) draw these panels in this order, two to a row, and the
+# fields sent live follow from them, so a new panel is one entry here. A panel has a
+# ``title``, a ``unit`` (values divided by ``divisor``), a ``scale`` (``log``: the live
+# "log" box toggles it); ``one_of``: only the first series with a non-zero value;
+# ``optional``: only when some run reports a value; ``warmup``: the warm-up steps shaded;
+# ``total``: a line at the device's memory. A series reads ``field`` from the train events
+# (``eval``: from the eval events), drawn ``style`` solid, dashed or dotted, ``marker``
+# dotting each point. Several runs: a colour per run (RUN_COLOURS), series told by style.
+PANELS: list[dict[str, Any]] = [
+    {"key": "loss", "title": "loss", "scale": "log", "series": [
+        {"field": "loss", "label": "train", "colour": "#1f77b4"},
+        {"field": "eval_loss", "label": "eval", "colour": "#d62728", "eval": True, "style": "dashed",
+         "marker": True}]},
+    {"key": "lr", "title": "learning rate", "series": [
+        {"field": "lr", "label": "lr", "colour": "#9467bd"}]},
+    {"key": "throughput", "title": "throughput", "one_of": True, "warmup": True, "series": [
+        {"field": "tokens_per_s", "label": "tokens/s", "colour": "#2ca02c"},
+        {"field": "samples_per_s", "label": "samples/s", "colour": "#ff7f0e"}]},
+    {"key": "memory", "title": "device memory", "unit": "GiB", "divisor": 2**30, "total": True, "series": [
+        {"field": "mem_alloc", "label": "allocated", "colour": "#8c564b"},
+        {"field": "mem_peak", "label": "peak", "colour": "#e377c2", "style": "dotted"}]},
+    # Gaudi's cumulative graph-compile counter: a rising line means recompiles (new shapes)
+    {"key": "compiles", "title": "graph compilations", "unit": "total", "optional": True, "series": [
+        {"field": "compiles", "label": "compiles", "colour": "#7f7f7f"}]},
+]
+RUN_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+_PLOTTED = [s for p in PANELS for s in p["series"]]
+# What each live message and the history carry: the step, the clock (for the header's
+# elapsed time and ETA), the warm-up flag, and every plotted field.
+TRAIN_FIELDS = ("step", "time", "warmup", *dict.fromkeys(s["field"] for s in _PLOTTED if not s.get("eval")))
+EVAL_FIELDS = ("step", *dict.fromkeys(s["field"] for s in _PLOTTED if s.get("eval")))
 
 
 def frontend(live: str | bool = "auto") -> str:
@@ -85,6 +114,8 @@ def _widget_class():
         stoppable = t.Bool(True).tag(sync=True)
         log_scale = t.Bool(True).tag(sync=True)
         history = t.Dict({}).tag(sync=True)
+        panels = t.List(PANELS).tag(sync=True)  # what to draw: the list render_png draws
+        run_colours = t.List(RUN_COLOURS).tag(sync=True)
 
     return LiveChart
 
@@ -99,88 +130,119 @@ def LiveChart(**kwargs):  # noqa: N802 (a class built on first use, so anywidget
     return _WIDGET(**kwargs)
 
 
-def _downsample(values: list, limit: int = HISTORY_POINTS) -> list:
+def _downsample(values: list, limit: int) -> list:
+    """At most ``limit`` evenly spaced items of ``values``, always keeping the last (newest).
+
+    The dashboard's one thinning, for each live message and for the history: the browser
+    draws what it receives and thins nothing itself.
+    """
     if len(values) <= limit:
         return values
     stride = len(values) / limit
-    picked = [values[int(i * stride)] for i in range(limit - 1)]
-    return picked + [values[-1]]
+    return [values[int(i * stride)] for i in range(limit - 1)] + [values[-1]]
 
 
 def _series(events: list[dict]) -> dict[str, dict[str, list]]:
     train = [e for e in events if e.get("phase") in ("warmup", "train")]
     evals = [e for e in events if e.get("phase") == "eval"]
-    out = {"train": {f: [_num(e.get(f)) for e in train] for f in TRAIN_FIELDS if f != "warmup"},
-           "eval": {f: [_num(e.get(f)) for e in evals] for f in EVAL_FIELDS}}
-    return out
+    return {"train": {f: [_num(e.get(f)) for e in train] for f in TRAIN_FIELDS if f != "warmup"},
+            "eval": {f: [_num(e.get(f)) for e in evals] for f in EVAL_FIELDS}}
 
 
 def _num(v: Any) -> float | None:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
+    return float(v) if isinstance(v, (int, float)) else None
 
 
 def history(events: list[dict]) -> dict[str, dict[str, list]]:
     """A run's series, each downsampled to at most 2,000 points (for the widget's state)."""
     s = _series(events)
-    return {part: {k: _downsample(v) for k, v in cols.items()} for part, cols in s.items()}
+    return {part: {k: _downsample(v, HISTORY_POINTS) for k, v in cols.items()} for part, cols in s.items()}
+
+
+# --------------------------------------------------------------------------- the panels
+def drawn_series(panel: dict, series: dict[str, dict[str, list]]) -> list[dict]:
+    """The series of ``panel`` that one run (its ``_series``) has values for."""
+    out = []
+    for spec in panel["series"]:
+        values = series["eval" if spec.get("eval") else "train"].get(spec["field"], [])
+        if panel.get("one_of"):
+            if any(values):  # the first with a non-zero value, and only that one
+                return [spec]
+        elif any(v is not None for v in values):
+            out.append(spec)
+    return out
+
+
+def visible_panels(runs: list[dict[str, dict[str, list]]]) -> list[dict]:
+    """The PANELS to draw for these runs: every one, except optional ones nobody reports."""
+    return [p for p in PANELS if not p.get("optional") or any(drawn_series(p, s) for s in runs)]
+
+
+def panel_title(panel: dict, log: bool = False, warmup: bool = False) -> str:
+    """'device memory (GiB)', 'loss (log)': dashboard.js's panelTitle spells it the same."""
+    notes = [n for n, on in ((panel.get("unit"), True), ("log", log), ("warm-up shaded", warmup)) if n and on]
+    return panel["title"] + (f" ({', '.join(notes)})" if notes else "")
 
 
 # --------------------------------------------------------------------------- static part
 def render_png(runs: dict[str, list[dict]], mem_total: float = 0, warmup_steps: int = 0) -> bytes:
-    """The four panels as one PNG (matplotlib Agg; no pyplot, no global state)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(9, 4.6), dpi=80)
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(2, 2)
-    many = len(runs) > 1
-    for i, (name, events) in enumerate(runs.items()):
-        s = _series(events)
-        tr, ev = s["train"], s["eval"]
-        colour = f"C{i}"
-        prefix = f"{name[-28:]} " if many else ""
-
-        def label(x: str, prefix: str = prefix) -> str:
-            return prefix + x
-
-        _plot(axes[0, 0], tr["step"], tr["loss"], colour if many else "C0", label("train"))
-        _plot(axes[0, 0], ev["step"], ev["eval_loss"], colour if many else "C3", label("eval"), "--", "o")
-        _plot(axes[0, 1], tr["step"], tr["lr"], colour if many else "C4", label("lr"))
-        tput = "tokens_per_s" if any(v for v in tr["tokens_per_s"] if v) else "samples_per_s"
-        _plot(axes[1, 0], tr["step"], tr[tput], colour if many else "C2", label(tput.replace("_per_s", "/s")))
-        gib = 2**30
-        _plot(axes[1, 1], tr["step"], [v / gib if v else None for v in tr["mem_alloc"]], colour if many else "C5", label("allocated"))
-        _plot(axes[1, 1], tr["step"], [v / gib if v else None for v in tr["mem_peak"]], colour if many else "C6", label("peak"), ":")
-    axes[0, 0].set_title("loss", fontsize=10)
-    if any(v and v > 0 for e in runs.values() for v in _series(e)["train"]["loss"]):
-        axes[0, 0].set_yscale("log")
-    axes[0, 1].set_title("learning rate", fontsize=10)
-    axes[1, 0].set_title("throughput (warm-up shaded)", fontsize=10)
-    if warmup_steps:
-        axes[1, 0].axvspan(0, warmup_steps, color="#ffcc00", alpha=0.15, lw=0)
-    axes[1, 1].set_title("device memory (GiB)", fontsize=10)
-    if mem_total:
-        axes[1, 1].axhline(mem_total / 2**30, color="#999", ls="--", lw=1, label="total")
-    for ax in axes.flat:
-        ax.tick_params(labelsize=8)
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
+    """The PANELS as one PNG: :func:`figure`, saved."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png")
+    figure(runs, mem_total, warmup_steps).savefig(buf, format="png")
     return buf.getvalue()
 
 
-def _plot(ax, xs, ys, colour, label, style="-", marker=None):
-    pts = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
-    if pts:
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=colour, label=label, lw=1.4,
-                marker=marker, ms=3)
+def figure(runs: dict[str, list[dict]], mem_total: float = 0, warmup_steps: int = 0):
+    """The PANELS, two to a row, as a matplotlib Figure (Agg; no pyplot, no global state)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    series = {name: _series(events) for name, events in runs.items()}
+    panels = visible_panels(list(series.values()))
+    rows = -(-len(panels) // 2)
+    fig = Figure(figsize=(9, 2.3 * rows), dpi=80)
+    FigureCanvasAgg(fig)
+    axes = list(fig.subplots(rows, 2, squeeze=False).flat)
+    for ax, panel in zip(axes, panels):
+        _draw(ax, panel, series, mem_total, warmup_steps)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
+def _draw(ax, panel: dict, series: dict[str, dict], mem_total: float, warmup_steps: int) -> None:
+    """One panel on matplotlib axes, as drawPanel in dashboard.js draws it on the canvas."""
+    many = len(series) > 1
+    divisor = panel.get("divisor", 1)
+    positive = False
+    for i, (name, s) in enumerate(series.items()):
+        for spec in drawn_series(panel, s):
+            part = s["eval" if spec.get("eval") else "train"]
+            ys = [None if v is None else v / divisor for v in part[spec["field"]]]
+            positive = positive or any(v is not None and v > 0 for v in ys)
+            colour = RUN_COLOURS[i % len(RUN_COLOURS)] if many else spec["colour"]
+            label = f"{name[-24:]} {spec['label']}" if many else spec["label"]
+            style = {"solid": "-", "dashed": "--", "dotted": ":"}[spec.get("style", "solid")]
+            pts = [(x, y) for x, y in zip(part["step"], ys) if x is not None and y is not None]
+            if pts:
+                ax.plot(*zip(*pts), style, color=colour, label=label, lw=1.4,
+                        marker="o" if spec.get("marker") else None, ms=3)
+    if not ax.lines:
+        ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", color="#999")
+    log = panel.get("scale") == "log" and positive
+    if log:
+        ax.set_yscale("log")
+    shade = bool(panel.get("warmup") and warmup_steps)
+    if shade:
+        ax.axvspan(0, warmup_steps, color="#ffcc00", alpha=0.15, lw=0)
+    if panel.get("total") and mem_total:
+        ax.axhline(mem_total / divisor, color="#999", ls="--", lw=1, label="total")
+    ax.set_title(panel_title(panel, log, shade), fontsize=10)
+    ax.tick_params(labelsize=8)
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="best")
 
 
 def render_table(summaries: dict[str, dict]) -> str:
@@ -212,49 +274,21 @@ def _fmt(key: str, v: Any) -> str:
     return str(v)
 
 
-class RecordingFrontend:
-    """A stand-in front end (tests, the benchmark): records every message the kernel sends
-    to the widget, and can answer like the real view does ("ready", "stop")."""
-
-    def __init__(self):
-        import uuid
-
-        self.comm_id = uuid.uuid4().hex
-        self.messages: list[tuple[dict, list[bytes]]] = []
-        self._handler = None
-
-    def on_msg(self, callback) -> None:
-        self._handler = callback
-
-    def send(self, data=None, metadata=None, buffers=None) -> None:
-        self.messages.append((data, [bytes(b) for b in (buffers or [])]))
-
-    def close(self, *args, **kwargs) -> None:
-        pass
-
-    def answer(self, content: dict) -> None:
-        """Deliver a custom message from the 'front end' to the kernel-side widget."""
-        self._handler({"content": {"data": {"method": "custom", "content": content}}, "buffers": []})
-
-    @property
-    def deltas(self) -> list[tuple[dict, list[bytes]]]:
-        return [(d["content"], b) for d, b in self.messages
-                if d.get("method") == "custom" and d["content"].get("type") == "delta"]
-
-
 # --------------------------------------------------------------------------- one run
 class Dashboard:
-    """Follows one run's events: live deltas in ``live`` mode, a static picture always."""
+    """Follows one run's events: live deltas in ``live`` mode, a static picture always.
+
+    It reads no run file while the run trains, and the run's summary once, at the end."""
 
     def __init__(self, run, mode: str = "static", blocking: bool = True, sink=None):
         self.run, self.mode, self.blocking = run, mode, blocking
         self.events: list[dict] = []
-        self.pending: list[dict] = []
-        self.pending_eval: list[dict] = []
+        self.pending, self.pending_eval = [], []  # train and eval events not sent yet
         self.last_send = 0.0
         self.messages = 0
         self.max_steps = 0
         self.mem_total = 0.0
+        self.summary: dict[str, Any] | None = None  # the run's summary, read once at the end
         self.warmup_steps = int(run.spec["args"].get("throughput_warmup_steps") or 0)
         self.handle = None
         self.widget = None
@@ -267,9 +301,19 @@ class Dashboard:
         run.dashboard = self
 
     # ------------------------------------------------------------------ display
+    def figures(self) -> dict[str, Any]:
+        """The table's figures: the run's summary once it ended, before that the latest events."""
+        if self.summary is not None:
+            return self.summary
+        last = next((e for e in reversed(self.events) if e.get("phase") != "eval"), {})
+        evals = next((e for e in reversed(self.events) if e.get("phase") == "eval"), {})
+        return {"status": "running", "step": last.get("step"), "train_loss": last.get("loss"),
+                "eval": {k.removeprefix("eval_"): v for k, v in evals.items() if k.startswith("eval_")},
+                "tokens_per_s": last.get("tokens_per_s"), "samples_per_s": last.get("samples_per_s")}
+
     def _bundle(self, with_png: bool) -> dict[str, Any]:
-        data: dict[str, Any] = {"text/plain": f"{self.run.name}: {self.run.status}"}
-        summary = {**self.run.summary, "status": self.run.status}
+        figures = self.figures()
+        data: dict[str, Any] = {"text/plain": f"{self.run.name}: {figures.get('status')}"}
         picture = ""
         if with_png:
             png = base64.b64encode(render_png({self.run.name: self.events}, self.mem_total,
@@ -279,7 +323,7 @@ class Dashboard:
             # HTML carries the picture too, so whichever they pick shows the plots.
             picture = f"<img src='data:image/png;base64,{png}' style='max-width:100%'/>"
         data["text/html"] = (f"<div><b>{html.escape(self.run.name)}</b></div>" + picture
-                             + render_table({self.run.name: summary}))
+                             + render_table({self.run.name: figures}))
         if self.widget is not None:
             data["application/vnd.jupyter.widget-view+json"] = {
                 "version_major": 2, "version_minor": 0, "model_id": self.widget.model_id}
@@ -315,7 +359,7 @@ class Dashboard:
                 self.refresh()
             return
         if phase == "end":
-            self.finish()
+            self.finish(event)
 
     def flush(self) -> None:
         """Send the points not yet sent: one message, float32 buffers."""
@@ -323,13 +367,11 @@ class Dashboard:
 
         if self.widget is None or not (self.pending or self.pending_eval):
             return
-        train, evals = self.pending, self.pending_eval
-        if len(train) > MAX_POINTS:  # keep messages small: thin out, always keep the newest
-            stride = len(train) / MAX_POINTS
-            train = [train[int(i * stride)] for i in range(MAX_POINTS - 1)] + [train[-1]]
+        train = _downsample(self.pending, MAX_POINTS)  # keep messages small
+        evals = _downsample(self.pending_eval, MAX_POINTS)
         rows = [[_nan(e.get(f)) if f != "warmup" else float(e.get("phase") == "warmup")
                  for f in TRAIN_FIELDS] for e in train]
-        erows = [[_nan(e.get(f)) for f in EVAL_FIELDS] for e in evals[-MAX_POINTS:]]
+        erows = [[_nan(e.get(f)) for f in EVAL_FIELDS] for e in evals]
         buffers = [np.asarray(rows, dtype=np.float32).reshape(-1).tobytes(),
                    np.asarray(erows, dtype=np.float32).reshape(-1).tobytes()]
         self.widget.send({"type": "delta", "run": self.run.name, "fields": list(TRAIN_FIELDS),
@@ -338,12 +380,15 @@ class Dashboard:
         self.last_send = time.monotonic()
         self.messages += 1
 
-    def finish(self) -> None:
-        """The end (or an error): last points, full history, final status, final picture."""
+    def finish(self, event: dict | None = None) -> None:
+        """The end (or an error): last points, the summary, full history, final picture."""
+        self.summary = dict(self.run.summary)  # written before the end event: read once, here
+        if event and event.get("status"):
+            self.summary["status"] = event["status"]
         if self.widget is not None:
             self.flush()
             self.widget.history = {self.run.name: history(self.events)}
-            self.widget.status = self.run.status
+            self.widget.status = self.summary.get("status", "")
         self.refresh()
 
     def _on_msg(self, widget, content, buffers) -> None:
@@ -370,28 +415,33 @@ def attach(run, live: str | bool = "auto", background: bool = False) -> None:
 
 # --------------------------------------------------------------------------- comparison
 class Comparison:
-    """Several runs side by side: ``.table`` (DataFrame); displays as one overlay chart."""
+    """Several runs side by side: ``.table`` (DataFrame); displays as one overlay chart.
+
+    The runs' events and summaries are read once, here: displaying it reads no file."""
 
     def __init__(self, runs: list, table):
         self.runs, self.table = runs, table
+        # the table's column names: the same run twice gets two names ("name", "name #2")
+        names = [str(c) for c in table.columns] if len(table.columns) == len(runs) else [r.name for r in runs]
+        self.events = {n: r.events for n, r in zip(names, runs)}
+        self.summaries = {n: {**r.summary, "status": r.status} for n, r in zip(names, runs)}
 
     def __getitem__(self, key):
         return self.table[key]
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
-        events = {r.name: r.events for r in self.runs}
-        mem_total = max((float(r.summary.get("mem_total") or 0) for r in self.runs), default=0)
-        png = base64.b64encode(render_png(events, mem_total)).decode()
+        mem_total = max((float(s.get("mem_total") or 0) for s in self.summaries.values()), default=0)
+        png = base64.b64encode(render_png(self.events, mem_total)).decode()
         data: dict[str, Any] = {
             "text/plain": self.table.to_string(),
             "text/html": (f"<img src='data:image/png;base64,{png}' style='max-width:100%'/>"
-                          + render_table({r.name: {**r.summary, "status": r.status} for r in self.runs})),
+                          + render_table(self.summaries)),
             "image/png": png,
         }
         if frontend("auto") == "live":
             w = LiveChart(title=f"{len(self.runs)} runs", current="", status="compared",
                           stoppable=False, mem_total=mem_total,
-                          history={r.name: history(r.events) for r in self.runs})
+                          history={n: history(e) for n, e in self.events.items()})
             data["application/vnd.jupyter.widget-view+json"] = {
                 "version_major": 2, "version_minor": 0, "model_id": w.model_id}
         return data
