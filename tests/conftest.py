@@ -7,6 +7,8 @@ import os
 import socket
 import sys
 import tempfile
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -115,3 +117,45 @@ def fake_env():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(FAKES), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
+
+
+# ---------------------------------------------------------------- helpers for tests
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
+    """Poll ``predicate`` until it returns something true and return that; fail after
+    ``timeout`` seconds with an error naming ``what`` was awaited."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+class RecordingFrontend:
+    """The live dashboard's front end, as a test double: takes a widget's comm, records
+    every message the kernel sends to the view, and answers like the view ("ready", "stop")."""
+
+    def __init__(self):
+        self.comm_id = uuid.uuid4().hex
+        self.messages: list[tuple[dict, list[bytes]]] = []
+        self._handler = None
+
+    def on_msg(self, callback) -> None:
+        self._handler = callback
+
+    def send(self, data=None, metadata=None, buffers=None) -> None:
+        self.messages.append((data, [bytes(b) for b in (buffers or [])]))
+
+    def close(self, *args, **kwargs) -> None:
+        pass
+
+    def answer(self, content: dict) -> None:
+        """Deliver a custom message from the 'front end' to the kernel-side widget."""
+        self._handler({"content": {"data": {"method": "custom", "content": content}}, "buffers": []})
+
+    @property
+    def deltas(self) -> list[tuple[dict, list[bytes]]]:
+        return [(d["content"], b) for d, b in self.messages
+                if d.get("method") == "custom" and d["content"].get("type") == "delta"]

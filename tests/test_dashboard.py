@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
+import re
+import shutil
+import subprocess
 import time
 
 import nbformat
 import numpy as np
 import papermill
 import pytest
+from PIL import Image
 
+from workbench import chart
 from workbench import dashboard as dash
-from workbench.dashboard import Dashboard, RecordingFrontend
+from workbench.chart import PANELS
+from workbench.dashboard import Dashboard
 from workbench.engine import Run
 from workbench.run import write_json
+
+from conftest import ROOT, RecordingFrontend
 
 
 @pytest.fixture
@@ -53,8 +62,10 @@ def test_widget_traits(run):
     assert (w.title, w.current, w.max_steps, w.mem_total, w.device, w.status) == (
         run.name, run.name, 100, 8e9, "cpu", "running")
     assert w.warmup_steps == 3 and w.blocking is True
+    assert w.panels == PANELS, "the view draws the panels the PNG draws"
     assert "export default" in w._esm and "api/kernels/" in w._esm  # the JS is ours, no CDN
-    assert "http" not in w._esm.replace("https://", "").split("//")[0]
+    assert not re.search(r"https?:", w._esm), "the view loads nothing from the network"
+    assert not re.search(r"^\s*import\b|\bimport\s*\(", w._esm, re.M), "and imports no module"
 
 
 def test_a_delta_carries_only_new_points_as_float32(run):
@@ -104,6 +115,184 @@ def test_history_is_set_once_at_the_end_downsampled(run):
     assert d.widget.status == "completed"
     history_msgs = [m for m, _ in front.messages[before:] if m.get("method") == "update" and "history" in m.get("state", {})]
     assert len(history_msgs) == 1
+
+
+def test_one_downsampler_thins_the_messages_and_the_history_alike(run, monkeypatch):
+    monkeypatch.setattr(dash, "MIN_INTERVAL", 3600.0)  # nothing goes out before flush()
+    monkeypatch.setattr(dash, "MAX_POINTS", 4)
+    monkeypatch.setattr(dash, "HISTORY_POINTS", 4)
+    d, front = _live(run)
+    for step in range(1, 11):
+        d(_event(step))
+    d({"step": 10, "phase": "eval", "eval_loss": 0.5})
+    d.flush()
+    # 10 points into 4: every 2.5th (positions 0, 2.5 -> 2, 5), then always the newest
+    assert _rows(front.deltas[0])["step"] == [1, 3, 6, 10]
+    d({"phase": "end", "status": "completed"})
+    assert d.widget.history[run.name]["train"]["step"] == [1, 3, 6, 10]
+    assert d.widget.history[run.name]["eval"] == {"step": [10.0], "eval_loss": [0.5]}
+
+
+def _panel(key):
+    return next(p for p in PANELS if p["key"] == key)
+
+
+def _hpu(events):
+    """The same events as a Gaudi reports them: a cumulative graph-compile count."""
+    return [{**e, "compiles": 3 + e["step"] // 5} for e in events]
+
+
+def test_panels_name_their_units_and_the_fields_sent_live(run):
+    assert chart.panel_title(_panel("memory")) == "device memory (GiB)"
+    assert chart.panel_title(_panel("loss"), log=True) == "loss (log)"
+    assert chart.panel_title(_panel("throughput"), warmup=True) == "throughput (warm-up shaded)"
+    assert chart.panel_title(_panel("compiles")) == "graph compilations (total)"
+    d, front = _live(run)
+    d(_hpu([_event(5)])[0])
+    d.flush()
+    row = _rows(front.deltas[-1])
+    assert (row["compiles"], row["mem_peak"], row["lr"], row["step"]) == ([4.0], [2e6], [pytest.approx(1e-3)], [5.0])
+
+
+def test_throughput_draws_tokens_where_there_are_tokens_else_samples():
+    lm = chart.history([_event(s) for s in (1, 2)])
+    images = chart.history([{**_event(s), "tokens_per_s": None} for s in (1, 2)])
+    tput = _panel("throughput")
+    assert [s["label"] for s in chart.drawn_series(tput, lm)] == ["tokens/s"]
+    assert [s["label"] for s in chart.drawn_series(tput, images)] == ["samples/s"]
+    assert [s["label"] for s in chart.drawn_series(_panel("loss"), lm)] == ["train"], "no eval yet"
+
+
+def _white(img, box) -> bool:
+    return all(low == 255 for low, _ in img.crop(box).getextrema())
+
+
+def test_the_picture_has_a_recompile_panel_when_the_run_counts_compiles():
+    cpu = [_event(s) for s in range(1, 21)]  # compiles None: CPU and GPU count none
+    hpu = _hpu(cpu)
+    four = ["loss", "lr", "throughput", "memory"]
+    assert [p["key"] for p in chart.visible_panels([chart.history(cpu)])] == four
+    assert [p["key"] for p in chart.visible_panels([chart.history(hpu)])] == [*four, "compiles"]
+    assert [p["key"] for p in chart.visible_panels([chart.history(cpu), chart.history(hpu)])] == [*four, "compiles"]
+    two = Image.open(io.BytesIO(chart.render_png({"cpu": cpu}))).convert("RGB")
+    three = Image.open(io.BytesIO(chart.render_png({"hpu": hpu}))).convert("RGB")
+    assert two.width == three.width and three.height > 1.4 * two.height, "a third row of panels"
+    w, h, row = three.width, three.height, three.height - two.height
+    assert not _white(three, (0, h - row, w // 2, h)), "the recompile panel is drawn"
+    assert _white(three, (w // 2 + 10, h - row + 10, w, h)), "the empty slot beside it is blank"
+
+
+NODE = shutil.which("node")
+# The view's render() with just enough of a DOM and a canvas that records the text it draws.
+LIVE_VIEW = """
+import { readFileSync } from "node:fs";
+import view from MODULE;
+let texts = [];
+const ctx = new Proxy({}, {
+  get: (t, k) => (k === "fillText" ? (s) => texts.push(s) : k === "measureText" ? () => ({ width: 10 })
+    : k in t ? t[k] : () => {}),
+  set: (t, k, v) => { t[k] = v; return true; } });
+const node = () => ({ style: {}, dataset: {}, addEventListener() {}, appendChild() {},
+  querySelector: () => node(), getContext: () => ctx });
+globalThis.document = { createElement: node };
+globalThis.window = { devicePixelRatio: 1 };
+globalThis.requestAnimationFrame = (draw) => draw();
+const out = {};
+for (const [name, state] of Object.entries(JSON.parse(readFileSync(0, "utf8")))) {
+  texts = [];
+  view.render({ model: { get: (k) => state[k], on() {}, send() {}, set() {}, save_changes() {} }, el: node() });
+  out[name] = texts;
+}
+console.log(JSON.stringify(out));
+"""
+
+
+@pytest.mark.skipif(NODE is None, reason="needs node to run the view's JavaScript")
+def test_the_live_view_draws_the_panels_the_picture_has(tmp_path):
+    cpu = [_event(s) for s in range(1, 6)]
+    cases = {"cpu": {"a": cpu},
+             "hpu with eval": {"a": _hpu(cpu) + [{"step": 5, "phase": "eval", "eval_loss": 0.5}]},
+             "images": {"a": [{**e, "tokens_per_s": None} for e in cpu]},
+             "two runs": {"a": cpu, "b": _hpu(cpu)}}
+    states = {name: {"history": {r: chart.history(ev) for r, ev in runs.items()}, "panels": PANELS,
+                     "run_colours": chart.RUN_COLOURS, "log_scale": True, "mem_total": 8e9,
+                     "warmup_steps": 2, "max_steps": 10, "current": "a", "status": "running",
+                     "title": name, "device": "cpu", "stoppable": True} for name, runs in cases.items()}
+    module = tmp_path / "dashboard.mjs"
+    shutil.copy(ROOT / "workbench" / "assets" / "dashboard.js", module)
+    proc = subprocess.run([NODE, "--input-type=module", "-e", LIVE_VIEW.replace("MODULE", json.dumps(module.as_uri()))],
+                          input=json.dumps(states), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    drawn = json.loads(proc.stdout)
+    # every title and legend entry either could draw; the canvas's tick labels are left out
+    words = {"total"} | {chart.panel_title(p, log, warm) for p in PANELS for log in (0, 1) for warm in (0, 1)}
+    words |= {f"{run} {s['label']}" for p in PANELS for s in p["series"] for run in ("a", "b")}
+    words |= {s["label"] for p in PANELS for s in p["series"]}
+    for name, runs in cases.items():
+        fig = chart.figure(runs, mem_total=8e9, warmup_steps=2)
+        picture = [text for ax in fig.axes if ax.get_visible()
+                   for text in (ax.get_title(), *(t.get_text() for t in ax.get_legend().get_texts()))]
+        assert [t for t in drawn[name] if t in words] == picture, name
+    assert "graph compilations (total)" not in drawn["cpu"]
+    assert "graph compilations (total)" in drawn["hpu with eval"] and "b compiles" in drawn["two runs"]
+    assert "samples/s" in drawn["images"] and "tokens/s" not in drawn["images"]
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """Counts each read of a Run's files (spec, summary, status, events)."""
+    import collections
+
+    count = collections.Counter()
+    for name in ("spec", "summary", "status", "events"):
+        prop = getattr(Run, name)
+
+        def counted(self, prop=prop, name=name):
+            count[name] += 1
+            return prop.fget(self)
+
+        monkeypatch.setattr(Run, name, property(counted))
+    return count
+
+
+class _Handle:
+    """A display handle that keeps what it was last updated with."""
+
+    def __init__(self):
+        self.data = None
+
+    def update(self, data, raw=False):
+        self.data = data
+
+
+def test_the_dashboard_reads_no_file_while_training_and_the_summary_once_at_the_end(run, reads):
+    write_json(run.path / "summary.json", {"status": "completed", "step": 10, "wall_time_s": 12.5})
+    d = Dashboard(run, mode="static")
+    d.handle = _Handle()
+    reads.clear()  # building it reads the spec (the warm-up steps), once
+    d({"phase": "start", "max_steps": 10, "mem_total": 8e9})
+    for step in range(1, 11):
+        d(_event(step))
+    d({"step": 10, "phase": "eval", "eval_loss": 0.4})
+    assert not reads, f"read {dict(reads)} while the run trained"
+    table = d.handle.data["text/html"]
+    assert "running" in table and "loss 0.4" in table, "the figures come from the events"
+    d({"phase": "end", "step": 10, "status": "completed"})
+    assert dict(reads) == {"summary": 1}
+    assert "completed" in d.handle.data["text/html"] and "12.5" in d.handle.data["text/html"]
+
+
+def test_a_comparison_reads_its_runs_once_however_often_it_is_shown(run, reads):
+    import pandas as pd
+
+    for step in range(1, 6):
+        run.log.emit(_event(step))
+    side = dash.Comparison([run, run], pd.DataFrame({run.name: {"steps": 5}, f"{run.name} #2": {"steps": 5}}))
+    assert reads["events"] == 2
+    reads.clear()
+    first, again = side._repr_mimebundle_(), side._repr_mimebundle_()
+    assert not reads and first["image/png"] == again["image/png"]
+    assert f"{run.name} #2" in first["text/html"], "the same run twice is two columns"
 
 
 def test_stop_message_from_the_view_stops_the_run(run):

@@ -59,9 +59,10 @@ def test_lazy_mode_adds_mark_step_and_hpu_graphs(fake_hpu, monkeypatch):
     cb.on_optimizer_step(None, None, None)
     assert MARK_STEPS[0] == before + 2, "after backward and after the optimizer step"
     net = torch.nn.Linear(2, 2)
-    assert wb.device.__module__  # the module stays importable under its function's name
     from workbench.device import inference_model
 
+    # importing from the module `workbench.device` leaves `wb.device` the function
+    assert isinstance(wb.device("hpu"), wb.DeviceInfo)
     assert inference_model(net, dev) is net and WRAPPED[-1] is net
     monkeypatch.setenv("PT_HPU_LAZY_MODE", "0")
     other = torch.nn.Linear(2, 2)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import shlex
 import signal
-import time
 
 import psutil
 import pytest
 
 import workbench as wb
 from workbench.launcher import deepspeed_config
+
+from conftest import wait_for
 
 DATA = dict(max_length=32, batch_size=4)
 
@@ -23,6 +24,15 @@ def _in_tmp(tmp_path, monkeypatch):
 
 def _ranks(run):
     return [json.loads(p.read_text()) for p in sorted(run.path.glob("ranks/rank-*.json"))]
+
+
+def _wait_for_step(run, step: int) -> None:
+    """Wait until rank 0 has logged ``step``; fail at once if the launcher exits first."""
+    def reached():
+        assert run.process.poll() is None, f"torchrun exited with {run.process.returncode} before step {step}"
+        return any(e.get("step", 0) >= step for e in run.events)
+
+    wait_for(reached, 180, f"rank 0 to log step {step}")
 
 
 def test_two_gloo_workers_train_identically_and_the_notebook_sees_rank_0(tmp_path):
@@ -44,10 +54,7 @@ def test_two_gloo_workers_train_identically_and_the_notebook_sees_rank_0(tmp_pat
 def test_stop_stops_both_ranks_at_the_same_step_with_a_checkpoint():
     run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=400), devices=2, max_steps=100000,
                     log_every=2, save_every=1000, live=False, background=True, **DATA)
-    deadline = time.time() + 180
-    while not any(e.get("step", 0) >= 6 for e in run.events):
-        assert time.time() < deadline and run.process.poll() is None
-        time.sleep(0.2)
+    _wait_for_step(run, 6)
     run.stop()
     run.wait(180)
     assert run.status == "stopped"
@@ -59,10 +66,7 @@ def test_stop_stops_both_ranks_at_the_same_step_with_a_checkpoint():
 def test_a_crashed_rank_fails_the_run_and_is_named():
     run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=400), devices=2, max_steps=100000,
                     log_every=2, live=False, background=True, **DATA)
-    deadline = time.time() + 180
-    while not any(e.get("step", 0) >= 4 for e in run.events):
-        assert time.time() < deadline and run.process.poll() is None
-        time.sleep(0.2)
+    _wait_for_step(run, 4)
     workers = [p for p in psutil.Process(run.process.pid).children(recursive=True)
                if "workbench.worker" in " ".join(p.cmdline())]
     victim = next(p for p in workers if p.environ().get("RANK") == "1")

@@ -21,7 +21,7 @@ LAYERS = [
     {"device", "_hpu", "bundled", "progress", "nbrecord", "interrupts", "families", "lock"},
     {"catalog", "data", "shapes", "batching", "memory", "footprint", "recipe", "diffusion",
      "attention", "checkpoint"},
-    {"run", "dashboard", "writer"},
+    {"run", "dashboard", "writer", "chart"},
     {"callbacks", "trainer"},
     {"engine"},
     {"launcher", "worker", "profiler", "widgets", "pickers", "form", "composite", "magics", "cli"},

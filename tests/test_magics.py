@@ -7,6 +7,8 @@ from IPython.testing.globalipapp import start_ipython
 
 import workbench as wb
 
+from conftest import wait_for
+
 
 @pytest.fixture(scope="module")
 def ip():
@@ -33,8 +35,8 @@ def test_runs_compare_and_stop(ip, tmp_path, monkeypatch, capsys):
     assert "no run is training" in capsys.readouterr().out
     run = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), max_steps=100000, batch_size=2,
                    max_length=16, live=False, background=True)
-    while not run.events:
-        run.wait(0.1)
+    # run.wait re-raises the run's error, so a run that fails says why instead of timing out
+    wait_for(lambda: run.wait(0.1).events, 120, "the background run's first event")
     ip.run_line_magic("wb", "stop")
     run.wait(120)
     assert run.status == "stopped"

@@ -5,6 +5,7 @@ Executed notebooks are kept in test-artifacts/notebooks/ for a look afterwards.
 
 from __future__ import annotations
 
+import math
 import shutil
 import subprocess
 import sys
@@ -31,7 +32,10 @@ CHECKS = {
     and r["lora_targets"] == ["k_proj", "o_proj", "q_proj", "v_proj"],
     "06_diffusion_unet": lambda r: r["status"] == "completed" and r["samples"] == 16,
     "07_multi_device": lambda r: r["status"] == "completed" and r["ranks_identical"] and r["world_size"] == 2,
-    "08_benchmark_and_cost": lambda r: r["cost_per_million_tokens"] > 0 and r["bucketed_vs_pad_to_max"] > 1,
+    # a price from a positive throughput, and a shapes ratio of two positive throughputs:
+    # both contenders measured. Which one is faster is for the benchmarks to say, not a
+    # smoke run of 3 steps x 1 repeat (tests never assert a timing)
+    "08_benchmark_and_cost": lambda r: r["cost_per_million_tokens"] > 0 and 0 < r["bucketed_vs_pad_to_max"] < math.inf,
     "09_profiling": lambda r: r["trace_written"] and r["ops"] > 0 and r["top_op"],
     "10_memory_planning": lambda r: r["llama_70b_fits_one_h200"] is False and r["plans"] >= 20,
 }

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 import torch
@@ -17,6 +16,8 @@ import torch
 import workbench as wb
 from workbench.catalog import FAMILIES
 from workbench.engine import Run
+
+from conftest import wait_for
 
 DATA = {"bert": "docstrings-topic", "gpt2": "docstrings-lm", "t5": "docstrings-summary",
         "llama": "docstrings-lm", "unet": "digits"}
@@ -260,15 +261,17 @@ def _start_victim(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     root = tmp_path / "runs"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        found = list(root.glob("*-victim/checkpoints/checkpoint-10/trainer_state.json"))
-        if found:
-            return proc, Run.open(found[0].parents[2])
+
+    def checkpoint_10():
         assert proc.poll() is None, proc.communicate()
-        time.sleep(0.2)
-    proc.kill()
-    raise AssertionError("the training subprocess never reached step 10")
+        return next(root.glob("*-victim/checkpoints/checkpoint-10/trainer_state.json"), None)
+
+    try:
+        found = wait_for(checkpoint_10, 120, "the training subprocess's checkpoint at step 10")
+    except BaseException:
+        proc.kill()
+        raise
+    return proc, Run.open(found.parents[2])
 
 
 def test_sigint_stops_gracefully_without_a_traceback(tmp_path):
@@ -284,7 +287,8 @@ def test_sigint_stops_gracefully_without_a_traceback(tmp_path):
 
 def test_sigkill_then_resume_loses_at_most_save_every_steps(tmp_path):
     proc, run = _start_victim(tmp_path)
-    time.sleep(1.0)
+    # kill it between checkpoints: logged past step 10, at most save_every=5 steps unsaved
+    wait_for(lambda: any(e.get("step", 0) >= 12 for e in run.events), 60, "steps logged past the checkpoint")
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     reopened = Run.open(run.path)

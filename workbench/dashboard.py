@@ -11,30 +11,33 @@ that a user's front end started, ``static`` in a kernel nobody watches (papermil
 nbconvert), ``text`` outside IPython (a single progress line). In ``static`` mode nothing
 live is sent: the PNG and table are refreshed through one display handle at evaluations,
 at the end and on error, so an executed notebook holds one current picture per run.
-
-Cost per live update: only new points, as float32 buffers, at most 4 messages a second.
+Live updates carry only new points, as float32 buffers, at most 4 messages a second.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import io
 import os
 import time
 from pathlib import Path
 from typing import Any
 
+from .chart import (
+    EVAL_FIELDS,
+    PANELS,
+    RUN_COLOURS,
+    TRAIN_FIELDS,
+    downsample,
+    history,
+    render_png,
+    render_table,
+)
 from .progress import TextProgress, in_notebook
 
 ASSETS = Path(__file__).parent / "assets"
 MIN_INTERVAL = 0.25  # seconds between live messages: at most 4 a second
 MAX_POINTS = 40  # per message: 40 points x 10 float32 fields = 1.6 KB, under 2 KB
-HISTORY_POINTS = 2000  # per series in the history set at the end
-TRAIN_FIELDS = ("step", "loss", "lr", "samples_per_s", "tokens_per_s", "mem_alloc", "mem_peak",
-                "compiles", "time", "warmup")
-EVAL_FIELDS = ("step", "eval_loss")
-
 
 def frontend(live: str | bool = "auto") -> str:
     """'live', 'static' or 'text': where and how progress can be shown, decided once.
@@ -85,6 +88,8 @@ def _widget_class():
         stoppable = t.Bool(True).tag(sync=True)
         log_scale = t.Bool(True).tag(sync=True)
         history = t.Dict({}).tag(sync=True)
+        panels = t.List(PANELS).tag(sync=True)  # what to draw: the list render_png draws
+        run_colours = t.List(RUN_COLOURS).tag(sync=True)
 
     return LiveChart
 
@@ -99,162 +104,21 @@ def LiveChart(**kwargs):  # noqa: N802 (a class built on first use, so anywidget
     return _WIDGET(**kwargs)
 
 
-def _downsample(values: list, limit: int = HISTORY_POINTS) -> list:
-    if len(values) <= limit:
-        return values
-    stride = len(values) / limit
-    picked = [values[int(i * stride)] for i in range(limit - 1)]
-    return picked + [values[-1]]
-
-
-def _series(events: list[dict]) -> dict[str, dict[str, list]]:
-    train = [e for e in events if e.get("phase") in ("warmup", "train")]
-    evals = [e for e in events if e.get("phase") == "eval"]
-    out = {"train": {f: [_num(e.get(f)) for e in train] for f in TRAIN_FIELDS if f != "warmup"},
-           "eval": {f: [_num(e.get(f)) for e in evals] for f in EVAL_FIELDS}}
-    return out
-
-
-def _num(v: Any) -> float | None:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
-
-
-def history(events: list[dict]) -> dict[str, dict[str, list]]:
-    """A run's series, each downsampled to at most 2,000 points (for the widget's state)."""
-    s = _series(events)
-    return {part: {k: _downsample(v) for k, v in cols.items()} for part, cols in s.items()}
-
-
-# --------------------------------------------------------------------------- static part
-def render_png(runs: dict[str, list[dict]], mem_total: float = 0, warmup_steps: int = 0) -> bytes:
-    """The four panels as one PNG (matplotlib Agg; no pyplot, no global state)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(9, 4.6), dpi=80)
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(2, 2)
-    many = len(runs) > 1
-    for i, (name, events) in enumerate(runs.items()):
-        s = _series(events)
-        tr, ev = s["train"], s["eval"]
-        colour = f"C{i}"
-        prefix = f"{name[-28:]} " if many else ""
-
-        def label(x: str, prefix: str = prefix) -> str:
-            return prefix + x
-
-        _plot(axes[0, 0], tr["step"], tr["loss"], colour if many else "C0", label("train"))
-        _plot(axes[0, 0], ev["step"], ev["eval_loss"], colour if many else "C3", label("eval"), "--", "o")
-        _plot(axes[0, 1], tr["step"], tr["lr"], colour if many else "C4", label("lr"))
-        tput = "tokens_per_s" if any(v for v in tr["tokens_per_s"] if v) else "samples_per_s"
-        _plot(axes[1, 0], tr["step"], tr[tput], colour if many else "C2", label(tput.replace("_per_s", "/s")))
-        gib = 2**30
-        _plot(axes[1, 1], tr["step"], [v / gib if v else None for v in tr["mem_alloc"]], colour if many else "C5", label("allocated"))
-        _plot(axes[1, 1], tr["step"], [v / gib if v else None for v in tr["mem_peak"]], colour if many else "C6", label("peak"), ":")
-    axes[0, 0].set_title("loss", fontsize=10)
-    if any(v and v > 0 for e in runs.values() for v in _series(e)["train"]["loss"]):
-        axes[0, 0].set_yscale("log")
-    axes[0, 1].set_title("learning rate", fontsize=10)
-    axes[1, 0].set_title("throughput (warm-up shaded)", fontsize=10)
-    if warmup_steps:
-        axes[1, 0].axvspan(0, warmup_steps, color="#ffcc00", alpha=0.15, lw=0)
-    axes[1, 1].set_title("device memory (GiB)", fontsize=10)
-    if mem_total:
-        axes[1, 1].axhline(mem_total / 2**30, color="#999", ls="--", lw=1, label="total")
-    for ax in axes.flat:
-        ax.tick_params(labelsize=8)
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
-
-
-def _plot(ax, xs, ys, colour, label, style="-", marker=None):
-    pts = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
-    if pts:
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=colour, label=label, lw=1.4,
-                marker=marker, ms=3)
-
-
-def render_table(summaries: dict[str, dict]) -> str:
-    """An HTML table of each run's headline figures."""
-    keys = [("status", "status"), ("step", "step"), ("train_loss", "train loss"), ("eval", "eval"),
-            ("tokens_per_s", "tokens/s"), ("samples_per_s", "samples/s"), ("mem_peak", "peak memory"),
-            ("wall_time_s", "wall time (s)"), ("error", "error")]
-    head = "".join(f"<th style='padding:2px 8px;text-align:left'>{html.escape(n)}</th>" for n in summaries)
-    rows = []
-    for key, label in keys:
-        vals = [s.get(key) for s in summaries.values()]
-        if all(v in (None, {}, "") for v in vals):
-            continue
-        cells = "".join(f"<td style='padding:2px 8px'>{html.escape(_fmt(key, v))}</td>" for v in vals)
-        rows.append(f"<tr><td style='padding:2px 8px;color:#666'>{html.escape(label)}</td>{cells}</tr>")
-    return (f"<table style='font:12px sans-serif;border-collapse:collapse'><tr><th></th>{head}</tr>"
-            + "".join(rows) + "</table>")
-
-
-def _fmt(key: str, v: Any) -> str:
-    if v is None:
-        return "-"
-    if key == "mem_peak" and isinstance(v, (int, float)):
-        return f"{v / 2**30:.2f} GiB"
-    if isinstance(v, float):
-        return f"{v:,.4g}"
-    if isinstance(v, dict):
-        return ", ".join(f"{k} {_fmt(k, x)}" for k, x in v.items())
-    return str(v)
-
-
-class RecordingFrontend:
-    """A stand-in front end (tests, the benchmark): records every message the kernel sends
-    to the widget, and can answer like the real view does ("ready", "stop")."""
-
-    def __init__(self):
-        import uuid
-
-        self.comm_id = uuid.uuid4().hex
-        self.messages: list[tuple[dict, list[bytes]]] = []
-        self._handler = None
-
-    def on_msg(self, callback) -> None:
-        self._handler = callback
-
-    def send(self, data=None, metadata=None, buffers=None) -> None:
-        self.messages.append((data, [bytes(b) for b in (buffers or [])]))
-
-    def close(self, *args, **kwargs) -> None:
-        pass
-
-    def answer(self, content: dict) -> None:
-        """Deliver a custom message from the 'front end' to the kernel-side widget."""
-        self._handler({"content": {"data": {"method": "custom", "content": content}}, "buffers": []})
-
-    @property
-    def deltas(self) -> list[tuple[dict, list[bytes]]]:
-        return [(d["content"], b) for d, b in self.messages
-                if d.get("method") == "custom" and d["content"].get("type") == "delta"]
-
-
 # --------------------------------------------------------------------------- one run
 class Dashboard:
-    """Follows one run's events: live deltas in ``live`` mode, a static picture always."""
+    """Follows one run's events: live deltas in ``live`` mode, a static picture always.
+
+    It reads no run file while the run trains, and the run's summary once, at the end."""
 
     def __init__(self, run, mode: str = "static", blocking: bool = True, sink=None):
         self.run, self.mode, self.blocking = run, mode, blocking
         self.events: list[dict] = []
-        self.pending: list[dict] = []
-        self.pending_eval: list[dict] = []
+        self.pending, self.pending_eval = [], []  # train and eval events not sent yet
         self.last_send = 0.0
         self.messages = 0
         self.max_steps = 0
         self.mem_total = 0.0
+        self.summary: dict[str, Any] | None = None  # the run's summary, read once at the end
         self.warmup_steps = int(run.spec["args"].get("throughput_warmup_steps") or 0)
         self.handle = None
         self.widget = None
@@ -264,12 +128,21 @@ class Dashboard:
             self.widget.on_msg(self._on_msg)
             if sink is not None:  # tests and the benchmark: a stand-in front end
                 self.widget.comm = sink
-        run.dashboard = self
 
     # ------------------------------------------------------------------ display
+    def figures(self) -> dict[str, Any]:
+        """The table's figures: the run's summary once it ended, before that the latest events."""
+        if self.summary is not None:
+            return self.summary
+        last = next((e for e in reversed(self.events) if e.get("phase") != "eval"), {})
+        evals = next((e for e in reversed(self.events) if e.get("phase") == "eval"), {})
+        return {"status": "running", "step": last.get("step"), "train_loss": last.get("loss"),
+                "eval": {k.removeprefix("eval_"): v for k, v in evals.items() if k.startswith("eval_")},
+                "tokens_per_s": last.get("tokens_per_s"), "samples_per_s": last.get("samples_per_s")}
+
     def _bundle(self, with_png: bool) -> dict[str, Any]:
-        data: dict[str, Any] = {"text/plain": f"{self.run.name}: {self.run.status}"}
-        summary = {**self.run.summary, "status": self.run.status}
+        figures = self.figures()
+        data: dict[str, Any] = {"text/plain": f"{self.run.name}: {figures.get('status')}"}
         picture = ""
         if with_png:
             png = base64.b64encode(render_png({self.run.name: self.events}, self.mem_total,
@@ -279,7 +152,7 @@ class Dashboard:
             # HTML carries the picture too, so whichever they pick shows the plots.
             picture = f"<img src='data:image/png;base64,{png}' style='max-width:100%'/>"
         data["text/html"] = (f"<div><b>{html.escape(self.run.name)}</b></div>" + picture
-                             + render_table({self.run.name: summary}))
+                             + render_table({self.run.name: figures}))
         if self.widget is not None:
             data["application/vnd.jupyter.widget-view+json"] = {
                 "version_major": 2, "version_minor": 0, "model_id": self.widget.model_id}
@@ -315,7 +188,7 @@ class Dashboard:
                 self.refresh()
             return
         if phase == "end":
-            self.finish()
+            self.finish(event)
 
     def flush(self) -> None:
         """Send the points not yet sent: one message, float32 buffers."""
@@ -323,13 +196,11 @@ class Dashboard:
 
         if self.widget is None or not (self.pending or self.pending_eval):
             return
-        train, evals = self.pending, self.pending_eval
-        if len(train) > MAX_POINTS:  # keep messages small: thin out, always keep the newest
-            stride = len(train) / MAX_POINTS
-            train = [train[int(i * stride)] for i in range(MAX_POINTS - 1)] + [train[-1]]
+        train = downsample(self.pending, MAX_POINTS)  # keep messages small
+        evals = downsample(self.pending_eval, MAX_POINTS)
         rows = [[_nan(e.get(f)) if f != "warmup" else float(e.get("phase") == "warmup")
                  for f in TRAIN_FIELDS] for e in train]
-        erows = [[_nan(e.get(f)) for f in EVAL_FIELDS] for e in evals[-MAX_POINTS:]]
+        erows = [[_nan(e.get(f)) for f in EVAL_FIELDS] for e in evals]
         buffers = [np.asarray(rows, dtype=np.float32).reshape(-1).tobytes(),
                    np.asarray(erows, dtype=np.float32).reshape(-1).tobytes()]
         self.widget.send({"type": "delta", "run": self.run.name, "fields": list(TRAIN_FIELDS),
@@ -338,12 +209,15 @@ class Dashboard:
         self.last_send = time.monotonic()
         self.messages += 1
 
-    def finish(self) -> None:
-        """The end (or an error): last points, full history, final status, final picture."""
+    def finish(self, event: dict | None = None) -> None:
+        """The end (or an error): last points, the summary, full history, final picture."""
+        self.summary = dict(self.run.summary)  # written before the end event: read once, here
+        if event and event.get("status"):
+            self.summary["status"] = event["status"]
         if self.widget is not None:
             self.flush()
             self.widget.history = {self.run.name: history(self.events)}
-            self.widget.status = self.run.status
+            self.widget.status = self.summary.get("status", "")
         self.refresh()
 
     def _on_msg(self, widget, content, buffers) -> None:
@@ -355,43 +229,52 @@ def _nan(v: Any) -> float:
     return float("nan") if v is None else float(v)
 
 
-def attach(run, live: str | bool = "auto", background: bool = False) -> None:
-    """Subscribe the right display to ``run``: live widget, static picture or text line."""
-    mode = frontend(live)
-    if mode == "off":
-        return
-    if mode == "text":
+def attach(run, live: str | bool = "auto", background: bool = False) -> Dashboard | None:
+    """Give ``run`` one fresh display (a resumed run gets one, not two): ``live(run)`` for a
+    callable, else the live widget, static picture or text line; the Dashboard, if any."""
+    run.log.subscribers.clear()
+    mode = "off" if callable(live) else frontend(live)
+    if callable(live):
+        live(run)  # a display of the caller's own: it subscribes itself
+    elif mode == "text":
         run.subscribe(TextProgress(run))
-        return
+    if mode in ("off", "text"):
+        return None
     dash = Dashboard(run, mode=mode, blocking=not background)
     dash.show()
     run.subscribe(dash)
+    return dash
 
 
 # --------------------------------------------------------------------------- comparison
 class Comparison:
-    """Several runs side by side: ``.table`` (DataFrame); displays as one overlay chart."""
+    """Several runs side by side: ``.table`` (DataFrame); displays as one overlay chart.
+
+    The runs' events and summaries are read once, here: displaying it reads no file."""
 
     def __init__(self, runs: list, table):
         self.runs, self.table = runs, table
+        # the table's column names: the same run twice gets two names ("name", "name #2")
+        names = [str(c) for c in table.columns] if len(table.columns) == len(runs) else [r.name for r in runs]
+        self.events = {n: r.events for n, r in zip(names, runs)}
+        self.summaries = {n: {**r.summary, "status": r.status} for n, r in zip(names, runs)}
 
     def __getitem__(self, key):
         return self.table[key]
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
-        events = {r.name: r.events for r in self.runs}
-        mem_total = max((float(r.summary.get("mem_total") or 0) for r in self.runs), default=0)
-        png = base64.b64encode(render_png(events, mem_total)).decode()
+        mem_total = max((float(s.get("mem_total") or 0) for s in self.summaries.values()), default=0)
+        png = base64.b64encode(render_png(self.events, mem_total)).decode()
         data: dict[str, Any] = {
             "text/plain": self.table.to_string(),
             "text/html": (f"<img src='data:image/png;base64,{png}' style='max-width:100%'/>"
-                          + render_table({r.name: {**r.summary, "status": r.status} for r in self.runs})),
+                          + render_table(self.summaries)),
             "image/png": png,
         }
         if frontend("auto") == "live":
             w = LiveChart(title=f"{len(self.runs)} runs", current="", status="compared",
                           stoppable=False, mem_total=mem_total,
-                          history={r.name: history(r.events) for r in self.runs})
+                          history={n: history(e) for n, e in self.events.items()})
             data["application/vnd.jupyter.widget-view+json"] = {
                 "version_major": 2, "version_minor": 0, "model_id": w.model_id}
         return data

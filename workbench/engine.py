@@ -179,13 +179,9 @@ def _start(run: Run, resume_from: Path | None, background: bool, writer: RunWrit
 
 
 def attach_display(run: Run, live: str | bool, background: bool) -> None:
-    """Give ``run`` one fresh display: the dashboard's choice for ``live``, or ``live(run)``."""
+    """Give ``run`` its display (``dashboard.attach``) and keep the Dashboard on the handle."""
     from .dashboard import attach
 
-    run.log.subscribers.clear()  # a resumed run gets one fresh display, not two
-    if callable(live):  # a display of the caller's own: live(run) subscribes it
-        live(run)
-        return
     run.dashboard = attach(run, live, background)
 
 

@@ -6,15 +6,37 @@
 //    so that a saved notebook with widget state redraws when reopened;
 //  - custom messages {type: "delta"} with binary float32 buffers holding only new points,
 //    at most 4 a second.
+// Both are thinned in the kernel (dashboard.py's one downsampler); this view draws every
+// point it receives and thins nothing.
+//
+// What to draw comes from the kernel too: the `panels` trait is dashboard.py's PANELS, the
+// list its static PNG is drawn from, so the live chart and the saved picture show the same
+// panels. The helpers below mirror drawn_series, visible_panels and panel_title there.
 
-const PANELS = [
-  { key: "loss", title: "loss", series: [["loss", "train", "#1f77b4"], ["eval_loss", "eval", "#d62728"]], log: true },
-  { key: "lr", title: "learning rate", series: [["lr", "lr", "#9467bd"]] },
-  { key: "tput", title: "throughput", series: [["tokens_per_s", "tokens/s", "#2ca02c"], ["samples_per_s", "samples/s", "#ff7f0e"]], warmup: true },
-  { key: "mem", title: "device memory (GiB)", series: [["mem_alloc", "allocated", "#8c564b"], ["mem_peak", "peak", "#e377c2"]], scale: 1 / 2 ** 30, total: true },
-  { key: "compiles", title: "graph compilations", series: [["compiles", "compiles", "#7f7f7f"]], optional: true },
-];
-const RUN_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+const DASHES = { solid: [], dashed: [4, 2], dotted: [1, 2] };
+
+function panelTitle(panel, log, warmup) {
+  const notes = [panel.unit, log && "log", warmup && "warm-up shaded"].filter(Boolean);
+  return panel.title + (notes.length ? ` (${notes.join(", ")})` : "");
+}
+
+function drawnSeries(panel, run) {
+  // the series of `panel` this run has values for; `one_of`: the first with a non-zero value
+  const out = [];
+  for (const spec of panel.series) {
+    const values = (spec.eval ? run.eval : run.train)[spec.field] || [];
+    if (panel.one_of) {
+      if (values.some((v) => Number.isFinite(v) && v !== 0)) return [spec];
+    } else if (values.some((v) => Number.isFinite(v))) {
+      out.push(spec);
+    }
+  }
+  return out;
+}
+
+function visiblePanels(panels, runs) {
+  return panels.filter((p) => !p.optional || Object.values(runs).some((r) => drawnSeries(p, r).length));
+}
 
 function fmt(x, span) {
   // enough digits that neighbouring tick labels differ even on a narrow range
@@ -60,21 +82,20 @@ function drawPanel(ctx, box, panel, runs, opts) {
   const pad = { l: 46, r: 8, t: 16, b: 18 };
   ctx.fillStyle = "#fff";
   ctx.fillRect(x, y, w, h);
+  const log = panel.scale === "log" && opts.logScale;
   ctx.fillStyle = "#333";
   ctx.font = "11px sans-serif";
-  ctx.fillText(panel.title + (panel.log && opts.logScale ? " (log)" : ""), x + pad.l, y + 11);
+  ctx.fillText(panelTitle(panel, log, panel.warmup && opts.warmupEnd > 0), x + pad.l, y + 11);
   const px = x + pad.l, py = y + pad.t, pw = w - pad.l - pad.r, ph = h - pad.t - pad.b;
-  const scale = panel.scale || 1;
-  const log = panel.log && opts.logScale;
+  const scale = 1 / (panel.divisor || 1);
   let xmin = Infinity, xmax = -Infinity, ymin = Infinity, ymax = -Infinity;
   const lines = [];
   const names = Object.keys(runs);
   names.forEach((name, ri) => {
     const run = runs[name];
-    for (const [key, label, colour] of panel.series) {
-      const isEval = key.startsWith("eval_");
-      const src = isEval ? run.eval : run.train;
-      const xs = src.step || [], ys = src[key] || [];
+    for (const spec of drawnSeries(panel, run)) {
+      const src = spec.eval ? run.eval : run.train;
+      const xs = src.step || [], ys = src[spec.field] || [];
       const pts = [];
       for (let i = 0; i < ys.length; i++) {
         let v = ys[i] * scale;
@@ -84,7 +105,11 @@ function drawPanel(ctx, box, panel, runs, opts) {
         xmin = Math.min(xmin, xs[i]); xmax = Math.max(xmax, xs[i]);
         ymin = Math.min(ymin, v); ymax = Math.max(ymax, v);
       }
-      if (pts.length) lines.push({ pts, colour: names.length > 1 ? RUN_COLOURS[ri % RUN_COLOURS.length] : colour, label: names.length > 1 ? `${name.slice(-24)} ${label}` : label, dashed: isEval || (names.length > 1 && label !== panel.series[0][1]) });
+      if (!pts.length) continue;
+      const many = names.length > 1, colours = opts.runColours;
+      lines.push({ pts, colour: many ? colours[ri % colours.length] : spec.colour,
+        label: many ? `${name.slice(-24)} ${spec.label}` : spec.label,
+        dash: DASHES[spec.style || "solid"], marker: Boolean(spec.marker) });
     }
   });
   if (panel.total && opts.memTotal > 0) ymax = Math.max(ymax, opts.memTotal * scale);
@@ -127,17 +152,26 @@ function drawPanel(ctx, box, panel, runs, opts) {
   for (const line of lines) {
     ctx.strokeStyle = line.colour;
     ctx.lineWidth = 1.5;
-    ctx.setLineDash(line.dashed ? [4, 2] : []);
+    ctx.setLineDash(line.dash);
     ctx.beginPath();
     line.pts.forEach(([a, b], i) => (i ? ctx.lineTo(sx(a), sy(b)) : ctx.moveTo(sx(a), sy(b))));
     if (line.pts.length === 1) ctx.arc(sx(line.pts[0][0]), sy(line.pts[0][1]), 2, 0, 2 * Math.PI);
     ctx.stroke();
     ctx.setLineDash([]);
+    if (line.marker) {
+      ctx.fillStyle = line.colour;
+      for (const [a, b] of line.pts) { ctx.beginPath(); ctx.arc(sx(a), sy(b), 2, 0, 2 * Math.PI); ctx.fill(); }
+    }
     const tw = ctx.measureText(line.label).width;
     lx -= tw;
     ctx.fillStyle = line.colour;
     ctx.fillText(line.label, lx, py + 10);
     lx -= 10;
+  }
+  if (panel.total && opts.memTotal > 0) {
+    lx -= ctx.measureText("total").width;
+    ctx.fillStyle = "#999";
+    ctx.fillText("total", lx, py + 10);
   }
 }
 
@@ -208,8 +242,7 @@ function render({ model, el }) {
     pending = false;
     header();
     const width = Math.max(420, root.clientWidth || el.clientWidth || 720);
-    const hasCompiles = Object.values(runs).some((r) => (r.train.compiles || []).some((v) => Number.isFinite(v)));
-    const panels = PANELS.filter((p) => !p.optional || hasCompiles);
+    const panels = visiblePanels(model.get("panels"), runs);
     const cols = 2, rows = Math.ceil(panels.length / cols), ph = 150;
     const dpr = window.devicePixelRatio || 1;
     canvas.width = width * dpr;
@@ -220,7 +253,8 @@ function render({ model, el }) {
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.fillStyle = "#fff";
     ctx.fillRect(0, 0, width, rows * ph);
-    const opts = { logScale, memTotal: model.get("mem_total"), warmupEnd: model.get("warmup_steps") };
+    const opts = { logScale, memTotal: model.get("mem_total"), warmupEnd: model.get("warmup_steps"),
+      runColours: model.get("run_colours") };
     panels.forEach((panel, i) => {
       const box = { x: (i % cols) * (width / cols), y: Math.floor(i / cols) * ph, w: width / cols, h: ph };
       drawPanel(ctx, box, panel, runs, opts);
@@ -244,7 +278,7 @@ function render({ model, el }) {
     schedule();
   });
   model.on("change:history", () => { runs = fromHistory(model.get("history")); schedule(); });
-  for (const trait of ["status", "max_steps", "current", "title", "device", "mem_total", "stoppable"]) {
+  for (const trait of ["status", "max_steps", "current", "title", "device", "mem_total", "stoppable", "panels"]) {
     model.on(`change:${trait}`, schedule);
   }
   q(".wb-log input").addEventListener("change", (e) => {
