@@ -1,0 +1,245 @@
+"""JupyterLab and headless Chromium for tests/test_browser.py: a server, a page, waits on UI state.
+
+The server gets its own config, data, runtime and settings directories under the test's
+tmp_path, a `python3` kernel spec that runs this interpreter, and a session started through
+the REST API before the page opens the notebook, so JupyterLab connects to a running kernel
+and never asks which kernel to start. Every wait is on a condition with a deadline; a
+JupyterLab dialog that opens during a wait fails the test at once with its text and a
+screenshot in test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path, PurePosixPath
+from urllib.parse import urlsplit
+
+import pytest
+
+from conftest import ROOT
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = ROOT / "test-artifacts"
+KERNEL = "python3"
+
+# Settings the test server starts with (overrides.json in its app settings dir). Source:
+# JupyterLab 4's schema for the notebook tracker, share/jupyter/lab/schemas/@jupyterlab/
+# notebook-extension/tracker.json, "autoStartDefaultKernel" ("Automatically Start Preferred
+# Kernel"), which sets the documents' IKernelPreference.autoStartDefault
+# (jupyterlab.readthedocs.io/en/latest/api/interfaces/apputils.ISessionContext.IKernelPreference.html):
+# a notebook whose kernel is not found starts the server's default kernel instead of opening
+# "Select Kernel". And apputils-extension/notification.json "fetchNews": no "Jupyter news?"
+# toast over the page.
+OVERRIDES = {
+    "@jupyterlab/notebook-extension:tracker": {"autoStartDefaultKernel": True},
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false"},
+}
+
+# Generous deadlines: the suite runs on a loaded 2-core machine.
+SERVER_START_S = 180
+PAGE_READY_MS = 240_000
+
+
+def require_chromium() -> None:
+    """Skip where Debian's chromium is missing, fail on CI."""
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is missing on CI: .ci/run installs Debian's chromium (apt-get install chromium)")
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _write_kernel_spec(data_dir: Path) -> None:
+    """A `python3` kernel spec running this interpreter, for the head of JUPYTER_PATH."""
+    spec = data_dir / "kernels" / KERNEL
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (ipykernel)", "language": "python"}))
+
+
+def api(lab: dict, path: str, body: dict | None = None, timeout: float = 30) -> dict:
+    """GET (or POST ``body`` to) the server's REST API; the JSON reply."""
+    req = urllib.request.Request(f"{lab['url']}{path}", method="GET" if body is None else "POST",
+                                 data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Authorization": f"token {lab['token']}"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read() or b"null")
+
+
+def _wait_for_server(lab: dict, proc: subprocess.Popen, log: Path) -> None:
+    """Poll /api/status until the server answers; fail with its log if it exits or hangs."""
+    deadline = time.monotonic() + SERVER_START_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"JupyterLab exited with {proc.returncode}: " + log.read_text()[-3000:])
+        try:
+            api(lab, "/api/status", timeout=5)
+            return
+        except (OSError, urllib.error.HTTPError):
+            time.sleep(0.5)  # polling interval, not a wait for state
+    pytest.fail(f"JupyterLab did not answer in {SERVER_START_S}s: " + log.read_text()[-3000:])
+
+
+def _check_server(lab: dict) -> None:
+    """The server sees our kernel spec as its default and has loaded the settings overrides."""
+    specs = api(lab, "/api/kernelspecs")
+    argv = specs["kernelspecs"].get(KERNEL, {}).get("spec", {}).get("argv", [])
+    assert specs["default"] == KERNEL and argv[:1] == [sys.executable], \
+        f"the server's kernel specs are not this venv's {KERNEL}: {json.dumps(specs)[:1500]}"
+    for plugin, values in OVERRIDES.items():
+        # overrides.json replaces the schema's defaults, which the page's settings start from
+        schema = api(lab, f"/lab/api/settings/{plugin}")["schema"]["properties"]
+        defaults = {k: schema[k].get("default") for k in values}
+        assert defaults == values, f"settings overrides for {plugin} not loaded: {defaults}"
+
+
+@contextlib.contextmanager
+def jupyterlab(workdir: Path):
+    """A JupyterLab server on 127.0.0.1 rooted at ``workdir``: {url, token, dir}."""
+    port, token = _free_port(), secrets.token_hex(16)
+    settings = workdir / ".lab-settings"
+    settings.mkdir()
+    (settings / "overrides.json").write_text(json.dumps(OVERRIDES))
+    _write_kernel_spec(workdir / ".jupyter-data")
+    cmd = [str(Path(sys.executable).with_name("jupyter")), "lab", "--no-browser",
+           "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={workdir}",
+           f"--LabApp.app_settings_dir={settings}", "--LabApp.news_url=",
+           # window.jupyterapp: the waits below read the shell's current widget and its kernel
+           "--LabApp.expose_app_in_browser=True", "--LabServerApp.open_browser=False"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-root")
+    # JUPYTER_PATH is searched before every other data dir (in a venv jupyter_core puts the
+    # venv's share/jupyter before JUPYTER_DATA_DIR), so our kernel spec wins.
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(workdir / ".jupyter-config"),
+           "JUPYTER_PATH": str(workdir / ".jupyter-data"), "JUPYTER_DATA_DIR": str(workdir / ".jupyter-data"),
+           "JUPYTER_RUNTIME_DIR": str(workdir / ".jupyter-runtime")}
+    log_path = workdir / "lab.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
+        lab = {"url": f"http://127.0.0.1:{port}", "token": token, "dir": workdir}
+        try:
+            _wait_for_server(lab, proc, log_path)
+            _check_server(lab)
+            yield lab
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def write_notebook(nb, path: Path) -> Path:
+    """Write ``nb`` with its kernelspec naming the server's kernel."""
+    import nbformat
+
+    nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nbformat.write(nb, path)
+    return path
+
+
+@contextlib.contextmanager
+def browser_page(playwright, name: str, **page_args):
+    """A page in Debian's headless Chromium; on failure a full-page screenshot goes to
+    test-artifacts/browser-failure-NAME.png, for what the test could not say."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+        "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"])
+    page = browser.new_page(**page_args)
+    try:
+        yield page
+    except BaseException:
+        with contextlib.suppress(Exception):
+            page.screenshot(path=str(ARTIFACTS / f"browser-failure-{name}.png"), full_page=True)
+        raise
+    finally:
+        browser.close()
+
+
+def wait_ui(page, condition: str, what: str, timeout_ms: int, arg=None) -> None:
+    """Wait until the JS predicate ``condition`` holds; fail at once if a dialog opens.
+
+    On a dialog: its text in the message, a screenshot test-artifacts/browser-dialog-NAME.png.
+    On the deadline: ``what`` and the deadline in the message.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    guarded = ("(arg) => document.querySelector('.jp-Dialog') ? 'dialog' : "
+               f"(({condition})(arg) ? 'ok' : false)")
+    try:
+        outcome = page.wait_for_function(guarded, arg=arg, timeout=timeout_ms, polling=250).json_value()
+    except PlaywrightTimeout:
+        pytest.fail(f"waited {timeout_ms / 1000:.0f}s for {what}; state: {_lab_state(page)}")
+    if outcome == "dialog":
+        shot = ARTIFACTS / f"browser-dialog-{PurePosixPath(urlsplit(page.url).path).stem}.png"
+        page.screenshot(path=str(shot), full_page=True)
+        text = page.locator(".jp-Dialog").first.inner_text().replace("\n", " | ")
+        pytest.fail(f"JupyterLab opened a dialog while waiting for {what}: {text!r} (screenshot {shot})")
+
+
+def _lab_state(page) -> str:
+    """The current widget's path and kernel, for a timeout's message."""
+    with contextlib.suppress(Exception):
+        return page.evaluate("""() => {
+            const w = window.jupyterapp?.shell.currentWidget, sc = w?.sessionContext;
+            return JSON.stringify({current: w?.context?.path ?? w?.id ?? null, ready: sc?.isReady,
+                                   kernel: sc?.session?.kernel?.name, status: sc?.session?.kernel?.status,
+                                   connection: sc?.session?.kernel?.connectionStatus});
+        }""")
+    return "unknown (page not readable)"
+
+
+# The notebook at `path` is the shell's current widget, connected to an idle kernel of ours.
+# (The toolbar's execution indicator is no use here: it reads data-status='idle' before any
+# kernel exists.)
+_NOTEBOOK_READY = f"""(path) => {{
+    const w = window.jupyterapp?.shell.currentWidget, k = w?.sessionContext?.session?.kernel;
+    return w?.context?.path === path && w.context.isReady && w.sessionContext.isReady
+        && k?.name === '{KERNEL}' && k.status === 'idle' && k.connectionStatus === 'connected';
+}}"""
+
+# A cell's input prompt reads "[ ]:" until it is queued ("[*]:") or has run ("[1]:").
+_STARTED = """() => [...window.jupyterapp.shell.currentWidget.node.querySelectorAll('.jp-InputPrompt')]
+    .some(p => /[*0-9]/.test(p.textContent))"""
+
+
+def open_notebook(page, lab: dict, notebook: str) -> None:
+    """Start a kernel session for ``notebook`` on the server, open it, wait until it is ready."""
+    session = api(lab, "/api/sessions", {"path": notebook, "name": notebook, "type": "notebook",
+                                         "kernel": {"name": KERNEL}}, timeout=SERVER_START_S)
+    assert session["kernel"]["name"] == KERNEL, session
+    page.goto(f"{lab['url']}/lab/tree/{notebook}?token={lab['token']}", timeout=PAGE_READY_MS)
+    wait_ui(page, _NOTEBOOK_READY, f"{notebook} to be the current widget with an idle {KERNEL} kernel",
+            PAGE_READY_MS, arg=notebook)
+
+
+def run_all_cells(page, notebook: str) -> None:
+    """Run > Run All Cells on the current notebook; wait until a cell is queued or has run."""
+    from playwright.sync_api import expect
+
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    item = page.get_by_role("menuitem", name="Run All Cells", exact=True)
+    # Lumino disables the item while no notebook is current; a click then would do nothing.
+    expect(item).to_be_visible(timeout=60_000)
+    expect(item).not_to_have_attribute("aria-disabled", "true", timeout=60_000)
+    item.click()
+    wait_ui(page, _STARTED, f"'Run All Cells' to start a cell of {notebook}", 120_000)
