@@ -19,6 +19,7 @@ from . import recipe
 from . import run as runs
 from .catalog import ModelSpec
 from .catalog import model as as_model
+from .dashboard import attach
 from .data import DataSpec
 from .data import dataset as as_dataset
 from .device import DeviceInfo, set_hpu_mode
@@ -178,13 +179,6 @@ def _start(run: Run, resume_from: Path | None, background: bool, writer: RunWrit
     return run
 
 
-def attach_display(run: Run, live: str | bool, background: bool) -> None:
-    """Give ``run`` its display (``dashboard.attach``) and keep the Dashboard on the handle."""
-    from .dashboard import attach
-
-    run.dashboard = attach(run, live, background)
-
-
 def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None = None,  # noqa: PLR0913
           epochs: float | None = None, batch_size: int = 16, lr: float | None = None,
           precision: str = "auto", device: str = "auto", eval_every: int | None = None,
@@ -268,7 +262,7 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
         options.pop(key)
     run = prepare(model, data, **options, **trainer_overrides)
     run.callbacks = list(callbacks or [])
-    attach_display(run, live, background)
+    run.dashboard = attach(run, live, background)
     return _start(run, None, background)
 
 
@@ -348,5 +342,5 @@ def resume(run: Run, max_steps: int | None = None, *, live: str | bool = "auto",
     writer.respec(spec)
     run.log.truncate_after(int(ckpt.name.split("-")[-1]))
     run.callbacks = list(callbacks or [])
-    attach_display(run, live, background)
+    run.dashboard = attach(run, live, background)
     return _start(run, ckpt, background, writer)

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from . import run as runs
-from .engine import Run, attach_display, prepare, training
+from .dashboard import attach
+from .engine import Run, prepare, training
 from .interrupts import Interrupts
 from .run import STOP_FILE
 
@@ -162,7 +163,7 @@ def launch(model, data, *, devices: int = 2, strategy: str = "ddp", zero_stage: 
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={devices}",
            f"--log_dir={run.path / 'logs'}", "--redirects=3", *_worker_args(run.path)]
     log_path = run.path / "launcher.log"
-    attach_display(run, live, background)
+    run.dashboard = attach(run, live, background)
     log = open(log_path, "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=Path.cwd())
     run.process = proc
