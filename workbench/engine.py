@@ -28,7 +28,7 @@ from .interrupts import Interrupts
 from .progress import quiet_libraries
 from .trainer import build, error_text, outcome
 from .trainer import summary as end_summary
-from .writer import RunWriter, disk_full_message, resume_spec
+from .writer import RunWriter, create, disk_full_message, resume_spec
 
 _ACTIVE: list[Run] = []  # runs training in this process, newest last (for %wb stop)
 
@@ -257,6 +257,9 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
     >>> run.status  # doctest: +SKIP
     'completed'
     """
+    if "resume_from_checkpoint" in trainer_overrides:
+        raise ValueError("wb.train(resume_from_checkpoint=...) would be ignored: continue a run with wb.Run.open("
+                         "run_dir).resume(), or start from its weights with wb.model(family, size=<model dir>)")
     options = dict(locals())
     for key in ("model", "data", "live", "background", "callbacks", "trainer_overrides"):
         options.pop(key)
@@ -302,7 +305,7 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | No
         args["throughput_warmup_steps"] = max(3, args["log_every"])
     path = runs.new_run_dir(name or f"{mspec.name}-{dspec.name}", run_dir)
     spec = {"model": mspec.to_dict(), "data": dspec.to_dict(), "args": args, **(extra_spec or {})}
-    runs.write_json(path / "spec.json", spec)
+    create(path, spec)  # the summary ("prepared") first, then the spec
     return Run(path)
 
 

@@ -1,0 +1,220 @@
+"""Runs never lie about their state and lose nothing: one writer, kills at every moment,
+bad overrides, broken checkpoints, a full disk, untrusted run directories."""
+
+from __future__ import annotations
+
+import errno
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import workbench as wb
+from workbench.engine import Run
+from workbench.lock import RunBusy
+
+from conftest import wait_for
+
+LM = dict(max_steps=12, batch_size=4, max_length=32, save_every=4, log_every=2, live=False)
+
+# A training subprocess that SIGKILLs itself at one moment (argv[1]); the moments are hooks
+# on the libraries it calls, so the workbench runs unchanged.
+VICTIM = textwrap.dedent("""
+    import os, signal, sys
+    import transformers
+    import workbench as wb
+    from workbench import writer
+
+    point = sys.argv[1]
+    def die():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    real_write = writer.write_json
+    def write_json(path, data):
+        if point == "summary" and path.name == "summary.json" and "ended" in data:
+            path.with_name(".summary.json.tmp").write_text("{")  # half written, then killed
+            die()
+        real_write(path, data)
+        if point == "spec" and path.name == "spec.json":
+            die()
+    writer.write_json = write_json
+
+    saves = {"weights": 0, "state": 0}
+    real_save = transformers.modeling_utils.safe_save_file
+    def save_file(tensors, filename, metadata=None):
+        saves["weights"] += 1
+        real_save(tensors, filename, metadata=metadata)
+        if point == "mid_checkpoint" and saves["weights"] == 2:
+            with open(filename, "r+b") as f:
+                f.truncate(os.path.getsize(filename) // 2)  # the second checkpoint's weights cut short
+            die()
+    transformers.modeling_utils.safe_save_file = save_file
+
+    real_state = transformers.TrainerState.save_to_json
+    def save_to_json(self, path):
+        saves["state"] += 1
+        if point == "empty_state" and saves["state"] == 2:
+            open(path, "w").close()  # transformers writes it in place: a kill leaves 0 bytes
+            die()
+        real_state(self, path)
+    transformers.TrainerState.save_to_json = save_to_json
+
+    class KillAfterFirstSave(transformers.TrainerCallback):
+        def on_save(self, args, state, control, **kw):
+            if point == "first_checkpoint":
+                die()
+
+    wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), max_steps=12, batch_size=4,
+             max_length=32, save_every=4, log_every=2, name="victim", live=False,
+             callbacks=[KillAfterFirstSave()])
+    print("finished")
+""")
+
+
+def _killed_at(point, tmp_path) -> Run:
+    proc = subprocess.run([sys.executable, "-c", VICTIM, point], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr[-2000:])
+    (path,) = (tmp_path / "runs").iterdir()
+    return Run.open(path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point, status, resumes_from", [
+    ("spec", "prepared", None),                    # killed before training started
+    ("first_checkpoint", "failed", "checkpoint-4"),
+    ("mid_checkpoint", "failed", "checkpoint-4"),  # checkpoint-8's weights are cut short
+    ("empty_state", "failed", "checkpoint-4"),     # checkpoint-8's trainer_state.json is 0 bytes
+    ("summary", "failed", "checkpoint-12"),        # killed while writing the final summary
+])
+def test_a_run_killed_at_any_moment_tells_the_truth_and_resumes(tmp_path, point, status, resumes_from, capsys):
+    run = _killed_at(point, tmp_path)
+    assert run.status == status, f"killed at {point}: reads {run.status}"
+    assert not list(run.path.glob(".*.tmp")) or point == "summary"
+    if resumes_from is None:
+        assert run.last_checkpoint is None
+        with pytest.raises(FileNotFoundError, match="no checkpoint to resume from"):
+            run.resume(live=False)
+        return
+    assert run.last_checkpoint.name == resumes_from
+    assert run.step >= int(resumes_from.split("-")[1]), "the step of a killed run comes from its events"
+    if point in ("mid_checkpoint", "empty_state"):
+        assert "checkpoint-8" in run.broken_checkpoints
+    run.resume(max_steps=16, live=False)
+    assert run.status == "completed" and run.summary["step"] == 16 and run.step == 16
+    if point in ("mid_checkpoint", "empty_state"):
+        assert "checkpoint-8 cannot be resumed from" in capsys.readouterr().err
+
+
+STOPPABLE = textwrap.dedent("""
+    import workbench as wb
+    run = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), max_steps=100000, batch_size=2,
+                   max_length=32, save_every=1000, log_every=5, name="long", live=False)
+    print("RETURNED", run.status)
+""")
+
+
+def test_one_writer_at_a_time_and_stop_from_another_process(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", STOPPABLE], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        path = wait_for(lambda: next((tmp_path / "runs").glob("*-long"), None) if proc.poll() is None
+                        else pytest.fail(proc.communicate()[1][-2000:]), 120, "the run directory")
+        run = Run.open(path)
+        wait_for(lambda: run.status == "running" and run.step >= 5, 120, "the other process training")
+        spec = (path / "spec.json").read_text()
+        with pytest.raises(RunBusy, match=rf"being trained by pid {proc.pid}"):
+            run.resume(max_steps=10, live=False)
+        assert (path / "spec.json").read_text() == spec, "a refused resume writes nothing"
+        run.stop()  # from this process: the STOP file
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert "RETURNED stopped" in out, err[-2000:]
+    assert run.status == "stopped" and run.last_checkpoint is not None
+    assert not (path / "STOP").exists() or run.summary["status"] == "stopped"
+
+
+@pytest.fixture(scope="module")
+def done(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("runs")
+    return wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), run_dir=runs, **LM)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"model": "bert-tiny"}, "not TrainingArguments fields: model"),
+    ({"warmup_step": 5}, r"warmup_step \(did you mean warmup_steps\?\)"),
+    ({"lr_scheduler_type": "zigzag"}, "would not run"),
+    ({"max_steps": 3}, "already at step 12"),
+])
+def test_a_bad_resume_override_changes_nothing(done, overrides, message):
+    before = (done.path / "spec.json").read_text(), (done.path / "summary.json").read_text()
+    with pytest.raises(ValueError, match=message):
+        Run.open(done.path).resume(live=False, **overrides)
+    assert ((done.path / "spec.json").read_text(), (done.path / "summary.json").read_text()) == before
+    assert Run.open(done.path).status == "completed"
+
+
+def test_resume_keeps_the_previous_arguments_and_train_refuses_a_foreign_checkpoint(done, tmp_path):
+    run = Run.open(done.path).resume(max_steps=14, live=False, learning_rate=1e-4)
+    record = run.spec["resumes"][-1]
+    assert record["from"] == "checkpoint-12" and record["previous_args"]["max_steps"] == 12
+    assert run.spec["args"]["trainer_overrides"]["learning_rate"] == 1e-4
+    with pytest.raises(ValueError, match=r"resume_from_checkpoint=\.\.\.\) would be ignored"):
+        wb.train("gpt2-tiny", "docstrings-lm", run_dir=tmp_path, live=False,
+                 resume_from_checkpoint=str(run.last_checkpoint))
+    assert not list(tmp_path.iterdir()), "refused before a run directory is made"
+
+
+def test_a_full_disk_is_named_and_the_last_good_checkpoint_stays(tmp_path, monkeypatch):
+    import transformers.modeling_utils as mu
+
+    real, calls = mu.safe_save_file, []
+
+    def full(tensors, filename, metadata=None):
+        calls.append(filename)
+        if len(calls) == 2:  # the second checkpoint: the disk fills half way
+            real(tensors, filename, metadata=metadata)
+            with open(filename, "r+b") as f:
+                f.truncate(100)
+            raise OSError(errno.ENOSPC, "No space left on device", filename)
+        real(tensors, filename, metadata=metadata)
+
+    monkeypatch.setattr(mu, "safe_save_file", full)
+    with pytest.raises(OSError):
+        wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), run_dir=tmp_path, **LM)
+    (path,) = tmp_path.iterdir()
+    run = Run.open(path)
+    summary = run.summary
+    assert run.status == "failed" and summary["error"].startswith("disk full at ")
+    assert "the last good checkpoint is checkpoint-4" in summary["error"]
+    assert not list(path.glob(".*.tmp")) and not (path / ".reserve").exists()
+    assert [c.name for c in run.checkpoints] == ["checkpoint-4"] and not run.broken_checkpoints
+    monkeypatch.setattr(mu, "safe_save_file", real)
+    run.resume(live=False)
+    assert run.status == "completed" and run.step == 12
+
+
+def test_opening_a_run_never_runs_code_its_files_ask_for(tmp_path):
+    """A run directory from someone else says trust_remote_code and ships an auto_map:
+    loading its model must not import that code (trust is the caller's, at load time)."""
+    run = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), max_steps=2, batch_size=4,
+                   max_length=32, run_dir=tmp_path, live=False)
+    marker = tmp_path / "pwned"
+    ckpt = run.last_checkpoint
+    (ckpt / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
+                                  "from transformers import GPT2LMHeadModel as Evil\n")
+    config = json.loads((ckpt / "config.json").read_text())
+    config["auto_map"] = {"AutoModelForCausalLM": "evil.Evil", "AutoConfig": "evil.Evil"}
+    (ckpt / "config.json").write_text(json.dumps(config))
+    spec = json.loads((run.path / "spec.json").read_text())
+    spec["model"]["trust_remote_code"] = True
+    (run.path / "spec.json").write_text(json.dumps(spec))
+    try:
+        Run.open(run.path).model  # noqa: B018
+    except Exception:  # refusing is fine too; running the code is not
+        pass
+    assert not marker.exists(), "the run's files made this process run their code"
