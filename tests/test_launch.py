@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import signal
 
@@ -121,3 +122,70 @@ def test_deepspeed_zero2_on_two_cpu_processes():
     states = sorted(p.name for p in run.last_checkpoint.glob("global_step*/zero_pp_rank_*_optim_states.pt"))
     assert states == ["zero_pp_rank_0_mp_rank_00_optim_states.pt", "zero_pp_rank_1_mp_rank_00_optim_states.pt"], \
         "ZeRO partitioned the optimizer state across the two ranks"
+
+
+PARENT = """
+import sys, time
+import workbench as wb
+run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=400), devices=2, max_steps=100000, log_every=2,
+                max_length=32, batch_size=4, live=False, background=True)
+print(run.path, flush=True)
+while True:
+    time.sleep(60)
+"""
+
+
+def _workers(path) -> list[psutil.Process]:
+    return [p for p in psutil.process_iter(["cmdline"])
+            if "workbench.worker" in " ".join(p.info["cmdline"] or []) and str(path) in " ".join(p.info["cmdline"])]
+
+
+def test_killing_the_launching_process_ends_its_workers_and_stop_works_from_anywhere(tmp_path):
+    import subprocess
+    import sys
+
+    from workbench.engine import Run
+
+    def parent():
+        proc = subprocess.Popen([sys.executable, "-c", PARENT], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+        run = Run.open(proc.stdout.readline().strip())
+        wait_for(lambda: run.step >= 4, 180, "rank 0's events")
+        return proc, run
+
+    # 1. the notebook that launched is killed: torchrun and its workers end with it
+    proc, run = parent()
+    assert len(_workers(run.path)) == 2
+    proc.kill()
+    wait_for(lambda: not _workers(run.path), 120, "the orphaned workers to end")
+    assert run.status == "failed", "nobody trains it any more"
+    # 2. stop() from a process that did not launch it: every rank stops at one step, with a checkpoint
+    proc, run = parent()
+    Run.open(run.path).stop()
+    wait_for(lambda: run.summary.get("status") == "stopped", 180, "the launched run to stop")
+    assert run.last_checkpoint is not None
+    proc.kill()
+    wait_for(lambda: not _workers(run.path), 120, "the workers to end")
+
+
+def test_a_rank_that_raises_is_named_with_its_exception(tmp_path, monkeypatch):
+    """rank 1 raises mid-run (a sitecustomize on its path makes it): the run's error is that
+    exception, read from torchrun's per-worker error file, not a warning from its log."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import os\n"
+        "if os.environ.get('RANK') == '1':\n"
+        "    import transformers\n"
+        "    step = transformers.Trainer.training_step\n"
+        "    def boom(self, *a, **k):\n"
+        "        if self.state.global_step >= 3:\n"
+        "            raise RuntimeError('boom on rank 1')\n"
+        "        return step(self, *a, **k)\n"
+        "    transformers.Trainer.training_step = boom\n")
+    monkeypatch.setenv("PYTHONPATH", f"{hook}{':' + os.environ['PYTHONPATH'] if os.environ.get('PYTHONPATH') else ''}")
+    run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=400), devices=2, max_steps=100000,
+                    log_every=2, live=False, background=True, **DATA)
+    with pytest.raises(RuntimeError, match="rank 1 failed"):
+        run.wait(300)
+    assert run.summary["failed_rank"] == 1
+    assert "RuntimeError: boom on rank 1" in run.summary["error"], run.summary["error"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -90,25 +91,55 @@ class _Follower:
                 fn(event)
 
 
+def _die_with_parent() -> None:
+    """In the torchrun child, before it starts: SIGTERM it when this process dies, however
+    it dies, so that torchrun stops its workers instead of training on orphaned (Linux
+    prctl PR_SET_PDEATHSIG; it fires when the thread that started torchrun ends, and
+    ``launch`` starts it from the caller's thread)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
+def _exit_codes(launcher_log: str) -> dict[int, int]:
+    """rank -> exit code of every failed worker in torchrun's failure report."""
+    return {int(r): int(c) for r, c in re.findall(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)", launcher_log)}
+
+
+def _error_files(run: Run) -> dict[int, dict]:
+    """rank -> the error a worker recorded (``@record`` writes torchrun's per-worker
+    ``error.json``: the exception as ``"Type: message"``, its traceback and a timestamp)."""
+    found = {}
+    for path in sorted(run.path.glob("logs/**/attempt_*/*/error.json")):
+        try:
+            message = json.loads(path.read_text())["message"]
+        except (ValueError, KeyError):
+            continue
+        if isinstance(message, dict):
+            found[int(path.parent.name)] = message  # one node: local rank = rank
+    return found
+
+
 def _failure(run: Run, launcher_log: str) -> tuple[int | None, str]:
-    """(rank, message) of the first failure that torchrun reported."""
-    rank = None
-    m = re.search(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", launcher_log, re.S)
-    if m:
-        rank, code = int(m.group(1)), int(m.group(2))
-        signal = re.search(r"Signal (\d+) \((\w+)\) received", launcher_log[m.start():])
-        why = f"exit code {code}" + (f", killed by {signal.group(2)}" if signal else "")
-    else:
-        why = "torchrun failed"
-    tail = ""
-    if rank is not None:
-        logs = sorted(run.path.glob(f"logs/**/attempt_*/{rank}/stderr.log"))
-        if logs:
-            lines = [ln for ln in logs[-1].read_text(errors="replace").splitlines() if ln.strip()]
-            tb = [ln for ln in lines if re.match(r"\w*(Error|Exception)\b", ln.strip())]
-            tail = (tb[-1] if tb else (lines[-1] if lines else "")).strip()
-    msg = f"rank {rank} failed ({why})" if rank is not None else why
-    return rank, msg + (f": {tail}" if tail else "")
+    """(rank, message) of the failure that caused the others. A rank killed by a signal
+    comes first (the others then fail on a broken collective); else the rank whose
+    recorded exception came first; the message is that exception, not its log's tail."""
+    codes, errors = _exit_codes(launcher_log), _error_files(run)
+    killed = sorted(r for r, c in codes.items() if c < 0)
+    if killed:
+        rank = killed[0]
+        try:
+            name = signal.Signals(-codes[rank]).name
+        except ValueError:
+            name = f"signal {-codes[rank]}"
+        return rank, f"rank {rank} failed (exit code {codes[rank]}, killed by {name})"
+    if errors:
+        rank = min(errors, key=lambda r: int(errors[r].get("extraInfo", {}).get("timestamp", "0") or 0))
+        return rank, f"rank {rank} failed (exit code {codes.get(rank, 1)}): {errors[rank]['message']}"
+    if codes:
+        rank = min(codes)
+        return rank, f"rank {rank} failed (exit code {codes[rank]})"
+    return None, "torchrun failed before any worker reported (see launcher.log in the run directory)"
 
 
 def _supervise(run: Run, proc: subprocess.Popen, log_path: Path) -> Run:
@@ -165,7 +196,8 @@ def launch(model, data, *, devices: int = 2, strategy: str = "ddp", zero_stage: 
     log_path = run.path / "launcher.log"
     run.dashboard = attach(run, live, background)
     log = open(log_path, "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=Path.cwd())
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=Path.cwd(),
+                            preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     run.process = proc
     if background:
         def target():
