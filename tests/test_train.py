@@ -329,14 +329,10 @@ def test_lora_trains_only_adapters_and_reloads():
         assert n1 == n2 and torch.allclose(p1, p2), n1
 
 
-def test_default_batching_is_static_shaped_and_reported_in_events(monkeypatch):
-    topic = wb.train("bert-tiny", wb.dataset("docstrings-topic", limit=300), max_steps=12, batch_size=8,
-                     max_length=128, log_every=4, live=False)
-    assert topic.spec["args"]["padding"] == "bucketed"
-    last = _train_events(topic)[-1]
-    assert last["shapes_seen"] <= 8 and last["padding_waste_pct"] < 30
-    assert all(s[0] == 8 for s in topic.trainer.data_collator.shapes), "batches padded to full size"
-    calls = []  # (mask given, is_causal) of every attention call
+@pytest.fixture
+def sdpa_calls(monkeypatch):
+    """(mask given, is_causal) of every SDPA call from now on in this test."""
+    calls = []
     sdpa = torch.nn.functional.scaled_dot_product_attention
 
     def spy(*args, attn_mask=None, is_causal=False, **kw):
@@ -344,6 +340,18 @@ def test_default_batching_is_static_shaped_and_reported_in_events(monkeypatch):
         return sdpa(*args, attn_mask=attn_mask, is_causal=is_causal, **kw)
 
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    return calls
+
+
+def test_default_batching_is_static_shaped_and_reported_in_events(sdpa_calls):
+    topic = wb.train("bert-tiny", wb.dataset("docstrings-topic", limit=300), max_steps=12, batch_size=8,
+                     max_length=128, log_every=4, live=False)
+    assert topic.spec["args"]["padding"] == "bucketed"
+    last = _train_events(topic)[-1]
+    assert last["shapes_seen"] <= 8 and last["padding_waste_pct"] < 30
+    assert all(s[0] == 8 for s in topic.trainer.data_collator.shapes), "batches padded to full size"
+    sdpa_calls.clear()  # the packed run's calls only
+    calls = sdpa_calls
     lm = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=300), max_steps=6, batch_size=4,
                   max_length=64, log_every=3, live=False)
     assert lm.spec["args"]["padding"] == "packed"
@@ -373,15 +381,8 @@ def test_default_batching_is_static_shaped_and_reported_in_events(monkeypatch):
         wb.train("bert-tiny", "docstrings-topic", padding="packed", live=False)
 
 
-def test_isolated_packing_keeps_attention_inside_documents(monkeypatch):
-    calls = []  # (mask given, is_causal) of every attention call while training
-    sdpa = torch.nn.functional.scaled_dot_product_attention
-
-    def spy(*args, attn_mask=None, is_causal=False, **kw):
-        calls.append((attn_mask is not None, is_causal))
-        return sdpa(*args, attn_mask=attn_mask, is_causal=is_causal, **kw)
-
-    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+def test_isolated_packing_keeps_attention_inside_documents(sdpa_calls):
+    calls = sdpa_calls
     run = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=100), max_steps=2, batch_size=4,
                    max_length=64, packing="isolated", live=False)
     assert run.status == "completed" and run.spec["args"]["packing"] == "isolated"
