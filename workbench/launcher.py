@@ -121,11 +121,12 @@ def _error_files(run: Run) -> dict[int, dict]:
 
 
 def _failure(run: Run, launcher_log: str) -> tuple[int | None, str]:
-    """(rank, message) of the failure that caused the others. A rank killed by a signal
-    comes first (the others then fail on a broken collective); else the rank whose
-    recorded exception came first; the message is that exception, not its log's tail."""
+    """(rank, message) of the failure that caused the others. When one rank fails, torchrun
+    ends the others with SIGTERM, so a rank killed by another signal comes first (SIGKILL,
+    SIGSEGV: it could record nothing), then the rank whose recorded exception came first,
+    with that exception as the message, not a line from its log."""
     codes, errors = _exit_codes(launcher_log), _error_files(run)
-    killed = sorted(r for r, c in codes.items() if c < 0)
+    killed = sorted(r for r, c in codes.items() if c < 0 and -c != signal.SIGTERM)
     if killed:
         rank = killed[0]
         try:
@@ -137,7 +138,7 @@ def _failure(run: Run, launcher_log: str) -> tuple[int | None, str]:
         rank = min(errors, key=lambda r: int(errors[r].get("extraInfo", {}).get("timestamp", "0") or 0))
         return rank, f"rank {rank} failed (exit code {codes.get(rank, 1)}): {errors[rank]['message']}"
     if codes:
-        rank = min(codes)
+        rank = min(codes, key=lambda r: (codes[r] == -signal.SIGTERM, r))
         return rank, f"rank {rank} failed (exit code {codes[rank]})"
     return None, "torchrun failed before any worker reported (see launcher.log in the run directory)"
 
