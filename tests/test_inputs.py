@@ -88,6 +88,19 @@ def test_label_only_in_eval_split_is_named(tmp_path):
     _refused(tmp_path, ValueError, "never in train", model="bert-tiny", data=spec)
 
 
+def test_an_unlabelled_test_split_is_replaced_by_a_split_of_train(tmp_path):
+    import datasets
+
+    features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=["a", "b"])})
+    train = datasets.Dataset.from_dict({"text": [f"t{i}" for i in range(40)], "label": [0, 1] * 20}, features=features)
+    hidden = datasets.Dataset.from_dict({"text": ["x", "y", "z"], "label": [-1] * 3}, features=features)
+    datasets.DatasetDict({"train": train, "test": hidden}).save_to_disk(str(tmp_path / "hub-like"))
+    spec = wb.dataset(str(tmp_path / "hub-like"), text="text", label="label")
+    with pytest.warns(UserWarning, match=r"dropped 3 of 43 rows of 'hub-like' whose 'label' is blank"):
+        dd = spec.load()
+    assert (dd["train"].num_rows, dd["eval"].num_rows) == (36, 4) and set(dd["eval"]["label"]) == {0, 1}
+
+
 def test_a_class_with_one_row_is_named(tmp_path):
     spec = wb.dataset(str(_csv(tmp_path / "rare.csv", ["a", "b"] * 20 + ["c"])), text="text", label="label")
     with pytest.raises(ValueError, match=r"class 'c' has 1 row in 'rare'.*at least 2"):

@@ -23,7 +23,6 @@ from .progress import transformers_errors_only
 TASKS = ("classification", "causal_lm", "seq2seq", "diffusion")
 ROLES = ("text", "label", "target", "image")
 LOCAL_FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet", ".txt": "text"}
-TEXT_FORMATS = (".csv", ".json", ".jsonl", ".txt")  # the local files that ``encoding=`` applies to
 # roles each task needs, and the column names tried when the user names none
 NEEDS = {"classification": ("text", "label"), "causal_lm": ("text",),
          "seq2seq": ("text", "target"), "diffusion": ("image",)}
@@ -150,6 +149,7 @@ class DataSpec:
             raw = raw[train_key]
         self._check_columns(raw)
         raw, eval_split = self._drop_blank(raw, eval_split)
+        eval_split = eval_split if eval_split is None or len(eval_split) else None  # unlabelled: split train
         if self.limit:
             raw = raw.shuffle(seed=self.seed).select(range(min(self.limit, len(raw))))
         label = self.columns.get("label")
@@ -407,8 +407,8 @@ def dataset(source: str | DataSpec, *, task: str | None = None, eval_fraction: f
         raise ValueError(f"eval_fraction must be between 0 and 1, got {eval_fraction}")
     source = str(source)
     if encoding is not None:
-        recipe.check_encoding(encoding, source, DataSpec(source).kind == "local" and
-                              Path(source).suffix.lower() in TEXT_FORMATS)
+        recipe.check_encoding(encoding, source, DataSpec(source).kind == "local" and  # text files only
+                              Path(source).suffix.lower() in (".csv", ".json", ".jsonl", ".txt"))
     if source in bundled.BUNDLED:
         info = bundled.BUNDLED[source]
         cols = {**info["columns"], **columns}

@@ -7,6 +7,7 @@ model, touches a device or writes a file, so every choice can be tested on its o
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,7 @@ def check(task: str, data_task: str, names: tuple[str, str], *, max_steps: int |
     if packing not in PACKINGS:
         raise ValueError(f"unknown packing {packing!r}; known: {', '.join(PACKINGS)} "
                          f"(concat: one stream, the GPT-2 recipe; isolated: attention inside each document)")
-    if lr is not None and not (isinstance(lr, (int, float)) and lr > 0):  # NaN is not > 0 either
+    if lr is not None and not (isinstance(lr, numbers.Real) and not isinstance(lr, bool) and lr > 0):  # nor NaN
         raise ValueError(f"lr={lr!r} is not a learning rate: it must be a number above 0 "
                          f"(typical: 1e-3 for a model trained from scratch, 5e-5 to fine-tune)")
     if max_length < 1:
