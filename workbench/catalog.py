@@ -18,6 +18,9 @@ from .families import FAMILIES, MINILM, TASK_CLASSES  # noqa: F401  (TASK_CLASSE
 
 ASSETS = Path(__file__).parent / "assets"
 TOKENIZERS = ASSETS / "tokenizers"
+# files that transformers builds a tokenizer from (one of them must be in a tokenizer directory)
+TOKENIZER_FILES = {"tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model",
+                   "tokenizer.model", "sentencepiece.bpe.model"}
 
 
 
@@ -132,6 +135,11 @@ class ModelSpec:
         src = self._tokenizer_source()
         if src is None:
             return None
+        here = sorted(p.name for p in Path(src).expanduser().iterdir()) if Path(src).expanduser().is_dir() else None
+        if here is not None and not set(here) & TOKENIZER_FILES:  # else transformers hints at sentencepiece
+            raise FileNotFoundError(f"no tokenizer files in {src!r} (it holds: {', '.join(here) or 'nothing'}): save "
+                                    f"the tokenizer there too (tokenizer.save_pretrained(dir)), or pass "
+                                    f"tokenizer='<directory or hub id>' to wb.model")
         from transformers import AutoTokenizer
 
         try:
@@ -194,6 +202,13 @@ class ModelSpec:
         params = inspect.signature(unet_class(cfg).__init__).parameters
         defaults = {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
         return {**defaults, **cfg}
+
+    @property
+    def max_positions(self) -> int | None:
+        """The longest sequence the model can place (None: relative positions, or no text)."""
+        if self.family == "unet":
+            return None
+        return getattr(self.config(), "max_position_embeddings", None)
 
     # ----------------------------------------------------------------- building
     @property
@@ -298,6 +313,21 @@ def _unet_fields(cfg: dict) -> dict:
     return {k: v for k, v in cfg.items() if k not in ("subfolder", "conditional")}
 
 
+def _check_model_dir(path: Path, size: str) -> None:
+    """Refuse a local model that is not a directory written by ``save_pretrained``."""
+    if not path.exists():
+        raise FileNotFoundError(f"model directory {size!r} does not exist")
+    held = sorted(p.name for p in path.iterdir()) if path.is_dir() else None
+    fix = "pass a directory written by save_pretrained (config.json, the weights, the tokenizer's files)"
+    if held is None:
+        raise FileNotFoundError(f"model directory {size!r} is a file: {fix}")
+    if not held:
+        raise FileNotFoundError(f"model directory {size!r} is empty: {fix}")
+    if "config.json" not in held:
+        raise FileNotFoundError(f"model directory {size!r} has no config.json (it holds: {', '.join(held[:8])}"
+                                f"{', ...' if len(held) > 8 else ''}): {fix}")
+
+
 def _round_up(n: int, multiple: int) -> int:
     return (n + multiple - 1) // multiple * multiple
 
@@ -353,8 +383,8 @@ def model(family: str | ModelSpec, size: str | None = None, task: str | None = N
         source = info["sizes"][size][0]
     elif size != "tiny":
         if "/" in size or is_local(size):
-            if is_local(size) and not Path(size).expanduser().exists():
-                raise FileNotFoundError(f"model directory {size!r} does not exist")
+            if is_local(size):
+                _check_model_dir(Path(size).expanduser(), size)
             source, size = (str(Path(size).expanduser().resolve()) if is_local(size) else size), "custom"
         else:
             raise _known(f"size for {fam}", size, ["tiny", *info["sizes"], "a hub id (org/name)", "a local directory"])

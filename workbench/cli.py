@@ -39,6 +39,43 @@ def _value(text: str):
         return {"true": True, "false": False, "none": None}.get(text.lower(), text)
 
 
+def _kind(value) -> str:
+    return {bool: "a bool", int: "an int", float: "a number", str: "text", list: "a list",
+            tuple: "a tuple", dict: "a dict"}.get(type(value), type(value).__name__)
+
+
+def checked_parameters(notebook, given: dict[str, str]) -> dict:
+    """``-p NAME VALUE`` pairs as values, checked against the notebook's parameters cell:
+    a name it does not assign, or a value of another type than its default, is refused."""
+    from pathlib import Path
+
+    from .nbrecord import NOT_LITERAL, parameters
+
+    nb = Path(notebook).name
+    defaults = parameters(notebook)
+    if defaults is None and given:
+        raise ValueError(f"{nb} has no cell tagged 'parameters': -p has nothing to set")
+    out = {}
+    for name, text in given.items():
+        if name not in defaults:
+            raise ValueError(f"unknown parameter {name!r}; {nb}'s parameters: {', '.join(defaults)}")
+        value, default = _value(text), defaults[name]
+        if default is NOT_LITERAL or default is None:
+            ok = True
+        elif isinstance(default, str):  # text stays text: -p SIZE 7 is the string '7'
+            value, ok = value if isinstance(value, str) else text, True
+        elif isinstance(default, bool) or not isinstance(default, (int, float)):
+            ok = type(value) is type(default)
+        else:  # a number: an int where an int is expected, an int or a float for a float
+            ok = type(value) is int or (type(value) is float and isinstance(default, float))
+            value = float(value) if ok and isinstance(default, float) else value
+        if not ok:
+            raise ValueError(f"-p {name}: {value!r} is not {_kind(default)} ({nb}'s parameters cell has "
+                             f"{name} = {default!r}); pass e.g. -p {name} {default!r}")
+        out[name] = value
+    return out
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from datetime import datetime
     from pathlib import Path
@@ -51,7 +88,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if not src.exists():
         print(f"workbench run: no notebook at {src}", file=sys.stderr)
         return 2
-    params = {k: _value(v) for k, v in args.parameter or []}
+    try:
+        params = checked_parameters(src, dict(args.parameter or []))
+    except ValueError as e:
+        print(f"workbench run: {e}", file=sys.stderr)
+        return 2
     out_dir = Path(args.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / f"{src.stem}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.ipynb"

@@ -7,15 +7,18 @@ cached ``map``.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import re
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import bundled
+from . import bundled, recipe
 from .catalog import hub_error, is_local
+from .progress import transformers_errors_only
 
 TASKS = ("classification", "causal_lm", "seq2seq", "diffusion")
 ROLES = ("text", "label", "target", "image")
@@ -45,8 +48,7 @@ class LengthStats:
 
         x = np.asarray(self.lengths)
         return {"count": int(x.size), "mean": float(x.mean()), "min": int(x.min()),
-                "p50": float(np.percentile(x, 50)), "p90": float(np.percentile(x, 90)),
-                "p99": float(np.percentile(x, 99)), "max": int(x.max())}
+                **{f"p{q}": float(np.percentile(x, q)) for q in (50, 90, 99)}, "max": int(x.max())}
 
     def __getitem__(self, key: str) -> float:
         return self.to_dict()[key]
@@ -72,6 +74,8 @@ class DataSpec:
         Held-out share, split seed, and an optional cap on rows (for smoke runs).
     config : str or None
         Hub dataset configuration name.
+    encoding : str or None
+        Text encoding of a local csv/json/jsonl/txt file (default UTF-8).
     """
 
     source: str
@@ -81,6 +85,7 @@ class DataSpec:
     seed: int = 0
     limit: int | None = None
     config: str | None = None
+    encoding: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,15 +125,14 @@ class DataSpec:
             fmt = LOCAL_FORMATS.get(path.suffix.lower())
             if fmt is None:
                 raise ValueError(f"cannot read {path.suffix!r} files; use one of: {', '.join(LOCAL_FORMATS)}")
-            return datasets.load_dataset(fmt, data_files=str(path), split="train")
+            return _read_file(path, fmt, self.encoding)
         if not _HUB_ID.match(self.source):
             raise ValueError(f"{self.source!r} is neither a bundled dataset "
                              f"({', '.join(bundled.BUNDLED)}), an existing file, nor a hub id")
         try:
             return datasets.load_dataset(self.source, self.config)
         except Exception as e:  # offline, missing, gated: one clear message
-            err = hub_error("dataset", self.source, e)
-            raise err from e
+            raise hub_error("dataset", self.source, e) from e
 
     def load(self):
         """A ``DatasetDict`` with ``train`` and ``eval`` splits (deterministic)."""
@@ -144,16 +148,22 @@ class DataSpec:
                     break
             raw = raw[train_key]
         self._check_columns(raw)
+        raw, eval_split = self._drop_blank(raw, eval_split)
+        eval_split = eval_split if eval_split is None or len(eval_split) else None  # unlabelled: split train
         if self.limit:
             raw = raw.shuffle(seed=self.seed).select(range(min(self.limit, len(raw))))
         label = self.columns.get("label")
         if self.task == "classification" and label:
             if not isinstance(raw.features[label], datasets.ClassLabel):
+                if eval_split is not None:
+                    recipe.check_eval_labels(set(_counts(raw, label)), _counts(eval_split, label), self.name)
                 raw = raw.class_encode_column(label)
                 if eval_split is not None:
                     eval_split = eval_split.cast_column(label, raw.features[label])
         if eval_split is None:
             stratify = label if self.task == "classification" and label else None
+            recipe.check_split(len(raw), self.eval_fraction, self.name, stratify and {
+                raw.features[label].names[i]: n for i, n in _counts(raw, label).items()})
             parts = raw.train_test_split(test_size=self.eval_fraction, seed=self.seed,
                                          stratify_by_column=stratify)
             raw, eval_split = parts["train"], parts["test"]
@@ -172,6 +182,25 @@ class DataSpec:
             raise ValueError(f"task {self.task!r} needs a {missing[0]!r} column; columns found: "
                              f"{', '.join(found)}. Pass {missing[0]}='<column name>'")
 
+    def _drop_blank(self, *splits):
+        """The splits without rows whose text, label or target is blank (warns with the count)."""
+        import numpy as np
+
+        cols = {r: self.columns[r] for r in ("text", "label", "target") if r in self.columns}
+        masks = [{c: _blank(ds, c, r == "label") for r, c in cols.items()} if ds is not None else {} for ds in splits]
+        drops = [np.any(list(m.values()), axis=0) if m else None for m in masks]
+        dropped = sum(int(d.sum()) for d in drops if d is not None)
+        if not dropped:
+            return splits
+        which = " or ".join(repr(c) for c in cols.values() if any(m and m[c].any() for m in masks))
+        if drops[0].all():
+            raise ValueError(f"every row of {self.name!r} has a blank {which}: nothing to train on; "
+                             f"fill the column in, or map another one ({next(iter(cols))}='<column>')")
+        total = sum(len(ds) for ds in splits if ds is not None)
+        warnings.warn(f"dropped {dropped} of {total} rows of {self.name!r} whose {which} is blank or NaN; "
+                      f"the other rows train (fill those in to keep them)", UserWarning, stacklevel=3)
+        return tuple(ds if d is None else ds.select(np.flatnonzero(~d)) for ds, d in zip(splits, drops))
+
     @property
     def label_names(self) -> list[str] | None:
         if self.task != "classification":
@@ -185,28 +214,22 @@ class DataSpec:
 
     def preview(self, n: int = 5):
         """The first ``n`` training rows as a pandas DataFrame (long text shortened)."""
+        import numpy as np
         import pandas as pd
 
-        ds = self.load()["train"].select(range(min(n, self.load()["train"].num_rows)))
-        rows = []
-        for row in ds:
-            out = {}
-            for key, value in row.items():
-                if key == self.columns.get("image"):
-                    import numpy as np
+        train = self.load()["train"]
+        ds, image, label = train.select(range(min(n, train.num_rows))), self.columns.get("image"), self.columns.get("label")
 
-                    value = f"{'x'.join(map(str, np.asarray(value).shape))} image"
-                elif isinstance(value, str) and len(value) > 100:
-                    value = value[:97].replace("\n", " ") + "..."
-                elif isinstance(value, str):
-                    value = value.replace("\n", " ")
-                out[key] = value
-            rows.append(out)
-        df = pd.DataFrame(rows)
-        label = self.columns.get("label")
+        def cell(key, value):
+            if key == image:
+                return f"{'x'.join(map(str, np.asarray(value).shape))} image"
+            if isinstance(value, str):
+                return (value[:97] + "..." if len(value) > 100 else value).replace("\n", " ")
+            return value
+
+        df = pd.DataFrame([{k: cell(k, v) for k, v in row.items()} for row in ds])
         if label in df and self.task == "classification":
-            names = ds.features[label].names
-            df[label] = [names[i] for i in df[label]]
+            df[label] = [ds.features[label].names[i] for i in df[label]]
         return df
 
     def lengths(self, tokenizer, split: str = "train") -> LengthStats:
@@ -217,14 +240,8 @@ class DataSpec:
         if text is None:
             raise ValueError(f"{self.name!r} has no text column (task {self.task})")
         ds = self.load()[split]
-        from transformers.utils import logging as hf_logging
-
-        level = hf_logging.get_verbosity()
-        hf_logging.set_verbosity_error()  # "longer than the maximum" is what we measure here
-        try:
+        with transformers_errors_only():  # "longer than the maximum" is what we measure here
             ids = tokenizer(list(ds[text]), truncation=False)["input_ids"]
-        finally:
-            hf_logging.set_verbosity(level)
         return LengthStats(np.array([len(x) for x in ids]))
 
     # ----------------------------------------------------------------- preprocessing
@@ -259,6 +276,68 @@ class DataSpec:
         return f"DataSpec({self.source!r}, task={self.task}, {cols})"
 
 
+def _read_file(path: Path, fmt: str, encoding: str | None):
+    """A local file as a Dataset; an empty, header-only or undecodable file named with the fix."""
+    import datasets
+
+    if path.stat().st_size == 0:
+        raise ValueError(f"dataset file {str(path)!r} is empty (0 bytes): nothing to train on")
+    try:
+        ds = datasets.load_dataset(fmt, data_files=str(path), split="train",
+                                   **({"encoding": encoding} if encoding and fmt != "parquet" else {}))
+    except Exception as e:  # datasets buries the reason: look for it along the chain of causes
+        chain = [e]
+        while (chain[-1].__cause__ or chain[-1].__context__) and len(chain) < 50:
+            chain.append(chain[-1].__cause__ or chain[-1].__context__)
+        if any(isinstance(x, UnicodeDecodeError) or "Invalid UTF8" in str(x) for x in chain):
+            raise ValueError(_not_decodable(path, encoding or "utf-8")) from e
+        if "corresponds to no data" not in str(e):
+            raise ValueError(f"could not read {str(path)!r} as {fmt}: {type(chain[-1]).__name__}: {chain[-1]}") from e
+        ds = None
+    if ds is None or ds.num_rows == 0:
+        with path.open(encoding=encoding or "utf-8", errors="replace") as f:
+            what = f"column names ({', '.join(f.readline().strip().split(','))}) but " if fmt == "csv" else ""
+        raise ValueError(f"{str(path)!r} has {what}no rows: nothing to train on")
+    return ds
+
+
+def _not_decodable(path: Path, encoding: str) -> str:
+    """Where ``path`` stops being ``encoding`` text (first 64 MiB), and the fix."""
+    with open(path, "rb") as f:
+        head = f.read(1 << 26)
+    try:
+        codecs.getincrementaldecoder(encoding)().decode(head)  # a cut-off last character waits
+        where = ""
+    except UnicodeDecodeError as e:
+        where = f" (byte 0x{head[e.start]:02x} at offset {e.start})"
+    name = "UTF-8" if codecs.lookup(encoding).name == "utf-8" else encoding
+    return (f"{str(path)!r} is not {name} text{where}: pass the file's encoding, e.g. "
+            f"wb.dataset({str(path)!r}, encoding='latin-1') ('cp1252' for files saved by Windows programs)")
+
+
+def _blank(ds, column: str, is_label: bool):
+    """Rows of ``column`` that are null or NaN (a label also: blank text, ClassLabel's -1), as numpy."""
+    import datasets
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    col = ds.with_format("arrow")[column]
+    blank = pc.is_null(col, nan_is_null=True)
+    if is_label and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        blank = pc.or_kleene(blank, pc.equal(pc.utf8_trim_whitespace(col), ""))
+    elif is_label and isinstance(ds.features[column], datasets.ClassLabel):
+        blank = pc.or_kleene(blank, pc.less(col, 0))
+    return np.asarray(blank.fill_null(True), dtype=bool)
+
+
+def _counts(ds, column: str) -> dict:
+    """Rows per value of ``column``."""
+    import pyarrow.compute as pc
+
+    return {c["values"]: c["counts"] for c in pc.value_counts(ds.with_format("arrow")[column]).to_pylist()}
+
+
 def _tokenize(tokenizer, task: str, c: dict[str, str], max_length: int, target_max_length: int):
     def fn(batch):
         enc = tokenizer(batch[c["text"]], truncation=True, max_length=max_length)
@@ -288,20 +367,14 @@ def _pixels(column: str):
 
 def infer_task(columns: dict[str, str], task: str | None) -> str:
     """``task`` if given, else the task the mapped columns imply."""
-    if task:
-        return task
-    if "image" in columns:
-        return "diffusion"
-    if "target" in columns:
-        return "seq2seq"
-    if "label" in columns:
-        return "classification"
-    return "causal_lm"
+    implied = (t for role, t in (("image", "diffusion"), ("target", "seq2seq"), ("label", "classification"))
+               if role in columns)
+    return task or next(implied, "causal_lm")
 
 
 def dataset(source: str | DataSpec, *, task: str | None = None, eval_fraction: float = 0.1,
             seed: int = 0, limit: int | None = None, config: str | None = None,
-            **columns: str) -> DataSpec:
+            encoding: str | None = None, **columns: str) -> DataSpec:
     """Describe a dataset: bundled name, local file, saved directory or hub id.
 
     Parameters
@@ -312,6 +385,8 @@ def dataset(source: str | DataSpec, *, task: str | None = None, eval_fraction: f
     task : str, optional
         Inferred from the columns when omitted (label -> classification, target ->
         seq2seq, image -> diffusion, else causal_lm).
+    encoding : str, optional
+        Text encoding of a local csv/json/jsonl/txt file (default UTF-8), e.g. ``"latin-1"``.
     **columns : str
         Column names by role: ``text=``, ``label=``, ``target=``, ``image=``.
 
@@ -331,20 +406,23 @@ def dataset(source: str | DataSpec, *, task: str | None = None, eval_fraction: f
     if not 0 < eval_fraction < 1:
         raise ValueError(f"eval_fraction must be between 0 and 1, got {eval_fraction}")
     source = str(source)
+    if encoding is not None:
+        recipe.check_encoding(encoding, source, DataSpec(source).kind == "local" and  # text files only
+                              Path(source).suffix.lower() in (".csv", ".json", ".jsonl", ".txt"))
     if source in bundled.BUNDLED:
         info = bundled.BUNDLED[source]
         cols = {**info["columns"], **columns}
         task = task or info["task"]
     else:
         cols = dict(columns)
-        spec = DataSpec(source=source)
+        spec = DataSpec(source=source, encoding=encoding)
         if spec.kind == "local" and not Path(source).expanduser().exists():
             raise FileNotFoundError(f"dataset file {source!r} does not exist")
         if not cols and spec.kind == "local":
             cols = _guess_columns(spec)
         task = infer_task(cols, task)
     return DataSpec(source=source, task=task, columns=cols, eval_fraction=eval_fraction,
-                    seed=seed, limit=limit, config=config)
+                    seed=seed, limit=limit, config=config, encoding=encoding)
 
 
 def _guess_columns(spec: DataSpec) -> dict[str, str]:

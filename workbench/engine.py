@@ -284,25 +284,24 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | No
     ``wb.train`` runs the result in this process; ``wb.launch`` in torchrun workers.
     """
     mspec, dspec = as_model(model), as_dataset(data)
-    recipe.check(mspec.task, dspec.task, (mspec.name, dspec.name), max_steps=max_steps,
-                 batch_size=batch_size, padding=padding, buckets=buckets, packing=packing)
+    recipe.check(mspec.task, dspec.task, (mspec.name, dspec.name), max_steps=max_steps, batch_size=batch_size,
+                 padding=padding, buckets=buckets, packing=packing, lr=lr, max_length=max_length)
     dev = _device_in_mode(device, mode)
-    if padding == "auto":
-        padding = recipe.default_padding(mspec.task, dev.kind)
+    recipe.check_precision(precision, dev)
+    padding = recipe.default_padding(mspec.task, dev.kind) if padding == "auto" else padding
     recipe.check_padding(padding, mspec.task, mspec.name)
-    if lr is None:
-        lr = 5e-5 if mspec.is_pretrained else 1e-3
-    rows = None if max_steps else dspec.load()["train"].num_rows
-    total = recipe.total_steps(max_steps, epochs, rows, batch_size)
+    lr = (5e-5 if mspec.is_pretrained else 1e-3) if lr is None else lr
+    with quiet_libraries():  # the data read and the model's config checked before the run directory
+        rows = dspec.load()["train"].num_rows
+        recipe.check_fit(batch_size=batch_size, rows=rows, data_name=dspec.name, padding=padding,
+                         max_length=max_length, positions=mspec.max_positions, model_name=mspec.name)
+    cadence = recipe.cadence(recipe.total_steps(max_steps, epochs, rows, batch_size), log_every, save_every)
     args = {"max_steps": max_steps, "epochs": epochs, "batch_size": batch_size, "lr": lr,
             "precision": precision, "device": dev.kind if device == "auto" else device,
-            "eval_every": eval_every, **recipe.cadence(total, log_every, save_every),
-            "max_length": max_length, "padding": padding,
+            "eval_every": eval_every, **cadence, "max_length": max_length, "padding": padding,
             "buckets": buckets, "packing": packing, "seed": seed, "compile": compile, "mode": mode,
-            "throughput_warmup_steps": throughput_warmup_steps,
+            "throughput_warmup_steps": max(3, cadence["log_every"]) if throughput_warmup_steps is None else throughput_warmup_steps,
             "report_to": report_to, "trainer_overrides": trainer_overrides}
-    if args["throughput_warmup_steps"] is None:
-        args["throughput_warmup_steps"] = max(3, args["log_every"])
     path = runs.new_run_dir(name or f"{mspec.name}-{dspec.name}", run_dir)
     spec = {"model": mspec.to_dict(), "data": dspec.to_dict(), "args": args, **(extra_spec or {})}
     create(path, spec)  # the summary ("prepared") first, then the spec

@@ -1,4 +1,5 @@
-"""Results a notebook records for tests: ``wb.record(name, value)`` and ``wb.records(path)``.
+"""Results a notebook records for tests: ``wb.record(name, value)`` and ``wb.records(path)``;
+and a notebook's ``parameters`` cell read back (``parameters(path)``).
 
 A record is a display output with the mime type ``application/vnd.workbench.record+json``
 and a text/plain twin, so it is saved in the notebook, survives papermill, and reads back
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 MIME = "application/vnd.workbench.record+json"
+NOT_LITERAL = object()  # a parameter whose value is an expression, not a literal
 
 
 def _jsonable(value: Any) -> Any:
@@ -58,4 +60,33 @@ def records(path: str | Path) -> dict[str, Any]:
                 if isinstance(rec, str):
                     rec = json.loads(rec)
                 out[rec["name"]] = rec["value"]
+    return out
+
+
+def parameters(path: str | Path) -> dict[str, Any] | None:
+    """The names and literal values the cell tagged ``parameters`` assigns, in order
+    (``NOT_LITERAL`` for an expression); None when no cell has the tag. Nothing runs."""
+    import ast
+
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    cells = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    if not cells:
+        return None
+    out: dict[str, Any] = {}
+    lines = [line for c in cells for line in c.source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+    for node in ast.parse("\n".join(lines)).body:  # IPython magics and shell lines left out
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        for target in targets:
+            names, values = [target], [node.value]
+            if isinstance(target, ast.Tuple):  # A, B = 1, 2 (A, B = f(): both expressions)
+                same = isinstance(node.value, ast.Tuple) and len(target.elts) == len(node.value.elts)
+                names, values = target.elts, node.value.elts if same else [None] * len(target.elts)
+            for n, v in zip(names, values):
+                if isinstance(n, ast.Name):
+                    try:
+                        out[n.id] = ast.literal_eval(v) if v is not None else NOT_LITERAL
+                    except (ValueError, TypeError, SyntaxError):
+                        out[n.id] = NOT_LITERAL
     return out

@@ -4,6 +4,8 @@ a second (notebooks get the dashboard instead)."""
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import sys
 import time
 
@@ -51,19 +53,63 @@ class TextProgress:
         print(f"\r{line(self.run.name, event, self.max_steps)}\033[K", end=end, file=self.stream, flush=True)
 
 
+class _Drop(logging.Filter):
+    """Drops the records ``noise(record)`` says are noise (a filter on their own logger)."""
+
+    def __init__(self, noise):
+        super().__init__()
+        self.noise = noise
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.noise(record)
+
+
+# Library log records that say nothing to a user of the workbench, by logger. DeepSpeed,
+# merely installed, is imported by accelerate and transformers during a run and detects
+# its accelerator, warning "Setting accelerator to CPU" on machines without a GPU (its
+# logger writes to stdout itself and does not propagate: a filter on it is the only switch
+# that is not process-wide). transformers warns that the config's loss_type is None, the
+# default of every config, then uses the right loss anyway; and, when two checkpoints are
+# saved within a second, that it orders them by step number instead of file time (right).
+NOISE = {
+    "DeepSpeed": lambda r: r.levelno < logging.ERROR and f"{os.sep}accelerator{os.sep}" in r.pathname,
+    "transformers.modeling_utils": lambda r: str(r.msg).startswith("`loss_type=None`"),
+    "transformers.trainer_utils": lambda r: str(r.msg).startswith("mtime may not be reliable"),
+}
+
+
 @contextlib.contextmanager
 def quiet_libraries():
-    """Silence the libraries' own progress bars while a run trains (our display has one)."""
+    """Silence the libraries' own progress bars and their noise (``NOISE``) while a run
+    trains (our display has the progress); real warnings still reach the output."""
     import datasets
     from transformers.utils import logging as hf_logging
 
     hf, ds = hf_logging.is_progress_bar_enabled(), datasets.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     datasets.disable_progress_bars()
+    filters = {name: _Drop(noise) for name, noise in NOISE.items()}
+    for name, f in filters.items():
+        logging.getLogger(name).addFilter(f)
     try:
         yield
     finally:
+        for name, f in filters.items():
+            logging.getLogger(name).removeFilter(f)
         if hf:
             hf_logging.enable_progress_bar()
         if ds:
             datasets.enable_progress_bars()
+
+
+@contextlib.contextmanager
+def transformers_errors_only():
+    """transformers logs errors only for the duration (its warnings are expected here)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)

@@ -7,6 +7,7 @@ model, touches a device or writes a file, so every choice can be tested on its o
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,8 @@ def auto_steps(total: int) -> tuple[int, int]:
 
 
 def check(task: str, data_task: str, names: tuple[str, str], *, max_steps: int | None,
-          batch_size: int, padding: str, buckets: int, packing: str = "concat") -> None:
+          batch_size: int, padding: str, buckets: int, packing: str = "concat",
+          lr: float | None = None, max_length: int = 128) -> None:
     """Refuse arguments that cannot make a run, each with the fix, before anything is built."""
     model_name, data_name = names
     if task != data_task:
@@ -67,6 +69,80 @@ def check(task: str, data_task: str, names: tuple[str, str], *, max_steps: int |
     if packing not in PACKINGS:
         raise ValueError(f"unknown packing {packing!r}; known: {', '.join(PACKINGS)} "
                          f"(concat: one stream, the GPT-2 recipe; isolated: attention inside each document)")
+    if lr is not None and not (isinstance(lr, numbers.Real) and not isinstance(lr, bool) and lr > 0):  # nor NaN
+        raise ValueError(f"lr={lr!r} is not a learning rate: it must be a number above 0 "
+                         f"(typical: 1e-3 for a model trained from scratch, 5e-5 to fine-tune)")
+    if max_length < 1:
+        raise ValueError(f"max_length must be at least 1, got {max_length}")
+
+
+def check_precision(precision: str, device) -> None:
+    """Refuse a precision the device would not run as recorded."""
+    p = device.resolve_precision(precision)  # unknown names; chips without the format
+    # accelerate autocasts to fp16 only off the CPU (its Accelerator leaves native AMP off for
+    # a "cpu" device), so fp16 asked for on a CPU would train in fp32 while recording fp16.
+    if p == "fp16" and device.backend.torch_device == "cpu":
+        raise ValueError("precision='fp16' on cpu: transformers runs no fp16 on a CPU, so the run would "
+                         "train in fp32 while recording fp16; use precision='bf16' (autocast on the CPU) "
+                         "or 'fp32' (the CPU's default)")
+
+
+def check_fit(*, batch_size: int, rows: int, data_name: str, padding: str, max_length: int,
+              positions: int | None, model_name: str) -> None:
+    """Refuse a batch larger than the data, or sequences longer than the model can place."""
+    if padding != "packed" and batch_size > rows:  # packed: blocks, not rows, make the batches
+        raise ValueError(f"batch_size={batch_size} is more than the {rows} training rows of {data_name!r}: "
+                         f"every batch would be mostly dummy rows. Pass batch_size={rows} or less, or use more data")
+    if positions is not None and max_length > positions:
+        raise ValueError(f"max_length={max_length} is more than {model_name}'s {positions} positions "
+                         f"(max_position_embeddings): longer sequences cannot be embedded. "
+                         f"Pass max_length={positions} or less")
+
+
+def check_encoding(encoding: str, source: str, local_text: bool) -> None:
+    """Refuse ``encoding=`` where it cannot apply, or a codec Python does not know."""
+    import codecs
+
+    if not local_text:
+        raise ValueError(f"encoding= is for local text files (csv, json, jsonl, txt); {source!r} is not one")
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise ValueError(f"unknown encoding {encoding!r}; e.g. 'utf-8', 'latin-1', 'cp1252'") from None
+
+
+def check_eval_labels(train_labels: set, eval_counts: dict, data_name: str) -> None:
+    """Refuse eval labels the training split never has (the model could never predict them)."""
+    only = [(v, n) for v, n in eval_counts.items() if v not in train_labels]
+    if only:
+        one = len(only) == 1
+        what = ", ".join(f"{v!r} ({n} row{'s' if n > 1 else ''})" for v, n in only[:5])
+        them = "it" if one else "them"
+        raise ValueError(f"label{'' if one else 's'} {what} {'is' if one else 'are'} in the eval split of "
+                         f"{data_name!r} but never in train: the model cannot learn {them}. "
+                         f"Add training rows with {them}, or drop those eval rows")
+
+
+def check_split(rows: int, eval_fraction: float, data_name: str, class_counts: dict | None) -> None:
+    """Refuse data that a train/eval split (stratified by class, given ``class_counts``) cannot split."""
+    n_eval = math.ceil(eval_fraction * rows)  # as datasets' train_test_split counts
+    if rows - n_eval < 1:
+        raise ValueError(f"{data_name!r} has {rows} row{'s' if rows != 1 else ''}: too few to split into "
+                         f"train and eval (eval_fraction={eval_fraction}); use more rows")
+    if not class_counts:
+        return
+    single = [repr(c) for c, n in class_counts.items() if n < 2]
+    if single:
+        raise ValueError(f"class {', '.join(single[:5])} has 1 row in {data_name!r}: a stratified train/eval "
+                         f"split needs at least 2 rows of each class (one for each split). Add rows of that "
+                         f"class, drop it, or give a dataset with its own eval split")
+    classes, smaller = len(class_counts), min(n_eval, rows - n_eval)
+    if smaller < classes:
+        side, fix = (("eval", f"eval_fraction={math.ceil(classes * 100 / rows) / 100:g} or more")
+                     if n_eval < classes else ("training", "a smaller eval_fraction"))
+        raise ValueError(f"{data_name!r} has {classes} classes, but eval_fraction={eval_fraction} of its "
+                         f"{rows} rows gives {smaller} {side} rows, fewer than one per class: pass {fix}, "
+                         f"or use more rows")
 
 
 def check_padding(padding: str, task: str, model_name: str) -> None:

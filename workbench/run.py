@@ -8,11 +8,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -102,11 +104,26 @@ class NullLog(EventLog):
 
 
 def new_run_dir(name: str, root: str | Path | None = None) -> Path:
-    """A fresh directory ``<root>/<timestamp>-<name>``; never reuses an existing one."""
+    """A fresh directory ``<root>/<timestamp>-<name>``; never reuses an existing one.
+
+    A name longer than the filesystem allows in a directory name is shortened (with a
+    warning), keeping its start and a hash of the whole, so distinct names stay distinct.
+    """
     root = Path(root or os.environ.get("WORKBENCH_RUNS", DEFAULT_ROOT))
     root.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
+    try:
+        limit = os.pathconf(root, "PC_NAME_MAX")
+    except (AttributeError, OSError, ValueError):  # no pathconf (Windows): the common limit
+        limit = 255
+    room = limit - len(f"{stamp}--999")  # the timestamp and a counter for same-second runs
+    if len(safe.encode()) > room:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+        safe = safe.encode()[:room - len(digest) - 1].decode(errors="ignore") + "-" + digest
+        warnings.warn(f"run name of {len(name)} characters ({len(name.encode())} bytes) is longer than a "
+                      f"directory name may be here ({limit} bytes with the timestamp): shortened to {safe!r}",
+                      UserWarning, stacklevel=2)
     for i in range(1000):
         path = root / (f"{stamp}-{safe}" + (f"-{i}" if i else ""))
         try:

@@ -1,0 +1,232 @@
+"""Bad input stopped at the door: one clear error (argument, value, fix) before a run
+directory exists; and a run's output holds only what the user asked for."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import workbench as wb
+from workbench import cli
+from workbench import run as runs
+from workbench.engine import prepare
+
+from conftest import ROOT
+
+
+@pytest.fixture(autouse=True)
+def _runs_in_tmp(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_RUNS", str(tmp_path / "runs"))
+
+
+def _no_run_dir(tmp_path: Path) -> None:
+    made = list((tmp_path / "runs").glob("*")) if (tmp_path / "runs").exists() else []
+    assert made == [], f"a refused run left a run directory behind: {made}"
+
+
+def _refused(tmp_path, error, match, model="gpt2-tiny", data="docstrings-lm", **kw):
+    """wb.train(...) raises ``error`` matching ``match`` and leaves no run directory."""
+    kw.setdefault("max_steps", 2)
+    with pytest.raises(error, match=match):
+        wb.train(model, data, live=False, **kw)
+    _no_run_dir(tmp_path)
+
+
+def _csv(path: Path, labels: list[str]) -> Path:
+    path.write_text("text,label\n" + "".join(f"row {i} says {lab or 'nothing'},{lab}\n"
+                                             for i, lab in enumerate(labels)))
+    return path
+
+
+# ---------------------------------------------------------------- data files
+def test_empty_and_header_only_csv_name_the_file(tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_bytes(b"")
+    with pytest.raises(ValueError, match=r"dataset file '.*empty\.csv' is empty \(0 bytes\)"):
+        wb.dataset(str(empty))
+    header = tmp_path / "header.csv"
+    header.write_text("text,label\n")
+    with pytest.raises(ValueError, match=r"'.*header\.csv' has column names \(text, label\) but no rows"):
+        wb.dataset(str(header))
+    spec = wb.dataset(str(header), text="text", label="label")
+    _refused(tmp_path, ValueError, "has column names .* but no rows", model="bert-tiny", data=spec)
+
+
+def test_blank_and_nan_labels_are_dropped_with_a_count_and_the_run_trains(tmp_path):
+    labels = ["" if i % 10 == 0 else "NaN" if i % 10 == 5 else ("a" if i % 2 else "b") for i in range(80)]
+    spec = wb.dataset(str(_csv(tmp_path / "blanks.csv", labels)), text="text", label="label")
+    with pytest.warns(UserWarning, match=r"dropped 16 of 80 rows of 'blanks' whose 'label' is blank or NaN"):
+        dd = spec.load()
+    assert dd["train"].num_rows + dd["eval"].num_rows == 64
+    assert dd["train"].features["label"].names == ["a", "b"]
+    with pytest.warns(UserWarning, match="dropped 16 of 80 rows"):
+        run = wb.train("bert-tiny", spec, max_steps=3, batch_size=8, max_length=32, live=False)
+    assert run.status == "completed", run.summary.get("error")
+
+
+def test_all_labels_blank_is_refused(tmp_path):
+    spec = wb.dataset(str(_csv(tmp_path / "nolabels.csv", [""] * 20)), text="text", label="label")
+    with pytest.raises(ValueError, match=r"every row of 'nolabels' has a blank 'label'"):
+        spec.load()
+
+
+def test_label_only_in_eval_split_is_named(tmp_path):
+    import datasets
+
+    train = datasets.Dataset.from_dict({"text": [f"t{i}" for i in range(20)], "label": ["a", "b"] * 10})
+    evals = datasets.Dataset.from_dict({"text": ["e1", "e2", "e3"], "label": ["a", "c", "c"]})
+    datasets.DatasetDict({"train": train, "validation": evals}).save_to_disk(str(tmp_path / "saved"))
+    spec = wb.dataset(str(tmp_path / "saved"), text="text", label="label")
+    with pytest.raises(ValueError, match=r"label 'c' \(2 rows\) is in the eval split of 'saved' but never in train"):
+        spec.load()
+    _refused(tmp_path, ValueError, "never in train", model="bert-tiny", data=spec)
+
+
+def test_an_unlabelled_test_split_is_replaced_by_a_split_of_train(tmp_path):
+    import datasets
+
+    features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=["a", "b"])})
+    train = datasets.Dataset.from_dict({"text": [f"t{i}" for i in range(40)], "label": [0, 1] * 20}, features=features)
+    hidden = datasets.Dataset.from_dict({"text": ["x", "y", "z"], "label": [-1] * 3}, features=features)
+    datasets.DatasetDict({"train": train, "test": hidden}).save_to_disk(str(tmp_path / "hub-like"))
+    spec = wb.dataset(str(tmp_path / "hub-like"), text="text", label="label")
+    with pytest.warns(UserWarning, match=r"dropped 3 of 43 rows of 'hub-like' whose 'label' is blank"):
+        dd = spec.load()
+    assert (dd["train"].num_rows, dd["eval"].num_rows) == (36, 4) and set(dd["eval"]["label"]) == {0, 1}
+
+
+def test_a_class_with_one_row_is_named(tmp_path):
+    spec = wb.dataset(str(_csv(tmp_path / "rare.csv", ["a", "b"] * 20 + ["c"])), text="text", label="label")
+    with pytest.raises(ValueError, match=r"class 'c' has 1 row in 'rare'.*at least 2"):
+        spec.load()
+
+
+def test_more_classes_than_eval_rows_names_eval_fraction(tmp_path):
+    spec = wb.dataset(str(_csv(tmp_path / "many.csv", [f"k{i % 8}" for i in range(40)])),
+                      text="text", label="label", eval_fraction=0.1)
+    with pytest.raises(ValueError, match=r"8 classes.*4 eval rows.*eval_fraction=0\.2"):
+        spec.load()
+
+
+def test_non_utf8_file_names_the_encoding_and_encoding_reads_it(tmp_path):
+    path = tmp_path / "latin.csv"
+    body = "text,label\n" + "".join(f"caf\u00e9 number {i},{'a' if i % 2 else 'b'}\n" for i in range(40))
+    path.write_bytes(body.encode("latin-1"))
+    with pytest.raises(ValueError, match=r"'.*latin\.csv' is not UTF-8 text \(byte 0xe9 at offset 14\).*encoding="):
+        wb.dataset(str(path))
+    spec = wb.dataset(str(path), encoding="latin-1")
+    assert spec.encoding == "latin-1" and type(spec).from_dict(spec.to_dict()) == spec
+    rows = spec.load()["train"]["text"]
+    assert all(t.startswith("caf\u00e9 number") for t in rows)
+    with pytest.raises(ValueError, match="encoding= is for local text files"):
+        wb.dataset("docstrings-topic", encoding="latin-1")
+
+
+# ---------------------------------------------------------------- arguments
+def test_batch_size_larger_than_the_training_rows(tmp_path):
+    spec = wb.dataset(str(_csv(tmp_path / "small.csv", ["a", "b"] * 20)), text="text", label="label")
+    _refused(tmp_path, ValueError, r"batch_size=64 is more than the 36 training rows of 'small'.*batch_size=36",
+             model="bert-tiny", data=spec, batch_size=64)
+
+
+@pytest.mark.parametrize("lr", [0, -1e-3, float("nan")])
+def test_learning_rate_must_be_positive(tmp_path, lr):
+    _refused(tmp_path, ValueError, rf"lr={lr!r} .*must be a number above 0", lr=lr)
+
+
+def test_max_length_above_the_model_positions_is_refused(tmp_path):
+    assert wb.model("gpt2-tiny").max_positions == 512 and wb.model("t5-tiny").max_positions is None
+    _refused(tmp_path, ValueError, r"max_length=1024 is more than gpt2-tiny's 512 positions.*max_length=512",
+             max_length=1024)
+    _refused(tmp_path, ValueError, r"max_length must be at least 1, got 0", max_length=0)
+
+
+def test_fp16_on_a_cpu_is_refused_and_unknown_precision_before_the_run_dir(tmp_path):
+    _refused(tmp_path, ValueError, r"precision='fp16' on cpu.*would train in fp32.*precision='bf16'",
+             precision="fp16", device="cpu")
+    _refused(tmp_path, ValueError, "unknown precision 'fp8'", precision="fp8")
+
+
+def test_model_directory_without_config_or_tokenizer(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"model directory '.*empty' is empty.*save_pretrained"):
+        wb.model("bert", size=str(tmp_path / "empty"))
+    (tmp_path / "weights").mkdir()
+    (tmp_path / "weights" / "model.safetensors").write_bytes(b"0")
+    with pytest.raises(FileNotFoundError, match=r"'.*weights' has no config\.json \(it holds: model\.safetensors\)"):
+        wb.model("bert", size=str(tmp_path / "weights"))
+    model, _ = wb.model("gpt2").build()
+    model.save_pretrained(tmp_path / "notok")
+    spec = wb.model("gpt2", size=str(tmp_path / "notok"))
+    with pytest.raises(FileNotFoundError, match=r"no tokenizer files in '.*notok'.*tokenizer="):
+        spec.build()
+
+
+def test_run_name_longer_than_the_filesystem_allows_is_shortened(tmp_path):
+    long_a, long_b = "\u00e9" * 200 + "-a", "\u00e9" * 200 + "-b"
+    with pytest.warns(UserWarning, match=r"run name of 202 characters \(402 bytes\) .* shortened"):
+        a = runs.new_run_dir(long_a, tmp_path / "r")
+    with pytest.warns(UserWarning, match="shortened"):
+        b = runs.new_run_dir(long_b, tmp_path / "r")
+    assert a != b and a.is_dir() and b.is_dir()
+    assert len(a.name.encode()) <= 255 and a.name.split("-", 2)[2].startswith("\u00e9\u00e9")
+    with pytest.warns(UserWarning, match="shortened"):
+        run = prepare("gpt2-tiny", "docstrings-lm", max_steps=2, name="x" * 300)
+    assert (run.path / "spec.json").exists()
+
+
+# ---------------------------------------------------------------- workbench run -p
+def _notebook(path: Path) -> Path:
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell('MAX_STEPS = 20\nMODEL, SIZE = "gpt2", "tiny"\nLR = 1e-3\nLIVE = False')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell("steps = list(range(MAX_STEPS))")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    return path
+
+
+def test_workbench_run_checks_parameters_against_the_parameters_cell(tmp_path, capsys):
+    src = _notebook(tmp_path / "nb.ipynb")
+    assert cli.main(["run", str(src), "-p", "MAX_STEPS", "abc", "--output-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "-p MAX_STEPS: 'abc' is not an int (nb.ipynb's parameters cell has MAX_STEPS = 20)" in err
+    assert not (tmp_path / "out").exists(), "nothing ran"
+    assert cli.main(["run", str(src), "-p", "MAX_STEP", "5"]) == 2
+    assert "unknown parameter 'MAX_STEP'; nb.ipynb's parameters: MAX_STEPS, MODEL, SIZE, LR, LIVE" in capsys.readouterr().err
+    checked = cli.checked_parameters(src, {"LR": "1", "SIZE": "123", "LIVE": "true", "MAX_STEPS": "7"})
+    assert checked == {"LR": 1, "SIZE": "123", "LIVE": True, "MAX_STEPS": 7}
+    with pytest.raises(ValueError, match=r"-p LIVE: 2 is not a bool"):
+        cli.checked_parameters(src, {"LIVE": "2"})
+    with pytest.raises(ValueError, match=r"-p MAX_STEPS: 2\.5 is not an int"):
+        cli.checked_parameters(src, {"MAX_STEPS": "2.5"})
+
+
+# ---------------------------------------------------------------- noise
+def test_a_run_prints_nothing_the_user_did_not_ask_for(tmp_path):
+    """In a fresh process (DeepSpeed's warning comes once per process, at its import)."""
+    data = _csv(tmp_path / "noise.csv", ["a", "b"] * 40)
+    script = textwrap.dedent(f"""
+        import workbench as wb
+        spec = wb.dataset({str(data)!r}, text="text", label="label")
+        run = wb.train("bert-tiny", spec, epochs=1, batch_size=8, max_length=32, save_every=3, live=False)
+        gpt = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), max_steps=2, batch_size=4,
+                       max_length=32, save_every=1, live=False)
+        print("STATUS", run.status, gpt.status, len(run.checkpoints), len(gpt.checkpoints))
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WORKBENCH_RUNS": str(tmp_path / "runs")}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout + proc.stderr
+    assert "STATUS completed completed 2 2" in out, out
+    for noise in ("Setting accelerator to CPU", "ds_accelerator", "Writing model shards",
+                  "loss_type=None", "Generating train split", "examples/s]", "it/s]"):
+        assert noise not in out, f"{noise!r} reached the user:\n{out}"
+    assert out.strip() == "STATUS completed completed 2 2", out
