@@ -1,7 +1,7 @@
 """The one module that imports the Habana bridge (``habana_frameworks``).
 
-``device.py`` builds the HPU backend record from these functions, and the engine gets
-FusedAdamW and FusedClipNorm from here, so no other module imports the bridge. Nothing
+``device.py`` builds the HPU backend record from these functions, and the Trainer gets
+FusedAdamW from here, so no other module imports the bridge. Nothing
 here imports ``torch`` or the bridge at module import time: the bridge loads on the first
 probe (``bridge()``), after the execution mode and the recipe cache have been chosen.
 """
@@ -253,18 +253,12 @@ def versions() -> dict[str, str | None]:
 
 
 # --------------------------------------------------------------------------- ops
-def fused_adamw(params, **kw):
-    """hpex FusedAdamW over ``params`` (it rejects keywords it does not know)."""
+def fused_adamw() -> type:
+    """The hpex FusedAdamW class: ``(params, lr, betas, eps=1e-6, weight_decay, bias_correction,
+    moments_dtype)``, no other keyword; in lazy mode it runs mark_step itself."""
     from habana_frameworks.torch.hpex.optimizers import FusedAdamW
 
-    return FusedAdamW(params, **kw)
-
-
-def fused_clip_norm(params, max_norm: float):
-    """hpex FusedClipNorm for ``params``; call its ``clip_norm(params)`` before each step."""
-    from habana_frameworks.torch.hpex.normalization import FusedClipNorm
-
-    return FusedClipNorm(params, max_norm)
+    return FusedAdamW
 
 
 # Each graph kept holds device memory: past this many, new input shapes run without one.

@@ -1,7 +1,7 @@
 """The backend table: one small record per device kind (``hpu``, ``cuda``, ``cpu``), and the
 chip table: one record per accelerator model (memory, peak compute, 16-bit formats).
 
-Every choice that depends on the device (precision, fused optimizer and clipping, compile
+Every choice that depends on the device (precision, fused optimizer, compile
 backend and default, static shapes, distributed backend, profiler activities, how to read
 memory, ``mark_step``) reads a record from ``BACKENDS``; every hardware figure (HBM, peak
 TFLOP/s, which precisions run) comes from ``CHIPS``. Nothing here imports ``torch`` or
@@ -115,7 +115,6 @@ class Backend:
     log_interval_s: float = 0.5
     static_shapes: bool = False  # pad batches to a few fixed shapes (each new shape recompiles)
     compile_default: Callable[[str | None], bool] = lambda mode: False  # torch.compile unasked
-    fused_clip: bool = False  # clip gradients with the backend's fused op, not the Trainer's
     ddp_find_unused_parameters: bool | None = None  # DDP's search for unused parameters (None: the Trainer's)
     profiler_activities: tuple[str, ...] = ("cpu",)  # torch.profiler.ProfilerActivity names
     inference: Callable[[Any, str | None], Any] = lambda model, mode: model.eval()  # ready to evaluate
@@ -134,7 +133,7 @@ BACKENDS: dict[str, Backend] = {
         oom_marker="PT_DEVMEM Allocation failed",
         static_shapes=True,  # every new input shape compiles a new graph
         compile_default=lambda mode: mode == "eager",  # eager mode is meant to run compiled
-        fused_clip=True, profiler_activities=("cpu", "hpu"),
+        profiler_activities=("cpu", "hpu"),
         ddp_find_unused_parameters=False,  # optimum-habana's default; the search walks the graph every step
         inference=_hpu.inference_model,  # HPU graphs in lazy mode
     ),
