@@ -228,9 +228,10 @@ def test_fused_adamw_gets_the_trainers_groups_betas_and_eps(hpu_trains_on_cpu):
     """Eager mode through ``wb.train``: FusedAdamW gets the Trainer's decay / no-decay groups
     (biases and norm weights undecayed, named by the Trainer's own helper) and betas, eps and
     weight decay from the TrainingArguments; the bridge's eps default (1e-6) never applies."""
+    run = _train(mode="eager", weight_decay=0.1, adam_beta1=0.8, adam_beta2=0.95, adam_epsilon=1e-7)
+    # imported after the run: importing the bridge first would fix its mode (lazy, by default)
     from habana_frameworks.torch.hpex.optimizers import CREATED, FusedAdamW
 
-    run = _train(mode="eager", weight_decay=0.1, adam_beta1=0.8, adam_beta2=0.95, adam_epsilon=1e-7)
     opt = CREATED[-1]
     assert type(opt) is FusedAdamW and run.trainer.optimizer.optimizer is opt
     model = run.trainer.model
@@ -247,28 +248,33 @@ def test_one_gradient_norm_per_step(hpu_trains_on_cpu, monkeypatch):
     """transformers 5.24 computes the gradient norm at every optimizer step (with max_grad_norm
     0 it still calls clip_grad_norm_(..., inf) to log it): clipping on top with FusedClipNorm
     would compute it twice. One path: the Trainer's clipping, one norm per step."""
-    from habana_frameworks.torch.hpex.normalization import CALLS
-
     norms = []
     real = torch.nn.utils.clip_grad_norm_
     monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda *a, **k: norms.append(1) or real(*a, **k))
     run = _train(mode="eager", max_steps=3)
+    from habana_frameworks.torch.hpex.normalization import CALLS
+
     assert len(norms) == 3 and not CALLS
     assert run.trainer.args.max_grad_norm == 1.0
     assert all(e["grad_norm"] is not None for e in run.events if e.get("phase") in ("warmup", "train"))
 
 
-def test_deepspeed_owns_the_optimizer_and_clipping(hpu):
+def test_deepspeed_owns_the_optimizer_and_clipping(hpu, tmp_path):
     """Under DeepSpeed the workbench hands over no FusedAdamW (ZeRO wraps the Trainer's own
     optimizer) and leaves max_grad_norm to DeepSpeed's gradient_clipping ("auto")."""
+    import transformers
+
     from workbench.launcher import deepspeed_config
 
     dev = wb.device("hpu")
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), use_cpu=True, adam_beta1=0.8)
+    cls, kw = trainer.fused_optimizer(dev, args)
+    assert cls.__name__ == "FusedAdamW" and kw == {"lr": 5e-5, "betas": (0.8, 0.999), "eps": 1e-8}
+    assert trainer.fused_optimizer(wb.device("cpu"), args) is None
     cfg = deepspeed_config(2)
-    assert cfg["gradient_clipping"] == "auto"
-    assert trainer.fused_optimizer(dev, {"deepspeed": cfg}) is None
-    assert trainer.fused_optimizer(dev, {}) is not None
-    assert trainer.fused_optimizer(wb.device("cpu"), {}) is None
+    assert cfg["gradient_clipping"] == "auto" and "optimizer" not in cfg and args.max_grad_norm == 1.0
+    args.deepspeed = cfg  # (set after construction: building it would start DeepSpeed)
+    assert trainer.fused_optimizer(dev, args) is None
 
 
 def test_ddp_on_hpu_does_not_search_for_unused_parameters(hpu, monkeypatch, tmp_path):
