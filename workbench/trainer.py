@@ -77,11 +77,10 @@ def _optim(device: DeviceInfo) -> str:
 
 
 def fused_optimizer(device: DeviceInfo, args):
-    """``optimizer_cls_and_kwargs`` for the Trainer: the backend's fused AdamW (hpex), which
-    the Trainer then builds itself, after moving the model to the device, from its own decay /
-    no-decay parameter groups, with betas and eps from ``args`` (the TrainingArguments); None
-    where the Trainer's ``optim`` is the choice, and under DeepSpeed, whose engine takes the
-    Trainer's own optimizer (ZeRO wraps it) and clips with ``gradient_clipping``."""
+    """The Trainer's ``optimizer_cls_and_kwargs`` for the backend's fused AdamW; None for ``optim``."""
+    # The Trainer builds it, after moving the model to the device, from its own decay /
+    # no-decay groups, with betas and eps from the TrainingArguments. Not under DeepSpeed:
+    # ZeRO wraps the Trainer's own optimizer and clips with gradient_clipping (docs/gaudi.md).
     if device.backend.optimizer != "hpex_fused_adamw" or getattr(args, "deepspeed", None):
         return None
     from ._hpu import fused_adamw
@@ -91,8 +90,8 @@ def fused_optimizer(device: DeviceInfo, args):
 
 
 def _room_for_shapes(inner) -> None:
-    """Let torch.compile keep one graph per static shape, for training and for evaluation
-    (+2), instead of falling back to eager past dynamo's recompile limit (8 by default)."""
+    """Raise dynamo's recompile limit to a graph per static shape, training and eval, + 2."""
+    # Past the limit (8 by default) dynamo runs the model uncompiled: slow on Gaudi.
     import torch._dynamo
 
     shapes = len(getattr(inner, "boundaries", ())) or 1  # bucketed / packed: the boundaries
