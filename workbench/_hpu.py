@@ -50,8 +50,15 @@ def hpu_mode() -> str | None:
     """
     if bridge() is None:
         return None
-    internal = importlib.import_module("habana_frameworks.torch.utils.internal")
-    return "lazy" if internal.is_lazy() else "eager"
+    return "lazy" if _is_lazy() else "eager"
+
+
+def _is_lazy() -> bool:
+    """The loaded bridge's answer (``utils.internal.is_lazy``), else its rule for the variable."""
+    try:
+        return bool(importlib.import_module("habana_frameworks.torch.utils.internal").is_lazy())
+    except Exception:
+        return os.environ.get("PT_HPU_LAZY_MODE", "1") != "0"
 
 
 def set_hpu_mode(mode: str) -> None:
@@ -99,12 +106,11 @@ def bridge():
         _warn_if_nfs(os.environ["PT_HPU_RECIPE_CACHE_CONFIG"].split(",")[0])
     try:
         module = importlib.import_module("habana_frameworks.torch")
-        lazy = importlib.import_module("habana_frameworks.torch.utils.internal").is_lazy()
     except Exception:  # a broken install counts as "no HPU", never a crash at probe time
         return None
     # Libraries that read the variable (transformers, accelerate: unset = lazy) must agree
     # with the mode the bridge fixed, also when something loaded it before we could set it.
-    os.environ["PT_HPU_LAZY_MODE"] = "1" if lazy else "0"
+    os.environ["PT_HPU_LAZY_MODE"] = "1" if _is_lazy() else "0"
     return module
 
 
