@@ -1,4 +1,4 @@
-"""The Trainer's callbacks: events, stopping across ranks, HPU lazy-mode steps, fused clipping.
+"""The Trainer's callbacks: events, stopping across ranks, HPU lazy-mode steps.
 
 Plain classes that get the ``TrainerCallback`` interface from ``as_callback`` when a run
 is built, so that this module imports no transformers at import time. They read and write
@@ -21,8 +21,8 @@ class Events:
     """Emits events at logging steps and evaluations; stops on request or on NaN."""
 
     def __init__(self, log: EventLog, stop: threading.Event, task: str, device, counter: CountingCollator,
-                 batch_size: int, warmup_steps: int, world_size: int = 1, clip=None,
-                 min_interval: float = 0.0, stop_file: Path | None = None):
+                 batch_size: int, warmup_steps: int, world_size: int = 1, min_interval: float = 0.0,
+                 stop_file: Path | None = None):
         self.log, self.stop, self.task, self.device, self.counter = log, stop, task, device, counter
         self.stop_file = stop_file  # another process asks this one to stop by creating it
         # Reading the loss at a logging step waits for the device to finish every queued
@@ -31,7 +31,6 @@ class Events:
         # then averages the loss over the steps since its last log.
         self.min_interval = min_interval
         self._last_log: float | None = None
-        self.clip = clip  # HPU fused clipping: the Trainer then logs no grad_norm itself
         self.world_size = world_size  # every rank sees its own shard: throughput x ranks
         self.batch_size, self.warmup_steps = batch_size, warmup_steps
         self.nan_step: int | None = None
@@ -86,7 +85,7 @@ class Events:
             "step": state.global_step,
             "phase": "warmup" if state.global_step <= self.warmup_steps else "train",
             "loss": logs["loss"], "lr": logs.get("learning_rate"),
-            "grad_norm": logs.get("grad_norm", self.clip.norm if self.clip is not None else None),
+            "grad_norm": logs.get("grad_norm"),  # transformers computes it at every optimizer step
             "epoch": logs.get("epoch"), "samples_per_s": self.world_size * samples / dt,
             "tokens_per_s": self.world_size * tokens / dt if tokens else None, "step_time": dt / steps,
             "mem_alloc": mem["allocated"], "mem_peak": mem["peak"], "compiles": self.device.compiles(),
@@ -151,31 +150,19 @@ class DistStop:
 
 
 class MarkStep:
-    """HPU lazy mode: run the accumulated graph after backward and after the optimizer step."""
+    """HPU lazy mode: run the graph accumulated so far where optimum-habana's trainer does,
+    so that one graph never spans micro-steps or evaluation batches: after every backward
+    (``on_substep_end`` for the accumulation micro-steps, ``on_pre_optimizer_step`` for the
+    last one, whose gradient clipping joins its graph), after the optimizer step, and after
+    each evaluation or prediction step."""
 
     def __init__(self, device):
         self.device = device
 
-    def on_pre_optimizer_step(self, args, state, control, **kw):
+    def _mark(self, args, state, control, **kw):
         self.device.mark_step()
 
-    def on_optimizer_step(self, args, state, control, **kw):
-        self.device.mark_step()
-
-
-class FusedClip:
-    """HPU: clip gradients with hpex FusedClipNorm before each optimizer step; keeps the
-    norm (a device tensor, read only at logging steps) for the grad_norm event."""
-
-    def __init__(self, model, max_norm: float):
-        from ._hpu import fused_clip_norm
-
-        self.params = [p for p in model.parameters() if p.requires_grad]
-        self.clip = fused_clip_norm(self.params, max_norm)
-        self.norm = None
-
-    def on_pre_optimizer_step(self, args, state, control, **kw):
-        self.norm = self.clip.clip_norm(self.params)
+    on_substep_end = on_pre_optimizer_step = on_optimizer_step = on_prediction_step = _mark
 
 
 def as_callback(obj):

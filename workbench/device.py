@@ -1,7 +1,7 @@
 """The backend table: one small record per device kind (``hpu``, ``cuda``, ``cpu``), and the
 chip table: one record per accelerator model (memory, peak compute, 16-bit formats).
 
-Every choice that depends on the device (precision, fused optimizer and clipping, compile
+Every choice that depends on the device (precision, fused optimizer, compile
 backend and default, static shapes, distributed backend, profiler activities, how to read
 memory, ``mark_step``) reads a record from ``BACKENDS``; every hardware figure (HBM, peak
 TFLOP/s, which precisions run) comes from ``CHIPS``. Nothing here imports ``torch`` or
@@ -115,7 +115,7 @@ class Backend:
     log_interval_s: float = 0.5
     static_shapes: bool = False  # pad batches to a few fixed shapes (each new shape recompiles)
     compile_default: Callable[[str | None], bool] = lambda mode: False  # torch.compile unasked
-    fused_clip: bool = False  # clip gradients with the backend's fused op, not the Trainer's
+    ddp_find_unused_parameters: bool | None = None  # DDP's search for unused parameters (None: the Trainer's)
     profiler_activities: tuple[str, ...] = ("cpu",)  # torch.profiler.ProfilerActivity names
     inference: Callable[[Any, str | None], Any] = lambda model, mode: model.eval()  # ready to evaluate
     rank_index: bool = False  # under torchrun, rank r uses device index LOCAL_RANK (else: the one it sees)
@@ -133,7 +133,8 @@ BACKENDS: dict[str, Backend] = {
         oom_marker="PT_DEVMEM Allocation failed",
         static_shapes=True,  # every new input shape compiles a new graph
         compile_default=lambda mode: mode == "eager",  # eager mode is meant to run compiled
-        fused_clip=True, profiler_activities=("cpu", "hpu"),
+        profiler_activities=("cpu", "hpu"),
+        ddp_find_unused_parameters=False,  # optimum-habana's default; the search walks the graph every step
         inference=_hpu.inference_model,  # HPU graphs in lazy mode
     ),
     "cuda": Backend(
@@ -178,6 +179,7 @@ class Chip:
     pattern: str  # regex searched in a device name, lowercased without spaces, "-" and "_"
     fp16: bool = True
     bf16: bool = True
+    usable: int | None = None  # bytes the allocator can hand out (HPU: memory_stats "Limit"); None: memory
 
     def instead(self, precision: str) -> str | None:
         """None when the chip runs ``precision``, else the precision to use in its place."""
@@ -196,8 +198,9 @@ def _peaks(bf16: float | None, fp16: float | None = None, fp32: float | None = N
 CHIPS: dict[str, Chip] = {c.name: c for c in (
     # Gaudi1: ~60 bf16 TFLOP/s is reported but uncertain: no MFU rather than a wrong one.
     # fp16 is not available on Gaudi1 (bf16 is on every generation).
-    Chip("Gaudi1", "hpu", "Intel Gaudi", 32 * GiB, _peaks(None), r"gaudi(1|(?![23]))", fp16=False),
-    Chip("Gaudi2", "hpu", "Intel Gaudi 2", 96 * GiB, _peaks(432), "gaudi2"),
+    # usable: the allocator's pool (Gaudi2: as logged; Gaudi1: unverified; Gaudi3: unknown; docs/gaudi.md)
+    Chip("Gaudi1", "hpu", "Intel Gaudi", 32 * GiB, _peaks(None), r"gaudi(1|(?![23]))", fp16=False, usable=int(29.9 * GiB)),
+    Chip("Gaudi2", "hpu", "Intel Gaudi 2", 96 * GiB, _peaks(432), "gaudi2", usable=int(94.62 * GiB)),
     Chip("Gaudi3", "hpu", "Intel Gaudi 3", 128 * GiB, _peaks(1835), "gaudi3"),
     Chip("A100 40GB", "cuda", "NVIDIA A100 40GB", 40 * GiB, _peaks(312, 312, 19.5), "a100.*40g"),
     Chip("A100 80GB", "cuda", "NVIDIA A100 80GB", 80 * GiB, _peaks(312, 312, 19.5), "a100"),

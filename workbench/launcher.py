@@ -45,6 +45,8 @@ def deepspeed_config(zero_stage: int, precision: str = "auto", offload: bool = F
             zero["offload_param"] = {"device": "cpu", "pin_memory": True}
     return {
         "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+        # "auto" is the run's max_grad_norm: DeepSpeed clips. No "optimizer" section: ZeRO wraps
+        # the Trainer's own optimizer, with its parameter groups (on Gaudi torch's AdamW, not hpex's)
         "gradient_clipping": "auto", "zero_optimization": zero,
         "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},
     }

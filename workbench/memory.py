@@ -105,7 +105,7 @@ class MemoryPlan:
             if found is None or not found.memory:  # a CPU's memory is the host's: "detected"
                 known = ", ".join(c.name for c in CHIPS.values() if c.memory)
                 raise ValueError(f"unknown device {device!r}; known: {known}, 'detected', or a number of bytes")
-            return found.memory, self
+            return found.usable or found.memory, self  # what the allocator hands out, not the HBM
         from .device import device as detect
 
         info = detect() if isinstance(device, str) else device
@@ -175,7 +175,7 @@ class MemoryPlan:
 
         from .device import device as detect
 
-        rows = [(c.name, c.kind, c.title, c.memory, self, c) for c in CHIPS.values() if c.memory]
+        rows = [(c.name, c.kind, c.title, c.usable or c.memory, self, c) for c in CHIPS.values() if c.memory]
         try:
             info = detect()
             _, plan = self._target(info)

@@ -82,7 +82,12 @@ class Profile:
 
 
 def top_ops(prof, n: int = 15, device_kind: str = "cpu"):
-    """The ``n`` ops with the most self time, by op and input shapes (a DataFrame)."""
+    """The ``n`` ops with the most self time, by op and input shapes (a DataFrame).
+
+    ``self_ms`` is device time where the backend has a device activity. On Gaudi the bridge
+    merges its device events into the exported trace file only (``export_chrome_trace``),
+    not into the profiler's averages, so there ``self_ms`` is likely zero: read the device
+    time in ``profile/trace.json`` (Perfetto) or TensorBoard instead."""
     import pandas as pd
 
     rows = []

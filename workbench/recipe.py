@@ -189,9 +189,13 @@ def log_interval(a: dict, device, world_size: int) -> float:
 
 def compile_on(a: dict, device) -> bool:
     """Whether the run is ``torch.compile``d: ``mode`` decides, else ``compile``, else the
-    backend table (HPU eager mode wants torch.compile; elsewhere it is opt-in)."""
+    backend table (HPU eager mode wants torch.compile; elsewhere it is opt-in). HPU lazy
+    mode and torch.compile exclude each other: asking for both is refused."""
     if a.get("mode") is not None:
         return a["mode"] == "compile"
+    if a["compile"] and device.mode == "lazy":
+        raise ValueError("torch.compile does not run in HPU lazy mode (this process is in lazy mode: "
+                         "PT_HPU_LAZY_MODE=1); pass compile=False, or restart with mode='compile'")
     if a["compile"] is not None:
         return bool(a["compile"])
     return device.backend.compile_default(device.mode)
@@ -218,6 +222,8 @@ def training_arguments(a: dict, device, task: str, run_path: Path, optim: str) -
         targs["torch_compile_backend"] = device.backend.compile_backend
     if world()[1] > 1:
         targs["ddp_backend"] = device.dist_backend
+        if device.backend.ddp_find_unused_parameters is not None:
+            targs["ddp_find_unused_parameters"] = device.backend.ddp_find_unused_parameters
     targs.update(a["trainer_overrides"])
     return targs
 

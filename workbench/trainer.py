@@ -11,7 +11,7 @@ import threading
 
 from . import recipe
 from .attention import causal_sdpa, quiet_missing_mask_warning, without_cache
-from .callbacks import DistStop, Events, FusedClip, MarkStep, as_callback, use_batch_sampler
+from .callbacks import DistStop, Events, MarkStep, as_callback, use_batch_sampler
 from .catalog import ModelSpec
 from .data import DataSpec
 from .device import DeviceInfo
@@ -71,17 +71,32 @@ def _batches(a: dict, task: str, prepared, tok, model):
     return prepared, batching.collator(task, tok, model, padding, a["max_length"]), None, (), None
 
 
-def _optimizer(device: DeviceInfo, model, lr: float, extra: dict):
-    """(optim name for TrainingArguments, optimizer instance or None) from the backend table."""
-    name = device.backend.optimizer
-    if name == "hpex_fused_adamw":
-        from ._hpu import fused_adamw
+def _optim(device: DeviceInfo) -> str:
+    """The TrainingArguments ``optim`` for ``device`` (the hpex optimizer is no transformers name)."""
+    return "adamw_torch" if device.backend.optimizer == "hpex_fused_adamw" else device.backend.optimizer
 
-        model.to(device.torch_device)  # the optimizer must see the parameters on the device
-        opt = fused_adamw(model.parameters(), lr=lr, eps=extra.get("adam_epsilon", 1e-8),
-                          weight_decay=extra.get("weight_decay", 0.0))
-        return "adamw_torch", opt
-    return name, None
+
+def fused_optimizer(device: DeviceInfo, args):
+    """The Trainer's ``optimizer_cls_and_kwargs`` for the backend's fused AdamW; None for ``optim``."""
+    # The Trainer builds it, after moving the model to the device, from its own decay /
+    # no-decay groups, with betas and eps from the TrainingArguments. Not under DeepSpeed:
+    # ZeRO wraps the Trainer's own optimizer and clips with gradient_clipping (docs/gaudi.md).
+    if device.backend.optimizer != "hpex_fused_adamw" or getattr(args, "deepspeed", None):
+        return None
+    from ._hpu import fused_adamw
+
+    return fused_adamw(), {"lr": args.learning_rate, "betas": (args.adam_beta1, args.adam_beta2),
+                           "eps": args.adam_epsilon}  # not the bridge's eps default (1e-6)
+
+
+def _room_for_shapes(inner) -> None:
+    """Raise dynamo's recompile limit to a graph per static shape, training and eval, + 2."""
+    # Past the limit (8 by default) dynamo runs the model uncompiled: slow on Gaudi.
+    import torch._dynamo
+
+    shapes = len(getattr(inner, "boundaries", ())) or 1  # bucketed / packed: the boundaries
+    config = torch._dynamo.config
+    config.cache_size_limit = max(config.cache_size_limit, 2 * shapes + 2)
 
 
 def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callbacks: list = ()):
@@ -101,28 +116,27 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
     from .batching import CountingCollator
 
     counter = CountingCollator(inner, model, drop=drop)
-    optim, optimizer = _optimizer(device, model, a["lr"], dict(a["trainer_overrides"]))
-    targs = recipe.training_arguments(a, device, mspec.task, run.path, optim)
-    clip = None
-    if device.backend.fused_clip and targs["max_grad_norm"] > 0:
-        # Gaudi's fused clip-norm replaces the Trainer's clipping (one kernel, not one per tensor)
-        clip = as_callback(FusedClip(model, targs["max_grad_norm"]))
-        targs["max_grad_norm"] = 0.0
+    targs = recipe.training_arguments(a, device, mspec.task, run.path, _optim(device))
+    if targs["torch_compile"]:
+        _room_for_shapes(inner)
+    args = transformers.TrainingArguments(**targs)
+    # Gradient clipping stays the Trainer's (max_grad_norm): transformers computes the norm at
+    # every optimizer step anyway, to log it, so a fused clip on top would compute it twice.
     _, size = recipe.world()
     events = as_callback(Events(run.log, stop, mspec.task, device, counter, a["batch_size"],
-                                a["throughput_warmup_steps"], size, clip,
+                                a["throughput_warmup_steps"], size,
                                 min_interval=recipe.log_interval(a, device, size),
                                 stop_file=run.path / STOP_FILE if size == 1 else None))
-    callbacks = [events] + ([clip] if clip is not None else [])
+    callbacks = [events]
     if size > 1:
         callbacks.insert(0, as_callback(DistStop(stop, run.path / STOP_FILE, a["log_every"])))
     if device.mode == "lazy":  # Gaudi's legacy graph mode (other backends have no mode)
         callbacks.append(as_callback(MarkStep(device)))
     trainer = transformers.Trainer(
-        model=model, args=transformers.TrainingArguments(**targs), train_dataset=prepared["train"],
-        eval_dataset=prepared["eval"], data_collator=counter,
-        processing_class=tok if mspec.task != "diffusion" else None, callbacks=callbacks + list(extra_callbacks),
-        optimizers=(optimizer, None), compute_metrics=recipe.accuracy if mspec.task == "classification" else None,
+        model=model, args=args, train_dataset=prepared["train"], eval_dataset=prepared["eval"],
+        data_collator=counter, processing_class=tok if mspec.task != "diffusion" else None,
+        callbacks=callbacks + list(extra_callbacks), optimizer_cls_and_kwargs=fused_optimizer(device, args),
+        compute_metrics=recipe.accuracy if mspec.task == "classification" else None,
     )
     trainer.remove_callback(transformers.PrinterCallback)  # events replace its printed dicts
     if sampler is not None:

@@ -1,8 +1,24 @@
-"""TEST DOUBLE: importing the real bridge registers ``torch.hpu``; so does this one."""
+"""TEST DOUBLE of habana_frameworks.torch: importing it loads the bridge in the mode
+PT_HPU_LAZY_MODE chose, registers ``torch.hpu`` and "hccl", and chooses the card.
 
-import torch as _torch
+Source: gaudi-pytorch-bridge python_packages/habana_frameworks/torch/__init__.py @ 5a56187:
+it marks the autoload entry point as done, reads the mode through ``is_lazy()`` (and loads
+the lazy or the eager plugin library accordingly: the mode is fixed from here on), then
+imports core, distributed.hccl and hpu.
+"""
 
-from . import hpu  # noqa: F401
+import habana_frameworks.autoload
+
+habana_frameworks.autoload.is_loaded = True
+
+import torch  # noqa: E402,F401
+
+from habana_frameworks.torch.utils.internal import is_lazy  # noqa: E402
+
+is_lazy()  # the mode is read here, once: the plugin library it selects cannot change
+
+import habana_frameworks.torch.core  # noqa: E402,F401
+import habana_frameworks.torch.distributed.hccl  # noqa: E402,F401
+import habana_frameworks.torch.hpu as hpu  # noqa: E402,F401
 
 __version__ = "0.0.0-fake"
-_torch.hpu = hpu

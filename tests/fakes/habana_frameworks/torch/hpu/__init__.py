@@ -1,7 +1,37 @@
-"""TEST DOUBLE of ``torch.hpu`` (habana_frameworks/torch/hpu): device and memory API."""
+"""TEST DOUBLE of ``torch.hpu`` (habana_frameworks/torch/hpu): devices, memory, random, graphs.
+
+Sources: gaudi-pytorch-bridge python_packages/habana_frameworks/torch/hpu/__init__.py,
+hpu/_utils.py, hpu/memory.py, hpu/random.py @ 5a56187, and the device guard
+backend/habana_device/HPUGuardImpl.h @ 5a56187. Nothing here holds a tensor: the double
+keeps every tensor on the CPU (see tests/fakes/README.md).
+"""
 
 import os
 
+import torch
+
+from habana_frameworks.torch.utils.internal import is_lazy
+
+from .metrics import metric_global  # noqa: F401  (hpu/__init__.py re-exports hpu.metrics)
+from .random import (  # noqa: F401
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    set_rng_state,
+    set_rng_state_all,
+)
+from .streams import Event, Stream  # noqa: F401
+
+# HPU graphs are exported only in lazy mode (`if is_lazy(): from .graphs import *` in
+# hpu/__init__.py @ 5a56187): in eager mode `from ...hpu import wrap_in_hpu_graph` fails.
+if is_lazy():
+    from .graphs import wrap_in_hpu_graph  # noqa: F401
+
+HABANA_VISIBLE_MODULES_VAR = "HABANA_VISIBLE_MODULES"
+HLS_MODULE_ID_VAR = "HLS_MODULE_ID"
 CALLS: list[str] = []
 _GiB = 1024**3
 _state = {"in_use": 0, "max_in_use": 0, "num_allocs": 0}
@@ -9,6 +39,52 @@ _state = {"in_use": 0, "max_in_use": 0, "num_allocs": 0}
 
 def _count() -> int:
     return int(os.environ.get("FAKE_HPU_COUNT", "8"))
+
+
+def _get_device_index(device=None, optional: bool = False) -> int:
+    """An int from a device, string or int; ``"hpu"`` / None: the current device (hpu/_utils.py)."""
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "hpu":
+            raise ValueError(f"Expected a hpu device, but got: {device}")
+        device = device.index
+    if device is None:
+        if not optional:
+            raise ValueError("Expected a torch.device with a specified index or an integer")
+        return current_device()
+    return int(device)
+
+
+def _check_index(device) -> int:
+    """The memory and name APIs accept any index below device_count() (memory.py @ 5a56187)."""
+    index = _get_device_index(device, optional=True)
+    if index < 0 or index >= device_count():
+        raise AssertionError("Invalid device id")
+    return index
+
+
+def _guard(device) -> int:
+    """What the device guard does when a tensor op runs on ``device``.
+
+    HABANAGuardImpl::exchangeDevice fails for any index other than 0: each process drives
+    one device, chosen through HLS_MODULE_ID (backend/habana_device/HPUGuardImpl.h @ 5a56187;
+    its deviceCount() is 1).
+    """
+    index = _get_device_index(device, optional=True)
+    if index != 0:
+        raise RuntimeError(f"habana active device: {index} != 0")
+    return index
+
+
+def fake_to(obj, device):
+    """Test hook (not bridge API): what ``obj.to(device)`` does on the real bridge, minus the
+    copy. An HPU index other than 0 fails as the guard makes it fail; the object stays on
+    the CPU and remembers where it was sent (``obj.fake_device``)."""
+    if torch.device(device).type == "hpu":
+        _guard(device)
+    obj.fake_device = str(device)
+    return obj
 
 
 def is_available() -> bool:
@@ -23,17 +99,47 @@ def current_device() -> int:
     return 0
 
 
-def set_device(index: int) -> None:
+def set_device(device) -> None:
+    """hpu/__init__.py @ 5a56187: without HLS_MODULE_ID and HABANA_VISIBLE_MODULES on a
+    machine of fewer than 8 devices, only index 0 is accepted; otherwise the index picks the
+    module (HLS_MODULE_ID), and the guard still runs every op on index 0."""
+    index = _get_device_index(device, optional=True)
+    modules = [int(m) for m in os.environ.get(HABANA_VISIBLE_MODULES_VAR, "0,1,2,3,4,5,6,7").split(",")]
+    if index not in modules and index > len(modules):
+        raise AssertionError(f"Trying to open device with idx={index} when only {modules} are avaliable)")
+    module_id = int(os.environ.get(HLS_MODULE_ID_VAR, "-1") or -1)
+    if module_id == -1 and HABANA_VISIBLE_MODULES_VAR not in os.environ and device_count() < 8:
+        assert index == 0, f"As {HABANA_VISIBLE_MODULES_VAR} is not provided, the only supported device idx is 0."
+    elif module_id == -1:
+        os.environ[HLS_MODULE_ID_VAR] = str(modules[index])
     CALLS.append(f"set_device({index})")
 
 
-def get_device_name(index: int = 0) -> str:
+class device:  # noqa: N801 (the bridge's name)
+    """Context manager: index 0 or the module in HLS_MODULE_ID, nothing else (hpu/__init__.py)."""
+
+    def __init__(self, device):
+        index = _get_device_index(device, optional=True)
+        module_id = int(os.environ.get(HLS_MODULE_ID_VAR, "-1") or -1)
+        if index != 0 and index != module_id:
+            raise AssertionError(f"Requested device_id={index} is different from env_device_id={module_id}")
+        self.idx = module_id
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def get_device_name(device=None) -> str:
+    _check_index(device)
     gen = os.environ.get("FAKE_HPU_GENERATION", "2")
     return "GAUDI" if gen == "1" else f"GAUDI{gen}"
 
 
 def is_bf16_supported() -> bool:
-    return True
+    return is_available()
 
 
 def synchronize() -> None:
@@ -48,6 +154,9 @@ def fake_allocate(nbytes: int) -> None:
 
 
 def memory_stats(device=None) -> dict:
+    # keys and meaning from hpu/memory.py @ 5a56187; "Limit" is the allocator's pool, less
+    # than the HBM (FAKE_HPU_MEMORY sets it)
+    _check_index(device)
     return {
         "Limit": int(os.environ.get("FAKE_HPU_MEMORY", str(96 * _GiB))),
         "InUse": _state["in_use"],
@@ -57,20 +166,18 @@ def memory_stats(device=None) -> dict:
 
 
 def memory_allocated(device=None) -> int:
-    return _state["in_use"]
+    return memory_stats(device)["InUse"]
 
 
 def max_memory_allocated(device=None) -> int:
-    return _state["max_in_use"]
+    return memory_stats(device)["MaxInUse"]
 
 
 def reset_peak_memory_stats(device=None) -> None:
+    _check_index(device)
     _state["max_in_use"] = _state["in_use"]
 
 
 def mem_get_info(device=None) -> tuple[int, int]:
-    s = memory_stats()
+    s = memory_stats(device)
     return s["Limit"] - s["InUse"], s["Limit"]
-
-
-from .graphs import wrap_in_hpu_graph  # noqa: E402,F401  (the bridge exports it here too)
