@@ -93,6 +93,8 @@ def _drop_fake_modules():
 
     if hasattr(torch, "hpu") and getattr(torch.hpu, "__file__", "").startswith(str(FAKES)):
         del torch.hpu
+    if getattr(sys.modules.get("torch.hpu"), "__file__", "").startswith(str(FAKES)):
+        del sys.modules["torch.hpu"]  # the double registers itself there, as the bridge does
 
 
 @pytest.fixture
@@ -103,7 +105,8 @@ def fake_hpu(monkeypatch):
     monkeypatch.syspath_prepend(str(FAKES))
     monkeypatch.setenv("FAKE_HPU_GENERATION", "2")
     monkeypatch.setenv("FAKE_HPU_COUNT", "8")
-    monkeypatch.delenv("PT_HPU_LAZY_MODE", raising=False)
+    for name in ("PT_HPU_LAZY_MODE", "PT_HPU_RECIPE_CACHE_CONFIG", "HLS_MODULE_ID"):
+        monkeypatch.delenv(name, raising=False)  # the workbench and the double set them: restored after
     _drop_fake_modules()
     clear_cache()
     yield FAKES

@@ -192,7 +192,7 @@ def _peaks(bf16: float | None, fp16: float | None = None, fp32: float | None = N
     return {"bf16": bf16, "fp16": fp16, "fp32": fp32}
 
 
-# Dense (no sparsity) peaks: bf16 from shared/HPU_FACTS.md; NVIDIA fp16 (tensor cores, as
+# Dense (no sparsity) peaks: bf16 from docs/gaudi.md (vendor figures); NVIDIA fp16 (tensor cores, as
 # bf16) and fp32 (no TF32: torch's default for matmuls) from NVIDIA's datasheets. Gaudi's
 # fp16/fp32 peaks are not published in a form we trust: None. HBM: the nominal size, in GiB.
 CHIPS: dict[str, Chip] = {c.name: c for c in (
