@@ -57,7 +57,7 @@ def training_args(monkeypatch):
 def test_log_every_zero_leaves_each_engine_its_own_cadence(training_args):
     import transformers
 
-    from workbench import bench, engine
+    from workbench import bench, recipe
 
     trainer_default = transformers.TrainingArguments(output_dir="x").logging_steps
     training_args.clear()
@@ -65,7 +65,7 @@ def test_log_every_zero_leaves_each_engine_its_own_cadence(training_args):
     seen = [a.logging_steps for a in training_args]
     assert result["config"]["log_every"] == 0 and result["ratios"]["wb_vs_trainer"] > 0
     # the plain Trainer at its default, wb.train at its own for a 3-step run
-    assert sorted(seen) == sorted([trainer_default, engine._auto_steps(3)[0]]), seen
+    assert sorted(seen) == sorted([trainer_default, recipe.auto_steps(3)[0]]), seen
     training_args.clear()
     bench.engine(steps=2, warmup=1, repeats=1, log_every=2)
     assert [a.logging_steps for a in training_args] == [2, 2]
