@@ -78,7 +78,7 @@ def _training(ns, shown, out):
 def _memory_planning(ns, shown, out):
     table, (fits_gaudi3, fix_h100) = shown
     assert list(table.columns) == ["device", "needs_gib", "fits", "suggestion"]
-    assert {"Gaudi1", "Gaudi2", "Gaudi3", "A100", "H100", "H200"} < set(table["device"])
+    assert {"Gaudi1", "Gaudi2", "Gaudi3", "A100 40GB", "A100 80GB", "H100 SXM", "H200"} < set(table["device"])
     # 7 B parameters trained with AdamW (bf16 weights, fp32 master copy, gradients, two
     # moments) need over 100 GiB before a single activation: no one device holds it
     assert not table["fits"].any()
