@@ -25,10 +25,10 @@ from workbench import checkup, cli, diagnosis
 from workbench.device import BACKENDS
 
 ON_CPU_SKIPPED = {  # check -> words its reason must contain
-    "compile-counter": "no compile counter", "gpt2.memory": "process RSS", "bert.memory": "process RSS",
-    "gpt2.recompiles": "no compile counter", "bert.recompiles": "no compile counter",
-    "all-reduce": "--multi", "launch": "--multi",
+    "gpt2.memory": "process RSS", "bert.memory": "process RSS", "all-reduce": "--multi", "launch": "--multi",
 }
+if BACKENDS["cpu"].compiles() is None:  # the CPU record counts no compiles (today: only Gaudi's does)
+    ON_CPU_SKIPPED.update({n: "no compile counter" for n in ("compile-counter", "gpt2.recompiles", "bert.recompiles")})
 
 
 @pytest.fixture(scope="module")
@@ -89,22 +89,27 @@ def test_multi_runs_the_all_reduce_and_the_launch_on_cpu(tmp_path, one_thread):
     assert [x["rank"] for x in ranks] == [0, 1] and all(x["backend"] == "gloo" and x["value"] == 3 for x in ranks)
 
 
-def test_the_cli_prints_the_table_and_writes_the_reports(tmp_path):
+def test_the_cli_prints_the_json_report_alone_on_stdout_and_writes_both_reports(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out = tmp_path / "d"
-    proc = subprocess.run([sys.executable, "-m", "workbench.cli", "doctor", "--only", "versions,device,memory",
+    proc = subprocess.run([sys.executable, "-m", "workbench.cli", "doctor", "--only", "versions,bert", "--json",
                            "--out", str(out)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    rows = [line.split()[:2] for line in proc.stdout.splitlines()]
-    assert [["versions", "PASS"], ["device", "PASS"], ["memory", "PASS"]] == [x for x in rows if x[:1] in
-                                                                            (["versions"], ["device"], ["memory"])]
-    assert json.loads((out / "report.json").read_text())["ok"] is True and (out / "report.md").exists()
+    printed = json.loads(proc.stdout)  # libraries' messages went to stderr
+    assert [c["name"] for c in printed["checks"]] == ["versions", *(f"bert.{c}" for c in checkup.RUN_CHECKS)]
+    assert printed["ok"] is True and "doctor: PASS bert.train" in proc.stderr
+    assert json.loads((out / "report.json").read_text())["checks"] == printed["checks"]
+    assert "| bert.train | pass |" in (out / "report.md").read_text()
 
 
-def test_the_cli_prints_json_and_refuses_unknown_checks(tmp_path, capsys):
-    assert cli.main(["doctor", "--only", "versions", "--json", "--out", str(tmp_path)]) == 0
-    printed = json.loads(capsys.readouterr().out)
-    assert [c["name"] for c in printed["checks"]] == ["versions"]
+def test_the_cli_prints_the_table(tmp_path, capsys):
+    assert cli.main(["doctor", "--only", "versions,device,memory", "--out", str(tmp_path)]) == 0
+    rows = [line.split()[:2] for line in capsys.readouterr().out.splitlines()]
+    assert [["versions", "PASS"], ["device", "PASS"], ["memory", "PASS"]] == [
+        x for x in rows if x[:1] in (["versions"], ["device"], ["memory"])]
+
+
+def test_the_cli_refuses_unknown_checks(capsys):
     assert cli.main(["doctor", "--only", "gtp2"]) == 2
     assert "unknown check 'gtp2'; known: versions, device" in capsys.readouterr().err
 
@@ -137,7 +142,8 @@ def test_the_verdicts_fail_on_runs_that_are_broken(tmp_path):
     late = _steps([1] * 6, compiles=[4, 6, 6, 6, 7, 7])
     assert diagnosis.no_recompiles("r", late, hpu, "bucketed").status == "fail"
     new_shape = _steps([1] * 6, compiles=[4, 6, 6, 6, 7, 7], shapes=[1, 1, 1, 1, 2, 2])
-    assert diagnosis.no_recompiles("r", new_shape, hpu, "bucketed").status == "pass"
+    fine = diagnosis.no_recompiles("r", new_shape, hpu, "bucketed", start=1)
+    assert fine.status == "pass" and fine.detail.startswith("6 graph compiles over 6 steps, 2 input shape(s)")
     assert diagnosis.clip_ran("c", _steps([1] * 4, norms=[None] * 4)).status == "fail"
     flat = _steps([1] * 4, peaks=[100] * 4)
     assert diagnosis.memory_moved("m", flat, {"allocated": 100}, hpu).status == "fail"
@@ -155,7 +161,8 @@ def test_on_the_hpu_double_the_checks_without_tensors_pass(fake_hpu, tmp_path):
     assert r.versions["driver"] is None and "no hl-smi" in r.versions["driver_source"]
     dev = r.check("device").data
     assert dev["device"]["count"] == 8 and dev["device"]["generation"] == "Gaudi2" and dev["chip"] == "Gaudi2"
-    assert r.check("memory").data["total"] == 96 * 2**30 and "HBM" in r.check("memory").detail
+    assert r.check("memory").data["total"] == wb.device("hpu").memory()["total"] > 0
+    assert "of 96.0 GiB HBM" in r.check("memory").detail, "the usable limit beside the chip's HBM"
     assert r.check("compile-counter").data["compiles"] == wb.device("hpu").compiles() >= 2
 
 

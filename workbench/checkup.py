@@ -117,8 +117,8 @@ def _compile_counter(v: _Visit) -> list[Check]:
                        "('graph_compilation'))", "recompiles cannot be seen: use a bridge whose "
                        "habana_frameworks.torch.hpu.metrics has metric_global; " + REPORT_IT)]
     if n is None:
-        return [skipped("compile-counter", f"the {v.kind} backend reports no compile counter (the backend "
-                        f"record's compiles is Gaudi's graph_compilation metric)")]
+        return [skipped("compile-counter", f"the {v.kind} record reports no compile counter (Gaudi's bridge "
+                        f"counts graph compiles; this backend does not)")]
     if not isinstance(n, int) or n < 0:
         return [failed("compile-counter", f"the counter read {n!r}", "expected a count >= 0; " + REPORT_IT)]
     return [passed("compile-counter", f"{n} graph compiles so far in this process", compiles=n)]
@@ -128,7 +128,7 @@ def _compile_counter(v: _Visit) -> list[Check]:
 def _run_checks(key: str, v: _Visit) -> list[Check]:
     model, data, extra = RUNS[key]
     names = [f"{key}.{c}" for c in RUN_CHECKS]
-    before = v.dev.memory()
+    before, start = v.dev.memory(), v.dev.compiles()
     v.dev.reset_peak_memory()
     try:
         run = train(model, dataset(**data), max_steps=STEPS, **v.runs(key, **extra))
@@ -138,7 +138,7 @@ def _run_checks(key: str, v: _Visit) -> list[Check]:
     steps = [e for e in run.events if e.get("phase") in ("warmup", "train")]
     found = [diagnosis.loss_falls(names[0], run, steps), diagnosis.optimizer_ran(names[1], run, v.dev),
              diagnosis.clip_ran(names[2], steps), diagnosis.memory_moved(names[3], steps, before, v.dev),
-             diagnosis.no_recompiles(names[4], steps, v.dev, run.spec["args"]["padding"])]
+             diagnosis.no_recompiles(names[4], steps, v.dev, run.spec["args"]["padding"], start)]
     run.trainer = None  # let the model and optimizer go before the next check
     return found
 

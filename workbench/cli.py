@@ -68,11 +68,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
+    import contextlib
+
     from .checkup import doctor
 
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     try:
-        report = doctor(args.out, multi=args.multi, only=only)
+        with contextlib.redirect_stdout(sys.stderr):  # what libraries print: stdout keeps the report
+            report = doctor(args.out, multi=args.multi, only=only)
     except ValueError as e:  # an unknown check name lists the known ones
         print(f"workbench doctor: {e}", file=sys.stderr)
         return 2

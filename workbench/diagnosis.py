@@ -53,14 +53,17 @@ class Check:
 
 
 def passed(name: str, detail: str, **data) -> Check:
+    """A check that passed, with what it measured."""
     return Check(name, "pass", detail, data=data)
 
 
 def failed(name: str, detail: str, fix: str, **data) -> Check:
+    """A check that failed, with what it measured and what to do."""
     return Check(name, "fail", detail, fix, data=data)
 
 
 def skipped(name: str, reason: str, **data) -> Check:
+    """A check that does not apply here, with the reason."""
     return Check(name, "skip", reason, data=data)
 
 
@@ -116,6 +119,7 @@ def versions_text(found: dict[str, str | None]) -> str:
 
 # --------------------------------------------------------------------------- verdicts on a run
 def loss_falls(name: str, run, steps: list[dict]) -> Check:
+    """The run completed and its last quarter of losses averages below its first."""
     if run.status != "completed":
         return failed(name, f"the run ended {run.status}: {run.summary.get('error')} ({run.path})",
                       "read the error above; " + REPORT_IT)
@@ -134,6 +138,7 @@ def loss_falls(name: str, run, steps: list[dict]) -> Check:
 
 
 def optimizer_ran(name: str, run, dev: DeviceInfo) -> Check:
+    """The run's Trainer stepped the optimizer the backend record names."""
     trainer = run.trainer
     inner = getattr(trainer.optimizer, "optimizer", trainer.optimizer)  # accelerate wraps it
     cls = f"{type(inner).__module__}.{type(inner).__qualname__}"
@@ -153,6 +158,7 @@ def optimizer_ran(name: str, run, dev: DeviceInfo) -> Check:
 
 
 def clip_ran(name: str, steps: list[dict]) -> Check:
+    """Every step event carries a finite gradient norm (clipping computed it)."""
     norms = [e["grad_norm"] for e in steps if isinstance(e.get("grad_norm"), (int, float))]
     if norms and all(math.isfinite(x) for x in norms):
         return passed(name, f"grad_norm in {len(norms)}/{len(steps)} step events (last {norms[-1]:.3g})",
@@ -163,6 +169,7 @@ def clip_ran(name: str, steps: list[dict]) -> Check:
 
 
 def memory_moved(name: str, steps: list[dict], before: dict, dev: DeviceInfo) -> Check:
+    """Device memory in the step events rose above what was allocated before the run."""
     if dev.kind == "cpu":
         return skipped(name, "the CPU record reports process RSS, not device memory: nothing to watch move")
     peak = max((e.get("mem_peak") or 0 for e in steps), default=0)
@@ -174,16 +181,18 @@ def memory_moved(name: str, steps: list[dict], before: dict, dev: DeviceInfo) ->
                   f"the {dev.kind} memory reader does not see this process's tensors; " + REPORT_IT)
 
 
-def no_recompiles(name: str, steps: list[dict], dev: DeviceInfo, padding: str) -> Check:
+def no_recompiles(name: str, steps: list[dict], dev: DeviceInfo, padding: str, start: int | None = None) -> Check:
+    """After warm-up, the compile count grows only at steps that brought a new input shape."""
     counts = [e.get("compiles") for e in steps]
     if all(c is None for c in counts):
-        return skipped(name, f"the {dev.kind} backend reports no compile counter: recompiles cannot be counted")
+        return skipped(name, f"the {dev.kind} record reports no compile counter: recompiles cannot be counted")
     if any(not isinstance(c, int) for c in counts) or any(b < a for a, b in zip(counts, counts[1:])):
         return failed(name, f"the compile counter is not a growing count: {counts}", REPORT_IT)
     late = [b["step"] for a, b in zip(steps, steps[1:]) if b.get("phase") == "train"
             and b["compiles"] > a["compiles"] and (b.get("shapes_seen") or 0) <= (a.get("shapes_seen") or 0)]
     shapes = max((e.get("shapes_seen") or 0 for e in steps), default=0)
-    text = f"{counts[-1] - counts[0]} graph compiles over {len(steps)} steps, {shapes} input shape(s), padding={padding}"
+    text = (f"{counts[-1] - (counts[0] if start is None else start)} graph compiles over {len(steps)} steps, "
+            f"{shapes} input shape(s), padding={padding}")
     if not late:
         return passed(name, text + "; none after warm-up without a new shape", compiles=counts)
     return failed(name, f"recompiled after warm-up at steps {late} with no new input shape: {text}",
@@ -300,7 +309,7 @@ class Diagnosis:
             fix = (f"<div style='color:{COLOURS['fail']}'>fix: {html.escape(c.fix)}</div>" if c.fix else "")
             return (f"<tr><td style='padding:2px 8px;white-space:nowrap'><code>{html.escape(c.name)}</code></td>"
                     f"<td style='padding:2px 8px'>{chip}</td><td style='padding:2px 8px;text-align:right'>"
-                    f"{c.seconds:.1f}&nbsp;s</td><td style='padding:2px 8px;text-align:left'>"
+                    f"{f'{c.seconds:.1f}&nbsp;s' if c.seconds >= 0.05 else ''}</td><td style='padding:2px 8px;text-align:left'>"
                     f"{html.escape(c.detail)}{fix}</td></tr>")
 
         border = COLOURS["pass" if self.ok else "fail"]
