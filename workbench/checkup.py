@@ -265,7 +265,7 @@ def _launch(v: _Visit) -> list[Check]:
         run = launch("gpt2-tiny", dataset("docstrings-lm", limit=64), devices=2, max_steps=6, device=v.kind, **args)
     except Exception as e:
         return [failed("launch", f"wb.launch(devices=2) failed: {e}",
-                       "read launcher.log and logs/ in the run directory under " f"{v.out / 'runs'}; " + REPORT_IT)]
+                       f"read launcher.log and logs/ in its run directory under {v.out / 'runs'}; " + REPORT_IT)]
     digests = {json.loads(p.read_text())["params_sha256"] for p in run.path.glob("ranks/rank-*.json")}
     ranks = len(list(run.path.glob("ranks/rank-*.json")))
     text = (f"{run.summary.get('world_size')} ranks trained {run.summary.get('step')} steps over "
