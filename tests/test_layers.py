@@ -24,7 +24,8 @@ LAYERS = [
     {"run", "dashboard", "writer", "chart"},
     {"callbacks", "trainer"},
     {"engine"},
-    {"launcher", "worker", "profiler", "widgets", "pickers", "form", "composite", "magics", "cli"},
+    {"launcher", "worker", "profiler", "widgets", "pickers", "form", "composite", "magics", "cli",
+     "checkup", "diagnosis"},
     {"bench"},
 ]
 FACADE = {"__init__", "__main__"}  # the package's front door: may import anything, lazily

@@ -35,6 +35,7 @@ _LAZY = {
     "launch": "launcher",
     "launch_command": "launcher",
     "profile": "profiler",
+    "doctor": "checkup",
     "record": "nbrecord",
     "records": "nbrecord",
 }

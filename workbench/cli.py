@@ -108,6 +108,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    import contextlib
+
+    from .checkup import doctor
+
+    only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # what libraries print: stdout keeps the report
+            report = doctor(args.out, multi=args.multi, only=only)
+    except ValueError as e:  # an unknown check name lists the known ones
+        print(f"workbench doctor: {e}", file=sys.stderr)
+        return 2
+    print(report.to_json() if args.json else report.table())
+    return report.exit_code
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="workbench", description="Gaudi Workbench")
     p.add_argument("--version", action="version", version=f"gaudi-workbench {__version__}")
@@ -123,6 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--kernel", default="python3")
     r.add_argument("--cwd", default=".", help="working directory of the kernel")
     r.set_defaults(func=_cmd_run)
+    doc = sub.add_parser("doctor", help="check this machine: versions, device, short training runs, bf16, "
+                         "collectives, profiling (exit code 1 when a check fails)")
+    doc.add_argument("--out", default="doctor", help="where report.json, report.md and the runs go")
+    doc.add_argument("--multi", action="store_true", help="on a CPU, also run the 2-process checks (~30 s)")
+    doc.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
+    doc.add_argument("--only", metavar="NAMES", help="comma-separated checks or groups, e.g. versions,gpt2")
+    doc.set_defaults(func=_cmd_doctor)
     return p
 
 
