@@ -57,8 +57,8 @@ class Events:
     def on_step_end(self, args, state, control, **kw):
         self.counter.consume(args.gradient_accumulation_steps)
         last = state.global_step >= state.max_steps
-        if not self.stop.is_set() and self.stop_file is not None and self.stop_file.exists():
-            self.stop.set()  # one stat a step: microseconds
+        if control.should_log and self.stop_file is not None and self.stop_file.exists():
+            self.stop.set()  # read at logging steps only: no file I/O on the other steps
         if self.stop.is_set():
             control.should_training_stop = True
             last = True
