@@ -12,10 +12,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .batching import PACKINGS
 from .device import backend
 
 PADDINGS = ("auto", "longest", "max_length", "bucketed", "packed")
-PACKINGS = ("concat", "isolated")
 
 
 def world() -> tuple[int, int]:
