@@ -29,6 +29,15 @@ _CACHE = Path(tempfile.mkdtemp(prefix="wb-test-cache-"))
 os.environ["WORKBENCH_CACHE"] = str(_CACHE / "workbench")
 os.environ["HF_HOME"] = str(_CACHE / "hf")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# DeepSpeed JIT-builds its CPU ops into torch's extension cache, guarded by a lock file that a
+# build killed half-way leaves behind, and the next build then waits on it forever: the tests
+# build into their own directory instead of depending on the state of ~/.cache.
+# One intra-op thread for torch here and in every kernel and worker the tests start: the tiny
+# models gain nothing from a second thread, and on a 2-core machine with the other core busy
+# (a browser, a second rank, CI's neighbour) OpenMP's spinning threads stall each other
+# (a 1000-step notebook took 12 minutes instead of 50 s).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ["TORCH_EXTENSIONS_DIR"] = str(_CACHE / "torch_extensions")
 
 
 def pytest_report_header(config):

@@ -36,6 +36,18 @@ def _wait_for_step(run, step: int) -> None:
     wait_for(reached, 180, f"rank 0 to log step {step}")
 
 
+def _finish(run, timeout: float = 600):
+    """Wait for a launched run; if it is still going after ``timeout``, stop its workers and
+    fail with the tail of every rank's log, so a hang names itself."""
+    try:
+        return run.wait(timeout)
+    except TimeoutError:
+        run.process.terminate()
+        logs = [f"--- {p.relative_to(run.path)}\n{p.read_text(errors='replace')[-2000:]}"
+                for p in sorted(run.path.glob("logs/**/*.log")) + [run.path / "launcher.log"] if p.exists()]
+        raise AssertionError(f"{run.name} did not finish in {timeout:g} s\n" + "\n".join(logs)) from None
+
+
 def test_two_gloo_workers_train_identically_and_the_notebook_sees_rank_0(tmp_path):
     seen = []
     run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=400), devices=2, max_steps=30,
@@ -57,7 +69,7 @@ def test_stop_stops_both_ranks_at_the_same_step_with_a_checkpoint():
                     log_every=2, save_every=1000, live=False, background=True, **DATA)
     _wait_for_step(run, 6)
     run.stop()
-    run.wait(180)
+    _finish(run, 180)
     assert run.status == "stopped"
     steps = {r["step"] for r in _ranks(run)}
     assert len(steps) == 1, "both ranks stopped at the same step"
@@ -73,7 +85,7 @@ def test_a_crashed_rank_fails_the_run_and_is_named():
     victim = next(p for p in workers if p.environ().get("RANK") == "1")
     victim.send_signal(signal.SIGKILL)
     with pytest.raises(RuntimeError, match="rank 1 failed"):
-        run.wait(180)
+        _finish(run, 180)
     assert run.status == "failed" and run.summary["failed_rank"] == 1
     assert "rank 1 failed" in run.summary["error"] and "SIGKILL" in run.summary["error"]
     assert run.process.poll() is not None and all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in workers)
@@ -114,8 +126,8 @@ def test_deepspeed_zero2_on_two_cpu_processes():
     """DeepSpeed does run here: CPU accelerator, gloo. `make test` builds it from source
     against the installed torch (it ships only as an sdist)."""
     pytest.importorskip("deepspeed", reason="DeepSpeed is not installed (extra 'deepspeed'; see the Makefile)")
-    run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), devices=2, strategy="deepspeed",
-                    zero_stage=2, max_steps=8, log_every=2, live=False, **DATA)
+    run = _finish(wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), devices=2, strategy="deepspeed",
+                            zero_stage=2, max_steps=8, log_every=2, live=False, background=True, **DATA))
     assert run.status == "completed"
     ranks = _ranks(run)
     assert len(ranks) == 2 and ranks[0]["params_sha256"] == ranks[1]["params_sha256"]
@@ -193,6 +205,6 @@ def test_a_rank_that_raises_is_named_with_its_exception(tmp_path, monkeypatch):
     run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=400), devices=2, max_steps=100000,
                     log_every=2, live=False, background=True, **DATA)
     with pytest.raises(RuntimeError, match="rank 1 failed"):
-        run.wait(300)
+        _finish(run, 300)
     assert run.summary["failed_rank"] == 1
     assert "RuntimeError: boom on rank 1" in run.summary["error"], run.summary["error"]

@@ -63,9 +63,15 @@ class Run(runs.RunDir):
             super().stop()
 
     def wait(self, timeout: float | None = None) -> Run:
-        """Wait for a background run to finish; re-raises its error."""
+        """Wait for a background run to finish; re-raises its error.
+
+        With ``timeout`` (seconds), raises ``TimeoutError`` if the run is still training then
+        (it goes on; ``run.stop()`` stops it)."""
         if self.thread is not None:
             self.thread.join(timeout)
+            if self.thread.is_alive():
+                raise TimeoutError(f"{self.name} is still training after {timeout:g} s "
+                                   f"(step {self.step}); run.stop() stops it")
         if self.error is not None and not isinstance(self.error, KeyboardInterrupt):
             raise self.error
         return self

@@ -159,6 +159,10 @@ def _supervise(run: Run, proc: subprocess.Popen, log_path: Path) -> Run:
     except KeyboardInterrupt:  # a second interrupt: stop the workers now
         proc.terminate()
         proc.wait()
+    except BaseException:  # the supervisor itself failed: never leave workers training unwatched
+        proc.terminate()
+        proc.wait()
+        raise
     follower.poll()
     if proc.returncode != 0:
         rank, message = _failure(run, log_path.read_text(errors="replace"))
