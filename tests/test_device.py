@@ -246,3 +246,18 @@ def test_public_names_stay_functions_after_submodules_are_imported():
     for name in ("device", "devices", "model", "models", "dataset", "datasets", "train", "runs",
                  "compare", "record", "records"):
         assert callable(getattr(wb, name)) and not isinstance(getattr(wb, name), type(wb)), name
+
+
+def test_dynamo_graphs_counts_what_torch_compile_traced_on_any_device():
+    """The recompile count a CPU or GPU run reports (Gaudi adds the bridge's own counter)."""
+    import torch
+
+    dev = wb.device("cpu")
+    before = dev.dynamo_graphs() or 0
+    f = torch.compile(lambda x: x * 2 + 1, backend="eager", dynamic=False)
+    f(torch.ones(3))
+    assert dev.dynamo_graphs() == before + 1
+    f(torch.ones(3))
+    assert dev.dynamo_graphs() == before + 1, "the same shape reuses its graph"
+    f(torch.ones(5))
+    assert dev.dynamo_graphs() == before + 2, "a new shape is a recompile"

@@ -89,6 +89,7 @@ class Events:
             "epoch": logs.get("epoch"), "samples_per_s": self.world_size * samples / dt,
             "tokens_per_s": self.world_size * tokens / dt if tokens else None, "step_time": dt / steps,
             "mem_alloc": mem["allocated"], "mem_peak": mem["peak"], "compiles": self.device.compiles(),
+            "dynamo_graphs": self.device.dynamo_graphs(),
             "tokens_per_step": tokens / steps if tokens else None, **self.counter.stats(),
             "time": now - self.t_start,
         }

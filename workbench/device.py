@@ -347,6 +347,16 @@ class DeviceInfo:
         """Graphs compiled so far (HPU); None where the backend does not count them."""
         return self.backend.compiles() if self.available else None
 
+    def dynamo_graphs(self) -> int | None:
+        """Graphs ``torch.compile`` has traced so far in this process, on any device (a
+        count that keeps rising after warm-up means recompiles); None before anything was
+        compiled."""
+        # dynamo's own counters (torch._dynamo.utils.counters["stats"]["unique_graphs"]):
+        # every traced graph, recompiles for new shapes included. Never imports dynamo.
+        utils = sys.modules.get("torch._dynamo.utils")
+        stats = getattr(utils, "counters", {}).get("stats", {}) if utils is not None else {}
+        return stats.get("unique_graphs")
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

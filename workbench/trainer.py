@@ -172,7 +172,7 @@ def summary(run: RunDir, trainer, device: DeviceInfo, events: Events | None, sta
                "checkpoint": str(run.last_checkpoint) if run.last_checkpoint else None}
     if events is not None:
         summary.update({"train_loss": events.last.get("loss"), "eval": events.eval, **events.throughput(),
-                        "compiles": events.last.get("compiles")})
+                        "compiles": events.last.get("compiles"), "dynamo_graphs": events.last.get("dynamo_graphs")})
     return summary
 
 
