@@ -35,8 +35,13 @@ def test_runs_compare_and_stop(ip, tmp_path, monkeypatch, capsys):
     assert "no run is training" in capsys.readouterr().out
     run = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), max_steps=100000, batch_size=2,
                    max_length=16, live=False, background=True)
-    # run.wait re-raises the run's error, so a run that fails says why instead of timing out
-    wait_for(lambda: run.wait(0.1).events, 120, "the background run's first event")
+
+    def first_event():
+        if not run.thread.is_alive():
+            run.wait()  # re-raises the run's error, so a run that fails says why
+        return run.events
+
+    wait_for(first_event, 120, "the background run's first event")
     ip.run_line_magic("wb", "stop")
     run.wait(120)
     assert run.status == "stopped"
