@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "workbench"
 
 # The layers, lowest first. A new module goes into one of them (the test says so).
 LAYERS = [
-    {"device", "_hpu", "bundled", "progress", "nbrecord", "interrupts", "families", "lock"},
+    {"device", "chips", "_hpu", "bundled", "progress", "nbrecord", "interrupts", "families", "lock"},
     {"catalog", "data", "shapes", "batching", "memory", "footprint", "recipe", "diffusion",
      "attention", "checkpoint"},
     {"run", "dashboard", "writer", "chart"},

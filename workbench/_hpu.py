@@ -246,7 +246,7 @@ def compiles() -> int | None:
 
 
 def precision(index: int) -> str:
-    return "bf16"  # bf16 runs on every Gaudi generation (fp16 not on Gaudi1: see device.CHIPS)
+    return "bf16"  # bf16 runs on every Gaudi generation (fp16 not on Gaudi1: see chips.CHIPS)
 
 
 def versions() -> dict[str, str | None]:

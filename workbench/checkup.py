@@ -87,7 +87,7 @@ def _device(v: _Visit) -> list[Check]:
     text = f"{d.kind} x{d.count}: {d.name}, {fmt_bytes(d.total_memory)}, {d.precision}, {d.dist_backend}"
     text += f", {d.generation}" if d.generation else ""
     text += f", {d.mode} mode" if d.mode else ""
-    text += f"; chip {chip.name}" if chip else "; a chip the table (device.CHIPS) does not know: no MFU"
+    text += f"; chip {chip.name}" if chip else "; a chip the table (chips.CHIPS) does not know: no MFU"
     if d.kind == "cpu":
         import torch
 
@@ -160,7 +160,7 @@ def _step(model, ids, dev: DeviceInfo, bf16: bool):
 def _bf16(v: _Visit) -> list[Check]:
     chip = v.dev.chip
     if not (chip.bf16 if chip else v.dev.precision == "bf16"):
-        return [skipped("bf16", f"{chip.name if chip else v.dev.name} has no bf16 (device.CHIPS / the backend record)")]
+        return [skipped("bf16", f"{chip.name if chip else v.dev.name} has no bf16 (chips.CHIPS / the backend record)")]
     import torch
 
     model, _ = model_spec("gpt2-tiny").build()

@@ -1,10 +1,10 @@
-"""The backend table: one small record per device kind (``hpu``, ``cuda``, ``cpu``), and the
-chip table: one record per accelerator model (memory, peak compute, 16-bit formats).
+"""The backend table: one small record per device kind (``hpu``, ``cuda``, ``cpu``).
 
 Every choice that depends on the device (precision, fused optimizer, compile
 backend and default, static shapes, distributed backend, profiler activities, how to read
 memory, ``mark_step``) reads a record from ``BACKENDS``; every hardware figure (HBM, peak
-TFLOP/s, which precisions run) comes from ``CHIPS``. Nothing here imports ``torch`` or
+TFLOP/s, which precisions run) comes from ``chips.CHIPS`` (served here too), and
+``chip()`` finds a device's record there. Nothing here imports ``torch`` or
 ``habana_frameworks`` at module import time; the Habana bridge lives in ``_hpu``.
 """
 
@@ -14,7 +14,6 @@ import html
 import importlib.metadata
 import os
 import platform
-import re
 import resource
 import sys
 from collections.abc import Callable
@@ -23,11 +22,11 @@ from typing import Any
 
 from . import _hpu
 from ._hpu import MODES, hpu_mode, recipe_cache, set_hpu_mode  # noqa: F401  (public here too)
+from .chips import CHIPS, Chip, GiB, match  # noqa: F401  (public here too)
 
 ORDER = ("hpu", "cuda", "cpu")
 ENV_DEVICE = "WORKBENCH_DEVICE"
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-GiB = 2**30
 
 
 # --------------------------------------------------------------------------- helpers
@@ -167,60 +166,6 @@ def backend(kind: str) -> Backend:
 
 
 # --------------------------------------------------------------------------- chips
-@dataclass(frozen=True, eq=False)
-class Chip:
-    """One device model: its memory, dense peak compute and the 16-bit formats it runs."""
-
-    name: str
-    kind: str
-    title: str
-    memory: int | None  # bytes of device memory (HBM, binary units); None: the host's RAM
-    tflops: dict[str, float | None]  # dense peak TFLOP/s per precision; None where unknown
-    pattern: str  # regex searched in a device name, lowercased without spaces, "-" and "_"
-    fp16: bool = True
-    bf16: bool = True
-    usable: int | None = None  # bytes the allocator can hand out (HPU: memory_stats "Limit"); None: memory
-
-    def instead(self, precision: str) -> str | None:
-        """None when the chip runs ``precision``, else the precision to use in its place."""
-        runs = {"bf16": self.bf16, "fp16": self.fp16, "fp32": True}
-        return None if runs.get(precision, True) else next(p for p, ok in runs.items() if ok)
-
-
-def _peaks(bf16: float | None, fp16: float | None = None, fp32: float | None = None) -> dict:
-    """Dense peak TFLOP/s by precision."""
-    return {"bf16": bf16, "fp16": fp16, "fp32": fp32}
-
-
-# Dense (no sparsity) peaks: bf16 from docs/gaudi.md (vendor figures); NVIDIA fp16 (tensor cores, as
-# bf16) and fp32 (no TF32: torch's default for matmuls) from NVIDIA's datasheets. Gaudi's
-# fp16/fp32 peaks are not published in a form we trust: None. HBM: the nominal size, in GiB.
-CHIPS: dict[str, Chip] = {c.name: c for c in (
-    # Gaudi1: ~60 bf16 TFLOP/s is reported but uncertain: no MFU rather than a wrong one.
-    # fp16 is not available on Gaudi1 (bf16 is on every generation).
-    # usable: the allocator's pool (Gaudi2: as logged; Gaudi1: unverified; Gaudi3: unknown; docs/gaudi.md)
-    Chip("Gaudi1", "hpu", "Intel Gaudi", 32 * GiB, _peaks(None), r"gaudi(1|(?![23]))", fp16=False, usable=int(29.9 * GiB)),
-    Chip("Gaudi2", "hpu", "Intel Gaudi 2", 96 * GiB, _peaks(432), "gaudi2", usable=int(94.62 * GiB)),
-    Chip("Gaudi3", "hpu", "Intel Gaudi 3", 128 * GiB, _peaks(1835), "gaudi3"),
-    Chip("A100 40GB", "cuda", "NVIDIA A100 40GB", 40 * GiB, _peaks(312, 312, 19.5), "a100.*40g"),
-    Chip("A100 80GB", "cuda", "NVIDIA A100 80GB", 80 * GiB, _peaks(312, 312, 19.5), "a100"),
-    # the PCIe and NVL boards run slower clocks: not this row
-    Chip("H100 SXM", "cuda", "NVIDIA H100 SXM 80GB", 80 * GiB, _peaks(989, 989, 67), "h100(?!.*(pcie|nvl))"),
-    Chip("H200", "cuda", "NVIDIA H200", 141 * GiB, _peaks(989, 989, 67), "h200(?!.*nvl)"),
-    Chip("CPU", "cpu", "CPU", None, _peaks(None), "^cpu$"),
-)}
-
-
-def _match(text: str | None, kind: str | None = None) -> Chip | None:
-    """The chip named ``text`` exactly, else the first whose pattern it contains; None if none."""
-    key = re.sub(r"[\s_-]", "", (text or "").lower())
-    if not key:
-        return None
-    rows = [c for c in CHIPS.values() if kind in (None, c.kind)]
-    exact = [c for c in rows if re.sub(r"[\s_-]", "", c.name.lower()) == key]
-    return next(iter(exact), None) or next((c for c in rows if re.search(c.pattern, key)), None)
-
-
 def chip(device: str | DeviceInfo) -> Chip | None:
     """The ``CHIPS`` record of a name (``"H100"``, ``"NVIDIA A100-SXM4-40GB"``) or a DeviceInfo.
 
@@ -228,9 +173,9 @@ def chip(device: str | DeviceInfo) -> Chip | None:
     chip raises an error that lists the known ones.
     """
     if isinstance(device, DeviceInfo):
-        return (_match(device.generation, device.kind) or _match(device.name, device.kind)
-                or _match(device.kind, device.kind))
-    found = _match(device)
+        return (match(device.generation, device.kind) or match(device.name, device.kind)
+                or match(device.kind, device.kind))
+    found = match(device)
     if found is None:
         raise ValueError(f"unknown device {device!r}; known: {', '.join(CHIPS)}")
     return found

@@ -2,7 +2,7 @@
 
 ``footprint`` counts the bytes of one training step per component (weights, gradients,
 optimizer state, activations, overlap, margin); this module turns them into a
-``MemoryPlan`` and compares it with the devices of ``device.CHIPS`` and the detected one.
+``MemoryPlan`` and compares it with the devices of ``chips.CHIPS`` and the detected one.
 
 Accuracy. tests/test_memory.py measures the peak of one fp32 training step on CPU for the
 tiny model of every family and requires ``peak_allocated`` within +-35% of it. PyTorch's

@@ -1,0 +1,65 @@
+"""The chip table: one record per accelerator model (memory, dense peak compute, the 16-bit
+formats it runs), the one source of hardware figures that memory planning, MFU, the
+pickers and the planner read. Plain data; ``device.chip()`` finds the record of a device.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+GiB = 2**30
+
+
+@dataclass(frozen=True, eq=False)
+class Chip:
+    """One device model: its memory, dense peak compute and the 16-bit formats it runs."""
+
+    name: str
+    kind: str
+    title: str
+    memory: int | None  # bytes of device memory (HBM, binary units); None: the host's RAM
+    tflops: dict[str, float | None]  # dense peak TFLOP/s per precision; None where unknown
+    pattern: str  # regex searched in a device name, lowercased without spaces, "-" and "_"
+    fp16: bool = True
+    bf16: bool = True
+    usable: int | None = None  # bytes the allocator can hand out (HPU: memory_stats "Limit"); None: memory
+
+    def instead(self, precision: str) -> str | None:
+        """None when the chip runs ``precision``, else the precision to use in its place."""
+        runs = {"bf16": self.bf16, "fp16": self.fp16, "fp32": True}
+        return None if runs.get(precision, True) else next(p for p, ok in runs.items() if ok)
+
+
+def _peaks(bf16: float | None, fp16: float | None = None, fp32: float | None = None) -> dict:
+    """Dense peak TFLOP/s by precision."""
+    return {"bf16": bf16, "fp16": fp16, "fp32": fp32}
+
+
+# Dense (no sparsity) peaks: bf16 from docs/gaudi.md (vendor figures); NVIDIA fp16 (tensor cores, as
+# bf16) and fp32 (no TF32: torch's default for matmuls) from NVIDIA's datasheets. Gaudi's
+# fp16/fp32 peaks are not published in a form we trust: None. HBM: the nominal size, in GiB.
+CHIPS: dict[str, Chip] = {c.name: c for c in (
+    # Gaudi1: ~60 bf16 TFLOP/s is reported but uncertain: no MFU rather than a wrong one.
+    # fp16 is not available on Gaudi1 (bf16 is on every generation).
+    # usable: the allocator's pool (Gaudi2: as logged; Gaudi1: unverified; Gaudi3: unknown; docs/gaudi.md)
+    Chip("Gaudi1", "hpu", "Intel Gaudi", 32 * GiB, _peaks(None), r"gaudi(1|(?![23]))", fp16=False, usable=int(29.9 * GiB)),
+    Chip("Gaudi2", "hpu", "Intel Gaudi 2", 96 * GiB, _peaks(432), "gaudi2", usable=int(94.62 * GiB)),
+    Chip("Gaudi3", "hpu", "Intel Gaudi 3", 128 * GiB, _peaks(1835), "gaudi3"),
+    Chip("A100 40GB", "cuda", "NVIDIA A100 40GB", 40 * GiB, _peaks(312, 312, 19.5), "a100.*40g"),
+    Chip("A100 80GB", "cuda", "NVIDIA A100 80GB", 80 * GiB, _peaks(312, 312, 19.5), "a100"),
+    # the PCIe and NVL boards run slower clocks: not this row
+    Chip("H100 SXM", "cuda", "NVIDIA H100 SXM 80GB", 80 * GiB, _peaks(989, 989, 67), "h100(?!.*(pcie|nvl))"),
+    Chip("H200", "cuda", "NVIDIA H200", 141 * GiB, _peaks(989, 989, 67), "h200(?!.*nvl)"),
+    Chip("CPU", "cpu", "CPU", None, _peaks(None), "^cpu$"),
+)}
+
+
+def match(text: str | None, kind: str | None = None) -> Chip | None:
+    """The chip named ``text`` exactly, else the first whose pattern it contains; None if none."""
+    key = re.sub(r"[\s_-]", "", (text or "").lower())
+    if not key:
+        return None
+    rows = [c for c in CHIPS.values() if kind in (None, c.kind)]
+    exact = [c for c in rows if re.sub(r"[\s_-]", "", c.name.lower()) == key]
+    return next(iter(exact), None) or next((c for c in rows if re.search(c.pattern, key)), None)
