@@ -36,8 +36,11 @@ endif
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG)
 
+# Two pytest workers (pytest-xdist): each test runs torch on one thread (tests/conftest.py),
+# so the CI machine's two cores each take a test. JOBS=0 runs everything in this process.
+JOBS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(JOBS) --dist worksteal $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check workbench tests

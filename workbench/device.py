@@ -392,6 +392,21 @@ def device(kind: str | DeviceInfo | None = None) -> DeviceInfo:
     return info
 
 
+def device_in_mode(kind: str = "auto", mode: str | None = None) -> DeviceInfo:
+    """``device(kind)``, with Gaudi's execution mode set first where ``mode`` asks for one (the
+    bridge reads the mode once, when it loads); ``mode="lazy"`` off Gaudi is refused."""
+    before = os.environ.get("PT_HPU_LAZY_MODE")
+    if mode is not None:
+        set_hpu_mode(mode)  # before the device probe below loads the bridge
+    dev = device(kind)  # fails early, with the fix, on an unavailable device
+    if mode == "lazy" and dev.kind != "hpu":
+        os.environ.pop("PT_HPU_LAZY_MODE", None)
+        if before is not None:
+            os.environ["PT_HPU_LAZY_MODE"] = before
+        raise ValueError(f"mode='lazy' is Gaudi's graph mode; this run is on {dev.kind}: use mode='eager' or 'compile'")
+    return dev
+
+
 def inference_model(model, device: DeviceInfo | None = None):
     """``model`` ready for evaluation or generation: wrapped in HPU graphs in lazy mode
     (replays recorded graphs instead of re-launching every op), unchanged elsewhere."""

