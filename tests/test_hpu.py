@@ -1,7 +1,7 @@
 """Gaudi specifics, against the strict Habana bridge TEST DOUBLE in tests/fakes (no Gaudi here).
 
 Every rule of the double cites the bridge's source (tests/fakes/README.md, docs/gaudi.md).
-The tests go through ``wb.train``, ``wb.device``, ``wb.plan_memory`` and the modules' own
+The tests go through ``wb.train``, ``wb.profile``, ``wb.device``, ``wb.plan_memory`` and the modules' own
 functions. What a CPU build of torch cannot run: tensors on an ``"hpu"`` device. Training
 runs here therefore keep the model on the CPU (fixture ``hpu_trains_on_cpu``: the device's
 torch string reads "cpu" and the Trainer gets ``use_cpu=True``) while everything else, the
@@ -241,6 +241,30 @@ def test_fused_adamw_gets_the_trainers_groups_betas_and_eps(hpu_trains_on_cpu):
     assert groups == {0.1: decay, 0.0: set(names.values()) - decay}
     assert any("bias" in n for n in groups[0.0]) and any("ln_" in n for n in groups[0.0])
     assert all(g["betas"] == (0.8, 0.95) and g["eps"] == 1e-7 for g in opt.param_groups)
+
+
+def test_profile_on_the_double_asks_for_hpu_activity_where_torch_records_it(hpu_trains_on_cpu, monkeypatch):
+    """``wb.profile`` on the HPU asks for the backend record's activities (CPU and HPU) where
+    the torch build can record them (Intel's; kineto refuses HPU elsewhere). On this CPU build
+    it says the profile holds CPU time only, and still profiles the steps after warm-up, with
+    the trace in the run directory."""
+    import torch.profiler as tp
+
+    from workbench import profiler
+
+    with monkeypatch.context() as m:
+        m.setattr(tp, "supported_activities", lambda: {tp.ProfilerActivity.CPU, tp.ProfilerActivity.HPU})
+        assert profiler._activities("hpu") == [tp.ProfilerActivity.CPU, tp.ProfilerActivity.HPU]
+    asked = []
+    real = tp.profile
+    monkeypatch.setattr(tp, "profile", lambda *a, **k: asked.append(k["activities"]) or real(*a, **k))
+    with pytest.warns(UserWarning, match="cannot record HPU activity: the profile holds CPU time only"):
+        prof = wb.profile("gpt2-tiny", wb.dataset("docstrings-lm", limit=120), steps=2, warmup=1, device="hpu",
+                          mode="eager", batch_size=2, max_length=32, precision="fp32", live=False, use_cpu=True)
+    assert asked == [[tp.ProfilerActivity.CPU]]
+    assert prof.run.status == "completed" and prof.run.summary["device"]["kind"] == "hpu"
+    assert prof.trace.exists() and prof.trace.parent == prof.run.path / "profile"
+    assert len(prof.table) > 0 and (prof.table["calls"] > 0).all()
 
 
 # ----------------------------------------------------------------------------- smaller items

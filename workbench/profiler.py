@@ -16,12 +16,22 @@ from .device import backend
 
 
 def _activities(kind: str) -> list:
-    """The torch.profiler activities the backend table names for ``kind``."""
-    from torch.profiler import ProfilerActivity
+    """The torch.profiler activities the backend table names for ``kind`` that this torch
+    build can record; a warning names any it cannot (the trace then lacks device time)."""
+    import warnings
 
-    # ProfilerActivity.HPU exists only in Intel's torch build: a name torch lacks is skipped
-    names = (n.upper() for n in backend(kind).profiler_activities)
-    return [getattr(ProfilerActivity, n) for n in names if hasattr(ProfilerActivity, n)]
+    from torch.profiler import ProfilerActivity, supported_activities
+
+    # Every torch build defines ProfilerActivity.HPU, but kineto records it only where the
+    # bridge registered its profiler (Intel's build); asking for it elsewhere is an error.
+    names = [n.upper() for n in backend(kind).profiler_activities]
+    wanted = [getattr(ProfilerActivity, n) for n in names if hasattr(ProfilerActivity, n)]
+    have = set(supported_activities())
+    missing = [a.name for a in wanted if a not in have]
+    if missing:
+        warnings.warn(f"this torch build cannot record {', '.join(missing)} activity: the profile "
+                      f"holds CPU time only (on Gaudi, use the torch of Intel's container)", stacklevel=3)
+    return [a for a in wanted if a in have]
 
 
 class _ProfileSteps:
