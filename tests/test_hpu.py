@@ -1,18 +1,20 @@
 """Gaudi specifics, against the strict Habana bridge TEST DOUBLE in tests/fakes (no Gaudi here).
 
 Every rule of the double cites the bridge's source (tests/fakes/README.md, docs/gaudi.md).
-The tests go through ``wb.train``, ``wb.profile``, ``wb.device``, ``wb.plan_memory`` and the modules' own
-functions. What a CPU build of torch cannot run: tensors on an ``"hpu"`` device. Training
+The tests go through ``wb.train``, ``wb.launch``, ``wb.profile``, ``wb.device``,
+``wb.plan_memory`` and the modules' own functions. What a CPU build of torch cannot run: tensors on an ``"hpu"`` device. Training
 runs here therefore keep the model on the CPU (fixture ``hpu_trains_on_cpu``: the device's
 torch string reads "cpu" and the Trainer gets ``use_cpu=True``) while everything else, the
 mode, mark_step, FusedAdamW, the compile backend, the memory and compile counters, comes
-from the double. ``wb.launch(devices=2)`` is not run on the double: two torchrun workers
-would each load it, but the per-rank device choice they make is the one tested below.
+from the double. ``wb.launch(devices=2)`` runs two torchrun workers that each load the double;
+the harness in ``tests/fakes_workers`` keeps their tensors on the CPU too (there transformers
+and accelerate see the double's HPU, as on a Gaudi, and pick "hccl").
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -23,6 +25,8 @@ import torch
 import workbench as wb
 from workbench import _hpu, engine, recipe, trainer
 from workbench.device import CHIPS, DeviceInfo, GiB, inference_model, set_hpu_mode
+
+from conftest import FAKES
 
 BRIDGE_VARS = ("PT_HPU_LAZY_MODE", "PT_HPU_RECIPE_CACHE_CONFIG", "HLS_MODULE_ID", "ID")
 
@@ -310,6 +314,30 @@ def test_ddp_on_hpu_does_not_search_for_unused_parameters(hpu, monkeypatch, tmp_
     assert targs["ddp_backend"] == "hccl" and targs["ddp_find_unused_parameters"] is False
     assert "ddp_find_unused_parameters" not in recipe.training_arguments(a, wb.device("cpu"), "causal_lm",
                                                                          tmp_path, "adamw_torch")
+
+
+def test_launch_trains_two_ranks_over_the_double_each_on_its_own_card(hpu_trains_on_cpu, monkeypatch, tmp_path):
+    """``wb.launch(devices=2)`` on the HPU: two torchrun workers each load the double (the
+    harness in tests/fakes_workers keeps their tensors on the CPU, as the fixture does here).
+    Each rank gets its card from LOCAL_RANK through HLS_MODULE_ID (the bridge's hccl module),
+    joins the process group over "hccl" (gloo in the double), trains with FusedAdamW in eager
+    mode without mark_step, and both end with the same weights."""
+    record = tmp_path / "double"
+    record.mkdir()
+    paths = [str(FAKES.parent / "fakes_workers"), str(FAKES), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
+    monkeypatch.setenv("WB_DOUBLE_RECORD", str(record))
+    run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=120), devices=2, device="hpu", mode="eager",
+                    max_steps=4, batch_size=2, max_length=32, precision="fp32", log_every=1, live=False)
+    assert run.status == "completed", run.summary.get("error")
+    ranks = {r: json.loads((record / f"rank-{r}.json").read_text()) for r in ("0", "1")}
+    for r, seen in ranks.items():
+        assert seen["bridge_loaded"] and seen["lazy"] is False
+        assert seen["local_rank"] == r and seen["hls_module_id"] == r, "the card comes from LOCAL_RANK"
+        assert seen["process_group_backends"] == ["hccl"] and seen["optimizers"] == ["FusedAdamW"]
+        assert seen["workbench_mark_steps"] == 0, "no mark_step in eager mode"
+    digests = {json.loads(p.read_text())["params_sha256"] for p in (run.path / "ranks").glob("rank-*.json")}
+    assert len(digests) == 1 and run.summary["world_size"] == 2
 
 
 def test_compile_counter_and_unknown_metrics(hpu, monkeypatch):
