@@ -248,8 +248,11 @@ def test_the_pytorchjob_manifest_reads_into_the_operators_models():
     assert {k: v["replicas"] for k, v in specs.items()} == {"Master": 1, "Worker": 1}
     container = specs["Master"]["template"]["spec"]["containers"][0]
     assert container["name"] == "pytorch" and container["resources"]["limits"] == {"habana.ai/gaudi": "8"}
-    assert container["command"][:4] == ["torchrun", "--nnodes=2", "--nproc_per_node=8", "--max_restarts=3"]
-    assert container["command"][-3:] == ["-m", "workbench.worker", cmd.run_dir]
+    assert container["command"] == [
+        "torchrun", "--nnodes=2", "--nproc_per_node=8", "--rdzv_backend=c10d",
+        "--rdzv_endpoint=$(PET_MASTER_ADDR):$(PET_MASTER_PORT)", f"--rdzv_id={job['metadata']['name']}",
+        "--max_restarts=3", f"--log_dir={cmd.run_dir}/logs", "--redirects=3", "-m", "workbench.worker", cmd.run_dir]
+    assert "&id" not in cmd.kubernetes, "plain YAML: no anchors shared between replicas"
     mount = container["volumeMounts"][0]["mountPath"]
     assert cmd.run_dir.startswith(mount + "/"), "the run directory is on the shared volume"
     gpus = wb.launch_command("gpt2-tiny", "docstrings-lm", nodes=1, devices_per_node=4, format="kubernetes",
@@ -303,7 +306,7 @@ def _check_mpijob(job: dict) -> list[str]:
     return problems
 
 
-def test_the_mpijob_manifest_passes_the_mpi_operators_checks():
+def test_the_mpijob_manifest_passes_the_mpi_operators_checks(tmp_path):
     kubernetes = pytest.importorskip("kubernetes", reason="the kubernetes client is not installed (dev extra)")
     cmd = wb.launch_command("gpt2-tiny", "docstrings-lm", nodes=2, devices_per_node=8, format="kubernetes",
                             accelerator="hpu", image="registry.example/workbench:1", port=29501)
@@ -321,11 +324,19 @@ def test_the_mpijob_manifest_passes_the_mpi_operators_checks():
         {"limits": {"habana.ai/gaudi": "8"}}
     launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
     assert "resources" not in launcher, "the launcher only runs mpirun: no devices"
-    agent = shlex.split(launcher["args"][-1])
-    name = job["metadata"]["name"]
-    assert agent[:4] == ["exec", "torchrun", "--nnodes=2", "--nproc_per_node=8"]
-    assert "--node_rank=$OMPI_COMM_WORLD_RANK" in agent and f"--master_addr={name}-worker-0.{name}" in agent
     assert launcher["args"][launcher["args"].index("-np") + 1] == "2" and job["spec"]["slotsPerWorker"] == 1
+    # what mpirun runs on each Worker, run by bash with a stand-in torchrun: Open MPI's rank 0 hosts the rendezvous
+    assert launcher["args"][-3:-1] == ["bash", "-c"]
+    (tmp_path / "torchrun").write_text(f"#!{sys.executable}\nimport json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    (tmp_path / "torchrun").chmod(0o755)
+    name = job["metadata"]["name"]
+    for rank in (0, 1):
+        env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "OMPI_COMM_WORLD_RANK": str(rank)}
+        argv = json.loads(subprocess.run(["bash", "-c", launcher["args"][-1]], env=env, capture_output=True,
+                                         text=True, check=True).stdout)
+        assert argv[:5] == ["--nnodes=2", "--nproc_per_node=8", "--rdzv_backend=c10d",
+                            f"--rdzv_endpoint={name}-worker-0.{name}:29501", f"--rdzv_id={name}"]
+        assert argv[5] == f"--rdzv_conf=is_host={int(rank == 0)}" and argv[-3:] == ["-m", "workbench.worker", cmd.run_dir]
 
 
 # --------------------------------------------------------------------------- bad input

@@ -93,15 +93,17 @@ class LaunchCommand:
     claim: str = CLAIM
 
     # ------------------------------------------------------------------ torchrun
-    def torchrun_args(self, endpoint: str | None = None, rdzv_id: str | None = None) -> list[str]:
+    def torchrun_args(self, endpoint: str | None = None, rdzv_id: str | None = None,
+                      conf: str | None = None) -> list[str]:
         """torchrun's argv for one node: c10d rendezvous at ``endpoint`` (default: the first
         host), restarts, each rank's output kept under the run's ``logs/``. No node rank:
         with c10d, torchrun ignores it and ranks are assigned at the rendezvous."""
         endpoint = endpoint or f"{(self.hosts or ['localhost'])[0]}:{self.port}"
-        restarts = [f"--max_restarts={self.max_restarts}"] if self.max_restarts else []
+        extra = [f"--rdzv_conf={conf}"] if conf else []
+        extra += [f"--max_restarts={self.max_restarts}"] if self.max_restarts else []
         return ["torchrun", f"--nnodes={self.nodes}", f"--nproc_per_node={self.devices_per_node}",
                 "--rdzv_backend=c10d", f"--rdzv_endpoint={endpoint}", f"--rdzv_id={rdzv_id or Path(self.run_dir).name}",
-                *restarts, f"--log_dir={Path(self.run_dir) / 'logs'}", "--redirects=3", *worker_args(self.run_dir)]
+                *extra, f"--log_dir={Path(self.run_dir) / 'logs'}", "--redirects=3", *worker_args(self.run_dir)]
 
     @property
     def torchrun(self) -> str:
@@ -162,37 +164,33 @@ class LaunchCommand:
 
     def pytorchjob(self) -> dict[str, Any]:
         """A Kubeflow training-operator PyTorchJob (kubeflow.org/v1): one Master and
-        ``nodes - 1`` Workers, each pod one torchrun agent. The operator gives every pod
-        PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR and PET_MASTER_PORT, which torchrun
-        reads as its defaults (static rendezvous at the master pod)."""
-        restarts = [f"--max_restarts={self.max_restarts}"] if self.max_restarts else []
-        command = ["torchrun", f"--nnodes={self.nodes}", f"--nproc_per_node={self.devices_per_node}", *restarts,
-                   f"--log_dir={Path(self.run_dir) / 'logs'}", "--redirects=3", *worker_args(self.run_dir)]
-        container = {"name": "pytorch", "command": command,  # the operator finds its container by this name
-                     "ports": [{"name": "pytorchjob-port", "containerPort": TORCHRUN_PORT}], **self._limits()}
-        replica = {"restartPolicy": "Never", "template": self._pod(container)}  # restarts: torchrun's, in the pod
-        specs = {"Master": {"replicas": 1, **replica}}
-        if self.nodes > 1:
-            specs["Worker"] = {"replicas": self.nodes - 1, **replica}
-        return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-                "metadata": {"name": _dns_label(Path(self.run_dir).name, len("-worker-") + 5)},
+        ``nodes - 1`` Workers, each pod one torchrun agent, meeting at a c10d rendezvous on
+        the master pod (the operator gives every pod PET_MASTER_ADDR and PET_MASTER_PORT;
+        Kubernetes expands ``$(VAR)`` in a command from the container's environment)."""
+        name = _dns_label(Path(self.run_dir).name, len("-worker-") + 5)
+        command = self.torchrun_args(endpoint="$(PET_MASTER_ADDR):$(PET_MASTER_PORT)", rdzv_id=name)
+
+        def replicas(n: int) -> dict[str, Any]:  # restarts: torchrun's, inside the pods
+            container = {"name": "pytorch", "command": list(command),  # the operator finds its container by this name
+                         "ports": [{"name": "pytorchjob-port", "containerPort": TORCHRUN_PORT}], **self._limits()}
+            return {"replicas": n, "restartPolicy": "Never", "template": self._pod(container)}
+
+        specs = {"Master": replicas(1), **({"Worker": replicas(self.nodes - 1)} if self.nodes > 1 else {})}
+        return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name},
                 "spec": {"nprocPerNode": str(self.devices_per_node), "runPolicy": {"cleanPodPolicy": "None"},
                          "pytorchReplicaSpecs": specs}}
 
     def mpijob(self) -> dict[str, Any]:
         """An MPI-operator MPIJob (kubeflow.org/v2beta1): ``nodes`` Worker pods with the
         devices (running sshd, as the operator's images do) and a Launcher whose ``mpirun``
-        starts one torchrun agent per Worker, each told its node rank by Open MPI
-        (static rendezvous at Worker 0, ``<job>-worker-0.<job>`` in the job's Service)."""
+        starts one torchrun agent per Worker; they meet at a c10d rendezvous hosted by the
+        agent Open MPI ranks 0, on Worker 0 (``<job>-worker-0.<job>`` in the job's Service)."""
         name = _dns_label(Path(self.run_dir).name, len("-worker-") + len(str(self.nodes - 1)))
-        restarts = [f"--max_restarts={self.max_restarts}"] if self.max_restarts else []
-        agent = shlex.join(["torchrun", f"--nnodes={self.nodes}", f"--nproc_per_node={self.devices_per_node}",
-                            "--node_rank=NODE_RANK", f"--master_addr={name}-worker-0.{name}", f"--master_port={self.port}",
-                            *restarts, f"--log_dir={Path(self.run_dir) / 'logs'}", "--redirects=3",
-                            *worker_args(self.run_dir)]).replace("NODE_RANK", "$OMPI_COMM_WORLD_RANK")
+        args = self.torchrun_args(endpoint=f"{name}-worker-0.{name}:{self.port}", rdzv_id=name, conf="is_host=IS_HOST")
+        agent = shlex.join(args).replace("IS_HOST", "$((OMPI_COMM_WORLD_RANK==0))")
         launcher = {"name": "mpi-launcher", "command": ["mpirun"],
                     "args": ["--allow-run-as-root", "-np", str(self.nodes), "--map-by", "ppr:1:node",
-                             "-x", "PATH", "-x", "PYTHONPATH", "bash", "-c", f"exec {agent}"]}
+                             "-x", "PATH", "bash", "-c", f"exec {agent}"]}
         worker = {"name": "mpi-worker", "command": ["/usr/sbin/sshd"], "args": ["-De"], **self._limits()}
         return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name},
                 "spec": {"slotsPerWorker": 1, "runPolicy": {"cleanPodPolicy": "Running"},
