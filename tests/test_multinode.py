@@ -170,11 +170,11 @@ def test_the_follower_replays_a_rewritten_log_without_repeating_itself(tmp_path)
     assert got[-1]["step"] == 8 and len(got) == 6
 
 
-# --------------------------------------------------------------------------- DeepSpeed, rendered
-def test_deepspeeds_multi_node_form_is_what_its_own_launcher_accepts():
+# --------------------------------------------------------------------------- DeepSpeed
+def test_deepspeeds_multi_node_forms_are_what_its_own_launcher_accepts():
     """DeepSpeed's multi-node launcher reaches the hosts with pdsh over ssh and refuses a
-    hostfile naming one host twice, so it cannot run on one machine: its rendered files are
-    read with DeepSpeed's own parsers instead."""
+    hostfile naming one host twice, so that form cannot run on one machine: the rendered
+    files are read with DeepSpeed's own parsers."""
     runner = pytest.importorskip("deepspeed.launcher.runner", reason="DeepSpeed is not installed")
     cmd = wb.launch_command("gpt2-tiny", "docstrings-lm", nodes=2, devices_per_node=8, hosts=["gaudi-a", "gaudi-b"],
                             strategy="deepspeed", zero_stage=2, port=29600)
@@ -188,7 +188,45 @@ def test_deepspeeds_multi_node_form_is_what_its_own_launcher_accepts():
         ("hostfile", 2, 8, "gaudi-a", 29600)
     assert args.module and args.no_local_rank, "the worker takes one argument: no --local_rank appended"
     assert [args.user_script, *args.user_args] == ["workbench.worker", cmd.run_dir]
-    assert runner.PDSH_LAUNCHER == args.launcher == "pdsh"
+    assert runner.PDSH_LAUNCHER == args.launcher == "pdsh" and not args.no_ssh
+    for rank in (0, 1):
+        node = runner.parse_args(shlex.split(cmd.deepspeed_node(rank))[1:])
+        assert node.no_ssh and node.node_rank == rank and node.no_local_rank and node.master_addr == "gaudi-a"
+
+
+def test_deepspeed_two_nodes_on_loopback_without_ssh():
+    """DeepSpeed's --no_ssh form (each node starts its own launcher with its node rank)
+    does run on one machine, when the hostfile names the loopback twice by two names."""
+    pytest.importorskip("deepspeed", reason="DeepSpeed is not installed (extra 'deepspeed'; see the Makefile)")
+    import re
+
+    cmd = wb.launch_command("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), nodes=2, devices_per_node=1,
+                            hosts=["localhost", "127.0.0.1"], strategy="deepspeed", zero_stage=2, port=_free_port(),
+                            max_steps=4, log_every=2, **DATA)
+    printed = str(cmd)
+    Path("hostfile").write_text(printed.split("# hostfile\n")[1].split("\n\n")[0] + "\n")  # as printed
+    nodes = re.findall(r"^# on (\S+) \(node (\d)\):\n(.+)$", printed, re.M)
+    assert [(host, int(rank)) for host, rank, _ in nodes] == [("localhost", 0), ("127.0.0.1", 1)]
+    agents = []
+    for _host, rank, line in nodes:
+        argv = shlex.split(line)
+        argv[0] = str(Path(sys.executable).with_name("deepspeed"))  # this environment's launcher
+        log = open(Path(cmd.run_dir) / f"agent-{rank}.log", "w")
+        agents.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
+    try:
+        wait_for(lambda: all(a.poll() is not None for a in agents), 600, "both DeepSpeed launchers to end")
+    except AssertionError:
+        raise AssertionError(_logs(cmd.run_dir)) from None
+    finally:
+        for a in agents:
+            a.kill()
+    assert [a.returncode for a in agents] == [0, 0], _logs(cmd.run_dir)
+    run = wb.Run.open(cmd.run_dir)
+    assert run.status == "completed" and run.summary["world_size"] == 2
+    ranks = _ranks(run.path)
+    assert [r["rank"] for r in ranks] == [0, 1] and ranks[0]["params_sha256"] == ranks[1]["params_sha256"]
+    states = sorted(p.name for p in run.last_checkpoint.glob("global_step*/zero_pp_rank_*_optim_states.pt"))
+    assert len(states) == 2, "ZeRO-2 split the optimizer state across the two nodes' ranks"
 
 
 # --------------------------------------------------------------------------- Slurm, rendered
@@ -253,6 +291,8 @@ def test_the_pytorchjob_manifest_reads_into_the_operators_models():
         "--rdzv_endpoint=$(PET_MASTER_ADDR):$(PET_MASTER_PORT)", f"--rdzv_id={job['metadata']['name']}",
         "--max_restarts=3", f"--log_dir={cmd.run_dir}/logs", "--redirects=3", "-m", "workbench.worker", cmd.run_dir]
     assert "&id" not in cmd.kubernetes, "plain YAML: no anchors shared between replicas"
+    spec = json.loads((Path(cmd.run_dir) / "spec.json").read_text())
+    assert spec["args"]["device"] == "hpu", "the workers train on the Gaudi cards the pods request"
     mount = container["volumeMounts"][0]["mountPath"]
     assert cmd.run_dir.startswith(mount + "/"), "the run directory is on the shared volume"
     gpus = wb.launch_command("gpt2-tiny", "docstrings-lm", nodes=1, devices_per_node=4, format="kubernetes",

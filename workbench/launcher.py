@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import launchfiles
+from . import launchfiles, recipe
 from . import run as runs
 from .dashboard import attach
 from .device import backend
@@ -127,7 +127,9 @@ def _error_files(run: Run) -> dict[int, dict]:
     """rank -> the error a worker recorded (``@record`` writes torchrun's per-worker
     ``error.json``: the exception as ``"Type: message"``, its traceback and a timestamp)."""
     found = {}
-    for path in sorted(run.path.glob("logs/**/attempt_*/*/error.json")):
+    attempts = [p.name for p in run.path.glob("logs/**/attempt_*") if p.name.split("_")[-1].isdigit()]
+    last = max(attempts, key=lambda name: int(name.split("_")[-1]), default="attempt_0")  # torchrun's last try
+    for path in sorted(run.path.glob(f"logs/**/{last}/*/error.json")):
         try:
             message = json.loads(path.read_text())["message"]
         except (ValueError, KeyError):
@@ -264,7 +266,8 @@ def launch_command(model, data, *, nodes: int, devices_per_node: int, hosts: lis
     max_restarts : int
         torchrun's ``--max_restarts``: the workers restart from the last checkpoint this often.
     accelerator : {"hpu", "cuda", "cpu"}, optional
-        The nodes' devices, for the resources the job files request (default: the run's device).
+        The nodes' devices (default: this machine's): the resources the job files request,
+        and the device the run's workers train on.
 
     The run directory must be on a filesystem every node sees (or copied to the same path
     on each): the workers read their specs from it and rank 0 writes the events there.
@@ -272,5 +275,13 @@ def launch_command(model, data, *, nodes: int, devices_per_node: int, hosts: lis
     launchfiles.check(nodes, devices_per_node, hosts, format, strategy, max_restarts, image)
     kind = backend(accelerator).kind if accelerator is not None else None
     run = _prepare(model, data, nodes * devices_per_node, strategy, zero_stage, train_args)
+    spec = run.spec
+    if kind is not None and kind != pick_device(spec["args"]["device"]).kind:
+        # the nodes' devices, not this machine's: the workers train on what the job files request
+        spec["args"]["device"] = kind
+        if train_args.get("padding", "auto") == "auto":
+            spec["args"]["padding"] = recipe.default_padding(spec["model"]["task"], kind)
+        runs.write_json(run.path / "spec.json", spec)
+        run.refresh()
     return LaunchCommand(str(run.path.resolve()), nodes, devices_per_node, list(hosts) if hosts else None, strategy,
-                         port, max_restarts, format, kind or pick_device(run.spec["args"]["device"]).kind, image)
+                         port, max_restarts, format, kind or pick_device(spec["args"]["device"]).kind, image)

@@ -116,13 +116,21 @@ class LaunchCommand:
         """DeepSpeed's hostfile (one line per host: DeepSpeed refuses a host named twice)."""
         return "".join(f"{h} slots={self.devices_per_node}\n" for h in self.hosts or [])
 
+    def _deepspeed_args(self, *extra: str) -> list[str]:
+        return ["deepspeed", "--hostfile", "hostfile", *extra, f"--num_nodes={self.nodes}",
+                f"--num_gpus={self.devices_per_node}", f"--master_addr={(self.hosts or ['localhost'])[0]}",
+                f"--master_port={self.port}", "--no_local_rank", "--module", *WORKER[1:], self.run_dir]
+
     @property
     def deepspeed(self) -> str:
         """The command to start once, on the first host (it reaches the others with pdsh over
         ssh). ``--no_local_rank``: the worker reads LOCAL_RANK from its environment."""
-        return shlex.join(["deepspeed", "--hostfile", "hostfile", f"--num_nodes={self.nodes}",
-                           f"--num_gpus={self.devices_per_node}", f"--master_addr={(self.hosts or ['localhost'])[0]}",
-                           f"--master_port={self.port}", "--no_local_rank", "--module", *WORKER[1:], self.run_dir])
+        return shlex.join(self._deepspeed_args())
+
+    def deepspeed_node(self, rank: int) -> str:
+        """The command to start on node ``rank`` instead, without ssh (DeepSpeed's
+        ``--no_ssh --node_rank``: every node starts its own, as with torchrun)."""
+        return shlex.join(self._deepspeed_args("--no_ssh", f"--node_rank={rank}"))
 
     # ------------------------------------------------------------------ Slurm
     @property
@@ -214,7 +222,9 @@ class LaunchCommand:
         if self.format == "kubernetes":
             return self.kubernetes
         if self.strategy == "deepspeed":
-            return f"# hostfile\n{self.hostfile}\n# on {self.hosts[0]}:\n{self.deepspeed}\n"
+            nodes = "".join(f"# on {h} (node {i}):\n{self.deepspeed_node(i)}\n" for i, h in enumerate(self.hosts))
+            return (f"# hostfile\n{self.hostfile}\n# on {self.hosts[0]} (reaching the others over ssh):\n"
+                    f"{self.deepspeed}\n\n# or without ssh, the hostfile on every node:\n{nodes}")
         return f"# on each of {', '.join(self.hosts)}:\n{self.torchrun}\n"
 
     def _repr_markdown_(self) -> str:
