@@ -230,7 +230,8 @@ def launch(model, data, *, devices: int = 2, strategy: str = "ddp", zero_stage: 
     log_path = run.path / "launcher.log"
     run.dashboard = attach(run, live, background)
     log = open(log_path, "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=Path.cwd(),
+    env = {**os.environ, **launchfiles.restart_env(max_restarts)}
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=Path.cwd(), env=env,
                             preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     run.process = proc
     if background:

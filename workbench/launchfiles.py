@@ -30,6 +30,18 @@ def worker_args(run_dir: str | Path) -> list[str]:
     return [*WORKER, str(run_dir)]
 
 
+def restart_env(max_restarts: int) -> dict[str, str]:
+    """The environment torchrun needs for restarts that work (none without restarts).
+
+    torchrun 2.x shares its rendezvous store with the workers and keeps it across restarts
+    (dynamic_rendezvous.py builds the bootstrap store once), so a restarted group reads the
+    dead workers' keys: gloo's connectFullMesh then dials a dead rank's port ("Connection
+    refused") whenever the new rank 0 publishes later than the others read. Opting out
+    gives every attempt a fresh store hosted by its rank 0.
+    """
+    return {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"} if max_restarts else {}
+
+
 def check(nodes: int, devices_per_node: int, hosts: list[str] | None, format: str, strategy: str,
           max_restarts: int, image: str | None) -> None:
     """One clear error for the first bad argument of ``wb.launch_command``."""
@@ -106,9 +118,17 @@ class LaunchCommand:
                 *extra, f"--log_dir={Path(self.run_dir) / 'logs'}", "--redirects=3", *worker_args(self.run_dir)]
 
     @property
+    def env(self) -> dict[str, str]:
+        """Environment every torchrun agent needs (``restart_env``)."""
+        return restart_env(self.max_restarts)
+
+    def _exports(self, prefix: str = "", sep: str = " ") -> str:
+        return "".join(f"{prefix}{k}={shlex.quote(v)}{sep}" for k, v in self.env.items())
+
+    @property
     def torchrun(self) -> str:
         """The command to start on every node (c10d rendezvous on the first host)."""
-        return shlex.join(self.torchrun_args())
+        return self._exports() + shlex.join(self.torchrun_args())
 
     # ------------------------------------------------------------------ DeepSpeed
     @property
@@ -150,6 +170,7 @@ class LaunchCommand:
                   "# The run directory must be on storage every node mounts at this same path:",
                   "# the workers read their specs from it and rank 0 writes the events there.",
                   "set -euo pipefail",
+                  *self._exports("export ", "\n").splitlines(),  # srun passes the environment on
                   f"RUN_DIR={shlex.quote(self.run_dir)}",
                   'HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)']
         args = self.torchrun_args(endpoint="ENDPOINT", rdzv_id="RDZV_ID")
@@ -180,6 +201,7 @@ class LaunchCommand:
 
         def replicas(n: int) -> dict[str, Any]:  # restarts: torchrun's, inside the pods
             container = {"name": "pytorch", "command": list(command),  # the operator finds its container by this name
+                         **({"env": [{"name": k, "value": v} for k, v in self.env.items()]} if self.env else {}),
                          "ports": [{"name": "pytorchjob-port", "containerPort": TORCHRUN_PORT}], **self._limits()}
             return {"replicas": n, "restartPolicy": "Never", "template": self._pod(container)}
 
@@ -195,10 +217,10 @@ class LaunchCommand:
         agent Open MPI ranks 0, on Worker 0 (``<job>-worker-0.<job>`` in the job's Service)."""
         name = _dns_label(Path(self.run_dir).name, len("-worker-") + len(str(self.nodes - 1)))
         args = self.torchrun_args(endpoint=f"{name}-worker-0.{name}:{self.port}", rdzv_id=name, conf="is_host=IS_HOST")
-        agent = shlex.join(args).replace("IS_HOST", "$((OMPI_COMM_WORLD_RANK==0))")
+        agent = self._exports("export ", "; ") + "exec " + shlex.join(args).replace("IS_HOST", "$((OMPI_COMM_WORLD_RANK==0))")
         launcher = {"name": "mpi-launcher", "command": ["mpirun"],
                     "args": ["--allow-run-as-root", "-np", str(self.nodes), "--map-by", "ppr:1:node",
-                             "-x", "PATH", "bash", "-c", f"exec {agent}"]}
+                             "-x", "PATH", "bash", "-c", agent]}
         worker = {"name": "mpi-worker", "command": ["/usr/sbin/sshd"], "args": ["-De"], **self._limits()}
         return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name},
                 "spec": {"slotsPerWorker": 1, "runPolicy": {"cleanPodPolicy": "Running"},
