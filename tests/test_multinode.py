@@ -51,39 +51,53 @@ def _logs(path) -> str:
 
 # --------------------------------------------------------------------------- two nodes
 @pytest.mark.slow
-def test_two_torchrun_nodes_on_loopback_from_the_printed_commands():
+def test_two_torchrun_nodes_on_loopback_from_the_printed_commands_restart_together():
+    """Two agents on 127.0.0.1 run the printed line as two machines would, each in its
+    shell; one node's worker is killed after a checkpoint, and both nodes restart from it."""
     port = _free_port()
     cmd = wb.launch_command("gpt2-tiny", wb.dataset("docstrings-lm", limit=400), nodes=2, devices_per_node=1,
-                            hosts=["127.0.0.1", "127.0.0.1"], port=port, max_steps=12, log_every=2, **DATA)
+                            hosts=["127.0.0.1", "127.0.0.1"], port=port, max_steps=16, log_every=2, save_every=4,
+                            max_restarts=1, **DATA)
     header, line = [x for x in str(cmd).splitlines() if x.strip()]
     assert header == "# on each of 127.0.0.1, 127.0.0.1:"
-    argv = shlex.split(line)
-    assert argv[0] == "torchrun" and f"--rdzv_endpoint=127.0.0.1:{port}" in argv and "--nnodes=2" in argv
-    argv[0] = str(Path(sys.executable).with_name("torchrun"))  # this environment's torchrun
-    agents = []
-    for node in (0, 1):  # two agents, as two machines would each start the printed line
-        log = open(Path(cmd.run_dir) / f"agent-{node}.log", "w")
-        agents.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
+    assert f"--rdzv_endpoint=127.0.0.1:{port}" in shlex.split(line) and "--nnodes=2" in shlex.split(line)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # this environment's torchrun
+    agents = [subprocess.Popen(["bash", "-c", line], env=env, stdout=open(Path(cmd.run_dir) / f"agent-{node}.log", "w"),
+                               stderr=subprocess.STDOUT) for node in (0, 1)]
+    run = wb.Run.open(cmd.run_dir)
+
+    def node_1_worker():
+        assert all(a.poll() is None for a in agents), _logs(run.path)
+        if run.last_checkpoint is None:
+            return None
+        return next((p for p in psutil.Process(agents[1].pid).children(recursive=True)
+                     if "workbench.worker" in " ".join(p.cmdline()) and p.name() != "torchrun"), None)
+
     try:
+        wait_for(node_1_worker, 240, "a checkpoint and node 1's worker").send_signal(signal.SIGKILL)
         wait_for(lambda: all(a.poll() is not None for a in agents), 240, "both torchrun agents to end")
-    except AssertionError:
-        raise AssertionError(_logs(cmd.run_dir)) from None
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{_logs(cmd.run_dir)}") from None
     finally:
         for a in agents:
             a.kill()
     assert [a.returncode for a in agents] == [0, 0], _logs(cmd.run_dir)
-    run = wb.Run.open(cmd.run_dir)
     assert run.status == "completed" and run.summary["world_size"] == 2
     ranks = _ranks(run.path)
-    assert [r["rank"] for r in ranks] == [0, 1] and {r["step"] for r in ranks} == {12}
+    assert [r["rank"] for r in ranks] == [0, 1] and {r["step"] for r in ranks} == {16}
     assert ranks[0]["params_sha256"] == ranks[1]["params_sha256"], "both nodes end with identical weights"
     events = run.events
     assert events[0]["phase"] == "start" and events[0]["world_size"] == 2
-    assert [e["step"] for e in events if e.get("phase") in ("warmup", "train")] == list(range(2, 13, 2))
-    assert events[-1] == {**events[-1], "phase": "end", "status": "completed", "step": 12}
-    # each agent ran one worker, local rank 0, in its own log directory
-    agent_dirs = {p.parents[2] for p in run.path.glob("logs/*/attempt_0/0/stderr.log")}
-    assert len(agent_dirs) == 2, sorted(str(p) for p in run.path.glob("logs/**"))
+    restarts = [e for e in events if e.get("phase") == "restart"]
+    assert len(restarts) == 1 and restarts[0]["attempt"] == 1 and restarts[0]["step"] >= 4, restarts
+    assert [e["step"] for e in events if e.get("phase") in ("warmup", "train")] == list(range(2, 17, 2))
+    assert events[-1] == {**events[-1], "phase": "end", "status": "completed", "step": 16}
+    # each agent ran one worker, local rank 0, in its own log directory. torchrun counts
+    # restarts per agent: the node whose worker died is on attempt 1, the other one restarted
+    # for it on its attempt 0 (which is why the workers do not go by TORCHELASTIC_RESTART_COUNT)
+    tries = {a: {p.parents[2] for p in run.path.glob(f"logs/*/attempt_{a}/0/stderr.log")} for a in (0, 1)}
+    assert len(tries[0]) == 2 and len(tries[1]) == 1, sorted(str(p) for p in run.path.glob("logs/**"))
+    assert restarts[0]["torchrun_restarts"] in (0, 1)
 
 
 # --------------------------------------------------------------------------- elastic restarts

@@ -6,9 +6,9 @@ backend from the backend table (hccl, nccl, gloo). Rank 0 writes the events and 
 At the end every rank writes a digest of its parameters (``ranks/rank-N.json``), so that a
 test, or a doubtful user, can check that all ranks hold the same weights.
 
-When torchrun restarts the workers (``--max_restarts``, after one died), every rank
-continues from the newest checkpoint whose files parse; rank 0 claims the run's lock again
-(the dead rank 0's lock went with its process), drops the events logged past that
+When torchrun restarts the workers (``--max_restarts``, after one died, on any node), every
+rank continues from the newest checkpoint whose files parse; rank 0 claims the run's lock
+again (the dead rank 0's lock went with its process), drops the events logged past that
 checkpoint and logs a ``restart`` event naming the attempt.
 """
 
@@ -52,16 +52,27 @@ def _claim_again(run):
             time.sleep(0.2)
 
 
-def restart(run, attempt: int, rank: int):
-    """(checkpoint to resume from or None, rank 0's writer or None) for restart ``attempt``."""
+def restart(run, rank: int):
+    """(checkpoint to continue from, rank 0's writer) for this worker: the newest checkpoint
+    whose files parse (None for a fresh run), and, where the run trained before (its log
+    has events), rank 0's lock claimed again and the restart logged.
+
+    Not torchrun's TORCHELASTIC_RESTART_COUNT: that counts one agent's own restarts, and on
+    several nodes an agent restarted for another node's failure keeps its count (0), so
+    ranks of one attempt would disagree. At this point no rank of this attempt has trained
+    (checkpoints come after steps, which need every rank), so all ranks see the same files.
+    """
     ckpt = run.last_checkpoint  # the newest whose files parse: one cut short by the kill is skipped
-    if rank != 0:
+    before = run.events if rank == 0 else []
+    if not before:
         return ckpt, None
     writer = _claim_again(run)
     step = int(ckpt.name.split("-")[-1]) if ckpt is not None else 0
+    attempt = 1 + sum(e.get("phase") == "restart" for e in before)
     run.log.truncate_after(step)  # as resume() does: the steps after the checkpoint are trained again
-    run.log.emit({"phase": "restart", "step": step, "attempt": attempt,
-                  "from": ckpt.name if ckpt is not None else None, "skipped": sorted(run.broken_checkpoints)})
+    run.log.emit({"phase": "restart", "step": step, "attempt": attempt, "from": ckpt.name if ckpt is not None else None,
+                  "skipped": sorted(run.broken_checkpoints),
+                  "torchrun_restarts": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))})
     return ckpt, writer
 
 
@@ -76,8 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     run = Run.open(args[0])
     rank, size = world()
-    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-    ckpt, writer = restart(run, attempt, rank) if attempt else (None, None)
+    ckpt, writer = restart(run, rank)
     execute(run, ckpt, writer)
     model = run.trainer.model if run.trainer is not None else None
     if model is not None:
