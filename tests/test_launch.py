@@ -6,6 +6,7 @@ import json
 import os
 import shlex
 import signal
+from pathlib import Path
 
 import psutil
 import pytest
@@ -182,8 +183,12 @@ def test_killing_the_launching_process_ends_its_workers_and_stop_works_from_anyw
     finally:
         for proc in parents:
             proc.kill()
-        for p in _workers(""):  # anything left (the parents took torchrun with them)
-            p.kill()
+        for p in _workers(""):  # this test's leftovers only (they run in tmp_path): other sessions' workers live on
+            try:
+                if Path(p.cwd()).is_relative_to(tmp_path):
+                    p.kill()
+            except psutil.Error:
+                pass
 
 
 def test_a_rank_that_raises_is_named_with_its_exception(tmp_path, monkeypatch):

@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "workbench"
 LAYERS = [
     {"device", "chips", "_hpu", "bundled", "progress", "nbrecord", "interrupts", "families", "lock"},
     {"catalog", "data", "shapes", "batching", "memory", "footprint", "recipe", "diffusion",
-     "attention", "checkpoint"},
+     "attention", "checkpoint", "launchfiles"},
     {"run", "dashboard", "writer", "chart"},
     {"callbacks", "trainer"},
     {"engine"},

@@ -31,7 +31,8 @@ CHECKS = {
     "05_llama_lora": lambda r: r["status"] == "completed" and 0 < r["trainable_fraction"] < 0.1 and r["last_loss"] < r["first_loss"]
     and r["lora_targets"] == ["k_proj", "o_proj", "q_proj", "v_proj"],
     "06_diffusion_unet": lambda r: r["status"] == "completed" and r["samples"] == 16,
-    "07_multi_device": lambda r: r["status"] == "completed" and r["ranks_identical"] and r["world_size"] == 2,
+    "07_multi_device": lambda r: r["status"] == "completed" and r["ranks_identical"] and r["world_size"] == 2
+    and r["two_nodes_status"] == "completed" and r["two_nodes_identical"],
     # a price from a positive throughput, and a shapes ratio of two positive throughputs:
     # both contenders measured. Which one is faster is for the benchmarks to say, not a
     # smoke run of 3 steps x 1 repeat (tests never assert a timing)

@@ -118,6 +118,8 @@ class Backend:
     profiler_activities: tuple[str, ...] = ("cpu",)  # torch.profiler.ProfilerActivity names
     inference: Callable[[Any, str | None], Any] = lambda model, mode: model.eval()  # ready to evaluate
     rank_index: bool = False  # under torchrun, rank r uses device index LOCAL_RANK (else: the one it sees)
+    k8s_resource: str | None = None  # the extended resource a Kubernetes pod requests one device by
+    slurm_gres: str | None = None  # Slurm's GRES name for one device (None: no standard one; Gaudi's is per site)
 
 
 BACKENDS: dict[str, Backend] = {
@@ -134,7 +136,7 @@ BACKENDS: dict[str, Backend] = {
         compile_default=lambda mode: mode == "eager",  # eager mode is meant to run compiled
         profiler_activities=("cpu", "hpu"),
         ddp_find_unused_parameters=False,  # optimum-habana's default; the search walks the graph every step
-        inference=_hpu.inference_model,  # HPU graphs in lazy mode
+        inference=_hpu.inference_model, k8s_resource="habana.ai/gaudi",  # HPU graphs in lazy mode; Intel's device plugin
     ),
     "cuda": Backend(
         kind="cuda", title="NVIDIA GPU", torch_device="cuda", dist_backend="nccl",
@@ -143,7 +145,7 @@ BACKENDS: dict[str, Backend] = {
         name=lambda i: str(_torch().cuda.get_device_name(i)), memory=_cuda_memory,
         reset_peak=lambda i: _torch().cuda.reset_peak_memory_stats(i),
         synchronize=lambda i: _torch().cuda.synchronize(i), mark_step=_noop, precision=_cuda_precision,
-        oom_marker="CUDA out of memory", profiler_activities=("cpu", "cuda"), rank_index=True,
+        oom_marker="CUDA out of memory", profiler_activities=("cpu", "cuda"), rank_index=True, k8s_resource="nvidia.com/gpu", slurm_gres="gpu",
     ),
     "cpu": Backend(
         kind="cpu", title="CPU", torch_device="cpu", dist_backend="gloo", compile_backend=None,

@@ -9,21 +9,24 @@ notebook's dashboard. ``wb.launch_command`` renders the multi-node commands.
 from __future__ import annotations
 
 import json
+import os
 import re
-import shlex
 import signal
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import launchfiles, recipe
 from . import run as runs
 from .dashboard import attach
+from .device import backend
+from .device import device as pick_device
 from .engine import Run, prepare, training
 from .interrupts import Interrupts
+from .launchfiles import LaunchCommand, worker_args
 from .run import STOP_FILE
 
 STRATEGIES = ("ddp", "deepspeed")
@@ -52,10 +55,6 @@ def deepspeed_config(zero_stage: int, precision: str = "auto", offload: bool = F
     }
 
 
-def _worker_args(run_dir: Path) -> list[str]:
-    return ["-m", "workbench.worker", str(run_dir)]
-
-
 def _prepare(model, data, devices: int, strategy: str, zero_stage: int | None, train_args: dict):
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
@@ -70,21 +69,37 @@ def _prepare(model, data, devices: int, strategy: str, zero_stage: int | None, t
 
 
 class _Follower:
-    """Replays the events rank 0 appends to ``events.jsonl`` to this process's subscribers."""
+    """Replays the events rank 0 appends to ``events.jsonl`` to this process's subscribers.
+
+    A restarted rank 0 rewrites the log (events past the checkpoint it resumes from are
+    dropped, as on ``resume()``): then the follower reads the new file from its start and
+    replays only what it had not replayed yet.
+    """
 
     def __init__(self, run: Run):
-        self.run, self.offset = run, 0
+        self.run, self.offset, self.inode = run, 0, None
+        self.seen: list[str] = []  # the lines replayed so far
 
     def poll(self) -> None:
         path = self.run.log.path
-        if not path.exists():
+        try:
+            with open(path) as f:
+                inode = os.fstat(f.fileno()).st_ino
+                if self.inode is not None and inode != self.inode:
+                    self.offset = 0
+                f.seek(self.offset)
+                chunk = f.read()
+        except FileNotFoundError:
             return
-        with open(path) as f:
-            f.seek(self.offset)
-            chunk = f.read()
+        rewritten, self.inode = self.offset == 0 and bool(self.seen), inode
         cut = chunk.rfind("\n") + 1  # only whole lines; a partial one waits for the next poll
         self.offset += len(chunk[:cut].encode())
-        for line in chunk[:cut].splitlines():
+        lines = chunk[:cut].splitlines()
+        if rewritten:  # the kept prefix was replayed already
+            kept = next((i for i, (a, b) in enumerate(zip(lines, self.seen)) if a != b), min(len(lines), len(self.seen)))
+            self.seen, lines = self.seen[:kept], lines[kept:]
+        for line in lines:
+            self.seen.append(line)
             try:
                 event = json.loads(line)
             except json.JSONDecodeError:
@@ -112,7 +127,9 @@ def _error_files(run: Run) -> dict[int, dict]:
     """rank -> the error a worker recorded (``@record`` writes torchrun's per-worker
     ``error.json``: the exception as ``"Type: message"``, its traceback and a timestamp)."""
     found = {}
-    for path in sorted(run.path.glob("logs/**/attempt_*/*/error.json")):
+    attempts = [p.name for p in run.path.glob("logs/**/attempt_*") if p.name.split("_")[-1].isdigit()]
+    last = max(attempts, key=lambda name: int(name.split("_")[-1]), default="attempt_0")  # torchrun's last try
+    for path in sorted(run.path.glob(f"logs/**/{last}/*/error.json")):
         try:
             message = json.loads(path.read_text())["message"]
         except (ValueError, KeyError):
@@ -166,6 +183,9 @@ def _supervise(run: Run, proc: subprocess.Popen, log_path: Path) -> Run:
     follower.poll()
     if proc.returncode != 0:
         rank, message = _failure(run, log_path.read_text(errors="replace"))
+        restarts = sum(e.get("phase") == "restart" for e in run.events)
+        if restarts:  # torchrun gave up: every restart it was allowed failed too
+            message += f", after {restarts} restart{'s' * (restarts > 1)} from the last checkpoint"
         summary = {**run.summary, "status": "failed", "error": message, "failed_rank": rank}
         runs.write_json(run.path / "summary.json", summary)
         run.refresh()
@@ -176,7 +196,7 @@ def _supervise(run: Run, proc: subprocess.Popen, log_path: Path) -> Run:
 
 
 def launch(model, data, *, devices: int = 2, strategy: str = "ddp", zero_stage: int | None = None,
-           live: str | bool = "auto", background: bool = False, **train_args) -> Run:
+           max_restarts: int = 0, live: str | bool = "auto", background: bool = False, **train_args) -> Run:
     """Train with ``devices`` worker processes under ``torchrun`` on this machine.
 
     Parameters
@@ -189,6 +209,10 @@ def launch(model, data, *, devices: int = 2, strategy: str = "ddp", zero_stage: 
         torch DistributedDataParallel, or DeepSpeed ZeRO through the Trainer.
     zero_stage : {1, 2, 3}, optional
         ZeRO stage for ``strategy="deepspeed"`` (default 2).
+    max_restarts : int
+        torchrun's ``--max_restarts``: when a worker dies, all of them restart, up to this
+        many times, and continue from the newest checkpoint whose files parse (losing at most
+        ``save_every`` steps); rank 0 logs a ``restart`` event naming the attempt.
     **train_args
         Everything ``wb.train`` takes (max_steps, batch_size per device, lr, ...).
 
@@ -197,13 +221,17 @@ def launch(model, data, *, devices: int = 2, strategy: str = "ddp", zero_stage: 
     interrupt) stops all ranks at the same step with a checkpoint; a crashed rank stops
     the others and the run is marked ``failed`` naming the rank and its error.
     """
+    if not isinstance(max_restarts, int) or max_restarts < 0:
+        raise ValueError(f"max_restarts must be 0 or more; got {max_restarts!r}")
     run = _prepare(model, data, devices, strategy, zero_stage, train_args)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={devices}",
-           f"--log_dir={run.path / 'logs'}", "--redirects=3", *_worker_args(run.path)]
+           f"--max_restarts={max_restarts}", f"--log_dir={run.path / 'logs'}", "--redirects=3",
+           *worker_args(run.path)]
     log_path = run.path / "launcher.log"
     run.dashboard = attach(run, live, background)
     log = open(log_path, "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=Path.cwd(),
+    env = {**os.environ, **launchfiles.restart_env(max_restarts)}
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=Path.cwd(), env=env,
                             preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     run.process = proc
     if background:
@@ -223,55 +251,38 @@ def launch(model, data, *, devices: int = 2, strategy: str = "ddp", zero_stage: 
     return run
 
 
-@dataclass
-class LaunchCommand:
-    """The commands that run one training job on several machines (nothing is run here)."""
-
-    run_dir: str
-    nodes: int
-    devices_per_node: int
-    hosts: list[str]
-    strategy: str
-    port: int
-
-    @property
-    def torchrun(self) -> str:
-        """The command to start on every node (c10d rendezvous on the first host)."""
-        return shlex.join(["torchrun", f"--nnodes={self.nodes}", f"--nproc_per_node={self.devices_per_node}",
-                           "--rdzv_backend=c10d", f"--rdzv_endpoint={self.hosts[0]}:{self.port}",
-                           f"--rdzv_id={Path(self.run_dir).name}", *_worker_args(Path(self.run_dir))])
-
-    @property
-    def hostfile(self) -> str:
-        """DeepSpeed's hostfile."""
-        return "".join(f"{h} slots={self.devices_per_node}\n" for h in self.hosts)
-
-    @property
-    def deepspeed(self) -> str:
-        """The command to start once, on the first host (it reaches the others over ssh)."""
-        return shlex.join(["deepspeed", "--hostfile", "hostfile", f"--num_nodes={self.nodes}",
-                           f"--num_gpus={self.devices_per_node}", f"--master_addr={self.hosts[0]}",
-                           f"--master_port={self.port}", "--module", "workbench.worker", self.run_dir])
-
-    def __str__(self) -> str:
-        if self.strategy == "deepspeed":
-            return (f"# hostfile\n{self.hostfile}\n# on {self.hosts[0]}:\n{self.deepspeed}\n")
-        return f"# on each of {', '.join(self.hosts)}:\n{self.torchrun}\n"
-
-    def _repr_markdown_(self) -> str:
-        return f"```bash\n{self}```"
-
-
-def launch_command(model, data, *, nodes: int, devices_per_node: int, hosts: list[str],
+def launch_command(model, data, *, nodes: int, devices_per_node: int, hosts: list[str] | None = None,
                    strategy: str = "ddp", zero_stage: int | None = None, port: int = 29500,
-                   **train_args) -> LaunchCommand:
-    """Prepare a run directory and render the torchrun (or DeepSpeed) commands for
-    ``nodes`` machines with ``devices_per_node`` devices each.
+                   max_restarts: int = 0, format: str = "shell", accelerator: str | None = None,
+                   image: str | None = None, **train_args) -> LaunchCommand:
+    """Prepare a run directory and render what starts it on ``nodes`` machines with
+    ``devices_per_node`` devices each; nothing is run.
+
+    Parameters
+    ----------
+    format : {"shell", "slurm", "kubernetes"}
+        ``shell``: the torchrun line for every host in ``hosts`` (or DeepSpeed's hostfile and
+        command); ``slurm``: an ``sbatch`` script; ``kubernetes``: a PyTorchJob and an MPIJob
+        manifest (needs ``image``).
+    max_restarts : int
+        torchrun's ``--max_restarts``: the workers restart from the last checkpoint this often.
+    accelerator : {"hpu", "cuda", "cpu"}, optional
+        The nodes' devices (default: this machine's): the resources the job files request,
+        and the device the run's workers train on.
 
     The run directory must be on a filesystem every node sees (or copied to the same path
     on each): the workers read their specs from it and rank 0 writes the events there.
     """
-    if len(hosts) != nodes:
-        raise ValueError(f"nodes={nodes} but {len(hosts)} hosts given; list one host per node")
+    launchfiles.check(nodes, devices_per_node, hosts, format, strategy, max_restarts, image)
+    kind = backend(accelerator).kind if accelerator is not None else None
     run = _prepare(model, data, nodes * devices_per_node, strategy, zero_stage, train_args)
-    return LaunchCommand(str(run.path.resolve()), nodes, devices_per_node, list(hosts), strategy, port)
+    spec = run.spec
+    if kind is not None and kind != pick_device(spec["args"]["device"]).kind:
+        # the nodes' devices, not this machine's: the workers train on what the job files request
+        spec["args"]["device"] = kind
+        if train_args.get("padding", "auto") == "auto":
+            spec["args"]["padding"] = recipe.default_padding(spec["model"]["task"], kind)
+        runs.write_json(run.path / "spec.json", spec)
+        run.refresh()
+    return LaunchCommand(str(run.path.resolve()), nodes, devices_per_node, list(hosts) if hosts else None, strategy,
+                         port, max_restarts, format, kind or pick_device(spec["args"]["device"]).kind, image)
