@@ -37,7 +37,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # (a browser, a second rank, CI's neighbour) OpenMP's spinning threads stall each other
 # (a 1000-step notebook took 12 minutes instead of 50 s).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ["TORCH_EXTENSIONS_DIR"] = str(_CACHE / "torch_extensions")
+# The pytest-xdist workers of one run share it (a build takes about a minute and a half: once
+# per run, not once per worker); torch's own lock file serialises builds inside it.
+_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+_EXTENSIONS = Path(tempfile.gettempdir()) / f"wb-test-torch-extensions-{_RUN}" if _RUN else _CACHE / "torch_extensions"
+os.environ["TORCH_EXTENSIONS_DIR"] = str(_EXTENSIONS)
 
 
 def pytest_report_header(config):
