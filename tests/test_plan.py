@@ -205,3 +205,25 @@ def test_the_mfu_benchmark_and_the_planner_count_flops_with_one_function():
     import importlib
 
     assert importlib.import_module("workbench.bench.mfu").flops_per_token is flops_per_token
+
+
+def test_the_plan_benchmark_estimates_this_projects_runs_from_published_figures_only():
+    import importlib
+
+    bench_plan = importlib.import_module("workbench.bench.plan")
+    out = bench_plan._references_only()
+    measured = [e for e in refs.references()["mfu"] if e["kind"] == "measured"]
+    assert len(out) == len(measured)
+    for e in measured:
+        got = out[f"{e['chip']} {e['model']}"]
+        assert got["estimate_from"].startswith("published") and "BENCHMARKS.md" not in got["estimate_from"]
+        spec = wb.model(e["catalog"])
+        published = {r["mfu"] for r in refs.references()["mfu"] if r["kind"] == "published"}
+        mfu = got["estimate_mfu"]
+        assert mfu in published
+        peak = CHIPS[e["chip"]].tflops[e["precision"]] * 1e12
+        assert got["estimate_tokens_per_s"] == pytest.approx(mfu * peak / flops_per_token(spec, e["seq_len"]))
+        assert got["error_pct"] == pytest.approx(100 * (got["estimate_tokens_per_s"] / e["tokens_per_s"] - 1))
+    settings = bench_plan._settings(8, 128)
+    assert settings["fit"] == (8, 128) and {v for k, v in settings.items() if k != "fit"} == {
+        (4, 128), (16, 128), (8, 64), (8, 256)}
