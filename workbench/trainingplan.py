@@ -17,7 +17,8 @@ KINDS = {"your mfu": "#6a1b9a", "your runs": "#2e7d32", "measured by this projec
          "published": "#1565c0", "default": "#9e9e9e"}
 
 
-def _hours(h: float | None) -> str:
+def fmt_hours(h: float | None) -> str:
+    """Hours as minutes, hours or days; "-" for none."""
     if h is None:
         return "-"
     if h < 1:
@@ -25,7 +26,8 @@ def _hours(h: float | None) -> str:
     return f"{h:,.1f} h" if h < 48 else f"{h / 24:,.1f} days"
 
 
-def _money(x: float | None) -> str:
+def fmt_money(x: float | None) -> str:
+    """Dollars (cents below $100); "-" for none."""
     if x is None:
         return "-"
     return f"${x:,.2f}" if x < 100 else f"${x:,.0f}"
@@ -96,7 +98,7 @@ class TrainingPlan:
                  f"  {'device':<11}{'devices':>8}  {'tokens/s':>12}  {'time':>11}  {'cost':>10}  MFU from"]
         for r in self.rows:
             lines.append(f"  {r['device']:<11}{r.get('devices') or '-':>8}  {_num(r.get('tokens_per_s')):>12}  "
-                         f"{_hours(r.get('hours')):>11}  {_money(r.get('cost_usd')):>10}  "
+                         f"{fmt_hours(r.get('hours')):>11}  {fmt_money(r.get('cost_usd')):>10}  "
                          f"{r.get('mfu_from') or r.get('note', '')}")
         return "\n".join(lines)
 
@@ -118,14 +120,14 @@ class TrainingPlan:
             out.append(f"<text x='{label - 4}' y='{y + 11}' text-anchor='end'>{html.escape(r['device'])}</text>")
             bw = max(1, (half - 70) * r["hours"] / most_h)
             out.append(f"<rect x='{label}' y='{y}' width='{bw:.1f}' height='{bar_h}' fill='{colour}'/>")
-            out.append(f"<text x='{label + bw + 3:.1f}' y='{y + 11}'>{html.escape(_hours(r['hours']))}</text>")
+            out.append(f"<text x='{label + bw + 3:.1f}' y='{y + 11}'>{html.escape(fmt_hours(r['hours']))}</text>")
             x = label + half + 10
             if r.get("cost_usd") is None:
                 out.append(f"<text x='{x}' y='{y + 11}' fill='#666'>no price</text>")
                 continue
             cw = max(1, (half - 70) * r["cost_usd"] / most_c)
             out.append(f"<rect x='{x}' y='{y}' width='{cw:.1f}' height='{bar_h}' fill='{colour}'/>")
-            out.append(f"<text x='{x + cw + 3:.1f}' y='{y + 11}'>{html.escape(_money(r['cost_usd']))}</text>")
+            out.append(f"<text x='{x + cw + 3:.1f}' y='{y + 11}'>{html.escape(fmt_money(r['cost_usd']))}</text>")
         return "".join(out) + "</svg>"
 
     def _repr_html_(self) -> str:
@@ -136,8 +138,8 @@ class TrainingPlan:
             colour = KINDS.get(r.get("mfu_from"), "#666")
             mfu = f"{r['mfu']:.1%}" if r.get("mfu") is not None else "-"
             cells = [r["device"], "yes" if r["fits_one"] else "no", r.get("strategy") or "-",
-                     _num(r.get("tokens_per_s")), _hours(r.get("hours")), _money(r.get("cost_usd")),
-                     _money(r.get("usd_per_million_tokens")), mfu, r.get("mfu_from") or r.get("note", "")]
+                     _num(r.get("tokens_per_s")), fmt_hours(r.get("hours")), fmt_money(r.get("cost_usd")),
+                     fmt_money(r.get("usd_per_million_tokens")), mfu, r.get("mfu_from") or r.get("note", "")]
             body.append("<tr>" + "".join(td.format(f"color:{colour}" if i == 8 else "", html.escape(str(c)))
                                          for i, c in enumerate(cells)) + "</tr>")
             notes += [f"<li><b>{html.escape(r['device'])}</b> {html.escape(k)}: {html.escape(v)}</li>"

@@ -3,7 +3,8 @@
 * **fit**: on this machine, a plan fitted from one run of a model (its achieved FLOP/s)
   predicts the tokens/s of runs of the same model at other batch sizes and sequence
   lengths. Each setting is trained for real with ``wb.train`` (packed blocks, medians after
-  warm-up) and compared with the prediction; rounds rotate the order.
+  warm-up) and compared with the prediction fitted in the same round (a busy neighbour
+  slows both alike); rounds rotate the order; the error is the median over rounds.
 * **references**: with only published references (this project's own measurements left
   out), the planner's estimate for each run this project measured (``kind: measured`` in
   ``assets/plan_references.json``) beside what was measured. Arithmetic only: no device.
@@ -79,12 +80,12 @@ def plan(steps: int = 30, repeats: int = 2, batch_size: int | None = None, seq_l
     for name, (b, s) in settings.items():
         results[name] = {"batch_size": b, "seq_len": s, "tokens_per_s": statistics.median(measured[name]),
                          "all": measured[name]}
-        if name in predicted:
-            results[name]["predicted_tokens_per_s"] = statistics.median(predicted[name])
-            results[name]["error_pct"] = 100 * (results[name]["predicted_tokens_per_s"] / results[name]["tokens_per_s"] - 1)
+        if name in predicted:  # each round's prediction against that round's measurement
+            rounds = [100 * (p / m - 1) for p, m in zip(predicted[name], measured[name], strict=True)]
+            results[name].update(predicted_tokens_per_s=statistics.median(predicted[name]),
+                                 error_pct=statistics.median(rounds), errors_pct=rounds)
     errors = [abs(r["error_pct"]) for r in results.values() if "error_pct" in r]
-    ratios = {f"predicted_vs_measured_{k}": results[k]["predicted_tokens_per_s"] / results[k]["tokens_per_s"]
-              for k in predicted}
+    ratios = {f"predicted_vs_measured_{k}": 1 + results[k]["error_pct"] / 100 for k in predicted}
     return {"bench": "plan", "device": dev.to_dict(), "precision": dev.precision,
             "config": {"model": model, "params": spec.num_params, "steps": steps, "repeats": repeats,
                        "settings": {k: list(v) for k, v in settings.items()}},
