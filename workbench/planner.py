@@ -20,6 +20,8 @@ Per device (Gaudi 2, Gaudi 3, A100 80 GB, H100 SXM, H200 and this machine):
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import os
 import statistics
@@ -81,6 +83,13 @@ def _mfu_asked(mfu) -> dict[str, float]:
 
 
 # --------------------------------------------------------------------------- your runs
+@functools.lru_cache(maxsize=256)
+def _figures(spec_json: str, seq: int) -> tuple[str, int, int]:
+    """(name, parameters, FLOPs a token) of a run's model: many runs share one spec."""
+    mspec = ModelSpec.from_dict(json.loads(spec_json))
+    return mspec.name, mspec.num_params, flops_per_token(mspec, seq)
+
+
 def _run_record(path: Path) -> dict[str, Any] | None:
     """A completed run as (chip, precision, parameters, achieved FLOP/s per device); None if unusable."""
     run = RunDir(path)
@@ -94,14 +103,13 @@ def _run_record(path: Path) -> dict[str, Any] | None:
     if found is None:
         return None
     try:
-        mspec = ModelSpec.from_dict(spec["model"])
-        per_token = flops_per_token(mspec, int(seq))
+        name, params, per_token = _figures(json.dumps(spec["model"], sort_keys=True), int(seq))
     except (ValueError, TypeError, KeyError):
         return None  # a UNet, or a model this version cannot read back
     devices = int((spec.get("launch") or {}).get("devices") or 1)
     precision = spec["args"].get("precision", "auto")
     return {"run": run.name, "chip": found.name, "precision": info.precision if precision == "auto" else precision,
-            "params": mspec.num_params, "model": mspec.name, "tokens_per_s": float(tokens_per_s), "seq_len": int(seq),
+            "params": params, "model": name, "tokens_per_s": float(tokens_per_s), "seq_len": int(seq),
             "batch_size": spec["args"].get("batch_size"), "achieved": per_token * float(tokens_per_s) / devices}
 
 
