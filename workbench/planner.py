@@ -145,6 +145,9 @@ def _from_references(data: dict, found, precision: str, params: int) -> dict | N
         return None
     e = min(pool, key=lambda e: (round(abs(math.log(e["params"] / params)), 6), e["chip"] != found.name))
     how = "" if e["chip"] == found.name else f" (applied to {found.name}: the same {peak:g} TFLOP/s {precision} peak)"
+    ratio = e["params"] / params
+    if not 1 / SIMILAR <= ratio <= SIMILAR:  # say how far the nearest figure is from this model
+        how += f"; a model {ratio:.3g}x the size of this one: the MFU of a model so {'much larger' if ratio > 1 else 'much smaller'} may not carry over"
     what = "measured by this project" if e["kind"] == "measured" else "published"
     return {"mfu": e["mfu"], "kind": what, "checkpointing": bool(e.get("checkpointing")),
             "source": f"{what}: {e['chip']}, {e['model']}, {e['measures']}{how}; {e['source']}, "

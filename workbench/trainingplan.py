@@ -90,8 +90,10 @@ class TrainingPlan:
         return self._best("hours")
 
     def _title(self) -> str:
+        other = {r["device"]: r["precision"] for r in self.rows if r.get("precision") not in (None, self.precision)}
+        also = "".join(f" ({d}: {p})" for d, p in other.items())
         return (f"{self.model} ({self.num_params / 1e6:,.1f}M params): {self.tokens:,} tokens, "
-                f"batch {self.batch_size} x {self.seq_len} per device, {self.precision}")
+                f"batch {self.batch_size} x {self.seq_len} per device, {self.precision}{also}")
 
     def __repr__(self) -> str:
         lines = [f"TrainingPlan: {self._title()}",
