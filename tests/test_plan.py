@@ -242,3 +242,18 @@ def test_the_model_picker_shows_time_and_cost_for_a_token_budget():
     assert fmt_hours(row["hours"]) in p.devices.value and fmt_money(row["cost_usd"]) in p.devices.value
     p.tokens.value = 0
     assert "cost" not in p.devices.value
+
+
+def test_a_references_file_of_your_own_replaces_the_shipped_one(tmp_path):
+    data = refs.references()
+    mine = tmp_path / "refs.json"
+    only = [{**e, "mfu": 0.5} for e in data["mfu"] if e["chip"] == "H100 SXM"]
+    mine.write_text(json.dumps({**data, "mfu": only}))
+    p = wb.plan("gpt2-small", tokens=10**9, batch_size=8, seq_len=512, devices=["H100", "A100"],
+                runs="/nonexistent", references=mine)
+    assert p.row("H100 SXM")["mfu"] == pytest.approx(0.5)
+    assert p.row("A100 80GB")["mfu_from"] == "default"  # 312 TFLOP/s: no entry with its peak is left
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"mfu": []}))
+    with pytest.raises(ValueError, match="references: .* has no 'scaling' entry"):
+        wb.plan("gpt2-small", tokens=10**9, batch_size=8, seq_len=512, references=broken)
