@@ -132,6 +132,8 @@ def test_costs_follow_the_prices_and_yours_override_them(tmp_path):
     assert h100["usd_per_million_tokens"] == pytest.approx(h100["cost_usd"] / 1000)
     assert p.row("Gaudi3").get("cost_usd") is None and "prices=" in p.row("Gaudi3")["note"]
     assert p.cheapest()["device"] == "H100 SXM"  # the only priced row
+    assert wb.plan("gpt2-small", tokens=1e9, batch_size=8, seq_len=512, devices=["H100"],
+                   runs="/nonexistent").row("H100 SXM")["cost_usd"] == pytest.approx(h100["cost_usd"])
     mine = tmp_path / "prices.json"
     mine.write_text(json.dumps({"Gaudi3": 1.0, "H100": 50}))
     for prices in ({"Gaudi3": 1.0, "H100": 50}, mine):
@@ -158,6 +160,7 @@ def test_cheapest_and_fastest_are_the_table_minima():
     ({"prices": "/no/such.json"}, ["prices", "/no/such.json"]),
     ({"mfu": 1.5}, ["mfu", "(0, 1]"]),
     ({"tokens": 0}, ["tokens", "positive"]),
+    ({"tokens": float("inf")}, ["tokens", "positive"]),
     ({"precision": "int4"}, ["precision", "bf16"]),
     ({"batch_size": 0}, ["batch_size", "positive"]),
 ])

@@ -262,8 +262,8 @@ def plan(model, tokens: int, batch_size: int, seq_len: int | None = None, precis
     ----------
     model : ModelSpec or str
         ``wb.model("llama", size="7b")`` or a catalog name such as ``"gpt2-xl"``.
-    tokens : int
-        Training tokens in all (for a UNet: samples).
+    tokens : int or float
+        Training tokens in all (for a UNet: samples); ``1e9`` is read as 1,000,000,000.
     batch_size, seq_len : int
         Samples per device per step and tokens per sample, as for ``wb.plan_memory``.
     precision : {"auto", "bf16", "fp16", "fp32"}
@@ -295,7 +295,7 @@ def plan(model, tokens: int, batch_size: int, seq_len: int | None = None, precis
     """
     if not isinstance(model, (ModelSpec, str)):
         raise TypeError(f"model must be a ModelSpec or a catalog name such as 'gpt2-small', got {type(model).__name__}")
-    _positive("tokens", tokens)
+    tokens = int(_positive("tokens", tokens, float))  # 1e9 reads as well as 10**9
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
     spec = as_model(model)
