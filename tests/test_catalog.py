@@ -77,6 +77,7 @@ def test_catalog_names_and_sizes():
 @pytest.mark.parametrize("family,size,params", [
     ("gpt2", "small", 124_439_808),       # GPT-2 124M
     ("llama", "7b", 6_738_415_616),       # Llama-2-7B
+    ("llama", "3-70b", 70_553_706_496),   # Meta-Llama-3-70B
     ("t5", "small", 60_506_624),          # T5-small
 ])
 def test_num_params_offline_without_building_weights(family, size, params):

@@ -36,9 +36,12 @@ CHECKS = {
     # a price from a positive throughput, and a shapes ratio of two positive throughputs:
     # both contenders measured. Which one is faster is for the benchmarks to say, not a
     # smoke run of 3 steps x 1 repeat (tests never assert a timing)
-    "08_benchmark_and_cost": lambda r: r["cost_per_million_tokens"] > 0 and 0 < r["bucketed_vs_pad_to_max"] < math.inf,
+    "08_benchmark_and_cost": lambda r: r["cost_per_million_tokens"] > 0 and 0 < r["bucketed_vs_pad_to_max"] < math.inf
+    and r["plan_detected_from"] == "your runs",
     "09_profiling": lambda r: r["trace_written"] and r["ops"] > 0 and r["top_op"],
     "10_memory_planning": lambda r: r["llama_70b_fits_one_h200"] is False and r["plans"] >= 20,
+    "11_what_will_it_cost": lambda r: r["models_planned"] == 5 and r["llama_3_70b_h100_devices"] > 1
+    and r["sd15_hours"] is None and r["every_row_sourced"],
 }
 TRAINING_CELLS = ("wb.train(", "wb.launch(", "wb.profile(")
 

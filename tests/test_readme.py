@@ -86,6 +86,19 @@ def _memory_planning(ns, shown, out):
     assert re.search(r"ZeRO|batch_size|checkpointing", fix_h100), fix_h100
 
 
+def _cost(ns, shown, out):
+    (cheapest, fastest), h200_small = shown
+    section = _TEXT.split("## What will it cost?")[1].split("\n## ")[0]
+    printed = section.split("```text\n")[1].split("```")[0]
+    assert out == printed, "the README shows the table the planner prints"
+    plan = ns["plan"]
+    assert (cheapest, fastest) == (plan.cheapest()["device"], plan.fastest()["device"]) == ("H100 SXM", "H100 SXM")
+    assert h200_small == "measured by this project"
+    kinds = {r["device"]: r["mfu_from"] for r in plan.rows}
+    assert kinds == {"Gaudi2": "default", "Gaudi3": "default", "A100 80GB": "published", "H100 SXM": "published",
+                     "H200": "published"}, "the README's list of which rows are which"
+
+
 def _pickers(ns, shown, out):
     ((model_spec, data_spec),) = shown
     assert model_spec.name == "gpt2-small" and data_spec.source == "docstrings-lm"
@@ -119,6 +132,7 @@ CHECKS = {
     "Models and datasets, offline": _models_and_datasets,
     "Training": _training,
     "Will it fit? Memory planning": _memory_planning,
+    "What will it cost? Time and cost per device": _cost,
     "Pickers and a training form": _pickers,
     "Past one device": _past_one_device,
     "Profiling": _profiling,

@@ -32,6 +32,8 @@ _LAZY = {
     "train_form": "widgets",
     "plan_memory": "memory",
     "MemoryPlan": "memory",
+    "plan": "planner",
+    "TrainingPlan": "trainingplan",
     "launch": "launcher",
     "launch_command": "launcher",
     "profile": "profiler",

@@ -93,6 +93,12 @@ FAMILIES: dict[str, dict[str, Any]] = {
             "70b": ("meta-llama/Llama-2-70b-hf", {"hidden_size": 8192, "intermediate_size": 28672,
                     "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
                     "vocab_size": 32000, "tie_word_embeddings": False}),
+            # Llama 3 70B: Llama 2 70B's shape with a 128,256-token vocabulary, 8,192 positions
+            # and RoPE base 500,000 (the model's config.json on the hub)
+            "3-70b": ("meta-llama/Meta-Llama-3-70B", {"hidden_size": 8192, "intermediate_size": 28672,
+                      "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+                      "vocab_size": 128256, "max_position_embeddings": 8192, "rope_theta": 500000.0,
+                      "tie_word_embeddings": False}),
         },
     },
     "unet": {

@@ -93,6 +93,17 @@ class MemoryPlan:
                           new.zero_stage, new.grad_checkpointing, new.devices, new.kernels)
         return replace(new, **parts)
 
+    def replan(self, *, zero_stage: int | None = None, devices: int | None = None,
+               grad_checkpointing: bool | None = None) -> MemoryPlan:
+        """The same plan over ``devices`` with ``zero_stage`` and ``grad_checkpointing`` (each
+        unchanged when None), recomputed without reading the model again."""
+        changes = {k: v for k, v in (("zero_stage", zero_stage), ("devices", devices),
+                                     ("grad_checkpointing", grad_checkpointing)) if v is not None}
+        new = replace(self, **changes)
+        _check_options(new.batch_size, new.requested_precision, new.requested_kernels, new.optimizer,
+                       new.zero_stage, new.devices)
+        return self._with(**changes)
+
     def _target(self, device) -> tuple[int, MemoryPlan]:
         """(capacity in bytes, the plan for that device's precision)."""
         if isinstance(device, (int, float)) and not isinstance(device, bool):

@@ -1,6 +1,7 @@
 """The model and dataset pickers: what a model needs in memory, what a dataset costs in padding.
 
-``pick_model`` shows a model's parameters and whether it fits (``plan_memory``);
+``pick_model`` shows a model's parameters and whether it fits (``plan_memory``), and for a
+token budget the time and cost per device (``wb.plan``);
 ``pick_dataset`` previews a dataset with its token lengths and padding waste
 (``workbench.shapes``). Each picker keeps its state on itself: re-running a cell builds a
 fresh one. Bad input is shown as the library's own message in the widget; nothing raises
@@ -33,6 +34,8 @@ from .data import TASKS, DataSpec
 from .data import dataset as as_dataset
 from .device import PRECISIONS
 from .memory import plan_memory
+from .planner import plan as plan_cost
+from .trainingplan import fmt_hours, fmt_money
 
 HUB = "hub id or local path"
 LOCAL, HUB_DATA = "local file", "hub id"
@@ -52,7 +55,8 @@ class ModelPicker(Composite):
     """
 
     def __init__(self, family: str = "bert", size: str = "tiny", batch_size: int = 16,
-                 seq_len: int | None = None, precision: str = "auto", task: str | None = None):
+                 seq_len: int | None = None, precision: str = "auto", task: str | None = None,
+                 tokens: int = 0):
         if family not in FAMILIES:  # a catalog name such as "gpt2-small" (unknown: lists the known)
             spec = as_model(family)
             family, size = spec.family, spec.source if spec.size == "custom" else spec.size
@@ -76,13 +80,14 @@ class ModelPicker(Composite):
         self.seq_len = w.IntText(value=seq_len or self._unet_side() or 128,
                                  description="image side" if family == "unet" else "seq len", **control_style())
         self.precision = w.Dropdown(options=PRECISIONS, value=precision, description="precision", **control_style())
+        self.tokens = w.IntText(value=tokens, description="tokens (0: off)", **control_style())
         self.summary = w.HTML()
         self.devices = w.HTML()
         self._watch(self.family, self.size, self.source, self.task, self.batch_size, self.seq_len,
-                    self.precision)
+                    self.precision, self.tokens)
         self.widget = w.VBox([
             w.HBox([self.family, self.size, self.source]),
-            w.HBox([self.task, self.batch_size, self.seq_len, self.precision]),
+            w.HBox([self.task, self.batch_size, self.seq_len, self.precision, self.tokens]),
             self.summary, self.devices,
         ])
         self.update()
@@ -131,6 +136,7 @@ class ModelPicker(Composite):
             spec = self._spec()
             plan = plan_memory(spec, self.batch_size.value, self.seq_len.value, precision=self.precision.value)
             table = plan.table()
+            costs = self._costs(spec, [d for d in table["device"] if d != "detected"])
         except Exception as e:  # shown in the widget: a callback must never raise
             self.error = error_text(e)
             self.summary.value = error_html(self.error)
@@ -154,8 +160,18 @@ class ModelPicker(Composite):
             f"(batch {plan.batch_size} x {plan.seq_len}): {verdict}</div>")
         rows = [[r.device, f"{r.memory_gib:g} GiB", f"{r.needs_gib:g} GiB",
                  (f"<span style='color:{GREEN if r.fits else RED}'>{'yes' if r.fits else 'no'}</span>",),
-                 r.suggestion] for r in table.itertuples() if r.device != "detected"]
-        self.devices.value = html_table(["device", "memory", "needs", "fits", "cheapest fix"], rows)
+                 r.suggestion, *costs.get(r.device, ())] for r in table.itertuples() if r.device != "detected"]
+        extra = [f"time for {self.tokens.value:,} tokens", "cost"] if costs else []
+        self.devices.value = html_table(["device", "memory", "needs", "fits", "cheapest fix", *extra], rows)
+
+    def _costs(self, spec: ModelSpec, devices: list[str]) -> dict[str, tuple[str, str]]:
+        """device -> (time, cost) of the token budget (``wb.plan``); empty while the budget is 0."""
+        if self.tokens.value <= 0:
+            return {}
+        p = plan_cost(spec, tokens=self.tokens.value, batch_size=self.batch_size.value, seq_len=self.seq_len.value,
+                      precision=self.precision.value, devices=devices)
+        return {r["device"]: (fmt_hours(r.get("hours")) + (f" on {r['devices']}" if r.get("devices", 1) > 1 else ""),
+                              fmt_money(r.get("cost_usd"))) for r in p.rows}
 
     def __repr__(self) -> str:
         if self.value is None:
@@ -166,7 +182,7 @@ class ModelPicker(Composite):
 
 
 def pick_model(family: str = "bert", size: str = "tiny", batch_size: int = 16, seq_len: int | None = None,
-               precision: str = "auto", task: str | None = None) -> ModelPicker:
+               precision: str = "auto", task: str | None = None, tokens: int = 0) -> ModelPicker:
     """A model picker over the catalog, with the parameter count and where it fits.
 
     Parameters
@@ -181,6 +197,9 @@ def pick_model(family: str = "bert", size: str = "tiny", batch_size: int = 16, s
     precision : {"auto", "fp32", "bf16", "fp16"}
     task : str, optional
         Default: the family's first task.
+    tokens : int
+        A training token budget: above 0, each device's row adds the time and cost of
+        training on it (``wb.plan``: MFU from your runs, references or the default).
 
     Returns
     -------
@@ -196,7 +215,7 @@ def pick_model(family: str = "bert", size: str = "tiny", batch_size: int = 16, s
     >>> picker.value  # doctest: +SKIP
     ModelSpec(gpt2-small, task=causal_lm, source='openai-community/gpt2')
     """
-    return ModelPicker(family, size, batch_size, seq_len, precision, task)
+    return ModelPicker(family, size, batch_size, seq_len, precision, task, tokens)
 
 
 # --------------------------------------------------------------------------- dataset picker

@@ -18,10 +18,12 @@ from .contenders import SHAPES
 from .dashboard import dashboard
 from .engine import engine
 from .mfu import mfu
+from .plan import plan
 from .scaling import scaling
 from .shapes import shapes
 
-BENCHES = {"engine": engine, "dashboard": dashboard, "scaling": scaling, "shapes": shapes, "mfu": mfu}
+BENCHES = {"engine": engine, "dashboard": dashboard, "scaling": scaling, "shapes": shapes, "mfu": mfu,
+           "plan": plan}
 BASELINES = Path("benchmarks") / "baselines"
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..device import device as pick
 from ..device import peak_tflops
+from ..flops import flops_per_token
 from .contenders import (
     SHAPES,
     engine_setup,
@@ -15,15 +16,6 @@ from .contenders import (
     plain_trainer,
     wb_train,
 )
-
-
-def flops_per_token(spec, seq_len: int) -> int:
-    """6 N + 12 L d S: N parameters without the position table; the attention term as in
-    the PaLM paper's appendix."""
-    cfg = spec.config()
-    layers, width = cfg.num_hidden_layers, cfg.hidden_size
-    n = spec.num_params - getattr(cfg, "n_positions", getattr(cfg, "max_position_embeddings", 0)) * width
-    return 6 * n + 12 * layers * width * seq_len
 
 
 def _ways(compile: bool, train_args: dict | None, contenders: list[str] | None) -> dict[str, Any]:
