@@ -121,8 +121,10 @@ def test_one_writer_at_a_time_and_stop_from_another_process(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", STOPPABLE], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        path = wait_for(lambda: next((tmp_path / "runs").glob("*-long"), None) if proc.poll() is None
-                        else pytest.fail(proc.communicate()[1][-2000:]), 120, "the run directory")
+        # the directory exists a moment before its summary and spec are written into it
+        spec_file = wait_for(lambda: next((tmp_path / "runs").glob("*-long/spec.json"), None) if proc.poll() is None
+                             else pytest.fail(proc.communicate()[1][-2000:]), 120, "the run directory's spec")
+        path = spec_file.parent
         run = Run.open(path)
         wait_for(lambda: run.status == "running" and run.step >= 5, 120, "the other process training")
         spec = (path / "spec.json").read_text()
