@@ -93,10 +93,12 @@ def test_two_torchrun_nodes_on_loopback_from_the_printed_commands_restart_togeth
     assert [e["step"] for e in events if e.get("phase") in ("warmup", "train")] == list(range(2, 17, 2))
     assert events[-1] == {**events[-1], "phase": "end", "status": "completed", "step": 16}
     # each agent ran one worker, local rank 0, in its own log directory. torchrun counts
-    # restarts per agent: the node whose worker died is on attempt 1, the other one restarted
-    # for it on its attempt 0 (which is why the workers do not go by TORCHELASTIC_RESTART_COUNT)
+    # restarts per agent: the node whose worker died is on attempt 1; the other one is on
+    # attempt 1 too when its own worker failed first (gloo: the peer closed the connection),
+    # else it re-joined on attempt 0 -- a race between the two nodes, which is why the workers
+    # do not go by TORCHELASTIC_RESTART_COUNT
     tries = {a: {p.parents[2] for p in run.path.glob(f"logs/*/attempt_{a}/0/stderr.log")} for a in (0, 1)}
-    assert len(tries[0]) == 2 and len(tries[1]) == 1, sorted(str(p) for p in run.path.glob("logs/**"))
+    assert len(tries[0]) == 2 and len(tries[1]) in (1, 2), sorted(str(p) for p in run.path.glob("logs/**"))
     assert restarts[0]["torchrun_restarts"] in (0, 1)
 
 
