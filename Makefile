@@ -5,15 +5,23 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+JS     := workbench/assets/build/dashboard.js
 EXTRAS ?= dev
 # Inside Intel's Gaudi container torch comes with the Habana bridge: the venv then sees the
 # system site-packages and pins that torch, so pip can never replace it.
 GAUDI  := $(shell $(PYTHON) -c "import habana_frameworks" >/dev/null 2>&1 && echo 1)
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: lab test venv lint constraints clean
+.PHONY: lab test venv lint constraints clean js
 
-venv: $(STAMP)
+venv: $(STAMP) $(JS)
+
+# The dashboard's JavaScript (js/: uPlot from npm, bundled by esbuild) is built, never
+# committed: rebuilt whenever its sources or lock file change. Needs Node.js 18+ and npm.
+$(JS): js/package.json js/package-lock.json js/build.mjs $(wildcard js/src/*)
+	cd js && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent
+
+js: $(JS)
 
 $(STAMP): pyproject.toml constraints.txt
 ifeq ($(GAUDI),1)
@@ -33,13 +41,13 @@ else
 endif
 	touch $(STAMP)
 
-lab: $(STAMP)
+lab: $(STAMP) $(JS)
 	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG)
 
 # Two pytest workers (pytest-xdist): each test runs torch on one thread (tests/conftest.py),
 # so the CI machine's two cores each take a test. JOBS=0 runs everything in this process.
 JOBS ?= 2
-test: $(STAMP)
+test: $(STAMP) $(JS)
 	$(PY) -m pytest -n $(JOBS) --dist worksteal $(PYTEST_ARGS)
 
 lint: $(STAMP)
@@ -51,4 +59,4 @@ constraints: $(STAMP)
 	@echo "review constraints.new, keep the header of constraints.txt, then move it over"
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache js/node_modules workbench/assets/build

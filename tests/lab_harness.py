@@ -67,7 +67,7 @@ def _free_port() -> int:
 def _write_kernel_spec(data_dir: Path) -> None:
     """A `python3` kernel spec running this interpreter, for the head of JUPYTER_PATH."""
     spec = data_dir / "kernels" / KERNEL
-    spec.mkdir(parents=True)
+    spec.mkdir(parents=True, exist_ok=True)
     (spec / "kernel.json").write_text(json.dumps({
         "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "Python 3 (ipykernel)", "language": "python"}))
@@ -111,10 +111,13 @@ def _check_server(lab: dict) -> None:
 
 @contextlib.contextmanager
 def jupyterlab(workdir: Path):
-    """A JupyterLab server on 127.0.0.1 rooted at ``workdir``: {url, token, dir}."""
+    """A JupyterLab server on 127.0.0.1 rooted at ``workdir``: {url, token, dir}.
+
+    Its config, data (the notebook-signing secret included), runtime and settings live under
+    ``workdir``: a second server on the same ``workdir`` is the first one restarted."""
     port, token = _free_port(), secrets.token_hex(16)
     settings = workdir / ".lab-settings"
-    settings.mkdir()
+    settings.mkdir(exist_ok=True)  # a second server on the same directory: a restart
     (settings / "overrides.json").write_text(json.dumps(OVERRIDES))
     _write_kernel_spec(workdir / ".jupyter-data")
     cmd = [str(Path(sys.executable).with_name("jupyter")), "lab", "--no-browser",
@@ -131,7 +134,7 @@ def jupyterlab(workdir: Path):
            "JUPYTER_PATH": str(workdir / ".jupyter-data"), "JUPYTER_DATA_DIR": str(workdir / ".jupyter-data"),
            "JUPYTER_RUNTIME_DIR": str(workdir / ".jupyter-runtime")}
     log_path = workdir / "lab.log"
-    with open(log_path, "w") as log:
+    with open(log_path, "a") as log:
         proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
         lab = {"url": f"http://127.0.0.1:{port}", "token": token, "dir": workdir}
         try:

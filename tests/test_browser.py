@@ -1,10 +1,13 @@
-"""A real JupyterLab in a real headless Chromium: the live dashboard draws, Stop works, the form trains.
+"""A real JupyterLab in a real headless Chromium: the live dashboard, Stop, a restart, the form.
 
 Starts JupyterLab on 127.0.0.1 with token auth (tests/lab_harness.py), opens the quickstart
-notebook (its parameters made long enough to press Stop), runs it, checks that the canvas has
-drawn pixels and the step counter advances, clicks Stop and checks that the run ends
-`stopped`; then picks a model and a dataset in the train form and presses Train. Every wait
-is on UI state with a deadline; a JupyterLab dialog fails the test with a screenshot.
+notebook (its parameters made long enough to press Stop), runs it, checks that the chart
+draws, the step counter advances, the chart spans its output (and still after the window
+narrows), hover shows values and drag zooms; clicks Stop and checks that the run ends
+`stopped` and its output becomes the saved view; saves, restarts the server, reopens the
+notebook and checks the chart is back with no widget error. Then picks a model and a
+dataset in the train form and presses Train. Every wait is on UI state with a deadline; a
+JupyterLab dialog fails the test with a screenshot.
 Skips where Debian's chromium is missing, except under CI=true, where it fails.
 """
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+import nbformat
 import pytest
 from lab_harness import (
     ARTIFACTS,
@@ -24,6 +28,8 @@ from lab_harness import (
     wait_ui,
     write_notebook,
 )
+
+from conftest import wait_for
 
 pytestmark = pytest.mark.browser
 
@@ -47,9 +53,9 @@ def _quickstart(workdir) -> str:
 
 
 def _blank(page) -> int:
-    """Pixels of the dashboard canvas that are not white."""
+    """Pixels of the dashboard's loss panel that are not white."""
     return page.evaluate("""() => {
-        const c = document.querySelector('.wb-dash canvas');
+        const c = document.querySelector(".wb-dash .wb-panel[data-panel='loss'] canvas");
         const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
         let n = 0;
         for (let i = 0; i < d.length; i += 4) if (d[i] < 250 || d[i+1] < 250 || d[i+2] < 250) n++;
@@ -65,34 +71,110 @@ def _step(page) -> int:
 # The step counter of the dashboard, as the JS below reads it ("step 12/100000" -> 12).
 _STEP_JS = "Number(document.querySelector('.wb-dash .wb-step')?.textContent.split(' ')[1]?.split('/')[0] ?? -1)"
 
+# The chart spans its output: the grid fills the output area, the first row of panels the grid.
+_SPANS = """() => {
+    const d = document.querySelector('.wb-dash'), out = d?.closest('.jp-OutputArea-output');
+    const grid = d?.querySelector('.wb-grid'), panels = [...(d?.querySelectorAll('.wb-panel') || [])];
+    if (!out || !grid || panels.length < 2) return false;
+    const row = panels.filter(p => p.offsetTop === panels[0].offsetTop).reduce((w, p) => w + p.offsetWidth, 0);
+    return grid.clientWidth > 0.9 * out.clientWidth && row > 0.95 * grid.clientWidth;
+}"""
+
+_ZOOM = "document.querySelector('.wb-dash').wbChart"
+
 
 def _status_is(status: str) -> str:
     return f"() => document.querySelector('.wb-dash .wb-status')?.textContent === '{status}'"
 
 
-def test_dashboard_draws_live_and_stop_works(lab):
+def _hover_shows_values(page) -> str:
+    """Hover the loss panel until every panel's legend shows a value there (deltas redraw)."""
+    page.locator(".wb-dash .wb-panel[data-panel='loss']").scroll_into_view_if_needed()
+    box = page.locator(".wb-dash .wb-panel[data-panel='loss'] .u-over").bounding_box()
+    for i in range(40):
+        page.mouse.move(box["x"] + box["width"] * 0.6 + i % 3, box["y"] + box["height"] / 2)
+        values = page.eval_on_selector_all(".wb-dash .wb-panel .u-legend .u-series:nth-child(2) .u-value",
+                                           "els => els.map(e => e.textContent.trim())")
+        if values and all(v not in ("", "–") for v in values):
+            return values
+        page.wait_for_timeout(100)  # a retry interval: a delta may have redrawn the legend
+    pytest.fail(f"hovering the chart showed no values: {values}")
+
+
+def _zoom_and_reset(page) -> None:
+    page.locator(".wb-dash .wb-panel[data-panel='loss']").scroll_into_view_if_needed()
+    box = page.locator(".wb-dash .wb-panel[data-panel='loss'] .u-over").bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.3, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.6, y, steps=5)
+    page.mouse.up()
+    wait_ui(page, f"() => {_ZOOM}.zoom !== null && {_ZOOM}.plots.every(p => p.scales.x.min > 0)",
+            "a drag to zoom every panel", 30_000)
+    page.mouse.dblclick(box["x"] + box["width"] * 0.5, y)
+    wait_ui(page, f"() => {_ZOOM}.zoom === null && {_ZOOM}.plots.every(p => p.scales.x.min === 0)",
+            "a double-click to zoom back out", 30_000)
+
+
+def test_dashboard_live_stop_and_after_a_server_restart(tmp_path):
+    """Live: it draws, spans its output (and after a resize), hovers, zooms; Stop stops; the
+    saved notebook, reopened after the server restarts, shows the chart, not a widget error."""
     from playwright.sync_api import sync_playwright
 
-    notebook = _quickstart(lab["dir"])
-    with sync_playwright() as p, browser_page(p, "dashboard", viewport={"width": 1300, "height": 1000}) as page:
+    require_chromium()
+    notebook = _quickstart(tmp_path)
+    with jupyterlab(tmp_path) as lab, sync_playwright() as p, \
+            browser_page(p, "dashboard", viewport={"width": 1300, "height": 1000}) as page:
         open_notebook(page, lab, notebook)
         run_all_cells(page, notebook)
-        wait_ui(page, "() => Number(document.querySelector('.wb-dash canvas')?.dataset.points || 0) > 2",
-                "the dashboard canvas to plot more than two points", 300_000)
+        wait_ui(page, "() => Number(document.querySelector('.wb-dash')?.dataset.points || 0) > 2",
+                "the dashboard to plot more than two points", 300_000)
         first = _step(page)
         wait_ui(page, f"(first) => {_STEP_JS} > first", f"the step counter to advance past {first}",
                 120_000, arg=first)
         second = _step(page)
-        assert _blank(page) > 2000, "the canvas has drawn curves"
+        assert _blank(page) > 2000, "the loss panel has drawn curves"
+        wait_ui(page, _SPANS, "the live chart to span its output", 30_000)
+        _hover_shows_values(page)
+        _zoom_and_reset(page)
+        page.locator(".wb-dash").scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "browser-dashboard-running.png"))
+        # the README's picture (docs/img/dashboard-live.png is a copy of this one)
+        page.locator(".wb-dash").screenshot(path=str(ARTIFACTS / "dashboard-live.png"))
+        page.set_viewport_size({"width": 1000, "height": 1000})
+        wait_ui(page, _SPANS, "the chart to follow a narrower window", 30_000)
         page.locator(".wb-dash .wb-stop").click()
+        wait_ui(page, "() => document.querySelector('.wb-dash .wb-stop')?.textContent === 'Stopping…'"
+                " || document.querySelector('.wb-saved')", "Stop to read 'Stopping…'", 30_000)
         wait_ui(page, _status_is("stopped"), "the run to end 'stopped' after Stop", 180_000)
+        wait_ui(page, "() => document.querySelector('.wb-saved[data-mounted] .wb-dash .wb-summary')?.textContent.includes('wall time')",
+                "the output to become the saved view with the run's summary", 60_000)
+        wait_ui(page, _SPANS, "the finished chart to span its output", 30_000)
         page.screenshot(path=str(ARTIFACTS / "browser-dashboard-stopped.png"))
-    summaries = list((lab["dir"] / "runs").glob("*/summary.json"))
+        page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+        wait_for(lambda: "wb-saved" in (lab["dir"] / notebook).read_text(), 60, "the notebook to be saved")
+    saved = nbformat.read(tmp_path / notebook, as_version=4)
+    mimes = {m for c in saved.cells if c.cell_type == "code" for o in c.outputs for m in o.get("data", {})}
+    assert "application/vnd.jupyter.widget-view+json" not in mimes, "nothing in the saved notebook needs a kernel"
+    summaries = list((tmp_path / "runs").glob("*/summary.json"))
     assert len(summaries) == 1
     summary = json.loads(summaries[0].read_text())
     assert summary["status"] == "stopped" and summary["step"] >= second > first
     assert (summaries[0].parent / "checkpoints" / f"checkpoint-{summary['step']}").exists()
+    # the server restarted (same directories, so the same notebook-signing secret)
+    with jupyterlab(tmp_path) as lab, sync_playwright() as p, \
+            browser_page(p, "dashboard-reopened", viewport={"width": 1300, "height": 1000}) as page:
+        open_notebook(page, lab, notebook)
+        wait_ui(page, "() => document.querySelector('.wb-saved[data-mounted] .wb-dash .wb-panel canvas')"
+                " || [...document.querySelectorAll('.wb-fallback img')].some(i => i.offsetWidth > 0)",
+                "the reopened notebook to show the chart or its picture", 120_000)
+        page.locator(".wb-saved").scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "browser-dashboard-reopened.png"))
+        text = page.locator(".jp-Notebook").inner_text()
+        assert "Error displaying widget" not in text
+        assert page.locator(".wb-saved[data-mounted] .wb-dash").count() == 1, \
+            "the notebook was saved trusted: the chart is interactive again"
+        assert page.locator(".wb-dash .wb-status").inner_text() == "stopped"
 
 
 FORM = ["import workbench as wb\nmodel = wb.pick_model()\nmodel",

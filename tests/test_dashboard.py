@@ -6,8 +6,6 @@ import base64
 import io
 import json
 import re
-import shutil
-import subprocess
 import time
 
 import nbformat
@@ -23,7 +21,7 @@ from workbench.dashboard import Dashboard
 from workbench.engine import Run
 from workbench.run import write_json
 
-from conftest import ROOT, RecordingFrontend
+from conftest import RecordingFrontend
 
 
 @pytest.fixture
@@ -63,7 +61,9 @@ def test_widget_traits(run):
         run.name, run.name, 100, 8e9, "cpu", "running")
     assert w.warmup_steps == 3 and w.blocking is True
     assert w.panels == PANELS, "the view draws the panels the PNG draws"
-    assert "export default" in w._esm and "api/kernels/" in w._esm  # the JS is ours, no CDN
+    # the bundle built from js/ (uPlot included), loaded from the package, not from a CDN
+    assert re.search(r"export\s*\{\s*\w+ as default\s*\}", w._esm) and "api/kernels/" in w._esm
+    assert "uplot" in w._esm, "uPlot is bundled in"
     assert not re.search(r"https?:", w._esm), "the view loads nothing from the network"
     assert not re.search(r"^\s*import\b|\bimport\s*\(", w._esm, re.M), "and imports no module"
 
@@ -130,7 +130,7 @@ def test_one_downsampler_thins_the_messages_and_the_history_alike(run, monkeypat
     assert _rows(front.deltas[0])["step"] == [1, 3, 6, 10]
     d({"phase": "end", "status": "completed"})
     assert d.widget.history[run.name]["train"]["step"] == [1, 3, 6, 10]
-    assert d.widget.history[run.name]["eval"] == {"step": [10.0], "eval_loss": [0.5]}
+    assert d.widget.history[run.name]["eval"] == {"step": [10.0], "time": [None], "eval_loss": [0.5]}
 
 
 def _panel(key):
@@ -143,10 +143,12 @@ def _hpu(events):
 
 
 def test_panels_name_their_units_and_the_fields_sent_live(run):
-    assert chart.panel_title(_panel("memory")) == "device memory (GiB)"
-    assert chart.panel_title(_panel("loss"), log=True) == "loss (log)"
+    assert chart.panel_title(_panel("memory"), total=8) == "device memory (of 8 GiB total)"
+    assert chart.panel_title(_panel("loss"), log=True) == "loss (log scale)"
     assert chart.panel_title(_panel("throughput"), warmup=True) == "throughput (warm-up shaded)"
-    assert chart.panel_title(_panel("compiles")) == "graph compilations (total)"
+    tput = _panel("throughput")
+    assert chart.y_label(tput, chart.drawn_series(tput, chart.history([_event(1)]))) == "tokens/s"
+    assert chart.y_label(_panel("memory"), []) == "GiB" and chart.y_label(_panel("compiles"), []) == "compilations (total)"
     d, front = _live(run)
     d(_hpu([_event(5)])[0])
     d.flush()
@@ -182,60 +184,41 @@ def test_the_picture_has_a_recompile_panel_when_the_run_counts_compiles():
     assert _white(three, (w // 2 + 10, h - row + 10, w, h)), "the empty slot beside it is blank"
 
 
-NODE = shutil.which("node")
-# The view's render() with just enough of a DOM and a canvas that records the text it draws.
-LIVE_VIEW = """
-import { readFileSync } from "node:fs";
-import view from MODULE;
-let texts = [];
-const ctx = new Proxy({}, {
-  get: (t, k) => (k === "fillText" ? (s) => texts.push(s) : k === "measureText" ? () => ({ width: 10 })
-    : k in t ? t[k] : () => {}),
-  set: (t, k, v) => { t[k] = v; return true; } });
-const node = () => ({ style: {}, dataset: {}, addEventListener() {}, appendChild() {},
-  querySelector: () => node(), getContext: () => ctx });
-globalThis.document = { createElement: node };
-globalThis.window = { devicePixelRatio: 1 };
-globalThis.requestAnimationFrame = (draw) => draw();
-const out = {};
-for (const [name, state] of Object.entries(JSON.parse(readFileSync(0, "utf8")))) {
-  texts = [];
-  view.render({ model: { get: (k) => state[k], on() {}, send() {}, set() {}, save_changes() {} }, el: node() });
-  out[name] = texts;
-}
-console.log(JSON.stringify(out));
-"""
+def test_eval_metrics_get_panels_and_travel_with_the_deltas(run):
+    d, front = _live(run)
+    d(_event(1))
+    d({"step": 1, "phase": "eval", "eval_loss": 0.9, "eval_accuracy": 0.5, "eval_rouge1": 0.2,
+       "eval_rouge2": 0.1, "time": 0.2})
+    d.flush()
+    keys = [p["key"] for p in d.widget.panels]
+    assert keys[:3] == ["loss", "eval_accuracy", "eval_rouge"], "metrics right after the loss"
+    rouge = next(p for p in d.widget.panels if p["key"] == "eval_rouge")
+    assert [s["field"] for s in rouge["series"]] == ["eval_rouge1", "eval_rouge2"], "ROUGE on one panel"
+    content, buffers = front.deltas[-1]
+    values = np.frombuffer(buffers[1], dtype=np.float32).reshape(content["en"], len(content["efields"]))
+    row = dict(zip(content["efields"], values[0].tolist()))
+    assert row["eval_accuracy"] == 0.5 and row["eval_rouge1"] == pytest.approx(0.2) and row["time"] == pytest.approx(0.2)
 
 
-@pytest.mark.skipif(NODE is None, reason="needs node to run the view's JavaScript")
-def test_the_live_view_draws_the_panels_the_picture_has(tmp_path):
-    cpu = [_event(s) for s in range(1, 6)]
-    cases = {"cpu": {"a": cpu},
-             "hpu with eval": {"a": _hpu(cpu) + [{"step": 5, "phase": "eval", "eval_loss": 0.5}]},
-             "images": {"a": [{**e, "tokens_per_s": None} for e in cpu]},
-             "two runs": {"a": cpu, "b": _hpu(cpu)}}
-    states = {name: {"history": {r: chart.history(ev) for r, ev in runs.items()}, "panels": PANELS,
-                     "run_colours": chart.RUN_COLOURS, "log_scale": True, "mem_total": 8e9,
-                     "warmup_steps": 2, "max_steps": 10, "current": "a", "status": "running",
-                     "title": name, "device": "cpu", "stoppable": True} for name, runs in cases.items()}
-    module = tmp_path / "dashboard.mjs"
-    shutil.copy(ROOT / "workbench" / "assets" / "dashboard.js", module)
-    proc = subprocess.run([NODE, "--input-type=module", "-e", LIVE_VIEW.replace("MODULE", json.dumps(module.as_uri()))],
-                          input=json.dumps(states), capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    drawn = json.loads(proc.stdout)
-    # every title and legend entry either could draw; the canvas's tick labels are left out
-    words = {"total"} | {chart.panel_title(p, log, warm) for p in PANELS for log in (0, 1) for warm in (0, 1)}
-    words |= {f"{run} {s['label']}" for p in PANELS for s in p["series"] for run in ("a", "b")}
-    words |= {s["label"] for p in PANELS for s in p["series"]}
-    for name, runs in cases.items():
-        fig = chart.figure(runs, mem_total=8e9, warmup_steps=2)
-        picture = [text for ax in fig.axes if ax.get_visible()
-                   for text in (ax.get_title(), *(t.get_text() for t in ax.get_legend().get_texts()))]
-        assert [t for t in drawn[name] if t in words] == picture, name
-    assert "graph compilations (total)" not in drawn["cpu"]
-    assert "graph compilations (total)" in drawn["hpu with eval"] and "b compiles" in drawn["two runs"]
-    assert "samples/s" in drawn["images"] and "tokens/s" not in drawn["images"]
+def test_at_the_end_the_output_holds_no_widget_view_only_the_saved_view(run):
+    write_json(run.path / "summary.json", {"status": "failed", "step": 2, "error": "OSError: no hub offline; fix: size='tiny'",
+                                           "train_loss": float("nan")})
+    d, _ = _live(run)
+    d.handle = _Handle()
+    for step in (1, 2):
+        d(_event(step))
+    d({"phase": "end", "step": 2, "status": "failed"})
+    out = d.handle.data
+    assert "application/vnd.jupyter.widget-view+json" not in out, "nothing that needs the kernel"
+    assert out["image/png"] in out["text/html"], "the picture is the fallback where scripts do not run"
+    text = re.search(r"<script type='application/json' class='wb-state'>(.*?)</script>", out["text/html"], re.S).group(1)
+    state = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} is not JSON: JSON.parse refuses it"))
+    assert state["status"] == "failed" and state["summary"]["error"].startswith("OSError: no hub offline")
+    from workbench.page import finite_json
+
+    assert finite_json({"loss": [float("nan"), 1.0], "x": float("inf")}) == {"loss": [None, 1.0], "x": None}
+    assert state["history"][run.name]["train"]["step"] == [1, 2] and state["stoppable"] is False
+    assert d.widget.summary["error"] == state["summary"]["error"], "the live view shows it too"
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ LAYERS = [
      "references"},
     {"catalog", "data", "shapes", "batching", "memory", "footprint", "recipe", "diffusion",
      "attention", "checkpoint", "launchfiles", "flops"},
-    {"run", "dashboard", "writer", "chart", "planner", "trainingplan"},
+    {"run", "dashboard", "writer", "chart", "page", "planner", "trainingplan"},
     {"callbacks", "trainer"},
     {"engine"},
     {"launcher", "worker", "profiler", "widgets", "pickers", "form", "composite", "magics", "cli",

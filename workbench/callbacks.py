@@ -111,7 +111,8 @@ class Events:
         keep = {k: v for k, v in metrics.items()
                 if k != "epoch" and not k.endswith(("_runtime", "_per_second", "_steps_per_second"))}
         self.eval = {k.removeprefix("eval_"): v for k, v in keep.items()}
-        self.log.emit({"step": state.global_step, "phase": "eval", **keep})
+        self.log.emit({"step": state.global_step, "phase": "eval", **keep,
+                       "time": monotonic() - self.t_start})  # for the view's time axis
         self._restart = True
 
     def on_save(self, args, state, control, **kw):

@@ -1,7 +1,7 @@
 """The chart a run is drawn as, described once, and its static rendering.
 
 ``PANELS`` names every panel and series; the live widget (``dashboard``, drawn by
-``assets/dashboard.js``) and the static picture (``render_png``, matplotlib Agg, for
+``js/src/chart.js`` with uPlot) and the static picture (``render_png``, matplotlib Agg, for
 papermill, nbconvert, GitHub) both draw from it, and ``downsample`` thins the points both
 receive. ``render_table`` is the figures table under the picture.
 """
@@ -14,38 +14,70 @@ from typing import Any
 
 HISTORY_POINTS = 2000  # per series in the history set at the end
 
-# The chart, described once: the live widget (its ``panels`` trait, read by dashboard.js)
-# and the static PNG (render_png) draw these panels in this order, two to a row, and the
-# fields sent live follow from them, so a new panel is one entry here. A panel has a
-# ``title``, a ``unit`` (values divided by ``divisor``), a ``scale`` (``log``: the live
-# "log" box toggles it); ``one_of``: only the first series with a non-zero value;
-# ``optional``: only when some run reports a value; ``warmup``: the warm-up steps shaded;
-# ``total``: a line at the device's memory. A series reads ``field`` from the train events
-# (``eval``: from the eval events), drawn ``style`` solid, dashed or dotted, ``marker``
-# dotting each point. Several runs: a colour per run (RUN_COLOURS), series told by style.
+# The chart, described once: the live view (the ``panels`` trait, read by js/src/chart.js)
+# and the static picture (render_png) draw these panels in this order, two to a row, and
+# the fields sent live follow from them, so a new panel is one entry here. A panel has a
+# ``title`` and a y axis label (``ylabel``, else its ``unit``, else its one series' label);
+# values are divided by ``divisor``; ``scale`` ``log``: the view's "log loss" box toggles it;
+# ``zero``: the y axis starts at 0; ``one_of``: only the first series with a non-zero value
+# (one quantity per axis); ``optional``: only when some run reports a value; ``warmup``:
+# the warm-up steps shaded; ``total``: the device's memory, named in the title and drawn
+# once usage nears it. A series reads ``field`` from the train events (``eval``: from the
+# eval events), drawn ``style`` solid, dashed or dotted, ``marker`` dotting each point,
+# ``smooth``: the view's smoothing slider applies. Several runs: a colour per run
+# (RUN_COLOURS), series told by style. The run's eval metrics get panels of their own
+# (:func:`panels_for`), after the loss.
 PANELS: list[dict[str, Any]] = [
-    {"key": "loss", "title": "loss", "scale": "log", "series": [
-        {"field": "loss", "label": "train", "colour": "#1f77b4"},
+    {"key": "loss", "title": "loss", "ylabel": "loss", "scale": "log", "series": [
+        {"field": "loss", "label": "train", "colour": "#1f77b4", "smooth": True},
         {"field": "eval_loss", "label": "eval", "colour": "#d62728", "eval": True, "style": "dashed",
          "marker": True}]},
-    {"key": "lr", "title": "learning rate", "series": [
+    {"key": "lr", "title": "learning rate", "ylabel": "learning rate", "zero": True, "series": [
         {"field": "lr", "label": "lr", "colour": "#9467bd"}]},
-    {"key": "throughput", "title": "throughput", "one_of": True, "warmup": True, "series": [
-        {"field": "tokens_per_s", "label": "tokens/s", "colour": "#2ca02c"},
-        {"field": "samples_per_s", "label": "samples/s", "colour": "#ff7f0e"}]},
-    {"key": "memory", "title": "device memory", "unit": "GiB", "divisor": 2**30, "total": True, "series": [
+    {"key": "grad_norm", "title": "gradient norm", "ylabel": "L2 norm", "optional": True, "zero": True, "series": [
+        {"field": "grad_norm", "label": "grad norm", "colour": "#17becf", "smooth": True}]},
+    {"key": "throughput", "title": "throughput", "one_of": True, "warmup": True, "zero": True, "series": [
+        {"field": "tokens_per_s", "label": "tokens/s", "colour": "#2ca02c", "smooth": True},
+        {"field": "samples_per_s", "label": "samples/s", "colour": "#ff7f0e", "smooth": True}]},
+    {"key": "memory", "title": "device memory", "unit": "GiB", "divisor": 2**30, "total": True, "zero": True,
+     "series": [
         {"field": "mem_alloc", "label": "allocated", "colour": "#8c564b"},
         {"field": "mem_peak", "label": "peak", "colour": "#e377c2", "style": "dotted"}]},
     # Gaudi's cumulative graph-compile counter: a rising line means recompiles (new shapes)
-    {"key": "compiles", "title": "graph compilations", "unit": "total", "optional": True, "series": [
+    {"key": "compiles", "title": "graph compilations", "ylabel": "compilations (total)", "optional": True,
+     "zero": True, "series": [
         {"field": "compiles", "label": "compiles", "colour": "#7f7f7f"}]},
 ]
 RUN_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 _PLOTTED = [s for p in PANELS for s in p["series"]]
 # What each live message and the history carry: the step, the clock (for the header's
-# elapsed time and ETA), the warm-up flag, and every plotted field.
+# elapsed time, the ETA and the time axis), the warm-up flag, and every plotted field; eval
+# events: the step, the clock, the loss and the run's metrics (:func:`eval_metrics`).
 TRAIN_FIELDS = ("step", "time", "warmup", *dict.fromkeys(s["field"] for s in _PLOTTED if not s.get("eval")))
-EVAL_FIELDS = ("step", *dict.fromkeys(s["field"] for s in _PLOTTED if s.get("eval")))
+EVAL_FIELDS = ("step", "time", *dict.fromkeys(s["field"] for s in _PLOTTED if s.get("eval")))
+
+
+def eval_metrics(events: list[dict]) -> list[str]:
+    """The eval metrics the events report besides the loss (``eval_accuracy``, ``eval_rouge1``…)."""
+    seen = dict.fromkeys(k for e in events if e.get("phase") == "eval" for k, v in e.items()
+                         if k.startswith("eval_") and k not in EVAL_FIELDS and isinstance(v, (int, float)))
+    return sorted(seen)
+
+
+def panels_for(metrics: list[str] = ()) -> list[dict[str, Any]]:
+    """PANELS with a panel per eval metric after the loss (the ROUGE scores share one)."""
+    groups: dict[str, list[str]] = {}
+    for field in metrics:
+        name = field.removeprefix("eval_")
+        groups.setdefault("rouge" if name.startswith("rouge") else name, []).append(field)
+    extra = []
+    for key, fields in groups.items():
+        title = "ROUGE" if key == "rouge" else key.replace("_", " ")
+        extra.append({"key": f"eval_{key}", "title": f"eval {title}", "ylabel": "score" if key == "rouge" else title,
+                      "series": [{"field": f, "label": f.removeprefix("eval_").replace("_", " "),
+                                  "colour": RUN_COLOURS[i % len(RUN_COLOURS)], "eval": True, "marker": True}
+                                 for i, f in enumerate(fields)]})
+    return [PANELS[0], *extra, *PANELS[1:]]
 
 
 def downsample(values: list, limit: int) -> list:
@@ -64,7 +96,7 @@ def _series(events: list[dict]) -> dict[str, dict[str, list]]:
     train = [e for e in events if e.get("phase") in ("warmup", "train")]
     evals = [e for e in events if e.get("phase") == "eval"]
     return {"train": {f: [_num(e.get(f)) for e in train] for f in TRAIN_FIELDS if f != "warmup"},
-            "eval": {f: [_num(e.get(f)) for e in evals] for f in EVAL_FIELDS}}
+            "eval": {f: [_num(e.get(f)) for e in evals] for f in (*EVAL_FIELDS, *eval_metrics(events))}}
 
 
 def _num(v: Any) -> float | None:
@@ -72,7 +104,7 @@ def _num(v: Any) -> float | None:
 
 
 def history(events: list[dict]) -> dict[str, dict[str, list]]:
-    """A run's series, each downsampled to at most 2,000 points (for the widget's state)."""
+    """A run's series, each downsampled to at most 2,000 points (for the view's state)."""
     s = _series(events)
     return {part: {k: downsample(v, HISTORY_POINTS) for k, v in cols.items()} for part, cols in s.items()}
 
@@ -91,38 +123,62 @@ def drawn_series(panel: dict, series: dict[str, dict[str, list]]) -> list[dict]:
     return out
 
 
-def visible_panels(runs: list[dict[str, dict[str, list]]]) -> list[dict]:
-    """The PANELS to draw for these runs: every one, except optional ones nobody reports."""
-    return [p for p in PANELS if not p.get("optional") or any(drawn_series(p, s) for s in runs)]
+def visible_panels(runs: list[dict[str, dict[str, list]]], panels: list[dict] | None = None) -> list[dict]:
+    """The panels to draw for these runs: every one, except optional ones nobody reports."""
+    if panels is None:
+        panels = panels_for(sorted({f for s in runs for f in s["eval"] if f not in EVAL_FIELDS}))
+    return [p for p in panels if not p.get("optional") or any(drawn_series(p, s) for s in runs)]
 
 
-def panel_title(panel: dict, log: bool = False, warmup: bool = False) -> str:
-    """'device memory (GiB)', 'loss (log)': dashboard.js's panelTitle spells it the same."""
-    notes = [n for n, on in ((panel.get("unit"), True), ("log", log), ("warm-up shaded", warmup)) if n and on]
+def _fmt_number(x: float) -> str:
+    """A tick or title number, as js/src/chart.js's fmt writes it."""
+    a = abs(x)
+    if a == 0:
+        return "0"
+    if a >= 1e6 or a < 1e-3:
+        return f"{x:.1e}".replace("e+", "e")
+    if a >= 1000:
+        return f"{round(x):,}"
+    return f"{float(f'{x:.4g}'):g}"
+
+
+def panel_title(panel: dict, log: bool = False, warmup: bool = False, total: float = 0) -> str:
+    """'loss (log scale)', 'device memory (of 8 GiB total)': js/src/chart.js spells it the same."""
+    notes = [n for n, on in (("log scale", log), ("warm-up shaded", warmup),
+                             (f"of {_fmt_number(total)} {panel.get('unit', '')} total".replace("  ", " "), total))
+             if on]
     return panel["title"] + (f" ({', '.join(notes)})" if notes else "")
+
+
+def y_label(panel: dict, specs: list[dict]) -> str:
+    """The y axis label: the panel's, its unit, or its one series' label."""
+    return panel.get("ylabel") or panel.get("unit") or (specs[0]["label"] if len(specs) == 1 else panel["title"])
 
 
 # --------------------------------------------------------------------------- static part
 def render_png(runs: dict[str, list[dict]], mem_total: float = 0, warmup_steps: int = 0) -> bytes:
-    """The PANELS as one PNG: :func:`figure`, saved."""
+    """The panels as one PNG: :func:`figure`, saved."""
     buf = io.BytesIO()
     figure(runs, mem_total, warmup_steps).savefig(buf, format="png")
     return buf.getvalue()
 
 
 def figure(runs: dict[str, list[dict]], mem_total: float = 0, warmup_steps: int = 0):
-    """The PANELS, two to a row, as a matplotlib Figure (Agg; no pyplot, no global state)."""
+    """The panels, two to a row, as a matplotlib Figure (Agg; no pyplot, no global state)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     series = {name: _series(events) for name, events in runs.items()}
     panels = visible_panels(list(series.values()))
-    rows = -(-len(panels) // 2)
-    fig = Figure(figsize=(9, 2.3 * rows), dpi=80)
+    rows = max(1, -(-len(panels) // 2))
+    fig = Figure(figsize=(10, 2.6 * rows), dpi=80)
     FigureCanvasAgg(fig)
     axes = list(fig.subplots(rows, 2, squeeze=False).flat)
+    xmax = max((x for s in series.values() for part in s.values() for x in part["step"] if x is not None),
+               default=0)
     for ax, panel in zip(axes, panels):
         _draw(ax, panel, series, mem_total, warmup_steps)
+        ax.set_xlim(0, xmax * 1.03 if xmax > 0 else 1)  # from step 0; a last point drawn whole
     for ax in axes[len(panels):]:
         ax.set_visible(False)
     fig.tight_layout()
@@ -130,33 +186,50 @@ def figure(runs: dict[str, list[dict]], mem_total: float = 0, warmup_steps: int 
 
 
 def _draw(ax, panel: dict, series: dict[str, dict], mem_total: float, warmup_steps: int) -> None:
-    """One panel on matplotlib axes, as drawPanel in dashboard.js draws it on the canvas."""
+    """One panel on matplotlib axes, as js/src/chart.js draws it with uPlot."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator
+
     many = len(series) > 1
     divisor = panel.get("divisor", 1)
-    positive = False
+    positive, top, drawn = False, 0.0, []
     for i, (name, s) in enumerate(series.items()):
         for spec in drawn_series(panel, s):
+            drawn.append(spec)
             part = s["eval" if spec.get("eval") else "train"]
             ys = [None if v is None else v / divisor for v in part[spec["field"]]]
             positive = positive or any(v is not None and v > 0 for v in ys)
             colour = RUN_COLOURS[i % len(RUN_COLOURS)] if many else spec["colour"]
-            label = f"{name[-24:]} {spec['label']}" if many else spec["label"]
+            label = f"{name[-28:]} {spec['label']}" if many else spec["label"]
             style = {"solid": "-", "dashed": "--", "dotted": ":"}[spec.get("style", "solid")]
             pts = [(x, y) for x, y in zip(part["step"], ys) if x is not None and y is not None]
             if pts:
+                top = max(top, *(y for _, y in pts))
                 ax.plot(*zip(*pts), style, color=colour, label=label, lw=1.4,
-                        marker="o" if spec.get("marker") else None, ms=3)
+                        marker="o" if spec.get("marker") or len(pts) == 1 else None, ms=3.5)
     if not ax.lines:
         ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", color="#999")
     log = panel.get("scale") == "log" and positive
+    number = FuncFormatter(lambda v, _: _fmt_number(v))
     if log:
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    else:
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=5, steps=[1, 2, 5, 10]))
+        if panel.get("zero") and ax.lines:
+            ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_formatter(number)
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 5, 10], integer=True))
+    ax.xaxis.set_major_formatter(number)
     shade = bool(panel.get("warmup") and warmup_steps)
     if shade:
-        ax.axvspan(0, warmup_steps, color="#ffcc00", alpha=0.15, lw=0)
-    if panel.get("total") and mem_total:
-        ax.axhline(mem_total / divisor, color="#999", ls="--", lw=1, label="total")
-    ax.set_title(panel_title(panel, log, shade), fontsize=10)
+        ax.axvspan(0, warmup_steps, color="#ffbe00", alpha=0.13, lw=0)
+    total = mem_total / divisor if panel.get("total") and mem_total else 0
+    if total and top > 0.5 * total:  # the device's size, once usage nears it
+        ax.axhline(total, color="#888", ls="--", lw=1)
+    ax.set_title(panel_title(panel, log, shade, total), fontsize=10)
+    ax.set_xlabel("step", fontsize=9)
+    ax.set_ylabel(y_label(panel, list({id(d): d for d in drawn}.values()) or panel["series"]), fontsize=9)
     ax.tick_params(labelsize=8)
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:

@@ -1,10 +1,12 @@
-"""The live dashboard: one display output per run, live where it can be, static everywhere.
+"""The live dashboard: one display output per run, live while it trains, kernel-free after.
 
-Each run gets one display output whose mime bundle holds
-(a) a live anywidget (``assets/dashboard.js``, written here, drawing on a canvas) and
-(b) a static part: a matplotlib Agg PNG and an HTML metrics table.
-A front end that runs widgets draws (a); GitHub, nbconvert, untrusted JupyterLab and VS
-Code without widget state fall back to (b).
+Each run gets one display output. While the run trains, its mime bundle holds
+(a) a live anywidget (``js/src/``, uPlot charts bundled into ``assets/build/dashboard.js``)
+and (b) a static part: a matplotlib Agg PNG and an HTML figures table, for front ends
+that draw no widgets. When the run ends (completed, stopped or failed) the output is
+replaced by :func:`page.saved_output`: the same view, interactive where scripts run, the
+picture where they do not, and no widget view, so the saved notebook shows its chart after
+a restart, in VS Code, on GitHub and under nbconvert.
 
 Where it runs is decided once per run (:func:`frontend`): ``live`` in a Jupyter kernel
 that a user's front end started, ``static`` in a kernel nobody watches (papermill,
@@ -29,15 +31,17 @@ from .chart import (
     RUN_COLOURS,
     TRAIN_FIELDS,
     downsample,
+    eval_metrics,
     history,
+    panels_for,
     render_png,
     render_table,
 )
+from .page import asset, finite_json, saved_output, view_state
 from .progress import TextProgress, in_notebook
 
-ASSETS = Path(__file__).parent / "assets"
 MIN_INTERVAL = 0.25  # seconds between live messages: at most 4 a second
-MAX_POINTS = 40  # per message: 40 points x 10 float32 fields = 1.6 KB, under 2 KB
+MAX_POINTS = 36  # per message: 36 points x 12 float32 fields = 1.7 KB, under 2 KB
 
 def frontend(live: str | bool = "auto") -> str:
     """'live', 'static' or 'text': where and how progress can be shown, decided once.
@@ -72,10 +76,9 @@ def _widget_class():
     import traitlets as t
 
     class LiveChart(anywidget.AnyWidget):
-        """The canvas chart. Deltas arrive through ``send``; history is set once at the end."""
+        """The live chart. Deltas arrive through ``send``; history and summary at the end."""
 
-        _esm = ASSETS / "dashboard.js"
-        _css = ASSETS / "dashboard.css"
+        _esm = asset("dashboard.js")  # the view injects its stylesheet (bundled with it) itself
         title = t.Unicode("").tag(sync=True)
         current = t.Unicode("").tag(sync=True)  # the run that receives deltas
         status = t.Unicode("running").tag(sync=True)
@@ -88,6 +91,7 @@ def _widget_class():
         stoppable = t.Bool(True).tag(sync=True)
         log_scale = t.Bool(True).tag(sync=True)
         history = t.Dict({}).tag(sync=True)
+        summary = t.Dict({}).tag(sync=True)  # the run's summary.json, once it ended
         panels = t.List(PANELS).tag(sync=True)  # what to draw: the list render_png draws
         run_colours = t.List(RUN_COLOURS).tag(sync=True)
 
@@ -119,6 +123,8 @@ class Dashboard:
         self.max_steps = 0
         self.mem_total = 0.0
         self.summary: dict[str, Any] | None = None  # the run's summary, read once at the end
+        self.metrics: list[str] = []  # eval metrics besides the loss, as they appear
+        self.device = ""
         self.warmup_steps = int(run.spec["args"].get("throughput_warmup_steps") or 0)
         self.handle = None
         self.widget = None
@@ -174,14 +180,17 @@ class Dashboard:
         if phase == "start":
             self.max_steps = int(event.get("max_steps") or 0)
             self.mem_total = float(event.get("mem_total") or 0)
+            self.device = str(event.get("device", ""))
             if self.widget is not None:
                 w = self.widget
                 w.max_steps, w.mem_total, w.device, w.status = (
-                    self.max_steps, self.mem_total, str(event.get("device", "")), "running")
+                    self.max_steps, self.mem_total, self.device, "running")
             return
         if phase in ("warmup", "train", "eval"):
             self.events.append(event)
             (self.pending_eval if phase == "eval" else self.pending).append(event)
+            if phase == "eval":
+                self._new_metrics(event)
             if self.widget is not None and time.monotonic() - self.last_send >= MIN_INTERVAL:
                 self.flush()
             if phase == "eval" and self.widget is None:
@@ -190,35 +199,55 @@ class Dashboard:
         if phase == "end":
             self.finish(event)
 
+    def _new_metrics(self, event: dict) -> None:
+        """An eval metric seen for the first time gets its panel in the view."""
+        found = [m for m in eval_metrics([event]) if m not in self.metrics]
+        if found:
+            self.metrics = sorted({*self.metrics, *found})
+            if self.widget is not None:
+                self.flush()  # the points so far go with the fields they were sent with
+                self.widget.panels = panels_for(self.metrics)
+
     def flush(self) -> None:
         """Send the points not yet sent: one message, float32 buffers."""
         import numpy as np
 
         if self.widget is None or not (self.pending or self.pending_eval):
             return
+        efields = (*EVAL_FIELDS, *self.metrics)
         train = downsample(self.pending, MAX_POINTS)  # keep messages small
         evals = downsample(self.pending_eval, MAX_POINTS)
         rows = [[_nan(e.get(f)) if f != "warmup" else float(e.get("phase") == "warmup")
                  for f in TRAIN_FIELDS] for e in train]
-        erows = [[_nan(e.get(f)) for f in EVAL_FIELDS] for e in evals]
+        erows = [[_nan(e.get(f)) for f in efields] for e in evals]
         buffers = [np.asarray(rows, dtype=np.float32).reshape(-1).tobytes(),
                    np.asarray(erows, dtype=np.float32).reshape(-1).tobytes()]
         self.widget.send({"type": "delta", "run": self.run.name, "fields": list(TRAIN_FIELDS),
-                          "n": len(rows), "efields": list(EVAL_FIELDS), "en": len(erows)}, buffers)
+                          "n": len(rows), "efields": list(efields), "en": len(erows)}, buffers)
         self.pending, self.pending_eval = [], []
         self.last_send = time.monotonic()
         self.messages += 1
 
+    def state(self) -> dict[str, Any]:
+        """What the view draws at the end: the live widget's traits, with the whole history."""
+        return view_state({self.run.name: self.events}, {self.run.name: self.figures()},
+                          title=self.run.name, current=self.run.name, status=self.figures().get("status", ""),
+                          max_steps=self.max_steps, warmup_steps=self.warmup_steps, device=self.device,
+                          mem_total=self.mem_total)
+
     def finish(self, event: dict | None = None) -> None:
-        """The end (or an error): last points, the summary, full history, final picture."""
+        """The end (or an error): the summary, then the output becomes the saved view."""
         self.summary = dict(self.run.summary)  # written before the end event: read once, here
         if event and event.get("status"):
             self.summary["status"] = event["status"]
         if self.widget is not None:
             self.flush()
-            self.widget.history = {self.run.name: history(self.events)}
-            self.widget.status = self.summary.get("status", "")
-        self.refresh()
+            w = self.widget
+            w.history = {self.run.name: history(self.events)}
+            w.summary, w.status = finite_json(self.summary), self.summary.get("status", "")
+        if self.handle is not None:
+            self.handle.update(saved_output({self.run.name: self.events}, {self.run.name: self.summary},
+                                            self.state(), heading=self.run.name), raw=True)
 
     def _on_msg(self, widget, content, buffers) -> None:
         if isinstance(content, dict) and content.get("type") == "stop":
@@ -227,6 +256,7 @@ class Dashboard:
 
 def _nan(v: Any) -> float:
     return float("nan") if v is None else float(v)
+
 
 
 def attach(run, live: str | bool = "auto", background: bool = False) -> Dashboard | None:
@@ -263,20 +293,12 @@ class Comparison:
         return self.table[key]
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
+        """The overlay as a saved view (interactive where scripts run, a picture elsewhere)."""
         mem_total = max((float(s.get("mem_total") or 0) for s in self.summaries.values()), default=0)
-        png = base64.b64encode(render_png(self.events, mem_total)).decode()
-        data: dict[str, Any] = {
-            "text/plain": self.table.to_string(),
-            "text/html": (f"<img src='data:image/png;base64,{png}' style='max-width:100%'/>"
-                          + render_table(self.summaries)),
-            "image/png": png,
-        }
-        if frontend("auto") == "live":
-            w = LiveChart(title=f"{len(self.runs)} runs", current="", status="compared",
-                          stoppable=False, mem_total=mem_total,
-                          history={n: history(e) for n, e in self.events.items()})
-            data["application/vnd.jupyter.widget-view+json"] = {
-                "version_major": 2, "version_minor": 0, "model_id": w.model_id}
+        state = view_state(self.events, self.summaries, title=f"{len(self.runs)} runs", status="compared",
+                           mem_total=mem_total)
+        data = saved_output(self.events, self.summaries, state)
+        data["text/plain"] = self.table.to_string()
         return data
 
     def __repr__(self) -> str:

@@ -1,0 +1,162 @@
+"""The dashboard's view in real headless Chromium, without JupyterLab: a run's saved output.
+
+The saved output (workbench/page.py) runs the same view as the live widget (js/src/), so
+what is checked here holds for both: the panels and legends are the static picture's, the
+chart spans its container and follows it, hover shows every series' value at a step, drag
+zooms every panel and double-click zooms out, smoothing keeps the raw line faint, the x
+axis can be wall-clock time, and a failed run shows its error. Where scripts do not run the
+picture shows instead (checked with JavaScript off).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from lab_harness import ARTIFACTS, browser_page, require_chromium
+
+from workbench import chart, page
+
+pytestmark = pytest.mark.browser
+
+
+def _events(n=120, every=40, metrics=True, compiles=False):
+    out = []
+    for s in range(1, n + 1):
+        out.append({"step": s, "phase": "warmup" if s <= 5 else "train", "loss": 4 * math.exp(-s / 50) + 0.2 + 0.1 * (s % 3),
+                    "lr": 1e-3 * (1 - s / n), "grad_norm": 1 + 0.3 * math.cos(s / 5), "tokens_per_s": 4000.0 + s,
+                    "samples_per_s": 31.0, "mem_alloc": 1.5e9, "mem_peak": 2.5e9,
+                    "compiles": 3 + s // 40 if compiles else None, "time": 0.05 * s})
+        if s % every == 0:
+            out.append({"step": s, "phase": "eval", "eval_loss": 4 * math.exp(-s / 50) + 0.4, "time": 0.05 * s,
+                        **({"eval_accuracy": s / (2 * n)} if metrics else {})})
+    return out
+
+
+SUMMARY = {"status": "completed", "step": 120, "train_loss": 0.9, "eval": {"loss": 0.95, "accuracy": 0.5},
+           "tokens_per_s": 4060.0, "mem_peak": 2.5e9, "wall_time_s": 6.0}
+
+
+def _html(runs, summaries, current="a", **kw) -> str:
+    state = page.view_state(runs, summaries, title=kw.pop("title", current or "runs"), status=kw.pop("status", "completed"),
+                            current=current, max_steps=120, warmup_steps=5, device="cpu", mem_total=8 * 2**30, **kw)
+    out = page.saved_output(runs, summaries, state, heading=current)
+    return f"<html><body style='margin:0'><div id='host' style='width:1000px'>{out['text/html']}</div></body></html>"
+
+
+@pytest.fixture
+def browser():
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        yield p
+
+
+def _open(pw, tmp_path, html, name, **page_args):
+    path = tmp_path / f"{name}.html"
+    path.write_text(html)
+    ctx = browser_page(pw, name, viewport={"width": 1100, "height": 1400}, **page_args)
+    pg = ctx.__enter__()
+    errors = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(path.as_uri())
+    return ctx, pg, errors
+
+
+def _texts(pg, selector):
+    return pg.eval_on_selector_all(selector, "els => els.map(e => e.textContent.trim())")
+
+
+CASES = {"cpu": {"a": _events()},
+         "hpu": {"a": _events(compiles=True)},
+         "two runs": {"a": _events(metrics=False), "b": _events(metrics=False, compiles=True)}}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_view_draws_the_panels_and_legends_the_picture_has(browser, tmp_path, case):
+    runs = CASES[case]
+    ctx, pg, errors = _open(browser, tmp_path, _html(runs, {"a": SUMMARY}), f"view-{case.replace(' ', '-')}")
+    try:
+        pg.wait_for_selector(".wb-saved .wb-panel .u-title")
+        titles = _texts(pg, ".wb-panel .u-title")
+        # legends: the view lists the x value first and, smoothed, a faint raw line per curve
+        legends = [t.split(":")[0] for t in _texts(pg, ".wb-panel .u-legend .u-series th")]
+        assert not errors, errors
+        assert pg.is_hidden(".wb-fallback"), "the chart replaced the picture"
+    finally:
+        ctx.__exit__(None, None, None)
+    fig = chart.figure(runs, mem_total=8 * 2**30, warmup_steps=5)
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert titles == [ax.get_title() for ax in axes]
+    picture = [t.get_text() for ax in axes for t in ax.get_legend().get_texts()]
+    assert [t for t in legends if t != "step" and not t.endswith("(raw)")] == picture
+    assert ("graph compilations" in titles) == (case != "cpu"), "recompiles shown where counted"
+
+
+def test_hover_zoom_smoothing_time_axis_and_width(browser, tmp_path):
+    events = _events()
+    ctx, pg, errors = _open(browser, tmp_path, _html({"a": events}, {"a": SUMMARY}), "view-interactions")
+    try:
+        pg.wait_for_selector(".wb-panel .u-over")
+        host = pg.eval_on_selector("#host", "e => e.clientWidth")
+        grid = pg.eval_on_selector(".wb-grid", "e => e.clientWidth")
+        panels = pg.eval_on_selector_all(".wb-panel .uplot", "els => els.map(e => e.offsetWidth)")
+        assert grid > 0.95 * host and sum(panels[:2]) > 0.95 * grid, (host, grid, panels)
+        # hover the middle of the loss panel: every legend shows the value at that step
+        over = pg.locator(".wb-panel[data-panel='loss'] .u-over").bounding_box()
+        pg.mouse.move(over["x"] + over["width"] * 0.5, over["y"] + over["height"] * 0.5)
+        pg.wait_for_function("() => document.querySelector(\".wb-panel[data-panel='lr'] .u-legend .u-value\")"
+                             "?.textContent.trim() !== '–'")
+        values = _texts(pg, ".wb-panel[data-panel='loss'] .u-legend .u-value")
+        step = int(values[0].replace(",", ""))
+        raw = next(e["loss"] for e in events if e.get("phase") != "eval" and e["step"] == step)
+        assert float(values[1]) == pytest.approx(raw, rel=1e-3), "the raw train loss at that step"
+        lr = float(_texts(pg, ".wb-panel[data-panel='lr'] .u-legend .u-value")[1])
+        assert lr == pytest.approx(1e-3 * (1 - step / 120), rel=1e-3), "other panels follow the cursor"
+        # drag across a quarter of the plot: every panel zooms to it; double-click zooms out
+        x0, y = over["x"] + over["width"] * 0.25, over["y"] + over["height"] * 0.5
+        pg.mouse.move(x0, y)
+        pg.mouse.down()
+        pg.mouse.move(x0 + over["width"] * 0.25, y, steps=5)
+        pg.mouse.up()
+        scales = pg.evaluate("() => document.querySelector('.wb-dash').wbChart.plots.map(p => [p.scales.x.min, p.scales.x.max])")
+        full = 120 * 1.03
+        for lo, hi in scales:
+            assert lo == pytest.approx(full * 0.25, rel=0.05) and hi == pytest.approx(full * 0.5, rel=0.05), scales
+        pg.mouse.dblclick(x0, y)
+        scales = pg.evaluate("() => document.querySelector('.wb-dash').wbChart.plots.map(p => [p.scales.x.min, p.scales.x.max])")
+        assert all(lo == 0 and hi == pytest.approx(full) for lo, hi in scales), scales
+        # smoothing off: no raw line; the x axis by wall-clock time
+        pg.eval_on_selector(".wb-smooth", "e => { e.value = '0'; e.dispatchEvent(new Event('input')); }")
+        pg.wait_for_function("() => ![...document.querySelectorAll('.u-legend th')].some(t => t.textContent.includes('(raw)'))")
+        pg.locator(".wb-x").select_option("time")
+        pg.wait_for_function("() => document.querySelector('.wb-dash').wbChart.plots.every("
+                             "p => p.axes[0].label === 'time (s)' && Math.abs(p.scales.x.max - 6 * 1.03) < 1e-6)")
+        # the container narrows: one panel a row, each as wide as the chart
+        pg.eval_on_selector("#host", "e => e.style.width = '560px'")
+        pg.wait_for_function("() => [...document.querySelectorAll('.wb-panel .uplot')].every("
+                             "p => p.offsetWidth > 0.95 * document.querySelector('.wb-grid').clientWidth)")
+        pg.screenshot(path=str(ARTIFACTS / "view-interactions.png"), full_page=True)
+        assert not errors, errors
+    finally:
+        ctx.__exit__(None, None, None)
+
+
+def test_a_failed_run_shows_its_error_and_without_scripts_the_picture(browser, tmp_path):
+    failed = {**SUMMARY, "status": "failed", "error": "OSError: cannot load 'gpt2' while offline: use size='tiny'"}
+    html = _html({"a": _events(n=3)}, {"a": failed}, status="failed")
+    ctx, pg, errors = _open(browser, tmp_path, html, "view-failed")
+    try:
+        pg.wait_for_selector(".wb-error")
+        assert pg.locator(".wb-status").inner_text() == "failed"
+        assert "cannot load 'gpt2' while offline" in pg.locator(".wb-error").inner_text()
+        assert not errors, errors
+    finally:
+        ctx.__exit__(None, None, None)
+    ctx, pg, _ = _open(browser, tmp_path, html, "view-no-scripts", java_script_enabled=False)
+    try:
+        assert pg.locator(".wb-fallback img").is_visible(), "no scripts: the picture"
+        assert "cannot load" in pg.locator(".wb-fallback table").inner_text(), "and the error in the table"
+    finally:
+        ctx.__exit__(None, None, None)
