@@ -160,3 +160,24 @@ def test_a_failed_run_shows_its_error_and_without_scripts_the_picture(browser, t
         assert "cannot load" in pg.locator(".wb-fallback table").inner_text(), "and the error in the table"
     finally:
         ctx.__exit__(None, None, None)
+
+
+def test_nbconvert_html_of_a_saved_notebook_shows_the_interactive_chart(browser, tmp_path):
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    runs = {"a": _events()}
+    state = page.view_state(runs, {"a": SUMMARY}, title="a", status="completed", current="a", max_steps=120)
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("run = wb.train(...)")
+    cell.outputs = [nbformat.v4.new_output("display_data", data=page.saved_output(runs, {"a": SUMMARY}, state, "a"))]
+    nb.cells = [cell]
+    html, _ = HTMLExporter().from_notebook_node(nb)
+    ctx, pg, errors = _open(browser, tmp_path, html, "view-nbconvert")
+    try:
+        pg.wait_for_selector(".wb-saved[data-mounted] .wb-panel .u-title")
+        assert pg.locator(".wb-dash .wb-status").inner_text() == "completed"
+        assert "wall time" in pg.locator(".wb-dash .wb-summary").inner_text()
+        assert not errors, errors
+    finally:
+        ctx.__exit__(None, None, None)

@@ -136,7 +136,8 @@ def _fmt_number(x: float) -> str:
     if a == 0:
         return "0"
     if a >= 1e6 or a < 1e-3:
-        return f"{x:.1e}".replace("e+", "e")
+        mantissa, exp = f"{x:.1e}".split("e")
+        return f"{mantissa}e{int(exp)}"  # 5.0e-4, as JavaScript's toExponential writes it
     if a >= 1000:
         return f"{round(x):,}"
     return f"{float(f'{x:.4g}'):g}"
@@ -216,8 +217,8 @@ def _draw(ax, panel: dict, series: dict[str, dict], mem_total: float, warmup_ste
         ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
     else:
         ax.yaxis.set_major_locator(MaxNLocator(nbins=5, steps=[1, 2, 5, 10]))
-        if panel.get("zero") and ax.lines:
-            ax.set_ylim(bottom=0)
+        if panel.get("zero") and top > 0:
+            ax.set_ylim(0, top * 1.08)  # from 0, the highest point clear of the frame
     ax.yaxis.set_major_formatter(number)
     ax.xaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 5, 10], integer=True))
     ax.xaxis.set_major_formatter(number)

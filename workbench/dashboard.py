@@ -6,7 +6,7 @@ and (b) a static part: a matplotlib Agg PNG and an HTML figures table, for front
 that draw no widgets. When the run ends (completed, stopped or failed) the output is
 replaced by :func:`page.saved_output`: the same view, interactive where scripts run, the
 picture where they do not, and no widget view, so the saved notebook shows its chart after
-a restart, in VS Code, on GitHub and under nbconvert.
+a restart, on GitHub and under nbconvert.
 
 Where it runs is decided once per run (:func:`frontend`): ``live`` in a Jupyter kernel
 that a user's front end started, ``static`` in a kernel nobody watches (papermill,

@@ -8,6 +8,7 @@ notebook's dashboard. ``wb.launch_command`` renders the multi-node commands.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -68,6 +69,10 @@ def _prepare(model, data, devices: int, strategy: str, zero_stage: int | None, t
                                                         "zero_stage": zero_stage}}, **train_args)
 
 
+def _digest(line: str) -> int:
+    return int.from_bytes(hashlib.blake2b(line.encode(), digest_size=8).digest(), "little")
+
+
 class _Follower:
     """Replays the events rank 0 appends to ``events.jsonl`` to this process's subscribers.
 
@@ -78,7 +83,9 @@ class _Follower:
 
     def __init__(self, run: Run):
         self.run, self.offset, self.inode = run, 0, None
-        self.seen: list[str] = []  # the lines replayed so far
+        # a 64-bit digest of each line replayed so far: enough to find where a rewritten log
+        # departs from what was replayed, without keeping every line of a long run in memory
+        self.seen: list[int] = []
 
     def poll(self) -> None:
         path = self.run.log.path
@@ -96,10 +103,12 @@ class _Follower:
         self.offset += len(chunk[:cut].encode())
         lines = chunk[:cut].splitlines()
         if rewritten:  # the kept prefix was replayed already
-            kept = next((i for i, (a, b) in enumerate(zip(lines, self.seen)) if a != b), min(len(lines), len(self.seen)))
+            digests = [_digest(line) for line in lines]
+            kept = next((i for i, (a, b) in enumerate(zip(digests, self.seen)) if a != b),
+                        min(len(lines), len(self.seen)))
             self.seen, lines = self.seen[:kept], lines[kept:]
         for line in lines:
-            self.seen.append(line)
+            self.seen.append(_digest(line))
             try:
                 event = json.loads(line)
             except json.JSONDecodeError:

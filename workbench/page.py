@@ -8,7 +8,7 @@ one, which holds no widget view:
 - ``text/html``: the static picture and the figures table (the fallback), the view's state
   as JSON, and the dashboard's own script (``assets/build/page.js``, the same view the live
   widget runs). Where a front end runs an output's scripts (a trusted notebook in
-  JupyterLab, VS Code, nbconvert's HTML), the script replaces the fallback with the
+  JupyterLab, nbconvert's HTML), the script replaces the fallback with the
   interactive chart: hover, zoom, smoothing, the summary. Where it does not (GitHub,
   nbviewer, an untrusted notebook, a sanitizer), the picture and the table are what shows.
 - ``image/png``: the picture again, for front ends that prefer it to HTML.

@@ -1,6 +1,6 @@
 // A run's saved output: the finished chart, drawn from the JSON stored beside this script.
 // The output also holds a static picture; where scripts run (a trusted notebook in
-// JupyterLab, VS Code, nbconvert's HTML) the interactive chart replaces it, elsewhere
+// JupyterLab, nbconvert's HTML) the interactive chart replaces it, elsewhere
 // (GitHub, nbviewer, an untrusted notebook) the picture is what shows.
 import { mountDashboard } from "./view.js";
 
