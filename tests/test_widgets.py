@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 import pytest
@@ -191,7 +192,26 @@ def test_train_button_starts_a_background_run(tmp_path, monkeypatch):
     form.run.wait(120)
     assert form.run.status == "completed" and form.run.summary["step"] == 3
     assert form.run.path.resolve().parent == tmp_path.resolve() / "runs"
-    assert "started" in form.message.value and "run=" in repr(form)
+    assert "completed at step 3 of 3" in form.message.value and "run=" in repr(form)
+
+
+def test_a_run_that_fails_shows_its_reason_and_fix_in_the_form(tmp_path, monkeypatch):
+    """A hub model offline: the run fails on its thread; the form says why and how to fix it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    form = train_form(pick_model("gpt2", size="small"), pick_dataset("docstrings-lm", limit=16, max_length=32))
+    form.max_steps.value, form.batch_size.value, form.device.value = 2, 2, "cpu"
+    form.train_button.click()
+    assert form.run is not None, form.message.value
+    with pytest.raises(RuntimeError, match="openai-community/gpt2"):
+        form.run.wait(120)
+    error = form.run.summary["error"]
+    assert form.run.status == "failed" and "HF_HUB_OFFLINE=1" in error
+    for fix in ("size='tiny'", "size=DIR", "unset HF_HUB_OFFLINE"):
+        assert fix in error
+    shown = html.unescape(form.message.value)
+    assert f"{form.run.name} failed at step 0" in shown and error in shown
+    assert "started" not in shown and widgets.RED in form.message.value
 
 
 def test_a_task_mismatch_is_a_message():

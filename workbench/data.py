@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from . import bundled, recipe
-from .catalog import hub_error, is_local
+from .catalog import is_local
+from .hub import hub_error
 from .progress import transformers_errors_only
 
 TASKS = ("classification", "causal_lm", "seq2seq", "diffusion")

@@ -178,7 +178,29 @@ class TrainForm(Composite):
         if error is not None:  # a message, not a traceback
             self.message.value = error_html(error_text(error))
             return
-        self.message.value = f"<div style='font:12px sans-serif'>started {html.escape(self.run.name)}</div>"
+        run = self.run
+        self.message.value = f"<div style='font:12px sans-serif'>started {html.escape(run.name)}</div>"
+        # The run ends on its own thread: its "end" event (emitted once summary.json holds
+        # the outcome) tells the form. A run that failed at once may have ended before
+        # the subscription: then its summary already says so.
+        run.subscribe(lambda event: self._ended(run) if event.get("phase") == "end" else None)
+        if run.summary.get("ended"):
+            self._ended(run)
+
+    def _ended(self, run) -> None:
+        """Show how ``run`` ended: completed, stopped, or failed with the reason and its fix."""
+        if run is not self.run:  # a later run replaced it in the form
+            return
+        s = run.summary
+        where = f"{html.escape(run.name)} {html.escape(s.get('status', '?'))} at step {s.get('step', 0)}"
+        if s.get("status") == "failed":
+            self.message.value = error_html(f"{run.name} failed at step {s.get('step', 0)}: "
+                                            f"{s.get('error') or 'no reason recorded'}")
+        elif s.get("status") == "stopped":
+            self.message.value = (f"<div style='font:12px sans-serif'>{where} (checkpoint kept: "
+                                  f"form.run.resume() continues)</div>")
+        else:
+            self.message.value = f"<div style='font:12px sans-serif'>{where} of {s.get('max_steps', '?')}</div>"
 
     def __repr__(self) -> str:
         run = f", run={self.run.name} ({self.run.status})" if self.run is not None else ""
