@@ -72,6 +72,38 @@ def test_model_picker_shows_bad_input_as_a_message():
     assert p.value.name == "gpt2-tiny" and p.plan.seq_len == 256
 
 
+def test_the_model_picker_says_when_a_size_needs_the_hub(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    p = pick_model("gpt2", size="small")
+    assert ("small (hub: openai-community/gpt2)", "small") in p.size.options
+    assert p.hub == "offline" and p.value.name == "gpt2-small"  # the spec stays: its code runs online
+    assert "needs the hub (download)" in p.summary.value and "cannot load offline" in p.summary.value
+    assert "HF_HUB_OFFLINE=1" in p.summary.value and repr(p).endswith("fits, cannot load offline)")
+    p.size.value = "tiny"
+    assert p.hub is None and "random init" in p.summary.value and "needs the hub" not in p.summary.value
+    # online (no network is reached: a named size's config is in the catalog)
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    p.size.value = "small"
+    assert p.hub == "download" and "needs the hub (download)" in p.summary.value
+    assert "cannot load offline" not in p.summary.value
+    # already in the local hub cache: loads offline too
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    snapshot = tmp_path / "models--openai-community--gpt2" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot.parent.parent / "refs").mkdir()
+    (snapshot.parent.parent / "refs" / "main").write_text("abc123")
+    for name in ("config.json", "model.safetensors"):
+        (snapshot / name).write_text("{}")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    p.size.value, p.size.value = "medium", "small"
+    assert p.hub == "cached" and "in the local hub cache" in p.summary.value
+    assert "cannot load offline" not in p.summary.value
+
+
 def test_unet_length_is_the_image_side():
     p = pick_model("unet")
     assert p.seq_len.description == "image side" and p.seq_len.value == 32
