@@ -198,8 +198,41 @@ def test_show_code_is_the_call_the_form_makes(monkeypatch):
     assert kwargs == want_kwargs == {"max_steps": 3, "batch_size": 16, "lr": 2e-3, "device": "cpu",
                                      "max_length": 64, "background": True}
     form.lr.value = "fast"
+    assert "lr must be a number" in form.code_view.value and "wb.train(" not in form.code_view.value
+
+
+def test_shown_code_follows_every_change_of_the_form_and_its_pickers():
+    m, d = pick_model("gpt2"), pick_dataset("docstrings-lm", limit=64, max_length=64)
+    form = train_form(m, d)
+    form.max_steps.value = 5
+    assert form.code_view.value == ""  # nothing shown until asked
     form.code_button.click()
-    assert "lr must be a number" in form.message.value
+
+    def shown():
+        return html.unescape(form.code_view.value)
+
+    assert "max_steps=5," in shown() and "wb.model('gpt2')" in shown()
+    for control, value, text in (
+        (form.max_steps, 7, "max_steps=7,"),
+        (form.batch_size, 4, "batch_size=4,"),
+        (form.precision, "fp32", "precision='fp32',"),
+        (form.device, "cpu", "device='cpu',"),
+        (form.lr, "3e-4", "lr=0.0003,"),
+        (form.until, "epochs", "epochs=1.0,"),
+        (form.epochs, 2.5, "epochs=2.5,"),
+        (m.size, "small", "wb.model('gpt2', size='small')"),
+        (m.task, "classification", "task='classification'"),
+        (d.limit, 32, "limit=32"),
+        (d.max_length, 96, "max_length=96,"),
+    ):
+        control.value = value
+        assert text in shown(), (control.description, shown())
+        assert shown() in f"<pre style='font:12px monospace;background:#f5f5f5;padding:6px'>{form.code()}</pre>"
+    assert "max_steps" not in shown()
+    m.size.value = HUB  # invalid until a hub id is typed: says so instead of keeping old code
+    assert "pick a valid model first" in shown() and "wb.train(" not in shown()
+    m.size.value = "tiny"
+    assert "wb.model('gpt2', task='classification')" in shown()
 
 
 def test_code_rebuilds_custom_specs(tmp_path):
