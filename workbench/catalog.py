@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -273,7 +274,9 @@ class ModelSpec:
         config = peft.LoraConfig(task_type=task, r=cfg.pop("r", 8), lora_alpha=cfg.pop("alpha", 16),
                                  lora_dropout=cfg.pop("dropout", 0.05),
                                  target_modules=cfg.pop("target_modules", None), **cfg)
-        return peft.get_peft_model(model, config)
+        with warnings.catch_warnings():  # peft reads transformers' deprecated name; nothing for you to change
+            warnings.filterwarnings("ignore", r"`is_gradient_checkpointing` is deprecated", FutureWarning)
+            return peft.get_peft_model(model, config)
 
     def _build_unet(self):
         from diffusers.image_processor import VaeImageProcessor
