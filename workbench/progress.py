@@ -118,6 +118,29 @@ def quiet_libraries():
 
 
 @contextlib.contextmanager
+def native_stderr_without(noise):
+    """What native (C++) code writes to file descriptor 2 in the block is held back and, but
+    for the lines ``noise(line)`` drops, written there at the end. Python's ``sys.stderr``
+    in a notebook is not that descriptor; in a terminal it is, and waits too."""
+    import tempfile
+
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as held:
+        saved = os.dup(2)
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = [ln for ln in held.read().decode(errors="replace").splitlines(keepends=True) if not noise(ln)]
+            if kept:
+                os.write(2, "".join(kept).encode())
+
+
+@contextlib.contextmanager
 def transformers_errors_only():
     """transformers logs errors only for the duration (its warnings are expected here)."""
     from transformers.utils import logging as hf_logging
