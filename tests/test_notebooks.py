@@ -6,6 +6,7 @@ Executed notebooks are kept in test-artifacts/notebooks/ for a look afterwards.
 from __future__ import annotations
 
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -46,16 +47,20 @@ CHECKS = {
 }
 TRAINING_CELLS = ("wb.train(", "wb.launch(", "wb.profile(")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+# a library's log warning printed to stdout ("[2026-...] [WARNING] [real_accelerator.py:...]")
+# or a Python warning someone printed there
+LOGGED_WARNING = re.compile(r"\[WARNING\]|\w+Warning: ")
 
 
 def stray_outputs(nb) -> list[str]:
     """What a lesson's saved outputs must not hold: stderr (a pink box: library noise, stray
-    warnings) and widget-only displays (a library's progress bar: '0%' once saved)."""
+    warnings), libraries' warnings on stdout, and widget-only displays (a library's progress
+    bar: '0%' once saved)."""
     found = []
     for cell in (c for c in nb.cells if c.cell_type == "code"):
         for o in cell.outputs:
-            if o.output_type == "stream" and o.name == "stderr":
-                found.append(f"stderr from {cell.source[:60]!r}: {o.text[:400]!r}")
+            if o.output_type == "stream" and (o.name == "stderr" or LOGGED_WARNING.search(o.text)):
+                found.append(f"{o.name} from {cell.source[:60]!r}: {o.text[:400]!r}")
             elif o.output_type in ("display_data", "execute_result") and set(o.data) - {"text/plain"} == {WIDGET_VIEW}:
                 found.append(f"a widget-only display {o.data.get('text/plain', '')[:60]!r} from {cell.source[:60]!r}")
     return found
@@ -101,6 +106,7 @@ def test_stray_outputs_are_stderr_and_widget_only_displays():
     cell.outputs = [
         nbformat.v4.new_output("stream", name="stdout", text="step 3\n"),
         nbformat.v4.new_output("stream", name="stderr", text="FutureWarning: soon\n"),
+        nbformat.v4.new_output("stream", name="stdout", text="[2026-12-01] [WARNING] [real_accelerator.py:213] CPU\n"),
         nbformat.v4.new_output("display_data", data={WIDGET_VIEW: {"model_id": "a"}, "text/plain": "  0%|  |"}),
         nbformat.v4.new_output("display_data", data={WIDGET_VIEW: {"model_id": "b"}, "image/png": "iVBO",
                                                      "text/plain": "dashboard"}),
@@ -108,7 +114,8 @@ def test_stray_outputs_are_stderr_and_widget_only_displays():
     ]
     nb.cells = [cell]
     found = stray_outputs(nb)
-    assert len(found) == 2 and "FutureWarning: soon" in found[0] and "0%" in found[1]
+    assert len(found) == 3 and "FutureWarning: soon" in found[0] and "real_accelerator" in found[1]
+    assert "0%" in found[2]
 
 
 def _notebook(path: Path, parameters: str, body: str) -> Path:
