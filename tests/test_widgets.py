@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+import threading
 
 import pytest
 
@@ -258,6 +259,21 @@ def test_train_button_starts_a_background_run(tmp_path, monkeypatch):
     assert form.run.status == "completed" and form.run.summary["step"] == 3
     assert form.run.path.resolve().parent == tmp_path.resolve() / "runs"
     assert "completed at step 3 of 3" in form.message.value and "run=" in repr(form)
+
+
+def test_a_stopped_form_run_says_where_and_how_to_continue(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    form = train_form(pick_model("gpt2"), pick_dataset("docstrings-lm", limit=64, max_length=32))
+    form.max_steps.value, form.batch_size.value, form.device.value = 1000, 4, "cpu"
+    form.train_button.click()
+    stepped = threading.Event()
+    form.run.subscribe(lambda event: stepped.set() if event.get("step", 0) >= 1 else None)
+    assert stepped.wait(120), "no step within 120 s"
+    form.run.stop()
+    form.run.wait(120)
+    step = form.run.summary["step"]
+    assert form.run.status == "stopped" and 1 <= step < 1000
+    assert f"stopped at step {step} (checkpoint kept: form.run.resume() continues)" in form.message.value
 
 
 def test_a_run_that_fails_shows_its_reason_and_fix_in_the_form(tmp_path, monkeypatch):

@@ -210,8 +210,9 @@ class TrainForm(Composite):
             self.message.value = error_html(f"{run.name} failed at step {s.get('step', 0)}: "
                                             f"{s.get('error') or 'no reason recorded'}")
         elif s.get("status") == "stopped":
-            self.message.value = (f"<div style='font:12px sans-serif'>{where} (checkpoint kept: "
-                                  f"form.run.resume() continues)</div>")
+            how = ("checkpoint kept: form.run.resume() continues" if run.last_checkpoint is not None
+                   else s.get("error") or "no checkpoint")
+            self.message.value = f"<div style='font:12px sans-serif'>{where} ({html.escape(how)})</div>"
         else:
             self.message.value = f"<div style='font:12px sans-serif'>{where} of {s.get('max_steps', '?')}</div>"
 
