@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "workbench"
 # The layers, lowest first. A new module goes into one of them (the test says so).
 LAYERS = [
     {"device", "chips", "_hpu", "bundled", "progress", "nbrecord", "interrupts", "families", "lock",
-     "references"},
+     "references", "hub"},
     {"catalog", "data", "shapes", "batching", "memory", "footprint", "recipe", "diffusion",
      "attention", "checkpoint", "launchfiles", "flops"},
     {"run", "dashboard", "writer", "chart", "page", "planner", "trainingplan"},

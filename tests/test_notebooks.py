@@ -6,9 +6,11 @@ Executed notebooks are kept in test-artifacts/notebooks/ for a look afterwards.
 from __future__ import annotations
 
 import math
+import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -44,6 +46,24 @@ CHECKS = {
     and r["sd15_hours"] is None and r["every_row_sourced"],
 }
 TRAINING_CELLS = ("wb.train(", "wb.launch(", "wb.profile(")
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+# a library's log warning printed to stdout ("[2026-...] [WARNING] [real_accelerator.py:...]")
+# or a Python warning someone printed there
+LOGGED_WARNING = re.compile(r"\[WARNING\]|\w+Warning: ")
+
+
+def stray_outputs(nb) -> list[str]:
+    """What a lesson's saved outputs must not hold: stderr (a pink box: library noise, stray
+    warnings), libraries' warnings on stdout, and widget-only displays (a library's progress
+    bar: '0%' once saved)."""
+    found = []
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        for o in cell.outputs:
+            if o.output_type == "stream" and (o.name == "stderr" or LOGGED_WARNING.search(o.text)):
+                found.append(f"{o.name} from {cell.source[:60]!r}: {o.text[:400]!r}")
+            elif o.output_type in ("display_data", "execute_result") and set(o.data) - {"text/plain"} == {WIDGET_VIEW}:
+                found.append(f"a widget-only display {o.data.get('text/plain', '')[:60]!r} from {cell.source[:60]!r}")
+    return found
 
 
 def test_every_notebook_is_committed_clean_with_a_parameters_cell():
@@ -61,11 +81,14 @@ def test_every_notebook_is_committed_clean_with_a_parameters_cell():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs_under_papermill(path, tmp_path):
     out = tmp_path / path.name
+    t0 = time.monotonic()
     papermill.execute_notebook(str(path), str(out), kernel_name="python3", cwd=str(tmp_path),
                                progress_bar=False)
+    print(f"{path.stem}: smoke preset in {time.monotonic() - t0:.1f} s under papermill")  # a record, not a check
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shutil.copy(out, ARTIFACTS / path.name)
     nb = nbformat.read(out, as_version=4)
+    assert not stray_outputs(nb), "\n".join(stray_outputs(nb))
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -75,6 +98,24 @@ def test_notebook_runs_under_papermill(path, tmp_path):
                 f"a training cell keeps a picture when saved: {cell.source[:80]}"
     records = wb.records(out)
     assert CHECKS[path.stem](records), records
+
+
+def test_stray_outputs_are_stderr_and_widget_only_displays():
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("train()")
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text="step 3\n"),
+        nbformat.v4.new_output("stream", name="stderr", text="FutureWarning: soon\n"),
+        nbformat.v4.new_output("stream", name="stdout", text="[2026-12-01] [WARNING] [real_accelerator.py:213] CPU\n"),
+        nbformat.v4.new_output("display_data", data={WIDGET_VIEW: {"model_id": "a"}, "text/plain": "  0%|  |"}),
+        nbformat.v4.new_output("display_data", data={WIDGET_VIEW: {"model_id": "b"}, "image/png": "iVBO",
+                                                     "text/plain": "dashboard"}),
+        nbformat.v4.new_output("execute_result", data={"text/html": "<table/>"}, execution_count=1),
+    ]
+    nb.cells = [cell]
+    found = stray_outputs(nb)
+    assert len(found) == 3 and "FutureWarning: soon" in found[0] and "real_accelerator" in found[1]
+    assert "0%" in found[2]
 
 
 def _notebook(path: Path, parameters: str, body: str) -> Path:

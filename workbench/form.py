@@ -68,6 +68,8 @@ class TrainForm(Composite):
         self.model_picker = model_picker or pick_model()
         self.data_picker = data_picker or pick_dataset()
         self._hold = False
+        self._code_live = False  # once shown, the code follows every change of the form
+        self._stale = False  # the message is an input error, cleared by the next change
         self.run = None
         mp, dp = self.model_picker, self.data_picker
         self.until = w.Dropdown(options=[("max steps", "max_steps"), ("epochs", "epochs")],
@@ -91,7 +93,10 @@ class TrainForm(Composite):
         self.output = w.Output()
         self.train_button.on_click(lambda _: self.train())
         self.code_button.on_click(lambda _: self.show_code())
-        self._watch(self.until)
+        self._watch(self.until, self.max_steps, self.epochs, self.batch_size, self.lr, self.precision,
+                    self.device, self.max_length)
+        for picker in (mp, dp):  # after the picker's own update: its value is the new one
+            picker.on_update(self._refresh_code)
         embedded = [p.widget for p, new in zip((self.model_picker, self.data_picker), made) if new]
         self.widget = w.VBox([
             *embedded,
@@ -106,7 +111,13 @@ class TrainForm(Composite):
         self.epochs.disabled = self.until.value != "epochs"
 
     def update(self, owner=None) -> None:
-        self.message.value = ""
+        if self._stale:
+            self.message.value, self._stale = "", False
+        self._refresh_code()
+
+    def _refresh_code(self) -> None:
+        if self._code_live:
+            self.show_code()
 
     def call(self) -> tuple[ModelSpec, DataSpec, dict[str, Any]]:
         """``(model, data, kwargs)`` of the ``wb.train`` call; ValueError says what is wrong."""
@@ -144,13 +155,14 @@ class TrainForm(Composite):
         return "import workbench as wb\n\nrun = wb.train(\n" + "\n".join(lines) + "\n)\n"
 
     def show_code(self) -> None:
-        """Show the equivalent ``wb.train(...)`` call below the buttons."""
+        """Show the equivalent ``wb.train(...)`` call below the buttons, and from now on keep
+        it in step with the form (while the input is invalid: what is wrong, instead)."""
+        self._code_live = True
         try:
             text = self.code()
         except Exception as e:
-            self.message.value = error_html(error_text(e))
+            self.code_view.value = error_html(f"no code while the input is invalid: {error_text(e)}")
             return
-        self.message.value = ""
         self.code_view.value = (f"<pre style='font:12px monospace;background:#f5f5f5;padding:6px'>"
                                 f"{html.escape(text)}</pre>")
 
@@ -160,6 +172,7 @@ class TrainForm(Composite):
 
         if self.run is not None and self.run.is_training:
             self.message.value = error_html(f"{self.run.name} is still training; stop it first (form.run.stop())")
+            self._stale = True
             return
         error = None
         try:
@@ -176,9 +189,32 @@ class TrainForm(Composite):
                 except Exception as e:  # task mismatch, unavailable device, ...
                     error = e
         if error is not None:  # a message, not a traceback
-            self.message.value = error_html(error_text(error))
+            self.message.value, self._stale = error_html(error_text(error)), True
             return
-        self.message.value = f"<div style='font:12px sans-serif'>started {html.escape(self.run.name)}</div>"
+        run, self._stale = self.run, False
+        self.message.value = f"<div style='font:12px sans-serif'>started {html.escape(run.name)}</div>"
+        # The run ends on its own thread: its "end" event (emitted once summary.json holds
+        # the outcome) tells the form. A run that failed at once may have ended before
+        # the subscription: then its summary already says so.
+        run.subscribe(lambda event: self._ended(run) if event.get("phase") == "end" else None)
+        if run.summary.get("ended"):
+            self._ended(run)
+
+    def _ended(self, run) -> None:
+        """Show how ``run`` ended: completed, stopped, or failed with the reason and its fix."""
+        if run is not self.run:  # a later run replaced it in the form
+            return
+        s = run.summary
+        where = f"{html.escape(run.name)} {html.escape(s.get('status', '?'))} at step {s.get('step', 0)}"
+        if s.get("status") == "failed":
+            self.message.value = error_html(f"{run.name} failed at step {s.get('step', 0)}: "
+                                            f"{s.get('error') or 'no reason recorded'}")
+        elif s.get("status") == "stopped":
+            how = ("checkpoint kept: form.run.resume() continues" if run.last_checkpoint is not None
+                   else s.get("error") or "no checkpoint")
+            self.message.value = f"<div style='font:12px sans-serif'>{where} ({html.escape(how)})</div>"
+        else:
+            self.message.value = f"<div style='font:12px sans-serif'>{where} of {s.get('max_steps', '?')}</div>"
 
     def __repr__(self) -> str:
         run = f", run={self.run.name} ({self.run.status})" if self.run is not None else ""

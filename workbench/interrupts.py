@@ -24,7 +24,8 @@ class Interrupts:
         if self.run.stop_flag.is_set():
             raise KeyboardInterrupt
         self.run.stop()
-        print(f"\nStopping {self.run.name} after this step (interrupt again to abort).", file=sys.stderr, flush=True)
+        # a notice, not an error: on stdout (a notebook shows stderr as a pink error box)
+        print(f"\nStopping {self.run.name} after this step (interrupt again to abort).", file=sys.stdout, flush=True)
 
     def __exit__(self, *exc):
         if self.previous is not None:

@@ -17,7 +17,7 @@ from typing import Any
 import ipywidgets as w
 
 from . import bundled
-from .catalog import FAMILIES, ModelSpec
+from .catalog import FAMILIES, MINILM, ModelSpec
 from .catalog import model as as_model
 from .composite import (
     GREEN,
@@ -33,6 +33,7 @@ from .composite import (
 from .data import TASKS, DataSpec
 from .data import dataset as as_dataset
 from .device import PRECISIONS
+from .hub import offline_switch
 from .memory import plan_memory
 from .planner import plan as plan_cost
 from .trainingplan import fmt_hours, fmt_money
@@ -51,7 +52,8 @@ class ModelPicker(Composite):
     """Family, size, task, batch, length and precision; parameters and the memory verdict.
 
     ``value`` is the current ``ModelSpec`` (None while the input is invalid), ``plan`` its
-    ``MemoryPlan`` and ``error`` the message shown instead.
+    ``MemoryPlan``, ``hub`` whether its weights need the hub (``"cached"``, ``"download"``,
+    ``"offline"``: cannot load; None: no hub) and ``error`` the message shown instead.
     """
 
     def __init__(self, family: str = "bert", size: str = "tiny", batch_size: int = 16,
@@ -66,6 +68,7 @@ class ModelPicker(Composite):
         self.plan = None
         self.fits: bool | None = None
         self.error: str | None = None
+        self.hub: str | None = None  # "cached", "download", "offline" (cannot load), None: no hub
         named = size in ("tiny", *info["sizes"])
         self.family = w.Dropdown(options=[(f"{f}: {i['about']}", f) for f, i in FAMILIES.items()],
                                  value=family, description="family", **control_style())
@@ -95,7 +98,8 @@ class ModelPicker(Composite):
     @staticmethod
     def _sizes(family: str) -> list[tuple[str, str]]:
         sizes = FAMILIES[family]["sizes"]
-        return [("tiny (random init, no hub)", "tiny"), *((f"{s} ({sizes[s][0]})", s) for s in sizes),
+        return [("tiny (random init, no hub)", "tiny"),
+                *((f"{s} ({'pip package' if s == MINILM else 'hub: ' + sizes[s][0]})", s) for s in sizes),
                 (HUB, HUB)]
 
     def _unet_side(self) -> int | None:
@@ -129,7 +133,7 @@ class ModelPicker(Composite):
 
     def update(self, owner=None) -> None:
         """Rebuild the spec and its memory plan from the controls."""
-        self.value = self.plan = self.error = self.fits = None
+        self.value = self.plan = self.error = self.fits = self.hub = None
         if self.family.value != "unet":
             self._seq_len = self.seq_len.value
         try:
@@ -145,9 +149,8 @@ class ModelPicker(Composite):
         self.value, self.plan = spec, plan
         det = table[table["device"] == "detected"].iloc[0]
         self.fits = bool(det["fits"])
-        src = f" · weights: {spec.source}" if spec.source else " · random init"
         head = (f"<b>{html.escape(spec.name)}</b> · {html.escape(spec.task)} · "
-                f"<b>{human_count(plan.num_params)}</b> parameters{html.escape(src)}")
+                f"<b>{human_count(plan.num_params)}</b> parameters · {self._weights(spec)}")
         where = f"the detected {det['kind']} ({det['name']}, {det['memory_gib']:g} GiB)"
         if det["fits"]:
             verdict = f"<span style='color:{GREEN}'>fits</span>"
@@ -164,6 +167,22 @@ class ModelPicker(Composite):
         extra = [f"time for {self.tokens.value:,} tokens", "cost"] if costs else []
         self.devices.value = html_table(["device", "memory", "needs", "fits", "cheapest fix", *extra], rows)
 
+    def _weights(self, spec: ModelSpec) -> str:
+        """Where the weights come from, as HTML; sets ``hub``: whether loading needs the hub."""
+        ident = spec.hub_id
+        if ident is None:
+            self.hub = None
+            return html.escape(f"weights: {spec.source}" if spec.source else "random init")
+        self.hub = "cached" if spec.in_hub_cache() else "offline" if offline_switch() else "download"
+        if self.hub == "cached":
+            return f"weights: {html.escape(ident)} (in the local hub cache)"
+        if self.hub == "download":
+            return f"weights: {html.escape(ident)}: needs the hub (download)"
+        return (f"weights: {html.escape(ident)}: <span style='color:{RED}'>needs the hub (download), but the hub is "
+                f"switched off ({html.escape(offline_switch())}): it cannot load offline</span>; use size='tiny', a "
+                f"local directory (hf download {html.escape(ident)} --local-dir DIR where you have a network), "
+                f"or unset HF_HUB_OFFLINE")
+
     def _costs(self, spec: ModelSpec, devices: list[str]) -> dict[str, tuple[str, str]]:
         """device -> (time, cost) of the token budget (``wb.plan``); empty while the budget is 0."""
         if self.tokens.value <= 0:
@@ -176,7 +195,8 @@ class ModelPicker(Composite):
     def __repr__(self) -> str:
         if self.value is None:
             return f"ModelPicker(invalid: {self.error})"
-        fits = "fits" if self.fits else "does not fit"
+        fits = ("fits" if self.fits else "does not fit") + {"offline": ", cannot load offline",
+                                                           "download": ", needs the hub"}.get(self.hub, "")
         return (f"ModelPicker({self.value.name}, task={self.value.task}, batch {self.batch_size.value} x "
                 f"{self.seq_len.value}, {self.precision.value}: {fits})")
 
@@ -206,6 +226,7 @@ def pick_model(family: str = "bert", size: str = "tiny", batch_size: int = 16, s
     ModelPicker
         Displays itself; ``.value`` is the ``ModelSpec`` (None while the input is invalid),
         ``.plan`` the ``MemoryPlan``, ``.fits`` the verdict on the detected device,
+        ``.hub`` whether the weights need the hub (``"offline"``: they cannot load),
         ``.error`` the message shown.
 
     Examples

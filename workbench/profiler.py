@@ -8,11 +8,20 @@ TensorBoard profile files (``profile/tensorboard/``, ``tensorboard --logdir`` on
 
 from __future__ import annotations
 
+import contextlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .device import backend
+from .progress import native_stderr_without
+
+# What torch's profiler (kineto, c10) prints straight to file descriptor 2 on every profile,
+# whatever KINETO_LOG_LEVEL says: its start and stop markers, and that memory allocated
+# before the profile is freed inside it (always so: the model and optimizer predate it).
+NOISE = re.compile(r"(USDT|STAGE):.*SyncActivityProfilerHandler\.cpp|"
+                   r"Memory block of unknown size was allocated before the profiling started")
 
 
 def _activities(kind: str) -> list:
@@ -40,6 +49,7 @@ class _ProfileSteps:
     def __init__(self, kind: str, warmup: int, steps: int, out: Path):
         self.kind, self.warmup, self.steps, self.out = kind, warmup, steps, out
         self.prof = None
+        self.quiet = contextlib.ExitStack()  # the profiler's own lines held back while it records
 
     def _ready(self, prof) -> None:
         # A trace can be saved once: save it, then copy it under the name TensorBoard's
@@ -62,6 +72,7 @@ class _ProfileSteps:
         self.prof = profile(activities=_activities(self.kind), record_shapes=True, profile_memory=True,
                             schedule=schedule(wait=0, warmup=self.warmup, active=self.steps, repeat=1),
                             on_trace_ready=self._ready)
+        self.quiet.enter_context(native_stderr_without(NOISE.search))
         self.prof.__enter__()
 
     def on_step_end(self, args, state, control, **kw):
@@ -71,6 +82,7 @@ class _ProfileSteps:
     def on_train_end(self, args, state, control, **kw):
         if self.prof is not None:
             self.prof.__exit__(None, None, None)
+        self.quiet.close()
 
 
 @dataclass
@@ -145,8 +157,11 @@ def profile(model, data, *, steps: int = 5, warmup: int = 2, top: int = 15, **tr
         return original(args, state, control, **kw)
 
     callback.on_train_begin = begin
-    run = train(model, data, max_steps=warmup + steps, callbacks=[callback], eval_every=None,
-                **train_args)
+    try:
+        run = train(model, data, max_steps=warmup + steps, callbacks=[callback], eval_every=None,
+                    **train_args)
+    finally:  # a run that failed mid-way gets its stderr back too
+        steps_cb.quiet.close()
     prof = steps_cb.prof
     out = run.path / "profile"
     return Profile(run=run, table=top_ops(prof, top, kind), trace=out / "trace.json",

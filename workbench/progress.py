@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sys
 import time
 
@@ -71,11 +72,25 @@ class _Drop(logging.Filter):
 # that is not process-wide). transformers warns that the config's loss_type is None, the
 # default of every config, then uses the right loss anyway; and, when two checkpoints are
 # saved within a second, that it orders them by step number instead of file time (right).
+# And it reports a pretrained body loaded under a new task head as a LOAD REPORT of the
+# head's MISSING weights: what fine-tuning is (any other finding in a report still shows).
 NOISE = {
     "DeepSpeed": lambda r: r.levelno < logging.ERROR and f"{os.sep}accelerator{os.sep}" in r.pathname,
-    "transformers.modeling_utils": lambda r: str(r.msg).startswith("`loss_type=None`"),
+    "transformers.modeling_utils": lambda r: str(r.msg).startswith("`loss_type=None`") or new_head_only(r),
     "transformers.trainer_utils": lambda r: str(r.msg).startswith("mtime may not be reliable"),
 }
+
+
+def new_head_only(record: logging.LogRecord) -> bool:
+    """Whether ``record`` is transformers' LOAD REPORT saying only that weights outside the
+    model's pretrained body (``base_model_prefix``: the new task head) were initialised."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(record.msg))
+    found = re.match(r"(\w+) LOAD REPORT from: ", text)
+    cls = getattr(sys.modules.get("transformers"), found.group(1), None) if found else None
+    body = getattr(cls, "base_model_prefix", "")
+    rows = [[c.strip() for c in line.split("|")] for line in text.splitlines()[1:] if "|" in line]
+    rows = [r for r in rows[1:] if r[0] and set(r[0]) - set("-+")]  # past the header and the rule
+    return bool(body and rows) and all(r[1] == "MISSING" and not r[0].startswith(f"{body}.") for r in rows)
 
 
 @contextlib.contextmanager
@@ -100,6 +115,29 @@ def quiet_libraries():
             hf_logging.enable_progress_bar()
         if ds:
             datasets.enable_progress_bars()
+
+
+@contextlib.contextmanager
+def native_stderr_without(noise):
+    """What native (C++) code writes to file descriptor 2 in the block is held back and, but
+    for the lines ``noise(line)`` drops, written there at the end. Python's ``sys.stderr``
+    in a notebook is not that descriptor; in a terminal it is, and waits too."""
+    import tempfile
+
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as held:
+        saved = os.dup(2)
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = [ln for ln in held.read().decode(errors="replace").splitlines(keepends=True) if not noise(ln)]
+            if kept:
+                os.write(2, "".join(kept).encode())
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ import statistics
 from typing import Any
 
 from ..device import device as pick
+from ..progress import quiet_libraries
 from .contenders import (
     engine_setup,
     interleaved,
@@ -33,8 +34,9 @@ def engine(steps: int = 40, warmup: int = 5, repeats: int = 5, batch_size: int =
     ways = {"raw": raw_loop, "trainer": plain_trainer, "workbench": wb_train}
     if compile:
         ways["workbench_compiled"] = functools.partial(wb_train, compile=True)
-    samples = interleaved(ways, repeats, spec, data, dev, warmup, steps, batch_size, seq_len, precision,
-                          log_every=log_every)
+    with quiet_libraries():  # the plain Trainer's save shows transformers' "Writing model shards" bar
+        samples = interleaved(ways, repeats, spec, data, dev, warmup, steps, batch_size, seq_len, precision,
+                              log_every=log_every)
     med = {k: statistics.median(v) for k, v in samples.items()}
     return {
         "bench": "engine", "device": dev.to_dict(), "precision": precision,

@@ -9,6 +9,7 @@ from ..batching import BucketCollator, pack
 from ..catalog import model as as_model
 from ..data import dataset as as_dataset
 from ..device import device as pick
+from ..progress import quiet_libraries
 from ..shapes import BucketBatchSampler, buckets, lengths_of, tradeoff_rows
 from .contenders import (
     RawLoop,
@@ -129,17 +130,20 @@ def shapes(steps: int = 30, repeats: int = 3, device: str = "auto", size: str = 
     loops: dict[str, RawLoop] = {}
     stats: dict[str, dict[str, Any]] = {}
     batches: dict[str, _Batches] = {}
-    for name, (data_name, task, strategies) in SETUPS.items():
-        spec, data = specs[name], as_dataset(data_name)
-        b = batches[name] = _Batches(spec, data, task, "packed" in strategies, batch_size, max_length, k, seed)
-        for strategy in strategies:
-            key = f"{name}/{strategy}"
-            stats[key] = {"data": data_name, **_epoch_shape_stats(b.loader(strategy)[0])}
-            transformers.set_seed(seed)  # every strategy starts from the same weights
-            model = spec.build(num_labels=data.num_labels)[0]
-            loader, sampler = b.loader(strategy)
-            loops[key] = RawLoop(model, loader, dev, precision, sampler=sampler)
-    results = {key: {**stats[key], **timing} for key, timing in _measure(loops, steps, repeats, warmup).items()}
+    # quiet: datasets' bars of preparing and packing the data, transformers' loss_type notice
+    with quiet_libraries():
+        for name, (data_name, task, strategies) in SETUPS.items():
+            spec, data = specs[name], as_dataset(data_name)
+            b = batches[name] = _Batches(spec, data, task, "packed" in strategies, batch_size, max_length, k, seed)
+            for strategy in strategies:
+                key = f"{name}/{strategy}"
+                stats[key] = {"data": data_name, **_epoch_shape_stats(b.loader(strategy)[0])}
+                transformers.set_seed(seed)  # every strategy starts from the same weights
+                model = spec.build(num_labels=data.num_labels)[0]
+                loader, sampler = b.loader(strategy)
+                loops[key] = RawLoop(model, loader, dev, precision, sampler=sampler)
+        timings = _measure(loops, steps, repeats, warmup)
+    results = {key: {**stats[key], **timing} for key, timing in timings.items()}
     return {
         "bench": "shapes", "device": dev.to_dict(), "precision": precision,
         "config": {"models": {"bert": f"{size} BERT ({specs['bert'].num_params:,} parameters), "

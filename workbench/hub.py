@@ -1,0 +1,66 @@
+"""The Hugging Face hub, seen from here: is it switched off, is a repo in the local cache,
+and the one message for an id that could not be fetched (why, and each way to fix it).
+
+Nothing here reaches the network: the offline switch is an environment variable (or the
+hub library's own reading of it), the cache is a directory on disk.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TRUE = ("1", "ON", "YES", "TRUE")
+# what a repo needs in the cache to build a model from it: its config and its weights
+WEIGHTS = ("model.safetensors", "model.safetensors.index.json",
+           "diffusion_pytorch_model.safetensors", "diffusion_pytorch_model.safetensors.index.json")
+
+
+def offline_switch(what: str = "model") -> str | None:
+    """The variable that switches the hub off for a ``what`` (``HF_HUB_OFFLINE=1``), or None.
+
+    huggingface_hub reads ``HF_HUB_OFFLINE`` once, when it is imported: a variable set later
+    changes nothing for it, so once imported its own reading counts too.
+    """
+    names = ["HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"] + (["HF_DATASETS_OFFLINE"] if what == "dataset" else [])
+    for name in names:
+        if os.environ.get(name, "").upper() in TRUE:
+            return f"{name}={os.environ[name]}"
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None and getattr(constants, "HF_HUB_OFFLINE", False):
+        return "HF_HUB_OFFLINE (read when huggingface_hub was imported)"
+    return None
+
+
+def in_cache(repo_id: str, subfolder: str | None = None) -> bool:
+    """Whether the local hub cache holds ``repo_id``'s config and weights (no network)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    prefix = f"{subfolder}/" if subfolder else ""
+
+    def have(name: str) -> bool:
+        try:
+            return isinstance(try_to_load_from_cache(repo_id, prefix + name), str)
+        except Exception:  # a malformed id: not in the cache
+            return False
+
+    return have("config.json") and any(have(name) for name in WEIGHTS)
+
+
+def hub_error(what: str, ident: str, err: Exception) -> RuntimeError:
+    """A clear message for a hub id that could not be fetched: why, and the fixes."""
+    switch = offline_switch(what)
+    why = (f"the hub is switched off ({switch}) and {ident!r} is not in the local cache" if switch
+           else "the hub could not be reached, or has no such id (or it is gated: log in with `hf auth login`)")
+    detail = str(err).splitlines()[0] if str(err) else ""
+    download = f"hf download {ident}" + (" --repo-type dataset" if what == "dataset" else "") + " --local-dir DIR"
+    if what == "dataset":
+        local = (f"download it where you have a network ({download}) and pass a local file or directory "
+                 f"instead, or use a bundled dataset (wb.datasets())")
+    else:
+        local = (f"use size='tiny', which needs no hub; or download it where you have a network ({download}) "
+                 f"and pass the local directory as size=DIR")
+    online = ("; or go online: unset HF_HUB_OFFLINE (and TRANSFORMERS_OFFLINE, HF_DATASETS_OFFLINE) before "
+              "importing workbench, and the first run downloads it into the cache") if switch else ""
+    return RuntimeError(f"could not load {what} {ident!r} from the Hugging Face hub: {why}. "
+                        f"Fix: {local}{online}. ({type(err).__name__}: {detail})")
