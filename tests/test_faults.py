@@ -200,6 +200,28 @@ def test_a_full_disk_is_named_and_the_last_good_checkpoint_stays(tmp_path, monke
     assert run.status == "completed" and run.step == 12
 
 
+def test_a_run_that_fails_before_training_ends_failed_and_says_so(tmp_path, monkeypatch):
+    """The device cannot be set up (say, a resumed run on a machine without its device):
+    the summary reads failed with the reason, subscribers get the end, the lock is free."""
+    from workbench import engine
+
+    def no_device(spec, size):
+        raise RuntimeError("no hpu here: resume on the machine that has it, or device='cpu'")
+
+    monkeypatch.setattr(engine, "_device_for", no_device)
+    ended = []
+    run = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), run_dir=tmp_path, background=True,
+                   **{**LM, "live": lambda r: r.subscribe(lambda e: e.get("phase") == "end" and ended.append(e))})
+    with pytest.raises(RuntimeError, match="no hpu here"):
+        run.wait(120)
+    assert ended == [{"phase": "end", "step": 0, "status": "failed"}]
+    reopened = Run.open(run.path)
+    assert reopened.status == "failed" and "no hpu here" in reopened.summary["error"]
+    from workbench.writer import RunWriter
+
+    RunWriter(reopened).claim().release()  # not left busy: the lock was released
+
+
 def test_opening_a_run_never_runs_code_its_files_ask_for(tmp_path):
     """A run directory from someone else says trust_remote_code and ships an auto_map:
     loading its model must not import that code (trust is the caller's, at load time)."""

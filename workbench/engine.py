@@ -132,9 +132,15 @@ def execute(run: Run, resume_from: Path | None = None, writer: RunWriter | None 
         device = _device_for(run.spec, size)
         if main:
             writer.begin_on(device, size)
-    except BaseException:
+    except BaseException as e:  # before training: the run ends failed, and says why
+        run.error = e
         if main:
-            writer.release()
+            try:
+                writer.end({"status": "failed", "error": f"{type(e).__name__}: {e}",
+                            "traceback": traceback.format_exc()})
+                run.log.emit({"phase": "end", "step": 0, "status": "failed"})
+            finally:
+                writer.release()
         raise
     run.stop_flag.clear()
     run.error = None
