@@ -1,0 +1,214 @@
+"""Stable Diffusion's parts: tokenizer(s), text encoder(s), VAE, UNet and two schedulers.
+
+Built from small configs (random init: ``tiny``) or loaded from a diffusers-format
+directory or hub id (each part from its ``subfolder``, weights from safetensors only).
+``Parts`` holds them and assembles diffusers' ``StableDiffusionPipeline`` (or the SDXL
+one) for sampling. Errors are the libraries' own (``OSError`` for a missing file):
+``catalog`` names them with the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .families import FAMILIES
+from .progress import transformers_errors_only
+
+PARTS = ("text_encoder", "text_encoder_2", "vae", "unet", "scheduler", "sampler")
+# the objective's options (wb.model("sd", ...) keywords) and their defaults
+OPTIONS = {"prediction_type": None, "snr_gamma": None, "noise_offset": 0.0, "caption_dropout": 0.1}
+
+
+def diffusers():
+    """The diffusers module, or the pip fix."""
+    try:
+        import diffusers as d
+    except ImportError:
+        raise ImportError("Stable Diffusion needs diffusers: pip install 'gaudi-workbench[diffusion]'") from None
+    return d
+
+
+def check_options(overrides: dict[str, Any]) -> None:
+    """Refuse keywords that are neither a part's config (a dict) nor an objective option."""
+    for key, value in overrides.items():
+        if key in PARTS and key != "sampler" and not isinstance(value, dict):
+            raise TypeError(f"{key}= takes a dict of config fields, e.g. {key}={{'layers_per_block': 1}}")
+        if key not in PARTS and key not in OPTIONS:
+            raise TypeError(f"unknown Stable Diffusion option {key!r}; options: {', '.join(OPTIONS)}; "
+                            f"part configs (dicts): {', '.join(PARTS)}")
+    pred = overrides.get("prediction_type")
+    if pred not in (None, "epsilon", "v_prediction"):
+        raise ValueError(f"prediction_type={pred!r}: use 'epsilon' or 'v_prediction' (or None: the scheduler's)")
+    p = overrides.get("caption_dropout", 0.1)
+    if not 0 <= p < 1:
+        raise ValueError(f"caption_dropout={p!r} must be at least 0 and below 1 (0.1: the usual 10% empty captions)")
+    gamma = overrides.get("snr_gamma")
+    if gamma is not None and not gamma > 0:
+        raise ValueError(f"snr_gamma={gamma!r} must be above 0 (5.0: the min-SNR paper's value) or None")
+
+
+def configs(size: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The part configs of a catalog size (``tiny`` or named), with the part overrides applied."""
+    info = FAMILIES["sd"]
+    if size not in ("tiny", *info["sizes"]):
+        raise ValueError("the parts of a Stable Diffusion directory or hub id are read by build(); "
+                         f"num_params needs their configs: use size='tiny' or one of {', '.join(info['sizes'])}")
+    cfgs = info["tiny"] if size == "tiny" else info["sizes"][size][1]
+    return {k: ({**v, **overrides.get(k, {})} if isinstance(v, dict) else overrides.get(k, v))
+            for k, v in cfgs.items()}
+
+
+def options(overrides: dict[str, Any]) -> dict[str, Any]:
+    """The objective's options: the defaults with ``overrides`` applied."""
+    return {k: overrides.get(k, v) for k, v in OPTIONS.items()}
+
+
+@dataclass
+class Captions:
+    """What turns captioned images into a batch: the tokenizer(s), the image side, the caption length."""
+
+    tokenizers: list
+    resolution: int
+
+    @property
+    def caption_length(self) -> int:
+        return int(self.tokenizers[0].model_max_length)
+
+
+@dataclass
+class Parts:
+    """The pipeline's parts (diffusers' names); ``*_2`` only for SDXL."""
+
+    tokenizer: Any
+    text_encoder: Any
+    vae: Any
+    unet: Any
+    scheduler: Any  # training: adds noise, knows the prediction type
+    sampler: Any  # sampling
+    tokenizer_2: Any = None
+    text_encoder_2: Any = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def is_xl(self) -> bool:
+        return self.text_encoder_2 is not None
+
+    @property
+    def vae_scale(self) -> int:
+        return 2 ** (len(self.vae.config.block_out_channels) - 1)
+
+    @property
+    def resolution(self) -> int:
+        side = self.unet.config.sample_size
+        return int(side if isinstance(side, int) else side[0]) * self.vae_scale
+
+    @property
+    def captions(self) -> Captions:
+        return Captions([t for t in (self.tokenizer, self.tokenizer_2) if t is not None], self.resolution)
+
+    def pipeline(self, unet=None):
+        """diffusers' StableDiffusion(XL)Pipeline over these parts (``unet``: another UNet)."""
+        with transformers_errors_only():  # importing the pipelines warns about image processors it never uses
+            d = diffusers()
+            d.StableDiffusionPipeline  # noqa: B018  (diffusers imports its pipelines lazily)
+        common = {"vae": self.vae, "text_encoder": self.text_encoder, "tokenizer": self.tokenizer,
+                  "unet": unet if unet is not None else self.unet, "scheduler": self.sampler}
+        if self.is_xl:
+            return d.StableDiffusionXLPipeline(**common, text_encoder_2=self.text_encoder_2,
+                                               tokenizer_2=self.tokenizer_2)
+        return d.StableDiffusionPipeline(**common, safety_checker=None, feature_extractor=None,
+                                         requires_safety_checker=False)
+
+    def save(self, path) -> None:
+        """Write the parts as a diffusers-format directory (safetensors)."""
+        self.pipeline().save_pretrained(str(path), safe_serialization=True)
+
+
+def _sampler(name: str, scheduler_config: dict):
+    d = diffusers()
+    cls = getattr(d, name)
+    extra = {"set_alpha_to_one": False, "steps_offset": 1} if name in ("DDIMScheduler", "PNDMScheduler") else {}
+    if name == "PNDMScheduler":
+        extra["skip_prk_steps"] = True
+    return cls.from_config({**scheduler_config, **extra})
+
+
+def _text_config(cfg: dict, tok=None):
+    """A CLIPTextConfig; with ``tok`` (random init), its vocabulary and special ids."""
+    import transformers
+
+    ids = {} if tok is None else {"vocab_size": _round_up(len(tok), 64), "bos_token_id": tok.bos_token_id,
+                                  "eos_token_id": tok.eos_token_id, "pad_token_id": tok.pad_token_id}
+    return transformers.CLIPTextConfig(**{**ids, **cfg})
+
+
+def _text_encoder(cfg: dict, tok, projection: bool = False):
+    import transformers
+
+    cls = transformers.CLIPTextModelWithProjection if projection else transformers.CLIPTextModel
+    return cls(_text_config(cfg, tok))
+
+
+def build(configs: dict[str, Any], tokenizer) -> Parts:
+    """Random-init parts from ``configs`` (one dict per part) around ``tokenizer``."""
+    d = diffusers()
+    tokenizer.model_max_length = configs["text_encoder"]["max_position_embeddings"]  # fixed caption length
+    two = "text_encoder_2" in configs
+    parts = Parts(tokenizer=tokenizer, text_encoder=_text_encoder(configs["text_encoder"], tokenizer),
+                  vae=d.AutoencoderKL.from_config(configs["vae"]),
+                  unet=d.UNet2DConditionModel.from_config(configs["unet"]),
+                  scheduler=d.DDPMScheduler.from_config(configs["scheduler"]),
+                  sampler=_sampler(configs["sampler"], configs["scheduler"]))
+    if two:
+        parts.tokenizer_2 = tokenizer
+        parts.text_encoder_2 = _text_encoder(configs["text_encoder_2"], tokenizer, projection=True)
+    return parts
+
+
+def num_params(configs: dict[str, Any], tokenizer=None) -> int:
+    """Parameters of the text encoder(s), VAE and UNet, counted on the meta device."""
+    import torch
+    import transformers
+
+    d = diffusers()
+    with torch.device("meta"):
+        models = [d.AutoencoderKL.from_config(configs["vae"]), d.UNet2DConditionModel.from_config(configs["unet"])]
+        for key, cls in (("text_encoder", transformers.CLIPTextModel),
+                         ("text_encoder_2", transformers.CLIPTextModelWithProjection)):
+            if key in configs:
+                models.append(cls(_text_config(configs[key], tokenizer)))
+    return sum(p.numel() for m in models for p in m.parameters())
+
+
+def load(source: str, sampler: str | None = None, vae: str | None = None) -> Parts:
+    """The parts of a diffusers-format directory or hub id, each from its subfolder.
+
+    ``sampler``: the scheduler class that samples (default: the one the source names);
+    ``vae``: a diffusers-format VAE directory to use instead of the source's.
+    """
+    import transformers
+
+    d = diffusers()
+    index = d.DiffusionPipeline.load_config(source)  # model_index.json: which parts there are
+    kw = {"use_safetensors": True}
+    parts = Parts(
+        tokenizer=transformers.AutoTokenizer.from_pretrained(source, subfolder="tokenizer"),
+        text_encoder=transformers.CLIPTextModel.from_pretrained(source, subfolder="text_encoder", **kw),
+        vae=(d.AutoencoderKL.from_pretrained(vae, **kw) if vae
+             else d.AutoencoderKL.from_pretrained(source, subfolder="vae", **kw)),
+        unet=d.UNet2DConditionModel.from_pretrained(source, subfolder="unet", **kw),
+        scheduler=d.DDPMScheduler.from_pretrained(source, subfolder="scheduler"),
+        sampler=None)
+    config = dict(parts.scheduler.config)
+    name = sampler or (index.get("scheduler") or [None, "DDIMScheduler"])[1]
+    parts.sampler = _sampler(name, config)
+    if (index.get("text_encoder_2") or [None])[0] is not None:
+        parts.tokenizer_2 = transformers.AutoTokenizer.from_pretrained(source, subfolder="tokenizer_2")
+        parts.text_encoder_2 = transformers.CLIPTextModelWithProjection.from_pretrained(
+            source, subfolder="text_encoder_2", **kw)
+    return parts
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return (n + multiple - 1) // multiple * multiple

@@ -1,0 +1,157 @@
+"""Text-to-image latent diffusion through the ordinary Trainer: a module returning ``{"loss": mse}``.
+
+``TextToImage`` holds Stable Diffusion's parts (``pipeline.Parts``) and trains the UNet as
+diffusers' train_text_to_image script does: the VAE and the text encoder(s) frozen, image
+latents scaled by the VAE's factor, noise at random timesteps, the target (noise, or the
+velocity for v-prediction) from the scheduler's config, MSE, optional min-SNR weighting and
+noise offset, and a share of captions replaced by the empty prompt so that sampling can
+use classifier-free guidance. LoRA adapters (peft) on the UNet's attention are optional.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .pipeline import Parts, options
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+LORA_TARGETS = ["to_q", "to_k", "to_v", "to_out.0"]  # the UNet's attention projections
+
+
+def add_lora(unet, lora: dict) -> None:
+    """Freeze ``unet`` and give its attention projections LoRA adapters (peft) that train."""
+    try:
+        import peft
+    except ImportError:
+        raise ImportError("LoRA needs peft: pip install 'gaudi-workbench[lora]'") from None
+    cfg = dict(lora)
+    config = peft.LoraConfig(r=cfg.pop("r", 8), lora_alpha=cfg.pop("alpha", 8), lora_dropout=cfg.pop("dropout", 0.0),
+                             target_modules=cfg.pop("target_modules", LORA_TARGETS), **cfg)
+    unet.requires_grad_(False)
+    unet.add_adapter(config)  # diffusers' PeftAdapterMixin: only the adapters require grad
+
+
+class TextToImage(nn.Module):
+    """Stable Diffusion's parts; ``forward(pixel_values, input_ids)`` returns the loss."""
+
+    main_input_name = "pixel_values"
+
+    def __init__(self, parts: Parts, *, prediction_type: str | None = None, snr_gamma: float | None = None,
+                 noise_offset: float = 0.0, caption_dropout: float = 0.1, frozen_dtype: torch.dtype | None = None):
+        super().__init__()
+        self.parts = parts
+        self.unet, self.vae, self.text_encoder = parts.unet, parts.vae, parts.text_encoder
+        self.text_encoder_2 = parts.text_encoder_2
+        self.scheduler = parts.scheduler
+        if prediction_type:  # the sampler must predict what the UNet learns
+            self.scheduler.register_to_config(prediction_type=prediction_type)
+            parts.sampler.register_to_config(prediction_type=prediction_type)
+        self.prediction_type = self.scheduler.config.prediction_type
+        self.snr_gamma, self.noise_offset, self.caption_dropout = snr_gamma, noise_offset, caption_dropout
+        for frozen in self.frozen:
+            frozen.requires_grad_(False)
+            frozen.eval()
+            if frozen_dtype is not None and next(frozen.parameters()).dtype != frozen_dtype:
+                frozen.to(frozen_dtype)
+        # the empty prompt's ids: a dropped caption (classifier-free guidance training)
+        for i, tok in enumerate(parts.captions.tokenizers):
+            ids = tok("", padding="max_length", max_length=tok.model_max_length, truncation=True)["input_ids"]
+            self.register_buffer(f"empty_ids_{i}", torch.tensor(ids), persistent=False)
+        acp = self.scheduler.alphas_cumprod.float()
+        self.register_buffer("snr", acp / (1 - acp), persistent=False)
+
+    @property
+    def frozen(self) -> list[nn.Module]:
+        return [m for m in (self.vae, self.text_encoder, self.text_encoder_2) if m is not None]
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        for frozen in self.frozen:  # the Trainer calls model.train() at every step
+            frozen.eval()
+        return self
+
+    @torch.no_grad()
+    def encode_text(self, input_ids: torch.Tensor, input_ids_2: torch.Tensor | None = None):
+        """(prompt embeddings, SDXL's extra UNet inputs or None) of caption token ids."""
+        if self.text_encoder_2 is None:
+            return self.text_encoder(input_ids)[0], None
+        # SDXL: both encoders' penultimate hidden states side by side, the second's pooled projection
+        one = self.text_encoder(input_ids, output_hidden_states=True).hidden_states[-2]
+        out = self.text_encoder_2(input_ids_2, output_hidden_states=True)
+        return torch.cat([one, out.hidden_states[-2]], dim=-1), out.text_embeds
+
+    def _drop_captions(self, ids: list[torch.Tensor]) -> list[torch.Tensor]:
+        if not self.training or not self.caption_dropout:
+            return ids
+        drop = torch.rand(ids[0].shape[0], device=ids[0].device) < self.caption_dropout
+        return [torch.where(drop[:, None], getattr(self, f"empty_ids_{i}").to(x.device), x)
+                for i, x in enumerate(ids)]
+
+    def forward(self, pixel_values: torch.Tensor, input_ids: torch.Tensor, input_ids_2: torch.Tensor | None = None,
+                return_loss: bool = True, **_unused):
+        # `return_loss=True` tells the Trainer the loss needs no labels (eval_loss is reported)
+        with torch.no_grad():
+            vae_dtype = next(self.vae.parameters()).dtype
+            latents = self.vae.encode(pixel_values.to(vae_dtype)).latent_dist.sample()
+            latents = latents.float() * self.vae.config.scaling_factor
+            ids = self._drop_captions([x for x in (input_ids, input_ids_2) if x is not None])
+            context, pooled = self.encode_text(*ids)
+        noise = torch.randn_like(latents)
+        if self.noise_offset:  # a per-channel shift: lets the model learn very dark and bright images
+            noise = noise + self.noise_offset * torch.randn(latents.shape[0], latents.shape[1], 1, 1,
+                                                            device=latents.device)
+        t = torch.randint(0, self.scheduler.config.num_train_timesteps, (latents.shape[0],), device=latents.device)
+        noisy = self.scheduler.add_noise(latents, noise, t)
+        target = noise if self.prediction_type == "epsilon" else self.scheduler.get_velocity(latents, noise, t)
+        extra = None
+        if pooled is not None:  # SDXL's size and crop conditioning: (original, crop top-left, target)
+            side = float(pixel_values.shape[-1])
+            time_ids = torch.tensor([side, side, 0.0, 0.0, side, side], device=latents.device)
+            extra = {"text_embeds": pooled, "time_ids": time_ids.expand(latents.shape[0], 6)}
+        unet_dtype = next(self.unet.parameters()).dtype
+        pred = self.unet(noisy.to(unet_dtype), t, context.to(unet_dtype), added_cond_kwargs=extra).sample
+        loss = nn.functional.mse_loss(pred.float(), target.float(), reduction="none").mean(dim=(1, 2, 3))
+        if self.snr_gamma:  # min-SNR weighting (Hang et al. 2023): min(SNR, gamma) / SNR (+1 for v)
+            snr = self.snr.to(t.device)[t]
+            weight = snr.clamp(max=self.snr_gamma) / (snr + 1 if self.prediction_type == "v_prediction" else snr)
+            loss = loss * weight
+        return {"loss": loss.mean()}
+
+    @torch.no_grad()
+    def sample(self, prompts: str | list[str], steps: int = 25, guidance: float = 7.5, seed: int = 0,
+               negative_prompt: str | list[str] | None = None):
+        """Images for ``prompts`` (PIL), deterministic for a ``seed``, through diffusers' pipeline."""
+        prompts = [prompts] if isinstance(prompts, str) else list(prompts)
+        if not prompts or not all(isinstance(p, str) for p in prompts):
+            raise ValueError("run.sample(prompts): pass a prompt or a list of prompts (strings), "
+                             "e.g. run.sample(['a handwritten seven'])")
+        if steps < 1:
+            raise ValueError(f"steps must be at least 1, got {steps}")
+        was_training = self.training
+        self.eval()
+        dtype = next(self.unet.parameters()).dtype
+        frozen = [next(m.parameters()).dtype for m in self.frozen]
+        try:
+            for m, d in zip(self.frozen, frozen):  # the pipeline runs every part in one dtype: the UNet's
+                if d != dtype:
+                    m.to(dtype)
+            pipe = self.parts.pipeline(unet=self.unet)
+            pipe.set_progress_bar_config(disable=True)
+            gen = torch.Generator(device="cpu").manual_seed(seed)
+            return pipe(prompts, num_inference_steps=steps, guidance_scale=guidance, generator=gen,
+                        negative_prompt=negative_prompt, output_type="pil").images
+        finally:
+            for m, d in zip(self.frozen, frozen):
+                if d != dtype:
+                    m.to(d)
+            self.train(was_training)
+
+
+def from_spec(spec, precision: str | None = None) -> TextToImage:
+    """The objective of an ``sd`` ModelSpec: its parts built, LoRA added as it says."""
+    parts, _ = spec.build()
+    if spec.lora is not None:
+        add_lora(parts.unet, spec.lora)
+    return TextToImage(parts, **options(spec.overrides),
+                       frozen_dtype=DTYPES.get(precision) if precision else None)
