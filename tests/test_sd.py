@@ -160,6 +160,29 @@ def test_parts_load_from_a_local_diffusers_directory_as_a_custom_or_an_sd15_spec
         wb.model("sd", size=str(tmp_path / "pipe" / "unet"))
 
 
+# A tiny SDXL: a second text encoder (with projection) and the UNet's size/crop conditioning
+TINY_XL = {"text_encoder_2": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                              "num_attention_heads": 2, "max_position_embeddings": 16, "projection_dim": 32},
+           "unet": {"cross_attention_dim": 128, "addition_embed_type": "text_time", "addition_time_embed_dim": 8,
+                    "projection_class_embeddings_input_dim": 8 * 6 + 32}}
+
+
+def test_an_sdxl_shaped_pipeline_trains_on_both_text_encoders_samples_and_reloads(tmp_path):
+    model = from_spec(wb.model("sd", **TINY_XL))
+    assert model.parts.is_xl and len(model.parts.captions.tokenizers) == 2
+    rows = wb.dataset("digits-captioned", limit=20).prepare(model.parts.captions)["train"].select(range(4))
+    assert "input_ids_2" in rows.column_names
+    loss = model(**{k: torch.tensor(rows[k]) for k in rows.column_names})["loss"]
+    loss.backward()
+    assert torch.isfinite(loss) and model.unet.add_embedding.linear_1.weight.grad.abs().sum() > 0
+    assert type(model.parts.pipeline()).__name__ == "StableDiffusionXLPipeline"
+    assert model.sample(PROMPTS[0], steps=2)[0].size == (32, 32)
+    model.parts.save(tmp_path / "xl")
+    again, captions = wb.model("sd", size=str(tmp_path / "xl")).build()
+    assert again.is_xl and len(captions.tokenizers) == 2
+    assert torch.equal(again.text_encoder_2.text_projection.weight, model.parts.text_encoder_2.text_projection.weight)
+
+
 # ---------------------------------------------------------------- the objective
 def _batch(captions, n=4):
     tok = captions.tokenizers[0]

@@ -54,7 +54,8 @@ def configs(size: str, overrides: dict[str, Any]) -> dict[str, Any]:
     if size not in ("tiny", *info["sizes"]):
         raise ValueError("the parts of a Stable Diffusion directory or hub id are read by build(); "
                          f"num_params needs their configs: use size='tiny' or one of {', '.join(info['sizes'])}")
-    cfgs = info["tiny"] if size == "tiny" else info["sizes"][size][1]
+    cfgs = dict(info["tiny"] if size == "tiny" else info["sizes"][size][1])
+    cfgs.update({k: {} for k in PARTS if k in overrides and k not in cfgs})  # e.g. a second text encoder
     return {k: ({**v, **overrides.get(k, {})} if isinstance(v, dict) else overrides.get(k, v))
             for k, v in cfgs.items()}
 
@@ -115,8 +116,9 @@ class Parts:
         common = {"vae": self.vae, "text_encoder": self.text_encoder, "tokenizer": self.tokenizer,
                   "unet": unet if unet is not None else self.unet, "scheduler": self.sampler}
         if self.is_xl:
+            # unguided: the empty prompt encoded, as caption dropout trains it (not SDXL's zeros)
             return d.StableDiffusionXLPipeline(**common, text_encoder_2=self.text_encoder_2,
-                                               tokenizer_2=self.tokenizer_2)
+                                               tokenizer_2=self.tokenizer_2, force_zeros_for_empty_prompt=False)
         return d.StableDiffusionPipeline(**common, safety_checker=None, feature_extractor=None,
                                          requires_safety_checker=False)
 
