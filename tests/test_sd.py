@@ -296,3 +296,39 @@ def test_a_tiny_sd_run_killed_by_sigkill_resumes_from_its_checkpoint(tmp_path):
     run.resume(live=False)
     assert run.status == "completed" and run.summary["step"] == 6
     assert [e["step"] for e in run.events if e["phase"] in ("warmup", "train")] == [2, 4, 6]
+
+
+# ---------------------------------------------------------------- the VAE
+def test_vae_options_and_paths_are_checked_before_anything_is_written(tmp_path):
+    assert wb.model("vae").num_params == _params(wb.model("vae").build()[0])
+    with pytest.raises(TypeError, match="unknown VAE option 'beta'; options: vae"):
+        wb.model("vae", beta=1)
+    with pytest.raises(FileNotFoundError, match="neither a VAE run's directory"):
+        wb.model("sd", vae=str(tmp_path))
+
+
+@pytest.mark.slow
+def test_a_tiny_vae_trains_and_sd_takes_it_with_its_latent_scale():
+    run = wb.train(wb.model("vae"), wb.dataset("digits-captioned", limit=200), max_steps=24, batch_size=16,
+                   lr=2e-3, log_every=4, live=False)
+    assert run.status == "completed", run.summary.get("error")
+    losses = [e["loss"] for e in run.events if e["phase"] in ("warmup", "train")]
+    assert losses[-1] < 0.7 * losses[0], losses
+    with pytest.raises(ValueError, match="reconstructs images, it does not sample"):
+        run.sample(PROMPTS)
+    from safetensors.torch import load_file
+
+    saved = load_file(str(run.last_checkpoint / "model.safetensors"))
+    spec = wb.model("sd", vae=run)
+    assert spec.overrides["vae"] == str(run.path.resolve())
+    assert wb.model("sd", vae=str(run.path)).to_dict() == json.loads(spec.to_json())
+    model = from_spec(spec)
+    vae = model.vae.state_dict()
+    assert all(torch.equal(vae[k], saved[f"vae.{k}"]) for k in vae)
+    assert float(saved["latent_std"]) > 0
+    assert model.vae.config.scaling_factor == pytest.approx(1 / float(saved["latent_std"]))
+    x, ids = _batch(model.captions)
+    assert torch.isfinite(model(x, ids)["loss"])
+    with pytest.raises(ValueError, match="is a sd run, not a VAE run"):
+        sd = wb.train(wb.model("sd"), wb.dataset("digits-captioned", limit=32), max_steps=1, batch_size=8, live=False)
+        wb.model("sd", vae=sd)

@@ -14,14 +14,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import pipeline  # imports no torch: the libraries load when a part is built
 from .families import FAMILIES, MINILM, TASK_CLASSES  # noqa: F401  (TASK_CLASSES: public here too)
 
 ASSETS = Path(__file__).parent / "assets"
 TOKENIZERS = ASSETS / "tokenizers"
+LATENT = ("sd", "vae")  # the families built by ``pipeline`` (Stable Diffusion's parts)
 # files that transformers builds a tokenizer from (one of them must be in a tokenizer directory)
 TOKENIZER_FILES = {"tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model",
                    "tokenizer.model", "sentencepiece.bpe.model"}
-
 
 
 def _known(kind: str, name: str, valid) -> ValueError:
@@ -156,7 +157,7 @@ class ModelSpec:
         """The model's config, built offline for tiny and named sizes (sd: one dict per part)."""
         if self.family == "unet":
             return self.unet_config()
-        if self.family == "sd":
+        if self.family in LATENT:
             return self.sd_configs()
         from transformers import AutoConfig
 
@@ -206,15 +207,13 @@ class ModelSpec:
         return {**defaults, **cfg}
 
     def sd_configs(self) -> dict[str, Any]:
-        """Stable Diffusion's part configs (tiny or a named size), with the part overrides applied."""
-        from .pipeline import configs
-
-        return configs(self.size, self.overrides)
+        """Stable Diffusion's (or the VAE's) part configs, with the part overrides applied."""
+        return pipeline.configs(self.size, self.overrides, self.family)
 
     @property
     def max_positions(self) -> int | None:
         """The longest sequence the model can place (None: relative positions, or no text)."""
-        if self.family in ("unet", "sd"):  # sd: captions are padded to the text encoder's length
+        if self.family in ("unet", *LATENT):  # sd: captions are padded to the text encoder's length
             return None
         return getattr(self.config(), "max_position_embeddings", None)
 
@@ -224,10 +223,8 @@ class ModelSpec:
         """Parameter count from the config, on the meta device (no weights, no hub)."""
         import torch
 
-        if self.family == "sd":
-            from .pipeline import num_params
-
-            return num_params(self.sd_configs(), self.load_tokenizer() if self.size == "tiny" else None)
+        if self.family in LATENT:
+            return pipeline.num_params(self.sd_configs(), self.load_tokenizer() if self.size == "tiny" else None)
         with torch.device("meta"):
             model = self._from_config(self.config())
         return sum(p.numel() for p in model.parameters())
@@ -250,7 +247,7 @@ class ModelSpec:
             self.num_labels = num_labels
         if self.family == "unet":
             return self._build_unet()
-        if self.family == "sd":
+        if self.family in LATENT:
             return self._build_sd()
         tok = self.load_tokenizer()
         cfg = self.config()
@@ -310,9 +307,9 @@ class ModelSpec:
         return self._from_config(self.unet_config()), processor
 
     def _build_sd(self):
-        """(pipeline.Parts, pipeline.Captions): random-init parts for tiny, else read from the source."""
-        from . import pipeline
-
+        """(pipeline.Parts or the VAE, pipeline.Captions): tiny from configs, else from the source."""
+        if self.family == "vae":
+            return pipeline.build_vae(self.sd_configs()["vae"], self.load_tokenizer())
         try:
             parts = (pipeline.load(self.source, sampler=self.sd_configs()["sampler"] if self.size != "custom" else None)
                      if self.is_pretrained else pipeline.build(self.sd_configs(), self.load_tokenizer()))
@@ -423,10 +420,8 @@ def model(family: str | ModelSpec, size: str | None = None, task: str | None = N
     if lora and fam == "unet":
         raise ValueError("LoRA is wired for the transformer families and sd (the UNet's attention), not the "
                          "unconditional UNet")
-    if fam == "sd":
-        from .pipeline import check_options
-
-        check_options(overrides)
+    if fam in LATENT:
+        overrides = pipeline.check_options(overrides, fam)
     return ModelSpec(family=fam, size=size, task=task, source=source, overrides=dict(overrides),
                      num_labels=num_labels, tokenizer=tokenizer, trust_remote_code=trust_remote_code,
                      lora=({} if lora is True else dict(lora)) if lora else None)

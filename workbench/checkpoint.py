@@ -61,7 +61,7 @@ def load_checkpoint(spec: ModelSpec, ckpt: Path, base: Path | None = None, *,
 
         model = from_spec(spec)
         model.load_state_dict(load_file(str(ckpt / "model.safetensors")))
-        return model, model.parts.captions
+        return model, model.captions
     if spec.task == "diffusion":
         from safetensors.torch import load_file
 

@@ -179,3 +179,12 @@ FAMILIES["sd"] = {
                      "use_linear_projection": True}}),
     },
 }
+# A VAE trained on its own (reconstruction + KL) for Stable Diffusion's latents: wb.model("sd", vae=run)
+FAMILIES["vae"] = {
+    "about": "Stable Diffusion's image autoencoder (AutoencoderKL): reconstruction + KL",
+    "tasks": ("text_to_image",),  # it trains on the images of captioned image data
+    "model_type": "vae",
+    "tokenizer": "gpt2",  # captioned data is tokenized on the way (the VAE ignores the captions)
+    "tiny": {"vae": FAMILIES["sd"]["tiny"]["vae"]},
+    "sizes": {},
+}

@@ -9,7 +9,9 @@ one) for sampling. Errors are the libraries' own (``OSError`` for a missing file
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .families import FAMILIES
@@ -18,6 +20,7 @@ from .progress import transformers_errors_only
 PARTS = ("text_encoder", "text_encoder_2", "vae", "unet", "scheduler", "sampler")
 # the objective's options (wb.model("sd", ...) keywords) and their defaults
 OPTIONS = {"prediction_type": None, "snr_gamma": None, "noise_offset": 0.0, "caption_dropout": 0.1}
+VAE_OPTIONS = {"kl_weight": 1e-4}  # the VAE family's: KL per latent element against MSE per pixel
 
 
 def diffusers():
@@ -29,11 +32,26 @@ def diffusers():
     return d
 
 
-def check_options(overrides: dict[str, Any]) -> None:
-    """Refuse keywords that are neither a part's config (a dict) nor an objective option."""
+def check_options(overrides: dict[str, Any], family: str = "sd") -> dict[str, Any]:
+    """``overrides`` checked (a part's config is a dict; ``vae=`` also a trained VAE: a run,
+    its directory, or a diffusers VAE directory), a Run given as ``vae=`` made its path."""
+    overrides = dict(overrides)
+    if family == "vae":
+        bad = [k for k in overrides if k not in ("vae", *VAE_OPTIONS)]
+        if bad:
+            raise TypeError(f"unknown VAE option {bad[0]!r}; options: vae (a config dict), {', '.join(VAE_OPTIONS)}")
+        return overrides
+    if hasattr(overrides.get("vae"), "path"):  # a Run
+        overrides["vae"] = str(overrides["vae"].path)
+    if isinstance(overrides.get("vae"), (str, Path)):
+        overrides["vae"] = str(Path(overrides["vae"]).expanduser().resolve())
+        vae_config(overrides["vae"])  # refuses what holds no VAE, before anything is written
     for key, value in overrides.items():
-        if key in PARTS and key != "sampler" and not isinstance(value, dict):
+        if key in PARTS and key != "sampler" and not isinstance(value, dict) and key != "vae":
             raise TypeError(f"{key}= takes a dict of config fields, e.g. {key}={{'layers_per_block': 1}}")
+        if key == "vae" and not isinstance(value, (dict, str)):
+            raise TypeError("vae= takes a trained VAE (a run, its directory, a diffusers VAE directory) "
+                            "or a dict of config fields")
         if key not in PARTS and key not in OPTIONS:
             raise TypeError(f"unknown Stable Diffusion option {key!r}; options: {', '.join(OPTIONS)}; "
                             f"part configs (dicts): {', '.join(PARTS)}")
@@ -46,16 +64,20 @@ def check_options(overrides: dict[str, Any]) -> None:
     gamma = overrides.get("snr_gamma")
     if gamma is not None and not gamma > 0:
         raise ValueError(f"snr_gamma={gamma!r} must be above 0 (5.0: the min-SNR paper's value) or None")
+    return overrides
 
 
-def configs(size: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    """The part configs of a catalog size (``tiny`` or named), with the part overrides applied."""
-    info = FAMILIES["sd"]
+def configs(size: str, overrides: dict[str, Any], family: str = "sd") -> dict[str, Any]:
+    """The part configs of a catalog size (``tiny`` or named), with the part overrides applied
+    (``vae=`` a trained VAE: its own config)."""
+    info = FAMILIES[family]
     if size not in ("tiny", *info["sizes"]):
         raise ValueError("the parts of a Stable Diffusion directory or hub id are read by build(); "
                          f"num_params needs their configs: use size='tiny' or one of {', '.join(info['sizes'])}")
     cfgs = dict(info["tiny"] if size == "tiny" else info["sizes"][size][1])
     cfgs.update({k: {} for k in PARTS if k in overrides and k not in cfgs})  # e.g. a second text encoder
+    if isinstance(overrides.get("vae"), str):
+        return {**cfgs, "vae": vae_config(overrides["vae"]), "vae_path": overrides["vae"]}
     return {k: ({**v, **overrides.get(k, {})} if isinstance(v, dict) else overrides.get(k, v))
             for k, v in cfgs.items()}
 
@@ -158,7 +180,7 @@ def build(configs: dict[str, Any], tokenizer) -> Parts:
     tokenizer.model_max_length = configs["text_encoder"]["max_position_embeddings"]  # fixed caption length
     two = "text_encoder_2" in configs
     parts = Parts(tokenizer=tokenizer, text_encoder=_text_encoder(configs["text_encoder"], tokenizer),
-                  vae=d.AutoencoderKL.from_config(configs["vae"]),
+                  vae=load_vae(configs["vae_path"]) if "vae_path" in configs else d.AutoencoderKL.from_config(configs["vae"]),
                   unet=d.UNet2DConditionModel.from_config(configs["unet"]),
                   scheduler=d.DDPMScheduler.from_config(configs["scheduler"]),
                   sampler=_sampler(configs["sampler"], configs["scheduler"]))
@@ -175,12 +197,60 @@ def num_params(configs: dict[str, Any], tokenizer=None) -> int:
 
     d = diffusers()
     with torch.device("meta"):
-        models = [d.AutoencoderKL.from_config(configs["vae"]), d.UNet2DConditionModel.from_config(configs["unet"])]
+        models = [d.AutoencoderKL.from_config(configs["vae"])]
+        if "unet" in configs:
+            models.append(d.UNet2DConditionModel.from_config(configs["unet"]))
         for key, cls in (("text_encoder", transformers.CLIPTextModel),
                          ("text_encoder_2", transformers.CLIPTextModelWithProjection)):
             if key in configs:
                 models.append(cls(_text_config(configs[key], tokenizer)))
     return sum(p.numel() for m in models for p in m.parameters())
+
+
+def build_vae(config: dict[str, Any], tokenizer):
+    """(random-init AutoencoderKL, Captions) for the VAE family (captions tokenized, then unused)."""
+    tokenizer.model_max_length = 16
+    return diffusers().AutoencoderKL.from_config(config), Captions([tokenizer], int(config["sample_size"]))
+
+
+def _vae_checkpoint(path: Path) -> Path:
+    """The weights of a VAE run's last checkpoint."""
+    spec = json.loads((path / "spec.json").read_text())
+    if spec["model"]["family"] != "vae":
+        raise ValueError(f"vae={str(path)!r} is a {spec['model']['family']} run, not a VAE run "
+                         f"(train one with wb.train(wb.model('vae'), ...))")
+    found = sorted(path.glob("checkpoints/checkpoint-*/model.safetensors"), key=lambda p: int(p.parent.name[11:]))
+    if not found:
+        raise FileNotFoundError(f"the VAE run {str(path)!r} has no checkpoint yet: train it first")
+    return found[-1]
+
+
+def vae_config(path: str) -> dict[str, Any]:
+    """The config of a trained VAE: a VAE run's directory or a diffusers VAE directory."""
+    p = Path(path)
+    if (p / "config.json").exists():
+        return {k: v for k, v in json.loads((p / "config.json").read_text()).items() if not k.startswith("_")}
+    if not (p / "spec.json").exists():
+        raise FileNotFoundError(f"vae={path!r} is neither a VAE run's directory (spec.json) nor a diffusers "
+                                f"VAE directory (config.json): pass wb.train(wb.model('vae'), ...)'s run or its path")
+    _vae_checkpoint(p)
+    model = json.loads((p / "spec.json").read_text())["model"]
+    return configs(model["size"], model["overrides"], "vae")["vae"]
+
+
+def load_vae(path: str):
+    """A trained VAE; from a run, with the scaling factor that gives its latents unit variance."""
+    d, p = diffusers(), Path(path)
+    if (p / "config.json").exists():
+        return d.AutoencoderKL.from_pretrained(str(p), use_safetensors=True)
+    from safetensors.torch import load_file
+
+    state = load_file(str(_vae_checkpoint(p)))
+    vae = d.AutoencoderKL.from_config(vae_config(path))
+    vae.load_state_dict({k[len("vae."):]: v for k, v in state.items() if k.startswith("vae.")})
+    if float(state.get("latent_std", 0)) > 0:  # measured while the VAE trained (the latent diffusion paper's 1 / std)
+        vae.register_to_config(scaling_factor=float(1 / state["latent_std"]))
+    return vae
 
 
 def load(source: str, sampler: str | None = None, vae: str | None = None) -> Parts:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .pipeline import Parts, options
+from .pipeline import VAE_OPTIONS, Captions, Parts, options
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 LORA_TARGETS = ["to_q", "to_k", "to_v", "to_out.0"]  # the UNet's attention projections
@@ -60,6 +60,10 @@ class TextToImage(nn.Module):
             self.register_buffer(f"empty_ids_{i}", torch.tensor(ids), persistent=False)
         acp = self.scheduler.alphas_cumprod.float()
         self.register_buffer("snr", acp / (1 - acp), persistent=False)
+
+    @property
+    def captions(self) -> Captions:
+        return self.parts.captions
 
     @property
     def frozen(self) -> list[nn.Module]:
@@ -148,8 +152,44 @@ class TextToImage(nn.Module):
             self.train(was_training)
 
 
-def from_spec(spec, precision: str | None = None) -> TextToImage:
-    """The objective of an ``sd`` ModelSpec: its parts built, LoRA added as it says."""
+class Autoencoder(nn.Module):
+    """A VAE that trains on its own: ``forward(pixel_values)`` returns MSE reconstruction + KL.
+
+    ``kl_weight`` weighs the KL divergence per latent element against the squared error per
+    pixel: small, so that latents keep the image's detail while staying near a unit Gaussian.
+    A running estimate of the latents' standard deviation is kept (``latent_std``, saved with
+    the weights): Stable Diffusion scales latents by its inverse.
+    """
+
+    main_input_name = "pixel_values"
+
+    def __init__(self, vae, captions: Captions, kl_weight: float = VAE_OPTIONS["kl_weight"]):
+        super().__init__()
+        self.vae, self.captions, self.kl_weight = vae, captions, kl_weight
+        self.register_buffer("latent_std", torch.zeros(()))  # 0: not measured yet
+
+    def forward(self, pixel_values: torch.Tensor, return_loss: bool = True, **_unused):
+        posterior = self.vae.encode(pixel_values).latent_dist
+        z = posterior.sample()
+        recon = self.vae.decode(z).sample
+        mse = nn.functional.mse_loss(recon.float(), pixel_values.float())
+        kl = posterior.kl().mean() / z[0].numel()
+        if self.training:
+            with torch.no_grad():  # torch.where, not an `if`: no device sync
+                std = z.detach().float().std()
+                self.latent_std.copy_(torch.where(self.latent_std > 0, 0.95 * self.latent_std + 0.05 * std, std))
+        return {"loss": mse + self.kl_weight * kl, "mse": mse.detach()}
+
+    def sample(self, *_args, **_kw):
+        raise ValueError("a VAE run reconstructs images, it does not sample them: train Stable Diffusion on its "
+                         "latents with wb.model('sd', vae=run) and sample that run")
+
+
+def from_spec(spec, precision: str | None = None):
+    """The objective of an ``sd`` (or ``vae``) ModelSpec: its parts built, LoRA added as it says."""
+    if spec.family == "vae":
+        vae, captions = spec.build()
+        return Autoencoder(vae, captions, **{k: spec.overrides.get(k, v) for k, v in VAE_OPTIONS.items()})
     parts, _ = spec.build()
     if spec.lora is not None:
         add_lora(parts.unet, spec.lora)

@@ -25,7 +25,7 @@ def _model(mspec: ModelSpec, dspec: DataSpec, run: RunDir, precision: str):
         from .texttoimage import from_spec
 
         model = from_spec(mspec, precision)
-        return model, model.parts.captions
+        return model, model.captions
     model, tok = mspec.build(num_labels=dspec.num_labels)
     if mspec.lora is not None:
         base = run.path / "base"
