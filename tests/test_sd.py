@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import torch
 
@@ -332,3 +333,21 @@ def test_a_tiny_vae_trains_and_sd_takes_it_with_its_latent_scale():
     with pytest.raises(ValueError, match="is a sd run, not a VAE run"):
         sd = wb.train(wb.model("sd"), wb.dataset("digits-captioned", limit=32), max_steps=1, batch_size=8, live=False)
         wb.model("sd", vae=sd)
+
+
+# ---------------------------------------------------------------- prompt accuracy
+def test_the_digit_reader_reads_real_digits_back_from_32x32_rgb_images():
+    """A generator that drew the real digits would score what the reader scores on them."""
+    from PIL import Image
+
+    from workbench.bench.prompts import as_digits, reader
+
+    clf, held_out = reader()
+    assert held_out > 0.95
+    rows = bundled.load("digits-captioned").select(range(300))
+    images = [Image.fromarray(np.asarray(im, dtype=np.uint8)).convert("RGB") for im in rows["image"]]
+    x = as_digits(images)
+    assert x.shape == (300, 64) and 0 <= x.min() and x.max() <= 16
+    assert (clf.predict(x) == np.asarray(rows["label"])).mean() > 0.95
+    noise = [Image.fromarray(np.random.default_rng(i).integers(0, 255, (32, 32, 3), dtype=np.uint8)) for i in range(100)]
+    assert (clf.predict(as_digits(noise)) == np.arange(100) % 10).mean() < 0.3, "noise is read at about chance"
