@@ -198,7 +198,7 @@ def _loss(model, x, ids, seed=0):
         return float(model(x, ids)["loss"])
 
 
-def test_min_snr_weighting_and_v_prediction_change_the_loss_as_they_should():
+def test_min_snr_weighting_noise_offset_and_v_prediction_change_the_loss_as_they_should():
     base = from_spec(wb.model("sd", caption_dropout=0.0))
     x, ids = _batch(base.parts.captions, n=64)  # 64 timesteps: some with SNR above 5
     plain = _loss(base, x, ids)
@@ -206,6 +206,9 @@ def test_min_snr_weighting_and_v_prediction_change_the_loss_as_they_should():
     assert _loss(base, x, ids) == pytest.approx(plain, rel=1e-6)
     base.snr_gamma = 5.0  # weights at most 1, below 1 where SNR > 5 (the least noisy steps)
     assert _loss(base, x, ids) < plain * 0.999
+    base.snr_gamma, base.noise_offset = None, 0.1  # a per-channel shift of the noise: another target
+    shifted = _loss(base, x, ids)
+    assert shifted != pytest.approx(plain, rel=1e-4) and shifted == pytest.approx(_loss(base, x, ids))
     v = TextToImage(wb.model("sd").build()[0], prediction_type="v_prediction", caption_dropout=0.0)
     assert v.parts.sampler.config.prediction_type == "v_prediction", "the sampler predicts what the UNet learns"
     assert torch.isfinite(v(x, ids)["loss"])
