@@ -275,6 +275,23 @@ def test_lora_trains_only_the_adapters_on_the_unets_attention():
     assert len(run.sample(PROMPTS[:1], steps=2)) == 1
 
 
+@pytest.mark.slow
+def test_a_lora_run_resumes_with_its_adapters_and_its_random_base():
+    run = wb.train(wb.model("sd", lora=True), wb.dataset("digits-captioned", limit=64), max_steps=2, batch_size=8,
+                   save_every=2, log_every=1, lr=1e-2, live=False)
+    before = {k: v.clone() for k, v in Run.open(run.path).model.state_dict().items()}
+    run.resume(max_steps=4, live=False)
+    assert run.status == "completed" and run.summary["step"] == 4
+    after = Run.open(run.path).model.state_dict()
+    moved = {k for k in after if not torch.equal(after[k], before[k])}
+    assert moved and all(".lora_" in k for k in moved), "the base stays as it was saved; the adapters train on"
+
+
+def test_a_hub_pipeline_offline_says_so_and_how_to_use_a_local_directory():
+    with pytest.raises(RuntimeError, match=r"(?s)'stable-diffusion-v1-5/stable-diffusion-v1-5'.*HF_HUB_OFFLINE.*size=DIR"):
+        wb.model("sd", size="sd15").build()
+
+
 VICTIM = textwrap.dedent("""
     import os, signal, sys
     import transformers

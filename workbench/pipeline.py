@@ -10,6 +10,7 @@ one) for sampling. Errors are the libraries' own (``OSError`` for a missing file
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -262,7 +263,9 @@ def load(source: str, sampler: str | None = None, vae: str | None = None) -> Par
     import transformers
 
     d = diffusers()
-    index = d.DiffusionPipeline.load_config(source)  # model_index.json: which parts there are
+    with warnings.catch_warnings():  # diffusers passes huggingface_hub an argument it deprecated
+        warnings.filterwarnings("ignore", message=".*local_dir_use_symlinks", category=UserWarning)
+        index = d.DiffusionPipeline.load_config(source)  # model_index.json: which parts there are
     kw = {"use_safetensors": True}
     parts = Parts(
         tokenizer=transformers.AutoTokenizer.from_pretrained(source, subfolder="tokenizer"),
