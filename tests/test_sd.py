@@ -292,6 +292,21 @@ def test_a_hub_pipeline_offline_says_so_and_how_to_use_a_local_directory():
         wb.model("sd", size="sd15").build()
 
 
+@pytest.mark.slow
+def test_an_ema_of_the_unet_is_kept_saved_and_sampled_from():
+    with pytest.raises(ValueError, match="ema=1.5: the EMA decay"):
+        wb.model("sd", ema=1.5)
+    run = wb.train(wb.model("sd", ema=0.5), wb.dataset("digits-captioned", limit=64), max_steps=4, batch_size=8,
+                   lr=1e-2, live=False)
+    assert run.status == "completed", run.summary.get("error")
+    model = Run.open(run.path).model
+    assert float(model.ema_steps) == 4 and not any(p.requires_grad for p in model.ema_unet.parameters())
+    ema, unet = model.ema_unet.state_dict(), model.unet.state_dict()
+    assert any(not torch.equal(ema[k], unet[k]) for k in unet), "the average lags the trained weights"
+    plain = TextToImage(model.parts, caption_dropout=0.0)  # the same parts, sampled without the EMA
+    assert [a.tobytes() for a in model.sample(PROMPTS, steps=2)] != [b.tobytes() for b in plain.sample(PROMPTS, steps=2)]
+
+
 VICTIM = textwrap.dedent("""
     import os, signal, sys
     import transformers

@@ -20,7 +20,7 @@ from .progress import transformers_errors_only
 
 PARTS = ("text_encoder", "text_encoder_2", "vae", "unet", "scheduler", "sampler")
 # the objective's options (wb.model("sd", ...) keywords) and their defaults
-OPTIONS = {"prediction_type": None, "snr_gamma": None, "noise_offset": 0.0, "caption_dropout": 0.1}
+OPTIONS = {"prediction_type": None, "snr_gamma": None, "noise_offset": 0.0, "caption_dropout": 0.1, "ema": None}
 VAE_OPTIONS = {"kl_weight": 1e-4}  # the VAE family's: KL per latent element against MSE per pixel
 
 
@@ -65,6 +65,9 @@ def check_options(overrides: dict[str, Any], family: str = "sd") -> dict[str, An
     gamma = overrides.get("snr_gamma")
     if gamma is not None and not gamma > 0:
         raise ValueError(f"snr_gamma={gamma!r} must be above 0 (5.0: the min-SNR paper's value) or None")
+    ema = overrides.get("ema")
+    if ema is not None and not (isinstance(ema, float) and 0 < ema < 1):
+        raise ValueError(f"ema={ema!r}: the EMA decay, a float between 0 and 1 (0.9999 is usual), or None for no EMA")
     return overrides
 
 

@@ -5,10 +5,13 @@ diffusers' train_text_to_image script does: the VAE and the text encoder(s) froz
 latents scaled by the VAE's factor, noise at random timesteps, the target (noise, or the
 velocity for v-prediction) from the scheduler's config, MSE, optional min-SNR weighting and
 noise offset, and a share of captions replaced by the empty prompt so that sampling can
-use classifier-free guidance. LoRA adapters (peft) on the UNet's attention are optional.
+use classifier-free guidance. LoRA adapters (peft) on the UNet's attention and an
+exponential moving average of the UNet's weights (sampled from when kept) are optional.
 """
 
 from __future__ import annotations
+
+import copy
 
 import torch
 from torch import nn
@@ -38,7 +41,8 @@ class TextToImage(nn.Module):
     main_input_name = "pixel_values"
 
     def __init__(self, parts: Parts, *, prediction_type: str | None = None, snr_gamma: float | None = None,
-                 noise_offset: float = 0.0, caption_dropout: float = 0.1, frozen_dtype: torch.dtype | None = None):
+                 noise_offset: float = 0.0, caption_dropout: float = 0.1, ema: float | None = None,
+                 frozen_dtype: torch.dtype | None = None):
         super().__init__()
         self.parts = parts
         self.unet, self.vae, self.text_encoder = parts.unet, parts.vae, parts.text_encoder
@@ -49,10 +53,14 @@ class TextToImage(nn.Module):
             parts.sampler.register_to_config(prediction_type=prediction_type)
         self.prediction_type = self.scheduler.config.prediction_type
         self.snr_gamma, self.noise_offset, self.caption_dropout = snr_gamma, noise_offset, caption_dropout
+        self.ema, self.ema_unet = ema, None
+        if ema:  # a frozen copy the Trainer's optimizer never sees; saved with the weights
+            self.ema_unet = copy.deepcopy(self.unet)
+            self.register_buffer("ema_steps", torch.zeros(()))
         for frozen in self.frozen:
             frozen.requires_grad_(False)
             frozen.eval()
-            if frozen_dtype is not None and next(frozen.parameters()).dtype != frozen_dtype:
+            if frozen_dtype is not None and frozen is not self.ema_unet and next(frozen.parameters()).dtype != frozen_dtype:
                 frozen.to(frozen_dtype)
         # the empty prompt's ids: a dropped caption (classifier-free guidance training)
         for i, tok in enumerate(parts.captions.tokenizers):
@@ -67,7 +75,17 @@ class TextToImage(nn.Module):
 
     @property
     def frozen(self) -> list[nn.Module]:
-        return [m for m in (self.vae, self.text_encoder, self.text_encoder_2) if m is not None]
+        return [m for m in (self.vae, self.text_encoder, self.text_encoder_2, self.ema_unet) if m is not None]
+
+    @torch.no_grad()
+    def _update_ema(self) -> None:
+        # Run at the start of each training step, so it averages the weights the previous
+        # optimizer step left (the last step's update is not in it). The decay warms up as
+        # diffusers' EMAModel does: min(ema, (1 + n) / (10 + n)); a tensor, so no device sync.
+        decay = torch.clamp((1 + self.ema_steps) / (10 + self.ema_steps), max=self.ema)
+        for e, p in zip(self.ema_unet.parameters(), self.unet.parameters()):
+            e.lerp_(p.detach().to(e.dtype), (1 - decay).to(e.dtype))
+        self.ema_steps.add_(1)
 
     def train(self, mode: bool = True):
         super().train(mode)
@@ -95,6 +113,8 @@ class TextToImage(nn.Module):
     def forward(self, pixel_values: torch.Tensor, input_ids: torch.Tensor, input_ids_2: torch.Tensor | None = None,
                 return_loss: bool = True, **_unused):
         # `return_loss=True` tells the Trainer the loss needs no labels (eval_loss is reported)
+        if self.ema_unet is not None and self.training:
+            self._update_ema()
         with torch.no_grad():
             vae_dtype = next(self.vae.parameters()).dtype
             latents = self.vae.encode(pixel_values.to(vae_dtype)).latent_dist.sample()
@@ -140,7 +160,7 @@ class TextToImage(nn.Module):
             for m, d in zip(self.frozen, frozen):  # the pipeline runs every part in one dtype: the UNet's
                 if d != dtype:
                     m.to(dtype)
-            pipe = self.parts.pipeline(unet=self.unet)
+            pipe = self.parts.pipeline(unet=self.ema_unet if self.ema_unet is not None else self.unet)
             pipe.set_progress_bar_config(disable=True)
             gen = torch.Generator(device="cpu").manual_seed(seed)
             return pipe(prompts, num_inference_steps=steps, guidance_scale=guidance, generator=gen,
