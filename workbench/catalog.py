@@ -314,6 +314,8 @@ class ModelSpec:
             parts = (pipeline.load(self.source, sampler=self.sd_configs()["sampler"] if self.size != "custom" else None)
                      if self.is_pretrained else pipeline.build(self.sd_configs(), self.load_tokenizer()))
         except OSError as e:
+            if self.source is None:  # tiny: the bundled tokenizer is missing (a broken install)
+                raise
             if is_local(self.source):
                 raise FileNotFoundError(f"{self.source!r} is not a complete diffusers-format Stable Diffusion "
                                         f"directory (pipeline.save_pretrained(dir) writes one): {e}") from e
