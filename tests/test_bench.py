@@ -255,7 +255,7 @@ def test_interleaved_chunks_rotate_the_order_and_time_every_step():
 def test_the_package_keeps_its_names_and_command_line():
     import workbench.bench as bench
 
-    assert set(bench.BENCHES) == {"engine", "dashboard", "scaling", "shapes", "mfu", "plan"}
+    assert set(bench.BENCHES) == {"engine", "dashboard", "scaling", "shapes", "mfu", "plan", "prompts"}
     assert all(callable(bench.BENCHES[name]) and bench.BENCHES[name] is getattr(bench, name)
                for name in bench.BENCHES)
     assert "gpt2-124m" in bench.SHAPES

@@ -220,7 +220,20 @@ def test_pick_a_model_and_a_dataset_and_press_train(lab):
         page.locator("button:has-text('Train')").click()
         wait_ui(page, _status_is("completed"), "the run started by Train to complete", 300_000)
         page.screenshot(path=str(ARTIFACTS / "browser-train-form.png"), full_page=True)
+        # a size that needs the hub, while the hub is off (HF_HUB_OFFLINE=1 in the tests):
+        # the picker says so, and the failed run says why in the form and in its dashboard
+        field(page, "size").locator("select").select_option(index=1)
+        wait_ui(page, "() => document.body.innerText.includes('cannot load offline')",
+                "the model picker to say the size cannot load offline", 60_000)
+        page.locator("button:has-text('Train')").click()
+        wait_ui(page, "() => [...document.querySelectorAll('.wb-dash .wb-error')].some(e => e.textContent.includes('HF_HUB_OFFLINE'))",
+                "the failed run's dashboard to show its reason", 300_000)
+        wait_ui(page, "() => document.body.innerText.includes('failed at step 0')",
+                "the form to show that the run failed", 60_000)
+        page.screenshot(path=str(ARTIFACTS / "browser-train-form-failed.png"), full_page=True)
     summaries = list((lab["dir"] / "runs").glob("*gpt2-tiny-docstrings-lm*/summary.json"))
     assert len(summaries) == 1, "the form trained the picked model on the picked data"
+    failed = [json.loads(p.read_text()) for p in (lab["dir"] / "runs").glob("*/summary.json") if p not in summaries]
+    assert [s["status"] for s in failed] == ["failed"] and "HF_HUB_OFFLINE" in failed[0]["error"]
     summary = json.loads(summaries[0].read_text())
     assert summary["status"] == "completed" and summary["step"] == 30

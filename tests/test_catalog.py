@@ -15,11 +15,18 @@ from workbench.catalog import FAMILIES, TOKENIZERS, ModelSpec
 from conftest import ROOT
 
 TINY_DATA = {"bert": "docstrings-topic", "gpt2": "docstrings-lm", "t5": "docstrings-summary",
-             "llama": "docstrings-lm", "unet": "digits"}
+             "llama": "docstrings-lm", "unet": "digits", "sd": "digits-captioned",
+             "vae": "digits-captioned"}
 
 
 def _batch(family: str, n: int = 4):
     spec, data = wb.model(family), wb.dataset(TINY_DATA[family])
+    if family in ("sd", "vae"):  # the text-to-image objective around the pipeline's parts; the VAE's
+        from workbench.texttoimage import from_spec
+
+        model = from_spec(spec)
+        rows = data.prepare(model.captions)["train"].select(range(n))
+        return model, {k: torch.tensor(rows[k]) for k in ("pixel_values", "input_ids")}
     model, tok = spec.build(num_labels=data.num_labels)
     rows = data.prepare(tok, max_length=64)["train"].select(range(n))
     if family == "unet":
@@ -49,6 +56,8 @@ def test_tiny_model_forward_and_backward_on_its_bundled_data(family):
         noise = torch.randn_like(x)
         t = torch.randint(0, 1000, (x.shape[0],))
         loss = torch.nn.functional.mse_loss(model(x + noise, t).sample, noise)
+    elif family in ("sd", "vae"):
+        loss = model(**batch)["loss"]
     else:
         loss = model(**batch).loss
     assert torch.isfinite(loss)

@@ -19,9 +19,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "workbench"
 # The layers, lowest first. A new module goes into one of them (the test says so).
 LAYERS = [
     {"device", "chips", "_hpu", "bundled", "progress", "nbrecord", "interrupts", "families", "lock",
-     "references", "hub"},
+     "references", "hub", "pipeline"},
     {"catalog", "data", "shapes", "batching", "memory", "footprint", "recipe", "diffusion",
-     "attention", "checkpoint", "launchfiles", "flops"},
+     "attention", "checkpoint", "launchfiles", "flops", "images", "texttoimage"},
     {"run", "dashboard", "writer", "chart", "page", "planner", "trainingplan"},
     {"callbacks", "trainer"},
     {"engine"},

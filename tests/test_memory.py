@@ -11,7 +11,7 @@ from workbench.device import CHIPS
 from workbench.memory import MemoryPlan, plan_memory
 
 GPT2_124M = 124_439_808
-FAMILIES = ("bert", "gpt2", "t5", "llama", "unet")
+FAMILIES = ("bert", "gpt2", "t5", "llama", "unet", "sd")
 
 
 # --------------------------------------------------------------------------- measuring
@@ -60,6 +60,10 @@ def _batch(spec, model, batch_size: int, seq_len: int, device="cpu"):
     import torch
 
     g = torch.Generator().manual_seed(0)
+    if spec.family == "sd":  # images at the VAE's input size, captions of the fixed length
+        side = model.captions.resolution
+        return {"pixel_values": (torch.rand(batch_size, 3, side, side, generator=g) * 2 - 1).to(device),
+                "input_ids": torch.randint(5, 1000, (batch_size, model.captions.caption_length), generator=g).to(device)}
     if spec.family == "unet":
         cfg = model.unet.config
         return {"pixel_values": torch.randn(batch_size, cfg.in_channels, cfg.sample_size, cfg.sample_size,
@@ -103,7 +107,12 @@ def _measure(spec, batch_size: int, seq_len: int) -> int:
     import torch
 
     torch.manual_seed(0)
-    model, _ = spec.build()
+    if spec.family == "sd":
+        from workbench.texttoimage import from_spec
+
+        model = from_spec(spec)
+    else:
+        model, _ = spec.build()
     if spec.family == "unet":
         from workbench.diffusion import DiffusionModel
 
@@ -122,7 +131,7 @@ def _measure(spec, batch_size: int, seq_len: int) -> int:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_estimate_is_within_35_percent_of_measured_cpu_peak(family):
     spec = wb.model(family)
-    seq = 32 if family == "unet" else 128  # the UNet's seq_len is its image side
+    seq = {"unet": 32, "sd": 16}.get(family, 128)  # a UNet's seq_len is its image (sd: latent) side
     measured = measured_cpu_peak(spec, 8, seq)
     plan = plan_memory(spec, 8, seq, precision="fp32")  # accelerator kernels (the default)
     assert abs(plan.peak_allocated / measured - 1) <= 0.35, (plan, measured)

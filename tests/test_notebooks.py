@@ -32,7 +32,9 @@ CHECKS = {
     "04_summarization_t5": lambda r: r["status"] == "completed" and r["rouge_l_after"] > r["rouge_l_before"],
     "05_llama_lora": lambda r: r["status"] == "completed" and 0 < r["trainable_fraction"] < 0.1 and r["last_loss"] < r["first_loss"]
     and r["lora_targets"] == ["k_proj", "o_proj", "q_proj", "v_proj"],
-    "06_diffusion_unet": lambda r: r["status"] == "completed" and r["samples"] == 16,
+    "06_diffusion_unet": lambda r: r["status"] == "completed" and r["samples"] == 16 and r["vae_status"] == "completed"
+    and r["sd_status"] == "completed" and r["prompts_sampled"] == 10 and 0 <= r["prompt_accuracy"] <= 1
+    and r["reader_accuracy"] > 0.9,
     "07_multi_device": lambda r: r["status"] == "completed" and r["ranks_identical"] and r["world_size"] == 2
     and r["two_nodes_status"] == "completed" and r["two_nodes_identical"],
     # a price from a positive throughput, and a shapes ratio of two positive throughputs:

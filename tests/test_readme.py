@@ -99,6 +99,15 @@ def _cost(ns, shown, out):
                      "H200": "published"}, "the README's list of which rows are which"
 
 
+def _stable_diffusion(ns, shown, out):
+    vae, run = ns["vae"], ns["run"]
+    assert vae.status == "completed" and run.status == "completed", run.summary.get("error")
+    assert ns["sd"].overrides["vae"] == str(vae.path.resolve()) and ns["sd"].num_params < 3_000_000
+    assert shown == [(32, 32)] and [im.mode for im in ns["images"]] == ["RGB", "RGB"]
+    again = run.sample(["a handwritten seven", "a handwritten one"], steps=25, guidance=7.5, seed=0)
+    assert [a.tobytes() for a in ns["images"]] == [b.tobytes() for b in again]
+
+
 def _pickers(ns, shown, out):
     ((model_spec, data_spec),) = shown
     assert model_spec.name == "gpt2-small" and data_spec.source == "docstrings-lm"
@@ -131,6 +140,7 @@ CHECKS = {
     "A first look": _first_look,
     "Models and datasets, offline": _models_and_datasets,
     "Training": _training,
+    "Stable Diffusion": _stable_diffusion,
     "Will it fit? Memory planning": _memory_planning,
     "What will it cost? Time and cost per device": _cost,
     "Pickers and a training form": _pickers,

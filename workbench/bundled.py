@@ -1,4 +1,5 @@
-"""Datasets every machine can build offline: Python's own docstrings, scikit-learn's digits.
+"""Datasets every machine can build offline: Python's own docstrings, scikit-learn's digits
+(also captioned, for text-to-image).
 
 Built at first use, deterministically for a given Python version, and cached as Arrow
 files under ``$WORKBENCH_CACHE`` (default ``~/.cache/gaudi-workbench``). The text comes
@@ -140,6 +141,19 @@ def _build_digits() -> dict[str, list]:
     return {"image": [im.tolist() for im in images], "label": [int(x) for x in d.target]}
 
 
+DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+
+
+def caption(digit: int) -> str:
+    """The caption of a digit in ``digits-captioned``: ``"a handwritten seven"``."""
+    return f"a handwritten {DIGIT_WORDS[digit]}"
+
+
+def _build_digits_captioned() -> dict[str, list]:
+    d = _build_digits()
+    return {**d, "caption": [caption(x) for x in d["label"]]}
+
+
 BUNDLED: dict[str, dict] = {
     "docstrings-lm": {
         "build": _build_lm, "task": "causal_lm", "columns": {"text": "text"},
@@ -159,16 +173,22 @@ BUNDLED: dict[str, dict] = {
         "build": _build_digits, "task": "diffusion", "columns": {"image": "image", "label": "label"},
         "about": "scikit-learn's 8x8 handwritten digits upscaled to 32x32 grey images",
     },
+    "digits-captioned": {
+        "build": _build_digits_captioned, "task": "text_to_image",
+        "columns": {"image": "image", "caption": "caption"},
+        "about": "the digits with captions naming them ('a handwritten seven'), for text-to-image",
+    },
 }
 
 
 def _features(name: str):
     import datasets
 
-    if name == "digits":
+    if name in ("digits", "digits-captioned"):
         return datasets.Features({
             "image": datasets.Array2D((32, 32), "uint8"),
             "label": datasets.ClassLabel(names=[str(i) for i in range(10)]),
+            **({"caption": datasets.Value("string")} if name == "digits-captioned" else {}),
         })
     if name == "docstrings-topic":
         return datasets.Features({

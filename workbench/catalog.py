@@ -14,12 +14,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import hub
+from . import hub, pipeline  # pipeline imports no torch: the libraries load when a part is built
 from .families import FAMILIES, MINILM, TASK_CLASSES  # noqa: F401  (TASK_CLASSES: public here too)
 from .hub import hub_error
 
 ASSETS = Path(__file__).parent / "assets"
 TOKENIZERS = ASSETS / "tokenizers"
+LATENT = ("sd", "vae")  # the families built by ``pipeline`` (Stable Diffusion's parts)
 # files that transformers builds a tokenizer from (one of them must be in a tokenizer directory)
 TOKENIZER_FILES = {"tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model",
                    "tokenizer.model", "sentencepiece.bpe.model"}
@@ -151,9 +152,11 @@ class ModelSpec:
         return tok
 
     def config(self):
-        """The model's config, built offline for tiny and named sizes."""
+        """The model's config, built offline for tiny and named sizes (sd: one dict per part)."""
         if self.family == "unet":
             return self.unet_config()
+        if self.family in LATENT:
+            return self.sd_configs()
         from transformers import AutoConfig
 
         if self.size == MINILM:
@@ -201,10 +204,14 @@ class ModelSpec:
         defaults = {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
         return {**defaults, **cfg}
 
+    def sd_configs(self) -> dict[str, Any]:
+        """Stable Diffusion's (or the VAE's) part configs, with the part overrides applied."""
+        return pipeline.configs(self.size, self.overrides, self.family)
+
     @property
     def max_positions(self) -> int | None:
         """The longest sequence the model can place (None: relative positions, or no text)."""
-        if self.family == "unet":
+        if self.family in ("unet", *LATENT):  # sd: captions are padded to the text encoder's length
             return None
         return getattr(self.config(), "max_position_embeddings", None)
 
@@ -214,6 +221,8 @@ class ModelSpec:
         """Parameter count from the config, on the meta device (no weights, no hub)."""
         import torch
 
+        if self.family in LATENT:
+            return pipeline.num_params(self.sd_configs(), self.load_tokenizer() if self.size == "tiny" else None)
         with torch.device("meta"):
             model = self._from_config(self.config())
         return sum(p.numel() for p in model.parameters())
@@ -236,6 +245,8 @@ class ModelSpec:
             self.num_labels = num_labels
         if self.family == "unet":
             return self._build_unet()
+        if self.family in LATENT:
+            return self._build_sd()
         tok = self.load_tokenizer()
         cfg = self.config()
         if tok is not None and len(tok) > cfg.vocab_size:
@@ -295,6 +306,22 @@ class ModelSpec:
             return model, processor
         return self._from_config(self.unet_config()), processor
 
+    def _build_sd(self):
+        """(pipeline.Parts or the VAE, pipeline.Captions): tiny from configs, else from the source."""
+        if self.family == "vae":
+            return pipeline.build_vae(self.sd_configs()["vae"], self.load_tokenizer())
+        try:
+            parts = (pipeline.load(self.source, sampler=self.sd_configs()["sampler"] if self.size != "custom" else None)
+                     if self.is_pretrained else pipeline.build(self.sd_configs(), self.load_tokenizer()))
+        except OSError as e:
+            if self.source is None:  # tiny: the bundled tokenizer is missing (a broken install)
+                raise
+            if is_local(self.source):
+                raise FileNotFoundError(f"{self.source!r} is not a complete diffusers-format Stable Diffusion "
+                                        f"directory (pipeline.save_pretrained(dir) writes one): {e}") from e
+            raise hub_error("Stable Diffusion pipeline", self.source, e) from e
+        return parts, parts.captions
+
     def __repr__(self) -> str:
         src = f", source={self.source!r}" if self.source else ""
         return f"ModelSpec({self.name}, task={self.task}{src})"
@@ -313,18 +340,19 @@ def _unet_fields(cfg: dict) -> dict:
     return {k: v for k, v in cfg.items() if k not in ("subfolder", "conditional")}
 
 
-def _check_model_dir(path: Path, size: str) -> None:
+def _check_model_dir(path: Path, size: str, index: str = "config.json") -> None:
     """Refuse a local model that is not a directory written by ``save_pretrained``."""
     if not path.exists():
         raise FileNotFoundError(f"model directory {size!r} does not exist")
     held = sorted(p.name for p in path.iterdir()) if path.is_dir() else None
-    fix = "pass a directory written by save_pretrained (config.json, the weights, the tokenizer's files)"
+    fix = (f"pass a directory written by save_pretrained ({index}, the weights, the tokenizer's files)"
+           if index == "config.json" else f"pass a diffusers pipeline directory ({index} and a folder per part)")
     if held is None:
         raise FileNotFoundError(f"model directory {size!r} is a file: {fix}")
     if not held:
         raise FileNotFoundError(f"model directory {size!r} is empty: {fix}")
-    if "config.json" not in held:
-        raise FileNotFoundError(f"model directory {size!r} has no config.json (it holds: {', '.join(held[:8])}"
+    if index not in held:
+        raise FileNotFoundError(f"model directory {size!r} has no {index} (it holds: {', '.join(held[:8])}"
                                 f"{', ...' if len(held) > 8 else ''}): {fix}")
 
 
@@ -384,7 +412,7 @@ def model(family: str | ModelSpec, size: str | None = None, task: str | None = N
     elif size != "tiny":
         if "/" in size or is_local(size):
             if is_local(size):
-                _check_model_dir(Path(size).expanduser(), size)
+                _check_model_dir(Path(size).expanduser(), size, "model_index.json" if fam == "sd" else "config.json")
             source, size = (str(Path(size).expanduser().resolve()) if is_local(size) else size), "custom"
         else:
             raise _known(f"size for {fam}", size, ["tiny", *info["sizes"], "a hub id (org/name)", "a local directory"])
@@ -392,7 +420,10 @@ def model(family: str | ModelSpec, size: str | None = None, task: str | None = N
     if task not in info["tasks"]:
         raise _known(f"task for {fam}", task, info["tasks"])
     if lora and fam == "unet":
-        raise ValueError("LoRA is wired for the transformer families (bert, gpt2, t5, llama), not the UNet")
+        raise ValueError("LoRA is wired for the transformer families and sd (the UNet's attention), not the "
+                         "unconditional UNet")
+    if fam in LATENT:
+        overrides = pipeline.check_options(overrides, fam)
     return ModelSpec(family=fam, size=size, task=task, source=source, overrides=dict(overrides),
                      num_labels=num_labels, tokenizer=tokenizer, trust_remote_code=trust_remote_code,
                      lora=({} if lora is True else dict(lora)) if lora else None)

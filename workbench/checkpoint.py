@@ -54,6 +54,14 @@ def load_checkpoint(spec: ModelSpec, ckpt: Path, base: Path | None = None, *,
     (pretrained bases are rebuilt from their source instead). Diffusion runs return the
     denoising module and no tokenizer.
     """
+    if spec.task == "text_to_image":  # the parts rebuilt (LoRA added), then every weight the run saved
+        from safetensors.torch import load_file
+
+        from .texttoimage import from_spec
+
+        model = from_spec(spec)
+        model.load_state_dict(load_file(str(ckpt / "model.safetensors")))
+        return model, model.captions
     if spec.task == "diffusion":
         from safetensors.torch import load_file
 

@@ -16,20 +16,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import bundled, recipe
+from . import bundled, images, recipe
 from .catalog import hub_error, is_local  # hub_error: the hub module's, through the catalog
 from .progress import transformers_errors_only
 
-TASKS = ("classification", "causal_lm", "seq2seq", "diffusion")
-ROLES = ("text", "label", "target", "image")
+TASKS = ("classification", "causal_lm", "seq2seq", "diffusion", "text_to_image")
+ROLES = ("text", "label", "target", "image", "caption")
 LOCAL_FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet", ".txt": "text"}
 # roles each task needs, and the column names tried when the user names none
 NEEDS = {"classification": ("text", "label"), "causal_lm": ("text",),
-         "seq2seq": ("text", "target"), "diffusion": ("image",)}
+         "seq2seq": ("text", "target"), "diffusion": ("image",), "text_to_image": ("image", "caption")}
 DEFAULT_COLUMNS = {"text": ("text", "sentence", "content", "document", "source"),
                    "label": ("label", "labels", "class"),
                    "target": ("target", "summary", "labels_text"),
-                   "image": ("image", "img", "pixels")}
+                   "image": ("image", "img", "pixels"), "caption": ("caption", "prompt")}
 _HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 
 
@@ -67,15 +67,17 @@ class DataSpec:
         A bundled name (``wb.datasets()``), a local file (csv, json, jsonl, parquet, txt),
         a directory saved by ``datasets``, or a hub id.
     task : str
-        ``classification``, ``causal_lm``, ``seq2seq`` or ``diffusion``.
+        ``classification``, ``causal_lm``, ``seq2seq``, ``diffusion`` or ``text_to_image``.
     columns : dict
-        Role -> column name, roles ``text``, ``label``, ``target``, ``image``.
+        Role -> column name, roles ``text``, ``label``, ``target``, ``image``, ``caption``.
     eval_fraction, seed, limit
         Held-out share, split seed, and an optional cap on rows (for smoke runs).
     config : str or None
         Hub dataset configuration name.
     encoding : str or None
         Text encoding of a local csv/json/jsonl/txt file (default UTF-8).
+    crop, flip : str, bool
+        Captioned images: ``center`` or ``random`` square crops; random horizontal flips.
     """
 
     source: str
@@ -86,6 +88,8 @@ class DataSpec:
     limit: int | None = None
     config: str | None = None
     encoding: str | None = None
+    crop: str = "center"
+    flip: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -118,10 +122,13 @@ class DataSpec:
             if not path.exists():
                 raise FileNotFoundError(f"dataset file {str(path)!r} does not exist")
             if path.is_dir():
+                if images.is_folder(path):  # image files + metadata.jsonl/.csv with their captions
+                    return images.read_folder(path)
                 if (path / "dataset_dict.json").exists() or (path / "dataset_info.json").exists():
                     return datasets.load_from_disk(str(path))
-                raise ValueError(f"{str(path)!r} is a directory but not one saved by datasets' "
-                                 f"save_to_disk; pass one of its files ({', '.join(LOCAL_FORMATS)})")
+                raise ValueError(f"{str(path)!r} is a directory but not one saved by datasets' save_to_disk nor "
+                                 f"an image folder with {images.METADATA[0]}; pass one of its files "
+                                 f"({', '.join(LOCAL_FORMATS)})")
             fmt = LOCAL_FORMATS.get(path.suffix.lower())
             if fmt is None:
                 raise ValueError(f"cannot read {path.suffix!r} files; use one of: {', '.join(LOCAL_FORMATS)}")
@@ -250,12 +257,15 @@ class DataSpec:
 
         classification -> input_ids, attention_mask, labels; causal_lm -> input_ids,
         attention_mask; seq2seq -> input_ids, attention_mask, labels; diffusion ->
-        pixel_values in [-1, 1] with shape (channels, height, width).
+        pixel_values in [-1, 1] with shape (channels, height, width); text_to_image (``tokenizer``:
+        the model's ``Captions``) -> RGB pixel_values at its resolution, input_ids of fixed length.
         """
         dd = self.load()
         c = self.columns
         if self.task == "diffusion":
-            fn, fp = _pixels(c["image"]), _fingerprint(self.to_dict(), "pixels")
+            fn, fp = images.pixels(c["image"]), _fingerprint(self.to_dict(), "pixels")
+        elif self.task == "text_to_image":  # `tokenizer`: the model's Captions (tokenizers, resolution)
+            fn, fp = images.captioned(c, tokenizer, self.crop), _fingerprint(self.to_dict(), images.signature(tokenizer))
         else:
             if tokenizer is None:
                 raise ValueError(f"task {self.task!r} needs a tokenizer: spec.prepare(tokenizer)")
@@ -351,30 +361,16 @@ def _tokenize(tokenizer, task: str, c: dict[str, str], max_length: int, target_m
     return fn
 
 
-def _pixels(column: str):
-    def fn(batch):
-        import numpy as np
-
-        x = np.asarray(batch[column], dtype=np.float32)
-        if x.ndim == 3:  # (batch, h, w) grey -> (batch, 1, h, w)
-            x = x[:, None]
-        elif x.ndim == 4 and x.shape[-1] in (1, 3):  # channels last -> first
-            x = x.transpose(0, 3, 1, 2)
-        return {"pixel_values": x / 127.5 - 1.0}
-
-    return fn
-
-
 def infer_task(columns: dict[str, str], task: str | None) -> str:
     """``task`` if given, else the task the mapped columns imply."""
-    implied = (t for role, t in (("image", "diffusion"), ("target", "seq2seq"), ("label", "classification"))
+    implied = (t for role, t in (("caption", "text_to_image"), ("image", "diffusion"), ("target", "seq2seq"), ("label", "classification"))
                if role in columns)
     return task or next(implied, "causal_lm")
 
 
 def dataset(source: str | DataSpec, *, task: str | None = None, eval_fraction: float = 0.1,
             seed: int = 0, limit: int | None = None, config: str | None = None,
-            encoding: str | None = None, **columns: str) -> DataSpec:
+            encoding: str | None = None, crop: str = "center", flip: bool = False, **columns: str) -> DataSpec:
     """Describe a dataset: bundled name, local file, saved directory or hub id.
 
     Parameters
@@ -387,8 +383,10 @@ def dataset(source: str | DataSpec, *, task: str | None = None, eval_fraction: f
         seq2seq, image -> diffusion, else causal_lm).
     encoding : str, optional
         Text encoding of a local csv/json/jsonl/txt file (default UTF-8), e.g. ``"latin-1"``.
+    crop, flip : str, bool
+        Captioned images: ``"center"`` or ``"random"`` square crops; random horizontal flips.
     **columns : str
-        Column names by role: ``text=``, ``label=``, ``target=``, ``image=``.
+        Column names by role: ``text=``, ``label=``, ``target=``, ``image=``, ``caption=``.
 
     Examples
     --------
@@ -405,6 +403,7 @@ def dataset(source: str | DataSpec, *, task: str | None = None, eval_fraction: f
         raise ValueError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
     if not 0 < eval_fraction < 1:
         raise ValueError(f"eval_fraction must be between 0 and 1, got {eval_fraction}")
+    images.check_options(crop, flip)
     source = str(source)
     if encoding is not None:
         recipe.check_encoding(encoding, source, DataSpec(source).kind == "local" and  # text files only
@@ -421,8 +420,8 @@ def dataset(source: str | DataSpec, *, task: str | None = None, eval_fraction: f
         if not cols and spec.kind == "local":
             cols = _guess_columns(spec)
         task = infer_task(cols, task)
-    return DataSpec(source=source, task=task, columns=cols, eval_fraction=eval_fraction,
-                    seed=seed, limit=limit, config=config, encoding=encoding)
+    return DataSpec(source=source, task=task, columns=cols, eval_fraction=eval_fraction, seed=seed,
+                    limit=limit, config=config, encoding=encoding, crop=crop, flip=flip)
 
 
 def _guess_columns(spec: DataSpec) -> dict[str, str]:
@@ -434,6 +433,8 @@ def _guess_columns(spec: DataSpec) -> dict[str, str]:
             if name in found and name not in cols.values():
                 cols[role] = name
                 break
+    if "image" in cols and "text" in cols and "caption" not in cols:  # an image's text is its caption
+        cols["caption"] = cols.pop("text")
     if not cols:
         raise ValueError(f"cannot tell which column holds the text in {spec.source!r}; columns found: "
                          f"{', '.join(found)}. Pass text='<column>' (and label=/target= as needed)")

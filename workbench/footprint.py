@@ -49,6 +49,8 @@ def dims(spec) -> dict[str, Any]:
     if spec.family == "unet":
         d["unet"] = spec.unet_config(full=True)
         return d
+    if spec.family == "sd":  # the UNet trains; the VAE and text encoder(s) are frozen weights
+        return {**d, **_sd_dims(spec)}
     cfg = spec.config()
     h, heads = cfg.hidden_size, cfg.num_attention_heads
     head_dim = _first(cfg, "d_kv", "head_dim", default=h // heads)
@@ -132,7 +134,7 @@ def _loss_bytes(d, tokens: int, p: int) -> float:
     return max(12 * V * tokens, (4 if p == 4 else 2) * V * tokens + (4 if p == 4 else 6) * V * h)
 
 
-def _unet_acts(cfg, batch: int, res: int, p: int, r: int, ckpt: bool) -> tuple[float, float]:
+def _unet_acts(cfg, batch: int, res: int, p: int, r: int, ckpt: bool, context: int = 77) -> tuple[float, float]:
     """(saved bytes, recomputed bytes) of a diffusers UNet at ``res`` x ``res``, walking its blocks."""
     chans, lpb = list(cfg["block_out_channels"]), int(cfg["layers_per_block"])
     conditional = "cross_attention_dim" in cfg and any("CrossAttn" in t for t in cfg["down_block_types"])
@@ -149,8 +151,8 @@ def _unet_acts(cfg, batch: int, res: int, p: int, r: int, ckpt: bool) -> tuple[f
         if conditional:  # Transformer2DModel: GN, proj_in, self-attn, cross-attn, GEGLU, proj_out
             heads = head_dim
             per_px = 4 * r * c + _lin(3, p) * c + 26 * p * c + 8 * heads
-            context = 77 * (2 * p * c + 2 * p * int(cfg["cross_attention_dim"]))
-            blocks.append((per_px * n + context, (r + 3 * p) * c * n))
+            ctx = context * (2 * p * c + 2 * p * int(cfg["cross_attention_dim"]))
+            blocks.append((per_px * n + ctx, (r + 3 * p) * c * n))
         else:  # GN in, q/k/v inputs (3 copies), q/k/v, out
             full = (r + 7 * p) * c * n + 4 * (c // head_dim) * n
             blocks.append((full, full))
@@ -188,18 +190,36 @@ def _unet_acts(cfg, batch: int, res: int, p: int, r: int, ckpt: bool) -> tuple[f
     return batch * (sum(b for b, _ in blocks) + fixed_bytes), 0.0
 
 
+def _sd_dims(spec) -> dict[str, Any]:
+    """Stable Diffusion's UNet config (diffusers' defaults filled in), its parameters, the caption length."""
+    import torch
+
+    if spec.lora is not None:
+        raise ValueError("plan_memory models Stable Diffusion with the whole UNet training; LoRA on it is not "
+                         "modelled yet: plan the full UNet (an upper bound) with lora=None")
+    from .pipeline import diffusers
+
+    cfgs = spec.sd_configs()
+    with torch.device("meta"):
+        unet = diffusers().UNet2DConditionModel.from_config(cfgs["unet"])
+    return {"unet": dict(unet.config), "trainable": sum(p.numel() for p in unet.parameters()),
+            "context": int(cfgs["text_encoder"].get("max_position_embeddings", 77))}
+
+
 # --------------------------------------------------------------------------- estimate
 def estimate(d, batch: int, seq: int, precision: str, optimizer: str, zero: int,
               ckpt: bool, devices: int, kernels: str = "fused") -> dict[str, int]:
     """Per-device bytes of each component for one configuration."""
-    N, mixed = d["params"], precision != "fp32"
+    mixed = precision != "fp32"
+    N = d.get("trainable", d["params"])  # sd: the UNet; its frozen parts are weights alone
+    frozen = (d["params"] - N) * (2 if mixed else 4)
     p = 2 if mixed else 4  # activation bytes
     r = 4 if (not mixed or zero == 0) else 2  # autocast keeps norms and residuals in fp32
     wb = 2 if (mixed and zero) else 4  # DeepSpeed's model is 16-bit; the Trainer's is fp32
     opt = OPTIMIZERS[optimizer] + (4 if wb == 2 else 0)  # + fp32 master copy under ZeRO
-    if d["family"] == "unet":
+    if d["family"] in ("unet", "sd"):
         # CUDA autocast runs GroupNorm in fp32; CPU autocast in 16 bits
-        acts, redo = _unet_acts(d["unet"], batch, seq, p, p if kernels == "cpu" else r, ckpt)
+        acts, redo = _unet_acts(d["unet"], batch, seq, p, p if kernels == "cpu" else r, ckpt, d.get("context", 77))
         acts += redo
         matmul, layer_params, tail = N, N / 10, 0  # ZeRO-3 gathers about a tenth at a time
     else:
@@ -213,7 +233,7 @@ def estimate(d, batch: int, seq: int, precision: str, optimizer: str, zero: int,
         tail = 2 * 4 * d["vocab"] * h if head else 0  # tied embedding: dense grad + accumulation
     if mixed and zero == 0:
         acts += 2 * matmul  # autocast's 16-bit weight copies, saved for backward
-    weights = wb * N / (devices if zero >= 3 else 1)
+    weights = wb * N / (devices if zero >= 3 else 1) + frozen
     if zero >= 3:
         weights += 2 * wb * layer_params  # the gathered layer and the prefetched one
     grads = wb * N / (devices if zero >= 2 else 1)

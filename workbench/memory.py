@@ -265,7 +265,7 @@ def _check_options(batch_size, precision, kernels, optimizer, zero_stage, device
 
 def _seq_len(name: str, d: dict, seq_len: int | None) -> int:
     """``seq_len`` checked against the model (a UNet's default: its sample size)."""
-    if seq_len is None and d["family"] == "unet":
+    if seq_len is None and d["family"] in ("unet", "sd"):
         seq_len = int(d["unet"].get("sample_size") or 64)
     if seq_len is None:
         raise ValueError(f"seq_len is required for {name}: tokens per sample, e.g. seq_len=512")

@@ -216,7 +216,7 @@ def training_arguments(a: dict, device, task: str, run_path: Path, optim: str) -
         optim=optim, seed=a["seed"], data_seed=a["seed"], report_to=a["report_to"] or "none",
         disable_tqdm=True, remove_unused_columns=False, dataloader_num_workers=0,
         prediction_loss_only=task != "classification", max_grad_norm=1.0,
-        torch_compile=compile_, label_names=["labels"] if task != "diffusion" else [],
+        torch_compile=compile_, label_names=["labels"] if task not in ("diffusion", "text_to_image") else [],
     )
     if compile_ and device.backend.compile_backend:
         targs["torch_compile_backend"] = device.backend.compile_backend

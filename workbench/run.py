@@ -292,12 +292,19 @@ class RunDir:
     def tokenizer(self):
         return self._load()[1]
 
-    def sample(self, n: int = 16, steps: int = 50, seed: int = 0):
-        """Generate ``n`` images (diffusion runs): a list of PIL images."""
+    def sample(self, n: int | str | list[str] = 16, steps: int | None = None, seed: int = 0, guidance: float = 7.5):
+        """Generate images (PIL), deterministic for a ``seed``.
+
+        Diffusion runs: ``n`` images, DDIM in ``steps`` (default 50). Text-to-image runs:
+        ``run.sample(prompts, steps=25, guidance=7.5, seed=0)``, one image per prompt
+        (``guidance``: the classifier-free guidance scale; 1 turns it off).
+        """
+        if self.task == "text_to_image":
+            return self.model.sample(n, steps=steps or 25, guidance=guidance, seed=seed)
         if self.task != "diffusion":
-            raise ValueError("run.sample() is for diffusion runs; for language models use "
+            raise ValueError("run.sample() is for diffusion runs (and text-to-image runs); for language models use "
                              "run.model.generate(...) with run.tokenizer")
-        return self.model.sample(n, steps=steps, seed=seed)
+        return self.model.sample(n, steps=steps or 50, seed=seed)
 
     def __repr__(self) -> str:
         s = self.summary

@@ -18,8 +18,14 @@ from .device import DeviceInfo
 from .run import STOP_FILE, RunDir
 
 
-def _model(mspec: ModelSpec, dspec: DataSpec, run: RunDir):
-    """The model and tokenizer of a run (LoRA-wrapped; diffusion: the denoising module)."""
+def _model(mspec: ModelSpec, dspec: DataSpec, run: RunDir, precision: str):
+    """The model and tokenizer of a run (LoRA-wrapped; diffusion: the denoising module;
+    text_to_image: the text-conditioned objective and the model's ``Captions``)."""
+    if mspec.task == "text_to_image":
+        from .texttoimage import from_spec
+
+        model = from_spec(mspec, precision)
+        return model, model.captions
     model, tok = mspec.build(num_labels=dspec.num_labels)
     if mspec.lora is not None:
         base = run.path / "base"
@@ -110,9 +116,13 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
     spec = run.spec
     mspec, dspec, a = ModelSpec.from_dict(spec["model"]), DataSpec.from_dict(spec["data"]), spec["args"]
     transformers.set_seed(a["seed"])
-    model, tok = _model(mspec, dspec, run)
+    model, tok = _model(mspec, dspec, run, device.resolve_precision(a["precision"]))
     prepared, inner, sampler, drop, restore = _batches(a, mspec.task, dspec.prepare(tok, max_length=a["max_length"]),
                                                        tok, model)
+    if mspec.task == "text_to_image":  # one resolution, fixed caption length: static shapes
+        from .images import Augment
+
+        inner = Augment(tok.resolution, dspec.crop, dspec.flip)
     from .batching import CountingCollator
 
     counter = CountingCollator(inner, model, drop=drop)
@@ -134,7 +144,7 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
         callbacks.append(as_callback(MarkStep(device)))
     trainer = transformers.Trainer(
         model=model, args=args, train_dataset=prepared["train"], eval_dataset=prepared["eval"],
-        data_collator=counter, processing_class=tok if mspec.task != "diffusion" else None,
+        data_collator=counter, processing_class=tok if mspec.task not in ("diffusion", "text_to_image") else None,
         callbacks=callbacks + list(extra_callbacks), optimizer_cls_and_kwargs=fused_optimizer(device, args),
         compute_metrics=recipe.accuracy if mspec.task == "classification" else None,
     )

@@ -1,6 +1,7 @@
 """Benchmarks that measure ratios side by side in one process (``python -m workbench.bench``).
 
-One module per benchmark (``engine``, ``dashboard``, ``scaling``, ``shapes``, ``mfu``, ``plan``), the
+One module per benchmark (``engine``, ``dashboard``, ``scaling``, ``shapes``, ``mfu``, ``plan``,
+``prompts``: a quality figure, not a timing), the
 contenders they share (``contenders``: the raw loop, the plain Trainer, wb.train, the
 interleaving) and the command line (``cli``). Each benchmark's function is exported here
 under its module's name, so ``workbench.bench.engine`` is the function; import a module's
@@ -13,8 +14,9 @@ from .dashboard import dashboard
 from .engine import engine
 from .mfu import mfu
 from .plan import plan
+from .prompts import prompts
 from .scaling import scaling
 from .shapes import shapes
 
 __all__ = ["BASELINES", "BENCHES", "SHAPES", "dashboard", "engine", "engine_setup", "main",
-           "mfu", "parser", "plan", "save_baseline", "scaling", "shapes"]
+           "mfu", "parser", "plan", "prompts", "save_baseline", "scaling", "shapes"]

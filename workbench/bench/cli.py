@@ -19,11 +19,12 @@ from .dashboard import dashboard
 from .engine import engine
 from .mfu import mfu
 from .plan import plan
+from .prompts import prompts
 from .scaling import scaling
 from .shapes import shapes
 
 BENCHES = {"engine": engine, "dashboard": dashboard, "scaling": scaling, "shapes": shapes, "mfu": mfu,
-           "plan": plan}
+           "plan": plan, "prompts": prompts}
 BASELINES = Path("benchmarks") / "baselines"
 
 
