@@ -225,7 +225,9 @@ def test_pick_a_model_and_a_dataset_and_press_train(lab):
         field(page, "size").locator("select").select_option(index=1)
         wait_ui(page, "() => document.body.innerText.includes('cannot load offline')",
                 "the model picker to say the size cannot load offline", 60_000)
-        page.locator("button:has-text('Train')").click()
+        # the picker's longer text has just moved the form down: a click event on the
+        # button itself, not at coordinates read a moment before
+        page.locator("button:has-text('Train')").dispatch_event("click")
         wait_ui(page, "() => [...document.querySelectorAll('.wb-dash .wb-error')].some(e => e.textContent.includes('HF_HUB_OFFLINE'))",
                 "the failed run's dashboard to show its reason", 300_000)
         wait_ui(page, "() => document.body.innerText.includes('failed at step 0')",
