@@ -10,6 +10,7 @@ picture shows instead (checked with JavaScript off).
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
@@ -53,15 +54,16 @@ def browser():
         yield p
 
 
+@contextlib.contextmanager
 def _open(pw, tmp_path, html, name, **page_args):
+    """``html`` in a Chromium page: (page, the page's uncaught errors); a screenshot on failure."""
     path = tmp_path / f"{name}.html"
     path.write_text(html)
-    ctx = browser_page(pw, name, viewport={"width": 1100, "height": 1400}, **page_args)
-    pg = ctx.__enter__()
-    errors = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.goto(path.as_uri())
-    return ctx, pg, errors
+    with browser_page(pw, name, viewport={"width": 1100, "height": 1400}, **page_args) as pg:
+        errors = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(path.as_uri())
+        yield pg, errors
 
 
 def _texts(pg, selector):
@@ -76,16 +78,13 @@ CASES = {"cpu": {"a": _events()},
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_view_draws_the_panels_and_legends_the_picture_has(browser, tmp_path, case):
     runs = CASES[case]
-    ctx, pg, errors = _open(browser, tmp_path, _html(runs, {"a": SUMMARY}), f"view-{case.replace(' ', '-')}")
-    try:
+    with _open(browser, tmp_path, _html(runs, {"a": SUMMARY}), f"view-{case.replace(' ', '-')}") as (pg, errors):
         pg.wait_for_selector(".wb-saved .wb-panel .u-title")
         titles = _texts(pg, ".wb-panel .u-title")
         # legends: the view lists the x value first and, smoothed, a faint raw line per curve
         legends = [t.split(":")[0] for t in _texts(pg, ".wb-panel .u-legend .u-series th")]
         assert not errors, errors
         assert pg.is_hidden(".wb-fallback"), "the chart replaced the picture"
-    finally:
-        ctx.__exit__(None, None, None)
     fig = chart.figure(runs, mem_total=8 * 2**30, warmup_steps=5)
     axes = [ax for ax in fig.axes if ax.get_visible()]
     assert titles == [ax.get_title() for ax in axes]
@@ -96,8 +95,7 @@ def test_the_view_draws_the_panels_and_legends_the_picture_has(browser, tmp_path
 
 def test_hover_zoom_smoothing_time_axis_and_width(browser, tmp_path):
     events = _events()
-    ctx, pg, errors = _open(browser, tmp_path, _html({"a": events}, {"a": SUMMARY}), "view-interactions")
-    try:
+    with _open(browser, tmp_path, _html({"a": events}, {"a": SUMMARY}), "view-interactions") as (pg, errors):
         pg.wait_for_selector(".wb-panel .u-over")
         host = pg.eval_on_selector("#host", "e => e.clientWidth")
         grid = pg.eval_on_selector(".wb-grid", "e => e.clientWidth")
@@ -139,27 +137,19 @@ def test_hover_zoom_smoothing_time_axis_and_width(browser, tmp_path):
                              "p => p.offsetWidth > 0.95 * document.querySelector('.wb-grid').clientWidth)")
         pg.screenshot(path=str(ARTIFACTS / "view-interactions.png"), full_page=True)
         assert not errors, errors
-    finally:
-        ctx.__exit__(None, None, None)
 
 
 def test_a_failed_run_shows_its_error_and_without_scripts_the_picture(browser, tmp_path):
     failed = {**SUMMARY, "status": "failed", "error": "OSError: cannot load 'gpt2' while offline: use size='tiny'"}
     html = _html({"a": _events(n=3)}, {"a": failed}, status="failed")
-    ctx, pg, errors = _open(browser, tmp_path, html, "view-failed")
-    try:
+    with _open(browser, tmp_path, html, "view-failed") as (pg, errors):
         pg.wait_for_selector(".wb-error")
         assert pg.locator(".wb-status").inner_text() == "failed"
         assert "cannot load 'gpt2' while offline" in pg.locator(".wb-error").inner_text()
         assert not errors, errors
-    finally:
-        ctx.__exit__(None, None, None)
-    ctx, pg, _ = _open(browser, tmp_path, html, "view-no-scripts", java_script_enabled=False)
-    try:
+    with _open(browser, tmp_path, html, "view-no-scripts", java_script_enabled=False) as (pg, _):
         assert pg.locator(".wb-fallback img").is_visible(), "no scripts: the picture"
         assert "cannot load" in pg.locator(".wb-fallback table").inner_text(), "and the error in the table"
-    finally:
-        ctx.__exit__(None, None, None)
 
 
 def test_nbconvert_html_of_a_saved_notebook_shows_the_interactive_chart(browser, tmp_path):
@@ -173,11 +163,8 @@ def test_nbconvert_html_of_a_saved_notebook_shows_the_interactive_chart(browser,
     cell.outputs = [nbformat.v4.new_output("display_data", data=page.saved_output(runs, {"a": SUMMARY}, state, "a"))]
     nb.cells = [cell]
     html, _ = HTMLExporter().from_notebook_node(nb)
-    ctx, pg, errors = _open(browser, tmp_path, html, "view-nbconvert")
-    try:
+    with _open(browser, tmp_path, html, "view-nbconvert") as (pg, errors):
         pg.wait_for_selector(".wb-saved[data-mounted] .wb-panel .u-title")
         assert pg.locator(".wb-dash .wb-status").inner_text() == "completed"
         assert "wall time" in pg.locator(".wb-dash .wb-summary").inner_text()
         assert not errors, errors
-    finally:
-        ctx.__exit__(None, None, None)
