@@ -222,6 +222,8 @@ def test_pick_a_model_and_a_dataset_and_press_train(lab):
         page.screenshot(path=str(ARTIFACTS / "browser-train-form.png"), full_page=True)
         # a size that needs the hub, while the hub is off (HF_HUB_OFFLINE=1 in the tests):
         # the picker says so, and the failed run says why in the form and in its dashboard
+        wait_ui(page, "() => document.body.innerText.includes('completed at step 30 of 30')",
+                "the form to say the run completed", 60_000)
         field(page, "size").locator("select").select_option(index=1)
         wait_ui(page, "() => document.body.innerText.includes('cannot load offline')",
                 "the model picker to say the size cannot load offline", 60_000)

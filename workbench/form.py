@@ -170,7 +170,9 @@ class TrainForm(Composite):
         """Start ``wb.train(..., background=True)``; its dashboard shows in ``output``."""
         from .engine import train
 
-        if self.run is not None and self.run.is_training:
+        # still training: not yet ended (its end event's subscribers, this form's among
+        # them, run while the run is still marked training: a click then is a new run)
+        if self.run is not None and self.run.is_training and not self.run.summary.get("ended"):
             self.message.value = error_html(f"{self.run.name} is still training; stop it first (form.run.stop())")
             self._stale = True
             return
