@@ -19,6 +19,7 @@ from typing import Any
 from . import bundled, images, recipe
 from .catalog import hub_error, is_local  # hub_error: the hub module's, through the catalog
 from .progress import transformers_errors_only
+from .shapes import LengthStats
 
 TASKS = ("classification", "causal_lm", "seq2seq", "diffusion", "text_to_image")
 ROLES = ("text", "label", "target", "image", "caption")
@@ -35,26 +36,6 @@ _HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 
 def _fingerprint(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-@dataclass
-class LengthStats:
-    """Token lengths of a dataset's text column (no truncation)."""
-
-    lengths: Any  # numpy array of ints
-
-    def to_dict(self) -> dict[str, float]:
-        import numpy as np
-
-        x = np.asarray(self.lengths)
-        return {"count": int(x.size), "mean": float(x.mean()), "min": int(x.min()),
-                **{f"p{q}": float(np.percentile(x, q)) for q in (50, 90, 99)}, "max": int(x.max())}
-
-    def __getitem__(self, key: str) -> float:
-        return self.to_dict()[key]
-
-    def __repr__(self) -> str:
-        return "LengthStats(" + ", ".join(f"{k}={v:g}" for k, v in self.to_dict().items()) + ")"
 
 
 @dataclass

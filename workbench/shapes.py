@@ -16,12 +16,31 @@ padding. This module takes the middle road:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 STRATEGIES = ("pad_to_max", "dynamic", "bucketed", "packed")
 LABEL_PAD = -100  # CrossEntropyLoss's default ignore_index: such labels add no loss
+
+
+@dataclass
+class LengthStats:
+    """Token lengths of a dataset's text column (no truncation)."""
+
+    lengths: Any  # numpy array of ints
+
+    def to_dict(self) -> dict[str, float]:
+        x = np.asarray(self.lengths)
+        return {"count": int(x.size), "mean": float(x.mean()), "min": int(x.min()),
+                **{f"p{q}": float(np.percentile(x, q)) for q in (50, 90, 99)}, "max": int(x.max())}
+
+    def __getitem__(self, key: str) -> float:
+        return self.to_dict()[key]
+
+    def __repr__(self) -> str:
+        return "LengthStats(" + ", ".join(f"{k}={v:g}" for k, v in self.to_dict().items()) + ")"
 
 
 # --------------------------------------------------------------------------- buckets
