@@ -201,22 +201,25 @@ def test_lazy_mode_marks_every_backward_the_optimizer_step_and_each_eval_step(hp
     assert Spy.marks("habana_frameworks.torch.hpex") == 3 * (2 + 1), "FusedAdamW: 2 groups + 1, per step"
 
 
-def test_compile_mode_uses_hpu_backend_with_room_for_every_shape(hpu_trains_on_cpu, monkeypatch):
+def test_compile_mode_uses_hpu_backend_with_room_for_every_shape(hpu_trains_on_cpu):
     """Compile mode (eager + torch.compile) through ``wb.train`` on bucketed batches: the
     compile backend is the bridge's, mark_step never runs, and dynamo may keep a graph for
     every training and evaluation shape (+2) instead of falling back to eager."""
     import torch._dynamo
 
-    monkeypatch.setattr(torch._dynamo.config, "cache_size_limit", 8)
-    run = _train("bert-tiny", wb.dataset("docstrings-topic", limit=120), mode="compile", padding="bucketed",
-                 buckets=4, max_length=64)
+    # dynamo's own patch restores the setting; monkeypatch's undo leaves the torch config
+    # module unable to read it back ("recompile_limit does not exist") for later tests
+    with torch._dynamo.config.patch(recompile_limit=8):
+        run = _train("bert-tiny", wb.dataset("docstrings-topic", limit=120), mode="compile", padding="bucketed",
+                     buckets=4, max_length=64)
+        limit = torch._dynamo.config.recompile_limit
     from habana_frameworks.torch.core import COMPILED
 
     assert run.trainer.args.torch_compile and run.trainer.args.torch_compile_backend == "hpu_backend"
     assert COMPILED, "the double's hpu_backend compiled the model"
     assert Spy.marks() == 0 and Spy.marks("habana_frameworks") == 0, "no mark_step outside lazy mode"
     shapes = len(run.trainer.data_collator.inner.boundaries)  # the buckets (+ max_length for eval rows)
-    assert shapes >= 4 and torch._dynamo.config.cache_size_limit >= 2 * shapes + 2 > 8
+    assert shapes >= 4 and limit >= 2 * shapes + 2 > 8
 
 
 def test_compile_is_refused_in_lazy_mode(hpu, monkeypatch):

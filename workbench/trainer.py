@@ -102,7 +102,10 @@ def _room_for_shapes(inner) -> None:
 
     shapes = len(getattr(inner, "boundaries", ())) or 1  # bucketed / packed: the boundaries
     config = torch._dynamo.config
-    config.cache_size_limit = max(config.cache_size_limit, 2 * shapes + 2)
+    # torch 2.7 renamed cache_size_limit to recompile_limit (the old name stays an alias);
+    # Intel's Gaudi containers may ship an older torch
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    setattr(config, name, max(getattr(config, name), 2 * shapes + 2))
 
 
 def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callbacks: list = ()):
