@@ -427,3 +427,23 @@ def test_the_double_is_as_strict_as_the_bridge(hpu, monkeypatch):
         torch.hpu.get_rng_state(1)
     compiled = torch.compile(net, backend="hpu_backend")
     assert compiled(torch.ones(1, 2)).shape == (1, 2)
+
+
+def _compiles(run) -> list[int]:
+    return [e["compiles"] for e in run.events if e.get("phase") in ("warmup", "train")]
+
+
+def test_the_compile_count_rises_with_new_shapes_and_stays_flat_on_static_ones(hpu_trains_on_cpu):
+    """The double counts a compile per new input signature of a compiled graph (as the bridge
+    recompiles per shape): static shapes (text-to-image: one resolution, captions padded to
+    the encoder's length) compile during the first step and never again (issue #19: no
+    recompiles on Gaudi); dynamic padding keeps compiling as new lengths arrive."""
+    sd = _train("sd-tiny", wb.dataset("digits-captioned", limit=64), mode="compile", max_steps=10,
+                batch_size=4, warmup_steps=0)
+    counts = _compiles(sd)  # the fixture loads a fresh double: its counter starts at 0
+    assert counts[0] >= 1, f"the first step compiles the graphs: {counts}"
+    assert len(set(counts)) == 1 and len(counts) == 10, f"and nothing compiles after it: {counts}"
+    text = _train("bert-tiny", wb.dataset("docstrings-topic", limit=120), mode="compile", padding="longest",
+                  max_steps=8, max_length=64, warmup_steps=0)
+    counts = _compiles(text)
+    assert counts[-1] > counts[0] + 2, f"batches padded to their longest row recompile: {counts}"

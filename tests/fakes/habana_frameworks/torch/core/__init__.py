@@ -23,13 +23,22 @@ if getattr(torch, "hpu", None) is not hpu:
 
 
 def _hpu_backend(graph_module, example_inputs, **kwargs):
-    """The double's ``hpu_backend``: runs the captured graph as it is (on the CPU).
+    """The double's ``hpu_backend``: runs the captured graph as it is (on the CPU), and counts
+    a graph compilation for every input signature (shapes, dtypes) the graph first runs with.
 
     Lazy mode refuses it: optimum-habana asserts "Dynamo and lazy are mutually exclusive"
     (optimum/habana/transformers/training_args.py:664 @ 1d8504c), and the bridge initialises
     its compile backend only in non-lazy mode (core/__init__.py:143 @ 5a56187). The 1.19
     source has no explicit check of its own: how a real lazy-mode compile fails is unverified.
+
+    Counting: a Synapse recipe is compiled for static shapes, and every new input shape
+    compiles a new one (HabanaAI/Gaudi-tutorials PyTorch/Detecting_Dynamic_Shapes, "dynamic
+    shapes ... cause recompilations"; Intel Gaudi docs, Handling Dynamic Shapes); the
+    ``graph_compilation`` metric counts those non-eager compiles
+    (backend/synapse_helpers/graph.cpp:614 @ 5a56187). The double keys on what a recipe is
+    specialised on that it can see: each tensor input's shape and dtype.
     """
+    from habana_frameworks.torch.hpu.metrics import COUNTERS
     from habana_frameworks.torch.utils.internal import is_lazy as lazy_now
 
     if lazy_now():
@@ -38,7 +47,16 @@ def _hpu_backend(graph_module, example_inputs, **kwargs):
     current = sys.modules.get(__name__)  # the copy of the double loaded now (tests reload it)
     if current is not None:
         current.COMPILED.append(graph_module)
-    return graph_module.forward
+    signatures: set = set()
+
+    def run(*args):
+        key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else type(a) for a in args)
+        if key not in signatures:
+            signatures.add(key)
+            COUNTERS["graph_compilation"]["TotalNumber"] += 1
+        return graph_module.forward(*args)
+
+    return run
 
 
 def _register_backend() -> None:
