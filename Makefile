@@ -6,6 +6,12 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JS     := workbench/assets/build/dashboard.js
+LABEXT := workbench/server/labextension/package.json
+# Where JupyterLab looks for prebuilt extensions in this venv (a wheel installs it there)
+LABDIR := $(VENV)/share/jupyter/labextensions/gaudi-workbench
+JS_SOURCES := package.json package-lock.json js/package.json js/build.mjs $(wildcard js/src/*) \
+              labextension/package.json labextension/tsconfig.json labextension/install.json \
+              $(wildcard labextension/src/* labextension/style/*)
 EXTRAS ?= dev
 # Inside Intel's Gaudi container torch comes with the Habana bridge: the venv then sees the
 # system site-packages and pins that torch, so pip can never replace it.
@@ -14,14 +20,18 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .PHONY: lab test venv lint constraints clean js
 
-venv: $(STAMP) $(JS)
+venv: $(STAMP) $(JS) $(LABEXT)
 
-# The dashboard's JavaScript (js/: uPlot from npm, bundled by esbuild) is built, never
-# committed: rebuilt whenever its sources or lock file change. Needs Node.js 18+ and npm.
-$(JS): js/package.json js/package-lock.json js/build.mjs $(wildcard js/src/*)
-	cd js && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent
+# The JavaScript is built, never committed, and rebuilt whenever its sources or the lock
+# file change (npm workspaces, package.json): js/ is the dashboard (uPlot, bundled by
+# esbuild), labextension/ the JupyterLab extension (TypeScript, built by the venv's
+# jupyter-builder). Needs Node.js 18+ and npm; a wheel user needs neither.
+$(JS) $(LABEXT) &: $(JS_SOURCES) | $(STAMP)
+	npm ci --no-audit --no-fund --loglevel=error
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npm run build --silent
+	touch $(JS) $(LABEXT)
 
-js: $(JS)
+js: $(JS) $(LABEXT)
 
 $(STAMP): pyproject.toml constraints.txt
 ifeq ($(GAUDI),1)
@@ -39,15 +49,19 @@ else
 	DS_BUILD_OPS=0 $(PY) -m pip install --no-build-isolation -c constraints.txt deepspeed==0.19.8
 	$(PY) -m pip install -c constraints.txt -e '.[$(EXTRAS)]'
 endif
+	# The editable install copied the built extension into the venv: link it instead, so a
+	# rebuild (make js) shows at the next page load, as `jupyter labextension develop` does.
+	rm -rf $(LABDIR) && mkdir -p $(dir $(LABDIR)) && ln -s $(CURDIR)/workbench/server/labextension $(LABDIR)
+	$(VENV)/bin/jupyter server extension enable --sys-prefix workbench.server
 	touch $(STAMP)
 
-lab: $(STAMP) $(JS)
+lab: $(STAMP) $(JS) $(LABEXT)
 	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG)
 
 # Two pytest workers (pytest-xdist): each test runs torch on one thread (tests/conftest.py),
 # so the CI machine's two cores each take a test. JOBS=0 runs everything in this process.
 JOBS ?= 2
-test: $(STAMP) $(JS)
+test: $(STAMP) $(JS) $(LABEXT)
 	$(PY) -m pytest -n $(JOBS) --dist worksteal $(PYTEST_ARGS)
 
 lint: $(STAMP)
@@ -59,4 +73,4 @@ constraints: $(STAMP)
 	@echo "review constraints.new, keep the header of constraints.txt, then move it over"
 
 clean:
-	rm -rf $(VENV) .pytest_cache js/node_modules workbench/assets/build
+	rm -rf $(VENV) .pytest_cache node_modules js/node_modules workbench/assets/build workbench/server/labextension labextension/lib

@@ -97,7 +97,8 @@ def _wait_for_server(lab: dict, proc: subprocess.Popen, log: Path) -> None:
 
 
 def _check_server(lab: dict) -> None:
-    """The server sees our kernel spec as its default and has loaded the settings overrides."""
+    """The server sees our kernel spec as its default, has loaded the settings overrides and
+    runs the workbench's server extension."""
     specs = api(lab, "/api/kernelspecs")
     argv = specs["kernelspecs"].get(KERNEL, {}).get("spec", {}).get("argv", [])
     assert specs["default"] == KERNEL and argv[:1] == [sys.executable], \
@@ -107,6 +108,11 @@ def _check_server(lab: dict) -> None:
         schema = api(lab, f"/lab/api/settings/{plugin}")["schema"]["properties"]
         defaults = {k: schema[k].get("default") for k in values}
         assert defaults == values, f"settings overrides for {plugin} not loaded: {defaults}"
+    try:
+        api(lab, "/workbench/runs")
+    except urllib.error.HTTPError as e:
+        pytest.fail(f"the workbench server extension does not answer ({e}): `make venv` enables it "
+                    "(jupyter server extension enable --sys-prefix workbench.server)")
 
 
 @contextlib.contextmanager
@@ -136,7 +142,7 @@ def jupyterlab(workdir: Path):
     log_path = workdir / "lab.log"
     with open(log_path, "a") as log:
         proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
-        lab = {"url": f"http://127.0.0.1:{port}", "token": token, "dir": workdir}
+        lab = {"url": f"http://127.0.0.1:{port}", "token": token, "dir": workdir, "pid": proc.pid}
         try:
             _wait_for_server(lab, proc, log_path)
             _check_server(lab)
@@ -148,6 +154,17 @@ def jupyterlab(workdir: Path):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def long_quickstart(workdir: Path) -> str:
+    """The quickstart with parameters for a run long enough to stop (papermill's injection)."""
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+
+    nb = load_notebook_node(str(ROOT / "notebooks" / "01_quickstart.ipynb"))
+    nb = parameterize_notebook(nb, {"MAX_STEPS": 100000, "BATCH_SIZE": 4})
+    write_notebook(nb, workdir / "01_quickstart.ipynb")
+    return "01_quickstart.ipynb"
 
 
 def write_notebook(nb, path: Path) -> Path:

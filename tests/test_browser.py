@@ -19,9 +19,9 @@ import nbformat
 import pytest
 from lab_harness import (
     ARTIFACTS,
-    ROOT,
     browser_page,
     jupyterlab,
+    long_quickstart,
     open_notebook,
     require_chromium,
     run_all_cells,
@@ -39,17 +39,6 @@ def lab(tmp_path):
     require_chromium()
     with jupyterlab(tmp_path) as lab:
         yield lab
-
-
-def _quickstart(workdir) -> str:
-    """The quickstart with parameters for a run long enough to stop (papermill's injection)."""
-    from papermill.iorw import load_notebook_node
-    from papermill.parameterize import parameterize_notebook
-
-    nb = load_notebook_node(str(ROOT / "notebooks" / "01_quickstart.ipynb"))
-    nb = parameterize_notebook(nb, {"MAX_STEPS": 100000, "BATCH_SIZE": 4})
-    write_notebook(nb, workdir / "01_quickstart.ipynb")
-    return "01_quickstart.ipynb"
 
 
 def _blank(page) -> int:
@@ -122,7 +111,7 @@ def test_dashboard_live_stop_and_after_a_server_restart(tmp_path):
     from playwright.sync_api import sync_playwright
 
     require_chromium()
-    notebook = _quickstart(tmp_path)
+    notebook = long_quickstart(tmp_path)
     with jupyterlab(tmp_path) as lab, sync_playwright() as p, \
             browser_page(p, "dashboard", viewport={"width": 1300, "height": 1000}) as page:
         open_notebook(page, lab, notebook)

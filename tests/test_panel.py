@@ -1,0 +1,124 @@
+"""The JupyterLab extension in a real JupyterLab and a real headless Chromium.
+
+The Workbench panel in the left sidebar: the CPU device card with a sparkline that moves;
+a training run started in a notebook appears as running with a rising step; the status bar
+shows its step; hiding the panel stops the device polling; Stop in the panel ends the run
+`stopped` with a checkpoint; Insert code and Summary work on it. Every wait is on UI state
+with a deadline (tests/lab_harness.py); screenshots go to test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from lab_harness import (
+    ARTIFACTS,
+    browser_page,
+    jupyterlab,
+    long_quickstart,
+    open_notebook,
+    require_chromium,
+    run_all_cells,
+    wait_ui,
+)
+
+pytestmark = pytest.mark.browser
+
+PANEL = "#gaudi-workbench-panel"
+CPU_SPARK = f"{PANEL} .wbp-device[data-kind='cpu'] svg.wbp-util polyline"
+RUNNING = f"{PANEL} .wbp-run[data-status='running']"
+
+# The number in the running run's "step N/M".
+_RUN_STEP_JS = (f"Number(document.querySelector(\"{RUNNING} .wbp-step\")?.textContent"
+                ".match(/step (\\d+)/)?.[1] ?? -1)")
+
+
+def _points(page) -> str:
+    return page.get_attribute(CPU_SPARK, "points") or ""
+
+
+def test_panel_shows_devices_and_runs_and_stops_a_run(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    require_chromium()
+    notebook = long_quickstart(tmp_path)
+    requests: list[str] = []
+    with jupyterlab(tmp_path) as lab, sync_playwright() as p, \
+            browser_page(p, "panel", viewport={"width": 1400, "height": 950}) as page:
+        page.on("request", lambda r: requests.append(r.url))
+        open_notebook(page, lab, notebook)
+
+        # The status-bar item is there before anything trains; a click opens the panel.
+        wait_ui(page, "() => document.querySelector('.wbp-status-item')?.textContent === 'Workbench: idle'",
+                "the status-bar item to say idle", 60_000)
+        page.locator(".wbp-status-item").click()
+        wait_ui(page, f"() => document.querySelector('{PANEL}')?.offsetWidth > 0",
+                "a click on the status-bar item to open the panel", 30_000)
+
+        # The CPU card fills in and its utilisation sparkline moves from poll to poll.
+        wait_ui(page, f"""() => (document.querySelector("{CPU_SPARK}")?.getAttribute('points') || '')
+                    .split(' ').length >= 3""", "the CPU sparkline to have three points", 60_000)
+        before = _points(page)
+        wait_ui(page, f"""(b) => document.querySelector("{CPU_SPARK}").getAttribute('points') !== b""",
+                "the CPU sparkline to move", 30_000, arg=before)
+        card = page.locator(f"{PANEL} .wbp-device[data-kind='cpu']").inner_text()
+        assert re.search(r"\d+%", card) and "GiB" in card, card
+        notes = page.locator(f"{PANEL} .wbp-note").all_inner_texts()
+        assert any(n.startswith("Intel Gaudi:") and ("pyhlml" in n or "HLML" in n) for n in notes), notes
+
+        # A run started in the notebook shows up as running, its step rising.
+        run_all_cells(page, notebook)
+        wait_ui(page, f"() => {_RUN_STEP_JS} > 0", "the run to appear in the panel as running", 300_000)
+        first = page.evaluate(_RUN_STEP_JS)
+        wait_ui(page, f"(first) => {_RUN_STEP_JS} > first", f"the panel's step to rise past {first}",
+                120_000, arg=first)
+        wait_ui(page, "() => /step \\d+\\/100000/.test(document.querySelector('.wbp-status-item').textContent)",
+                "the status bar to show the run's step", 30_000)
+        status_text = page.locator(".wbp-status-item").inner_text()
+        assert "ETA" in status_text, status_text
+        wait_ui(page, f"""() => document.querySelector("{RUNNING} .wbp-loss-spark polyline")
+                    ?.getAttribute('points')?.split(' ').length >= 2""", "the run's loss sparkline", 60_000)
+        page.locator(PANEL).screenshot(path=str(ARTIFACTS / "panel-live.png"))  # the README's picture
+        page.screenshot(path=str(ARTIFACTS / "browser-panel-running.png"))
+
+        # Hidden, the panel stops reading devices; the runs poll (status bar) goes on.
+        tab = page.locator(f".jp-SideBar .lm-TabBar-tab[data-id='{PANEL[1:]}']")
+        tab.click()
+        wait_ui(page, f"() => !(document.querySelector('{PANEL}')?.offsetWidth > 0)", "the panel to hide", 30_000)
+        devices_then = sum("/workbench/devices" in u for u in requests)
+        runs_then = sum("/workbench/runs" in u for u in requests)
+        for _ in range(600):  # until three more runs polls (2 s apart while training), at most ~60 s
+            if sum("/workbench/runs" in u for u in requests) >= runs_then + 3:
+                break
+            page.wait_for_timeout(100)  # lets Playwright deliver the page's request events
+        assert sum("/workbench/runs" in u for u in requests) >= runs_then + 3, "the status bar keeps polling runs"
+        assert sum("/workbench/devices" in u for u in requests) == devices_then, "a hidden panel reads no devices"
+        tab.click()
+        wait_ui(page, f"() => document.querySelector('{PANEL}')?.offsetWidth > 0", "the panel to show again", 30_000)
+
+        # Stop from the panel: the run ends stopped, with a checkpoint.
+        page.locator(f"{RUNNING} .wbp-stop").click()
+        wait_ui(page, f"() => document.querySelector('{PANEL} .wbp-run')?.dataset.status === 'stopped'",
+                "the run to end 'stopped' after Stop in the panel", 180_000)
+        wait_ui(page, "() => document.querySelector('.wbp-status-item').textContent === 'Workbench: idle'",
+                "the status bar to say idle again", 60_000)
+        page.locator(PANEL).screenshot(path=str(ARTIFACTS / "panel-stopped.png"))
+
+        # Insert code puts wb.Run.open(<the run, relative to the notebook>) into the notebook.
+        page.locator(f"{PANEL} .wbp-run .wbp-insert").click()
+        wait_ui(page, """() => window.jupyterapp.shell.currentWidget.content.widgets
+                    .some(c => /wb\\.Run\\.open\\("runs\\/[^"]+"\\)/.test(c.model.sharedModel.getSource()))""",
+                "Insert code to add wb.Run.open(...) to the notebook", 30_000)
+        # Summary opens the run in the main area, with its status and checkpoint.
+        page.locator(f"{PANEL} .wbp-run .wbp-summary").click()
+        wait_ui(page, "() => /checkpoint-\\d+/.test(document.querySelector('.wbp-summary-view')?.textContent || '')",
+                "the summary view to list the checkpoint", 60_000)
+        page.screenshot(path=str(ARTIFACTS / "browser-panel-summary.png"))
+
+    runs = list((tmp_path / "runs").glob("*/summary.json"))
+    assert len(runs) == 1
+    summary = json.loads(runs[0].read_text())
+    assert summary["status"] == "stopped" and summary["step"] > first
+    assert (runs[0].parent / "checkpoints" / f"checkpoint-{summary['step']}").exists()
