@@ -26,7 +26,7 @@ LAYERS = [
     {"callbacks", "trainer"},
     {"engine"},
     {"launcher", "worker", "profiler", "widgets", "pickers", "form", "composite", "magics", "cli",
-     "checkup", "diagnosis"},
+     "checkup", "diagnosis", "server"},
     {"bench"},
 ]
 FACADE = {"__init__", "__main__"}  # the package's front door: may import anything, lazily
