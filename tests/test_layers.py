@@ -19,14 +19,14 @@ PACKAGE = Path(__file__).resolve().parent.parent / "workbench"
 # The layers, lowest first. A new module goes into one of them (the test says so).
 LAYERS = [
     {"device", "chips", "_hpu", "bundled", "progress", "nbrecord", "interrupts", "families", "lock",
-     "references", "hub", "pipeline"},
+     "references", "hub", "pipeline", "monitor"},
     {"catalog", "data", "shapes", "batching", "memory", "footprint", "recipe", "diffusion",
      "attention", "checkpoint", "launchfiles", "flops", "images", "texttoimage"},
     {"run", "dashboard", "writer", "chart", "page", "planner", "trainingplan"},
     {"callbacks", "trainer"},
     {"engine"},
     {"launcher", "worker", "profiler", "widgets", "pickers", "form", "composite", "magics", "cli",
-     "checkup", "diagnosis"},
+     "checkup", "diagnosis", "server"},
     {"bench"},
 ]
 FACADE = {"__init__", "__main__"}  # the package's front door: may import anything, lazily

@@ -13,16 +13,16 @@ from __future__ import annotations
 import html
 import importlib.metadata
 import os
-import platform
 import resource
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import _hpu
+from . import _hpu, monitor
 from ._hpu import MODES, hpu_mode, recipe_cache, set_hpu_mode  # noqa: F401  (public here too)
 from .chips import CHIPS, Chip, GiB, match  # noqa: F401  (public here too)
+from .monitor import Unavailable, cpu_name
 
 ORDER = ("hpu", "cuda", "cpu")
 ENV_DEVICE = "WORKBENCH_DEVICE"
@@ -63,14 +63,6 @@ def _cuda_precision(index: int) -> str:
 
 
 # --------------------------------------------------------------------------- cpu
-def _cpu_name(index: int) -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine() or "cpu"
-
-
 def _cpu_memory(index: int) -> dict[str, int]:
     import psutil
 
@@ -108,6 +100,8 @@ class Backend:
     mode: Callable[[], str | None] = lambda: None
     versions: Callable[[], dict[str, str | None]] = dict
     compiles: Callable[[], int | None] = lambda: None  # graph compilations so far
+    # every device of this kind, read through its management library (never torch): monitor.read
+    monitor: Callable[[], list[dict[str, Any]]] = list
     oom_marker: str = "out of memory"
     # Default least seconds between a run's events: reading the loss at a logging step makes
     # the host wait for every step queued on the device (0 where nothing runs ahead: CPU).
@@ -130,7 +124,7 @@ BACKENDS: dict[str, Backend] = {
         available=_hpu.available, count=_hpu.count, name=_hpu.name, memory=_hpu.memory,
         reset_peak=_hpu.reset_peak, synchronize=_hpu.synchronize, mark_step=_hpu.mark_step,
         precision=_hpu.precision, generation=_hpu.generation, mode=_hpu.hpu_mode,
-        versions=_hpu.versions, compiles=_hpu.compiles,
+        versions=_hpu.versions, compiles=_hpu.compiles, monitor=monitor.read_hpu,
         oom_marker="PT_DEVMEM Allocation failed",
         static_shapes=True,  # every new input shape compiles a new graph
         compile_default=lambda mode: mode == "eager",  # eager mode is meant to run compiled
@@ -145,16 +139,18 @@ BACKENDS: dict[str, Backend] = {
         name=lambda i: str(_torch().cuda.get_device_name(i)), memory=_cuda_memory,
         reset_peak=lambda i: _torch().cuda.reset_peak_memory_stats(i),
         synchronize=lambda i: _torch().cuda.synchronize(i), mark_step=_noop, precision=_cuda_precision,
+        monitor=monitor.read_cuda,
         oom_marker="CUDA out of memory", profiler_activities=("cpu", "cuda"), rank_index=True, k8s_resource="nvidia.com/gpu", slurm_gres="gpu",
     ),
     "cpu": Backend(
         kind="cpu", title="CPU", torch_device="cpu", dist_backend="gloo", compile_backend=None,
         optimizer="adamw_torch_fused",  # torch's AdamW, fused kernel: CPU support since torch 2.4
-        available=lambda: True, count=lambda: 1, name=_cpu_name, memory=_cpu_memory,
+        available=lambda: True, count=lambda: 1, name=cpu_name, memory=_cpu_memory,
         reset_peak=_noop,  # the peak RSS of a process cannot be reset
         synchronize=_noop, mark_step=_noop,
         precision=lambda i: "fp32",  # bf16 autocast on most CPUs is slower than fp32
         log_interval_s=0.0,  # the CPU computes as the host asks: reading the loss waits for nothing
+        monitor=monitor.read_cpu,
     ),
 }
 
@@ -416,6 +412,28 @@ def inference_model(model, device: DeviceInfo | None = None):
     return device.backend.inference(model, device.mode)
 
 
+def monitor_all() -> dict[str, Any]:
+    """Every device's current reading, for the side panel (never imports torch).
+
+    Returns
+    -------
+    dict
+        ``{"time": unix seconds, "devices": [reading, ...], "notes": [{"kind", "title",
+        "why"}, ...]}``: the readings (``monitor.read``) of every backend in priority
+        order, and for each backend that cannot be read here, why.
+    """
+    import time
+
+    out: dict[str, Any] = {"time": time.time(), "devices": [], "notes": []}
+    for kind in ORDER:
+        try:
+            out["devices"] += BACKENDS[kind].monitor()
+        except Unavailable as e:
+            out["notes"].append({"kind": kind, "title": BACKENDS[kind].title, "why": e.why})
+    return out
+
+
 def clear_cache() -> None:
-    """Forget cached probes (for tests that swap the environment)."""
+    """Forget cached probes and started management libraries (for tests that swap the environment)."""
     _hpu.clear_cache()
+    monitor.clear_cache()

@@ -1,0 +1,94 @@
+"""The HTTP side of the extension: one Jupyter ``APIHandler`` per endpoint, JSON in and out.
+
+Every verb needs a logged-in user (``tornado.web.authenticated``: the server answers 403
+otherwise). Errors are ``HTTPError``s whose message (``{"message": ...}`` in the reply,
+jupyter_server's ``APIHandler.write_error``) says what to send instead.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import tornado.web
+from jupyter_server.base.handlers import APIHandler
+
+from ..device import monitor_all
+from .runs import BadPath, NotFound, NotRunning, RunTable
+
+PATH_HINT = 'send {"path": "<run directory relative to the server root>"}, as workbench/runs lists it'
+
+
+class _Handler(APIHandler):
+    """Holds the server's ``RunTable`` and answers JSON."""
+
+    def initialize(self, table: RunTable) -> None:
+        self.table = table
+
+    def reply(self, data: Any) -> None:
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(data))
+
+    def answer(self, fn, *args) -> None:
+        """``fn(*args)`` as the reply; the table's refusals as 400, 404 and 409."""
+        try:
+            data = fn(*args)
+        except BadPath as e:
+            raise tornado.web.HTTPError(400, str(e)) from None
+        except NotFound as e:
+            raise tornado.web.HTTPError(404, str(e)) from None
+        except NotRunning as e:
+            raise tornado.web.HTTPError(409, str(e)) from None
+        self.reply(data)
+
+
+class DevicesHandler(_Handler):
+    """``GET workbench/devices``: every device's reading, and why a kind is missing."""
+
+    @tornado.web.authenticated
+    def get(self) -> None:
+        self.reply(monitor_all())
+
+
+class RunsHandler(_Handler):
+    """``GET workbench/runs``: every run under the root, newest first."""
+
+    @tornado.web.authenticated
+    def get(self) -> None:
+        self.reply({"runs": self.table.rows()})
+
+
+class RunHandler(_Handler):
+    """``GET workbench/run?path=<rel>``: one run's summary, spec, last events, checkpoints."""
+
+    @tornado.web.authenticated
+    def get(self) -> None:
+        rel = self.get_query_argument("path", None)
+        if rel is None:
+            raise tornado.web.HTTPError(400, "missing query argument 'path': ask for workbench/run?path=<run "
+                                             "directory relative to the server root>, as workbench/runs lists it")
+        self.answer(self.table.detail, rel)
+
+
+class StopHandler(_Handler):
+    """``POST workbench/stop`` with ``{"path": rel}``: ask a running run to stop after its step."""
+
+    @tornado.web.authenticated
+    def post(self) -> None:
+        try:
+            body = json.loads(self.request.body or b"")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("path"), str) or not body["path"].strip():
+            raise tornado.web.HTTPError(400, f"the body needs 'path': {PATH_HINT}")
+        self.answer(self.table.stop, body["path"])
+
+
+def handlers(base_url: str, table: RunTable) -> list[tuple[str, type, dict]]:
+    """The URL rules, under ``<base_url>/workbench/``."""
+    from jupyter_server.utils import url_path_join
+
+    kwargs = {"table": table}
+    return [(url_path_join(base_url, "workbench", name), cls, kwargs)
+            for name, cls in (("devices", DevicesHandler), ("runs", RunsHandler), ("run", RunHandler),
+                              ("stop", StopHandler))]
