@@ -49,10 +49,10 @@ else
 	DS_BUILD_OPS=0 $(PY) -m pip install --no-build-isolation -c constraints.txt deepspeed==0.19.8
 	$(PY) -m pip install -c constraints.txt -e '.[$(EXTRAS)]'
 endif
-	# The editable install copied the built extension into the venv: link it instead, so a
-	# rebuild (make js) shows at the next page load, as `jupyter labextension develop` does.
+	# The editable install enabled the server extension (etc/jupyter/jupyter_server_config.d)
+	# and copied the built JupyterLab extension into the venv: link it instead, so a rebuild
+	# (make js) shows at the next page load, as `jupyter labextension develop` does.
 	rm -rf $(LABDIR) && mkdir -p $(dir $(LABDIR)) && ln -s $(CURDIR)/workbench/server/labextension $(LABDIR)
-	$(VENV)/bin/jupyter server extension enable --sys-prefix workbench.server
 	touch $(STAMP)
 
 lab: $(STAMP) $(JS) $(LABEXT)

@@ -18,6 +18,15 @@ export function fmtBytes(n: number | null | undefined): string {
   return `${v >= 100 || i === 0 ? v.toFixed(0) : v.toFixed(1)} ${units[i]}`;
 }
 
+/** "5.6 / 23.5 GiB": used over total, the unit written once when both share it. */
+export function fmtBytesOf(used: number | null, total: number | null): string {
+  const a = fmtBytes(used);
+  const b = fmtBytes(total);
+  const [av, au] = a.split(' ');
+  const [bv, bu] = b.split(' ');
+  return au && au === bu ? `${av} / ${bv} ${bu}` : `${a} / ${b}`;
+}
+
 export function fmtNumber(v: number | null | undefined, digits = 3): string {
   if (v === null || v === undefined || !Number.isFinite(v)) {
     return '–';

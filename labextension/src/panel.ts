@@ -5,7 +5,7 @@ import { Notification } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
 import { api, IDevice, IRun } from './api';
-import { drawSparkline, el, fmtBytes, fmtDuration, fmtNumber, fmtThroughput, sparkline } from './format';
+import { drawSparkline, el, fmtBytes, fmtBytesOf, fmtDuration, fmtNumber, fmtThroughput, sparkline } from './format';
 import { describe, DevicesModel, RunsModel } from './model';
 
 /** What the panel asks of the application (kept small so the panel stays testable). */
@@ -108,11 +108,11 @@ export class WorkbenchPanel extends Widget {
       const r = node.appendChild(el('div', 'wbp-metric'));
       r.appendChild(el('span', 'wbp-label', label));
       const value = r.appendChild(el('span', `wbp-value ${cls}`));
-      const spark = r.appendChild(sparkline(cls));
+      const spark = r.appendChild(sparkline(cls, 64, 20));
       return { value, spark };
     };
     const util = row('util', 'wbp-util');
-    const mem = row('memory', 'wbp-mem');
+    const mem = row('mem', 'wbp-mem');
     const extra = node.appendChild(el('div', 'wbp-metric wbp-extra'));
     return { node, name, util: util.value, utilSpark: util.spark, mem: mem.value, memSpark: mem.spark, extra };
   }
@@ -122,7 +122,7 @@ export class WorkbenchPanel extends Widget {
     card.name.title = d.name;
     card.util.textContent = d.util_pct === null ? 'not reported' : `${d.util_pct.toFixed(0)}%`;
     card.mem.textContent =
-      d.mem_used === null ? 'not reported' : `${fmtBytes(d.mem_used)} / ${fmtBytes(d.mem_total)}`;
+      d.mem_used === null ? 'not reported' : fmtBytesOf(d.mem_used, d.mem_total);
     const h = this.devices.history.get(key);
     if (h) {
       drawSparkline(card.utilSpark, h.util, undefined, 0, 100);
@@ -192,7 +192,7 @@ export class WorkbenchPanel extends Widget {
     const stats = node.appendChild(el('div', 'wbp-run-stats'));
     const step = stats.appendChild(el('span', 'wbp-step'));
     const loss = stats.appendChild(el('span', 'wbp-loss'));
-    const spark = stats.appendChild(sparkline('wbp-loss-spark', 90, 20));
+    const spark = stats.appendChild(sparkline('wbp-loss-spark', 72, 20));
     const more = node.appendChild(el('div', 'wbp-run-more'));
     const error = node.appendChild(el('div', 'wbp-run-error'));
     const actions = node.appendChild(el('div', 'wbp-run-actions'));

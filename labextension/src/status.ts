@@ -2,7 +2,7 @@
 // the panel. With no run training it says so in one word.
 import { Widget } from '@lumino/widgets';
 
-import { el, fmtBytes, fmtDuration } from './format';
+import { el, fmtBytes, fmtBytesOf, fmtDuration } from './format';
 import { RunsModel } from './model';
 
 export class WorkbenchStatus extends Widget {
@@ -29,7 +29,7 @@ export class WorkbenchStatus extends Widget {
       parts.push(`ETA ${fmtDuration(r.eta_s)}`);
     }
     if (r.mem_alloc !== null) {
-      parts.push(r.mem_total ? `${fmtBytes(r.mem_alloc)} / ${fmtBytes(r.mem_total)}` : fmtBytes(r.mem_alloc));
+      parts.push(r.mem_total ? fmtBytesOf(r.mem_alloc, r.mem_total) : fmtBytes(r.mem_alloc));
     }
     const others = training.length > 1 ? ` (+${training.length - 1} more)` : '';
     this._text.textContent = `Workbench: ${parts.join(' · ')}${others}`;

@@ -5,7 +5,7 @@ import { refreshIcon, ToolbarButton } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import { api, IRunDetail } from './api';
-import { el } from './format';
+import { el, fmtBytes, fmtDuration, fmtNumber } from './format';
 import { describe } from './model';
 
 class SummaryView extends Widget {
@@ -24,29 +24,63 @@ class SummaryView extends Widget {
   }
 
   private _show(d: IRunDetail): void {
-    const rows: [string, unknown][] = [
-      ['run', d.name],
-      ['path', d.path],
-      ['status', d.status],
-      ...Object.entries(d.summary).filter(([k]) => k !== 'status')
-    ];
     const table = el('table', 'wbp-kv');
+    const rows: [string, unknown][] = [['run', d.name], ['path', d.path], ['status', d.status]];
+    for (const [k, v] of Object.entries(d.summary)) {
+      if (k !== 'status' && v !== null && v !== undefined && k !== 'traceback') {
+        rows.push([k, v]);
+      }
+    }
     for (const [k, v] of rows) {
       const tr = table.appendChild(el('tr'));
       tr.appendChild(el('th', '', k));
-      tr.appendChild(el('td', '', typeof v === 'object' && v !== null ? JSON.stringify(v) : String(v)));
+      tr.appendChild(el('td', '', fmtValue(k, v)));
     }
     const ckpt = el('p', '', `Checkpoints: ${d.checkpoints.length ? d.checkpoints.join(', ') : 'none'}`);
-    const events = el('pre', 'wbp-events');
-    events.textContent = d.events.map(e => JSON.stringify(e)).join('\n');
     this.node.replaceChildren(
       el('h2', '', d.name),
       table,
       ckpt,
       el('h3', '', `Last ${d.events.length} events`),
-      events
+      eventsTable(d.events)
     );
   }
+}
+
+/** A summary value as people read it: bytes, durations, 4 significant digits, nested k=v. */
+function fmtValue(key: string, v: unknown): string {
+  if (typeof v === 'number') {
+    if (/^mem_|memory/.test(key)) {
+      return fmtBytes(v);
+    }
+    if (key.endsWith('_s') && key.includes('time')) {
+      return fmtDuration(v);
+    }
+    return Number.isInteger(v) ? String(v) : fmtNumber(v, 4);
+  }
+  if (typeof v === 'object' && v !== null) {
+    return Object.entries(v as Record<string, unknown>)
+      .filter(([, x]) => x !== null && x !== undefined)
+      .map(([k, x]) => `${k}=${fmtValue(k, x)}`)
+      .join(', ');
+  }
+  return String(v);
+}
+
+const EVENT_COLUMNS = ['step', 'phase', 'loss', 'eval_loss', 'lr', 'grad_norm', 'tokens_per_s', 'samples_per_s',
+  'mem_alloc', 'time'];
+
+/** The events as a table, with the columns any of them has. */
+function eventsTable(events: Record<string, unknown>[]): HTMLTableElement {
+  const cols = EVENT_COLUMNS.filter(c => events.some(e => e[c] !== null && e[c] !== undefined));
+  const table = el('table', 'wbp-events');
+  const head = table.appendChild(el('tr'));
+  cols.forEach(c => head.appendChild(el('th', '', c)));
+  for (const e of events) {
+    const tr = table.appendChild(el('tr'));
+    cols.forEach(c => tr.appendChild(el('td', '', e[c] === null || e[c] === undefined ? '' : fmtValue(c, e[c]))));
+  }
+  return table;
 }
 
 export function summaryWidget(path: string, name: string): MainAreaWidget<SummaryView> {
