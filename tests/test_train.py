@@ -168,6 +168,19 @@ def test_rerunning_never_overwrites_a_run():
     assert a.path != b.path and a.path.exists() and b.path.exists()
 
 
+def test_the_end_event_reaches_subscribers_after_the_run_has_ended():
+    """What a subscriber of the end event (the train form, a dashboard) sees: a run that is
+    no longer training and whose summary says how it ended; so a new run can start at once."""
+    seen = []
+
+    def watch(run):
+        run.subscribe(lambda e: seen.append((run.is_training, bool(run.summary.get("ended")), run.status))
+                      if e.get("phase") == "end" else None)
+
+    wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), max_steps=2, live=watch)
+    assert seen == [(False, True, "completed")]
+
+
 def test_bad_arguments_fail_before_training():
     with pytest.raises(ValueError, match="gpt2-tiny does its task 'causal_lm' but 'docstrings-topic' is a 'classification' dataset"):
         wb.train("gpt2-tiny", "docstrings-topic", max_steps=2, live=False)

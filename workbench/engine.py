@@ -172,6 +172,8 @@ def execute(run: Run, resume_from: Path | None = None, writer: RunWriter | None 
                 summary = end_summary(run, run.trainer, device, events, status, error, tb, runs.monotonic() - t0)
                 try:
                     writer.end(summary)
+                    if run in _ACTIVE:  # the end event's subscribers see a run that has ended
+                        _ACTIVE.remove(run)
                     run.log.emit({"phase": "end", "step": summary["step"], "status": status})
                 finally:
                     writer.release()

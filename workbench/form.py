@@ -170,9 +170,9 @@ class TrainForm(Composite):
         """Start ``wb.train(..., background=True)``; its dashboard shows in ``output``."""
         from .engine import train
 
-        # still training: not yet ended (its end event's subscribers, this form's among
-        # them, run while the run is still marked training: a click then is a new run)
-        if self.run is not None and self.run.is_training and not self.run.summary.get("ended"):
+        # a run stops "training" before its end event reaches subscribers (this form among
+        # them), so a click as soon as the form says it ended starts a new run
+        if self.run is not None and self.run.is_training:
             self.message.value = error_html(f"{self.run.name} is still training; stop it first (form.run.stop())")
             self._stale = True
             return
