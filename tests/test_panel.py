@@ -35,6 +35,19 @@ _RUN_STEP_JS = (f"Number(document.querySelector(\"{RUNNING} .wbp-step\")?.textCo
                 ".match(/step (\\d+)/)?.[1] ?? -1)")
 
 
+def _crashed_run(root) -> str:
+    """A run that died with an error, as the writer leaves it (an old timestamp: listed last)."""
+    from workbench.run import write_json
+
+    path = root / "runs" / "20200101-000000-gpt2-tiny-crashed"
+    path.mkdir(parents=True)
+    write_json(path / "spec.json", {"model": {"family": "gpt2", "size": "tiny", "task": "causal_lm"},
+                                    "data": {"source": "docstrings-lm"}, "args": {"max_steps": 50}})
+    write_json(path / "summary.json", {"status": "failed", "ended": True, "step": 7, "max_steps": 50,
+                                       "error": "RuntimeError: CUDA error: device-side assert triggered"})
+    return f"runs/{path.name}"
+
+
 def _points(page) -> str:
     return page.get_attribute(CPU_SPARK, "points") or ""
 
@@ -44,6 +57,7 @@ def test_panel_shows_devices_and_runs_and_stops_a_run(tmp_path):
 
     require_chromium()
     notebook = long_quickstart(tmp_path)
+    crashed = _crashed_run(tmp_path)
     requests: list[str] = []
     with jupyterlab(tmp_path) as lab, sync_playwright() as p, \
             browser_page(p, "panel", viewport={"width": 1400, "height": 950}) as page:
@@ -67,6 +81,13 @@ def test_panel_shows_devices_and_runs_and_stops_a_run(tmp_path):
         assert re.search(r"\d+%", card) and "GiB" in card, card
         notes = page.locator(f"{PANEL} .wbp-note").all_inner_texts()
         assert any(n.startswith("Intel Gaudi:") and ("pyhlml" in n or "HLML" in n) for n in notes), notes
+
+        # A crashed run shows its error.
+        failed = f"{PANEL} .wbp-run[data-path='{crashed}']"
+        wait_ui(page, f"() => document.querySelector(\"{failed}\")?.dataset.status === 'failed'",
+                "the crashed run to be listed as failed", 60_000)
+        assert "device-side assert" in page.locator(f"{failed} .wbp-run-error").inner_text()
+        assert page.locator(f"{failed} .wbp-stop").is_hidden(), "an ended run has no Stop button"
 
         # A run started in the notebook shows up as running, its step rising.
         run_all_cells(page, notebook)
@@ -107,17 +128,25 @@ def test_panel_shows_devices_and_runs_and_stops_a_run(tmp_path):
         page.locator(PANEL).screenshot(path=str(ARTIFACTS / "panel-stopped.png"))
 
         # Insert code puts wb.Run.open(<the run, relative to the notebook>) into the notebook.
-        page.locator(f"{PANEL} .wbp-run .wbp-insert").click()
+        page.locator(f"{PANEL} .wbp-run .wbp-insert").first.click()
         wait_ui(page, """() => window.jupyterapp.shell.currentWidget.content.widgets
                     .some(c => /wb\\.Run\\.open\\("runs\\/[^"]+"\\)/.test(c.model.sharedModel.getSource()))""",
                 "Insert code to add wb.Run.open(...) to the notebook", 30_000)
+        # Tick both runs: Compare selected inserts wb.compare of the two.
+        page.locator(f"{PANEL} .wbp-run .wbp-select").first.check()
+        page.locator(f"{failed} .wbp-select").check()
+        page.locator(f"{PANEL} .wbp-compare").click()
+        wait_ui(page, r"""() => window.jupyterapp.shell.currentWidget.content.widgets
+                    .some(c => /wb\.compare\("runs\/[^"]+", "runs\/20200101-000000-gpt2-tiny-crashed"\)/
+                               .test(c.model.sharedModel.getSource()))""",
+                "Compare selected to add wb.compare(...) of both runs", 30_000)
         # Summary opens the run in the main area, with its status and checkpoint.
-        page.locator(f"{PANEL} .wbp-run .wbp-summary").click()
+        page.locator(f"{PANEL} .wbp-run .wbp-summary").first.click()
         wait_ui(page, "() => /checkpoint-\\d+/.test(document.querySelector('.wbp-summary-view')?.textContent || '')",
                 "the summary view to list the checkpoint", 60_000)
         page.screenshot(path=str(ARTIFACTS / "browser-panel-summary.png"))
 
-    runs = list((tmp_path / "runs").glob("*/summary.json"))
+    runs = [p for p in (tmp_path / "runs").glob("*/summary.json") if p.parent.name != crashed.split("/")[1]]
     assert len(runs) == 1
     summary = json.loads(runs[0].read_text())
     assert summary["status"] == "stopped" and summary["step"] > first

@@ -228,6 +228,7 @@ export class WorkbenchPanel extends Widget {
       more.push(`ETA ${fmtDuration(r.eta_s)}`);
     }
     card.more.textContent = more.join(' · ');
+    card.more.hidden = more.every(m => m === '–'); // a run that never logged a step
     card.error.textContent = r.error ?? '';
     card.error.hidden = !r.error;
     card.stop.hidden = r.status !== 'running';

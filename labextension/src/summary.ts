@@ -56,7 +56,7 @@ function fmtValue(key: string, v: unknown): string {
     if (key.endsWith('_s') && key.includes('time')) {
       return fmtDuration(v);
     }
-    return Number.isInteger(v) ? String(v) : fmtNumber(v, 4);
+    return Number.isInteger(v) || Math.abs(v) >= 1e5 ? v.toFixed(0) : fmtNumber(v, 4);
   }
   if (typeof v === 'object' && v !== null) {
     return Object.entries(v as Record<string, unknown>)
