@@ -101,8 +101,8 @@ def test_panel_shows_devices_and_runs_and_stops_a_run(tmp_path):
         assert "ETA" in status_text, status_text
         wait_ui(page, f"""() => document.querySelector("{RUNNING} .wbp-loss-spark polyline")
                     ?.getAttribute('points')?.split(' ').length >= 2""", "the run's loss sparkline", 60_000)
-        page.locator(PANEL).screenshot(path=str(ARTIFACTS / "panel-live.png"))  # the README's picture
-        page.screenshot(path=str(ARTIFACTS / "browser-panel-running.png"))
+        page.locator(PANEL).screenshot(path=str(ARTIFACTS / "panel-live.png"))
+        page.screenshot(path=str(ARTIFACTS / "browser-panel-running.png"))  # docs/img/panel-live.png is a copy
 
         # Hidden, the panel stops reading devices; the runs poll (status bar) goes on.
         tab = page.locator(f".jp-SideBar .lm-TabBar-tab[data-id='{PANEL[1:]}']")

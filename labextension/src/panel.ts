@@ -190,9 +190,10 @@ export class WorkbenchPanel extends Widget {
     name.title = r.path;
     const what = node.appendChild(el('div', 'wbp-run-what'));
     const stats = node.appendChild(el('div', 'wbp-run-stats'));
-    const step = stats.appendChild(el('span', 'wbp-step'));
-    const loss = stats.appendChild(el('span', 'wbp-loss'));
-    const spark = stats.appendChild(sparkline('wbp-loss-spark', 72, 20));
+    const text = stats.appendChild(el('div', 'wbp-stat-text'));
+    const step = text.appendChild(el('span', 'wbp-step'));
+    const loss = text.appendChild(el('span', 'wbp-loss'));
+    const spark = stats.appendChild(sparkline('wbp-loss-spark', 64, 20));
     const more = node.appendChild(el('div', 'wbp-run-more'));
     const error = node.appendChild(el('div', 'wbp-run-error'));
     const actions = node.appendChild(el('div', 'wbp-run-actions'));
