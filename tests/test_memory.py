@@ -141,6 +141,28 @@ def test_estimate_is_within_35_percent_of_measured_cpu_peak(family):
     assert abs(cpu.peak_allocated / measured - 1) <= 0.10, (cpu, measured)
 
 
+def test_sd_with_lora_trains_only_the_adapters_and_the_estimate_holds_on_cpu():
+    """LoRA on the UNet's attention: gradients and AdamW state for the adapters alone, the
+    UNet's own weights frozen in fp32, activations as for the whole UNet (gradients still
+    flow back through it to the first adapters); measured against a real step on CPU."""
+    spec, full = wb.model("sd", lora={"r": 4}), wb.model("sd")
+    plan, whole = plan_memory(spec, 8, 16, precision="fp32"), plan_memory(full, 8, 16, precision="fp32")
+    from workbench.texttoimage import from_spec
+
+    adapters = sum(p.numel() for p in from_spec(spec).parameters() if p.requires_grad)
+    assert 0 < adapters < 0.2 * spec.num_params
+    assert plan.gradients == 4 * adapters and plan.optimizer_state == 8 * adapters
+    assert plan.weights == whole.weights + 4 * adapters  # the same weights, plus the adapters
+    assert plan.activations >= whole.activations
+    measured = measured_cpu_peak(spec, 8, 16)
+    cpu = plan_memory(spec, 8, 16, precision="fp32", kernels="cpu")
+    assert abs(cpu.peak_allocated / measured - 1) <= 0.10, (cpu, measured)
+    assert abs(plan.peak_allocated / measured - 1) <= 0.35, (plan, measured)
+    # in bf16 the frozen UNet stays fp32 (only the VAE and text encoder are cast)
+    half = plan_memory(spec, 8, 16, precision="bf16")
+    assert half.weights - plan_memory(full, 8, 16, precision="bf16").weights == 4 * adapters
+
+
 @pytest.mark.requires_cuda
 def test_estimate_is_within_15_percent_of_cuda_max_memory_allocated():
     import torch

@@ -191,19 +191,26 @@ def _unet_acts(cfg, batch: int, res: int, p: int, r: int, ckpt: bool, context: i
 
 
 def _sd_dims(spec) -> dict[str, Any]:
-    """Stable Diffusion's UNet config (diffusers' defaults filled in), its parameters, the caption length."""
+    """Stable Diffusion's UNet config (diffusers' defaults filled in), the parameters that
+    train (the UNet's, or with LoRA its adapters'), the caption length."""
     import torch
 
-    if spec.lora is not None:
-        raise ValueError("plan_memory models Stable Diffusion with the whole UNet training; LoRA on it is not "
-                         "modelled yet: plan the full UNet (an upper bound) with lora=None")
     from .pipeline import diffusers
 
     cfgs = spec.sd_configs()
     with torch.device("meta"):
         unet = diffusers().UNet2DConditionModel.from_config(cfgs["unet"])
-    return {"unet": dict(unet.config), "trainable": sum(p.numel() for p in unet.parameters()),
-            "context": int(cfgs["text_encoder"].get("max_position_embeddings", 77))}
+        if spec.lora is not None:  # the texttoimage module's own adapters, on meta tensors
+            from .texttoimage import add_lora
+
+            add_lora(unet, spec.lora)
+    trainable = sum(p.numel() for p in unet.parameters() if p.requires_grad)
+    out = {"unet": dict(unet.config), "trainable": trainable,
+           "context": int(cfgs["text_encoder"].get("max_position_embeddings", 77))}
+    if spec.lora is not None:  # the UNet's own weights stay in fp32, frozen (autocast casts them)
+        out["frozen_unet"] = sum(p.numel() for p in unet.parameters()) - trainable
+        out["params"] = spec.num_params + trainable  # the adapters come on top of the pipeline
+    return out
 
 
 # --------------------------------------------------------------------------- estimate
@@ -211,8 +218,9 @@ def estimate(d, batch: int, seq: int, precision: str, optimizer: str, zero: int,
               ckpt: bool, devices: int, kernels: str = "fused") -> dict[str, int]:
     """Per-device bytes of each component for one configuration."""
     mixed = precision != "fp32"
-    N = d.get("trainable", d["params"])  # sd: the UNet; its frozen parts are weights alone
-    frozen = (d["params"] - N) * (2 if mixed else 4)
+    N = d.get("trainable", d["params"])  # sd: the UNet (or its LoRA adapters); frozen parts are weights alone
+    base = d.get("frozen_unet", 0)  # sd with LoRA: the UNet's own weights, frozen in fp32
+    frozen = (d["params"] - N - base) * (2 if mixed else 4) + 4 * base
     p = 2 if mixed else 4  # activation bytes
     r = 4 if (not mixed or zero == 0) else 2  # autocast keeps norms and residuals in fp32
     wb = 2 if (mixed and zero) else 4  # DeepSpeed's model is 16-bit; the Trainer's is fp32
@@ -221,7 +229,8 @@ def estimate(d, batch: int, seq: int, precision: str, optimizer: str, zero: int,
         # CUDA autocast runs GroupNorm in fp32; CPU autocast in 16 bits
         acts, redo = _unet_acts(d["unet"], batch, seq, p, p if kernels == "cpu" else r, ckpt, d.get("context", 77))
         acts += redo
-        matmul, layer_params, tail = N, N / 10, 0  # ZeRO-3 gathers about a tenth at a time
+        # autocast casts every UNet weight, the frozen ones too; ZeRO-3 gathers about a tenth at a time
+        matmul, layer_params, tail = N + base, N / 10, 0
     else:
         tokens, h = batch * seq, d["h"]
         dropout_mask = 1 if d["dropout"] else 0
