@@ -19,6 +19,7 @@ import io
 import platform
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 FIELDS = ("kind", "index", "name", "util_pct", "mem_used", "mem_total", "power_w", "temp_c")
@@ -130,52 +131,72 @@ def clear_cache() -> None:
     _started.clear()
 
 
-# --------------------------------------------------------------------------- hpu
-def read_hpu() -> list[dict[str, Any]]:
-    """Every Gaudi card HLML sees (all of them, not only this process's one)."""
-    hlml = _start("pyhlml", "pyhlml", "gaudi", "HLML", "Gaudi", "hlmlInit", "HLMLError")
-    error = hlml.HLMLError
+# --------------------------------------------------------------------------- hpu, cuda
+@dataclass(frozen=True)
+class Vendor:
+    """A management library that mirrors NVML's API (HLML is NVML's counterpart for Gaudi):
+    ``<prefix>Init``, ``<prefix>DeviceGetCount``, ``<prefix>DeviceGetHandleByIndex``, and per
+    handle ``GetName``, ``GetUtilizationRates``, ``GetMemoryInfo``, ``GetPowerUsage``
+    (milliwatts) and ``GetTemperature(handle, sensor)``."""
+
+    kind: str
+    module: str
+    package: str  # on PyPI
+    extra: str  # gaudi-workbench's extra that installs it
+    library: str
+    driver: str
+    prefix: str
+    error: str  # the library's exception class
+    util_field: str  # the utilisation struct's percent field
+    sensor: int  # the temperature sensor asked for
+    what: str  # the devices, in a message
+    fallback_name: str
+
+
+VENDORS = {
+    "hpu": Vendor("hpu", "pyhlml", "pyhlml", "gaudi", "HLML", "Gaudi", "hlml", "HLMLError", "aip",
+                  HLML_TEMPERATURE_ON_AIP, "Gaudi cards", "Gaudi"),
+    "cuda": Vendor("cuda", "pynvml", "nvidia-ml-py", "cuda", "NVML", "NVIDIA", "nvml", "NVMLError", "gpu",
+                   NVML_TEMPERATURE_GPU, "GPUs", "NVIDIA GPU"),
+}
+
+
+def read_vendor(v: Vendor) -> list[dict[str, Any]]:
+    """Every device the library sees (all of them: NVML ignores CUDA_VISIBLE_DEVICES, HLML
+    lists every card, not only this process's one)."""
+    lib = _start(v.module, v.package, v.extra, v.library, v.driver, f"{v.prefix}Init", v.error)
+    error = getattr(lib, v.error)
+
+    def call(name: str, *args):  # None where the device does not support that metric
+        return _optional(lambda: getattr(lib, f"{v.prefix}Device{name}")(*args), error)
+
     try:
-        handles = [hlml.hlmlDeviceGetHandleByIndex(i) for i in range(hlml.hlmlDeviceGetCount())]
+        count = getattr(lib, f"{v.prefix}DeviceGetCount")()
+        handles = [getattr(lib, f"{v.prefix}DeviceGetHandleByIndex")(i) for i in range(count)]
     except error as e:
-        raise Unavailable(f"HLML started but could not list the Gaudi cards: {e}") from None
+        raise Unavailable(f"{v.library} started but could not list the {v.what}: {e}") from None
     out = []
     for i, h in enumerate(handles):
-        util = _optional(lambda h=h: hlml.hlmlDeviceGetUtilizationRates(h), error)
-        memory = _optional(lambda h=h: hlml.hlmlDeviceGetMemoryInfo(h), error)
-        power = _optional(lambda h=h: hlml.hlmlDeviceGetPowerUsage(h), error)  # milliwatts
+        util, memory, power = call("GetUtilizationRates", h), call("GetMemoryInfo", h), call("GetPowerUsage", h)
         out.append(reading(
-            "hpu", i, _text(_optional(lambda h=h: hlml.hlmlDeviceGetName(h), error) or "Gaudi"),
+            v.kind, i, _text(call("GetName", h) or v.fallback_name),
             # habana-pyhlml 1.24 returns the c_hlml_utilization struct (percent in .aip);
             # the archived GitHub release (6bf4f63) returned that field as an int
-            util_pct=getattr(util, "aip", util),
+            util_pct=util if isinstance(util, int) else getattr(util, v.util_field, None),
             mem_used=getattr(memory, "used", None), mem_total=getattr(memory, "total", None),
             power_w=None if power is None else power / 1000,
-            temp_c=_optional(lambda h=h: hlml.hlmlDeviceGetTemperature(h, HLML_TEMPERATURE_ON_AIP), error)))
+            temp_c=call("GetTemperature", h, v.sensor)))
     return out
 
 
-# --------------------------------------------------------------------------- cuda
+def read_hpu() -> list[dict[str, Any]]:
+    """Every Gaudi card, through HLML."""
+    return read_vendor(VENDORS["hpu"])
+
+
 def read_cuda() -> list[dict[str, Any]]:
-    """Every NVIDIA GPU NVML sees (all of them: NVML ignores CUDA_VISIBLE_DEVICES)."""
-    nvml = _start("pynvml", "nvidia-ml-py", "cuda", "NVML", "NVIDIA", "nvmlInit", "NVMLError")
-    error = nvml.NVMLError
-    try:
-        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
-    except error as e:
-        raise Unavailable(f"NVML started but could not list the GPUs: {e}") from None
-    out = []
-    for i, h in enumerate(handles):
-        util = _optional(lambda h=h: nvml.nvmlDeviceGetUtilizationRates(h), error)
-        memory = _optional(lambda h=h: nvml.nvmlDeviceGetMemoryInfo(h), error)
-        power = _optional(lambda h=h: nvml.nvmlDeviceGetPowerUsage(h), error)  # milliwatts
-        out.append(reading(
-            "cuda", i, _text(_optional(lambda h=h: nvml.nvmlDeviceGetName(h), error) or "NVIDIA GPU"),
-            util_pct=getattr(util, "gpu", None),
-            mem_used=getattr(memory, "used", None), mem_total=getattr(memory, "total", None),
-            power_w=None if power is None else power / 1000,
-            temp_c=_optional(lambda h=h: nvml.nvmlDeviceGetTemperature(h, NVML_TEMPERATURE_GPU), error)))
-    return out
+    """Every NVIDIA GPU, through NVML."""
+    return read_vendor(VENDORS["cuda"])
 
 
 READERS: dict[str, Callable[[], list[dict[str, Any]]]] = {"hpu": read_hpu, "cuda": read_cuda, "cpu": read_cpu}
