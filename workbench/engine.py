@@ -120,8 +120,7 @@ def execute(run: Run, resume_from: Path | None = None, writer: RunWriter | None 
     """Train ``run`` from its spec in this process (a torchrun worker calls this too).
 
     Rank 0 is the run's one writer: it holds the run's lock (``writer``, if the caller
-    claimed it already) until the end and writes the summary and events.
-    """
+    claimed it already) until the end and writes the summary and events."""
     rank, size = recipe.world()
     main = rank == 0
     if main:
@@ -145,8 +144,7 @@ def execute(run: Run, resume_from: Path | None = None, writer: RunWriter | None 
     run.stop_flag.clear()
     run.error = None
     t0 = runs.monotonic()
-    status, error, tb = "completed", None, None
-    events = restore = None
+    status, error, tb, events, restore = "completed", None, None, None, None
     with training(run), quiet_libraries():
         try:
             trainer, events, restore = build(run, device, run.stop_flag, run.callbacks)
