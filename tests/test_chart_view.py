@@ -4,8 +4,9 @@ The saved output (workbench/page.py) runs the same view as the live widget (js/s
 what is checked here holds for both: the panels and legends are the static picture's, the
 chart spans its container and follows it, hover shows every series' value at a step, drag
 zooms every panel and double-click zooms out, smoothing keeps the raw line faint, the x
-axis can be wall-clock time, and a failed run shows its error. Where scripts do not run the
-picture shows instead (checked with JavaScript off).
+axis can be wall-clock time, a failed run shows its error, and a text-to-image run's picture
+panel shows its sample grids (saved, and live from the widget's messages). Where scripts do
+not run the picture shows instead (checked with JavaScript off).
 """
 
 from __future__ import annotations
@@ -167,4 +168,79 @@ def test_nbconvert_html_of_a_saved_notebook_shows_the_interactive_chart(browser,
         pg.wait_for_selector(".wb-saved[data-mounted] .wb-panel .u-title")
         assert pg.locator(".wb-dash .wb-status").inner_text() == "completed"
         assert "wall time" in pg.locator(".wb-dash .wb-summary").inner_text()
+        assert not errors, errors
+
+
+def _grid_event(step, colour, prompts=("a handwritten one", "a handwritten two")):
+    """A text-to-image run's ``samples`` event: one 32x32 thumbnail a prompt, all of ``colour``."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (32 * len(prompts), 32), colour).save(buf, format="PNG")
+    return {"phase": "samples", "step": step, "time": 0.05 * step, "prompts": list(prompts),
+            "columns": len(prompts), "image": base64.b64encode(buf.getvalue()).decode()}
+
+
+def _shown(pg):
+    return pg.evaluate("() => { const i = document.querySelector('.wb-samples-img'); return {title: "
+                       "document.querySelector('.wb-samples-title').textContent, step: i.dataset.step, "
+                       "natural: i.naturalWidth, width: i.offsetWidth, src: i.src.slice(0, 5)}; }")
+
+
+def test_the_picture_panel_shows_the_last_grid_and_steps_back_through_earlier_ones(browser, tmp_path):
+    events = _events()
+    events.insert(60, _grid_event(60, (255, 0, 0)))
+    events.append(_grid_event(120, (0, 0, 255)))
+    with _open(browser, tmp_path, _html({"a": events}, {"a": SUMMARY}), "view-samples") as (pg, errors):
+        pg.wait_for_function("() => document.querySelector('.wb-samples-img')?.naturalWidth > 0")
+        assert _shown(pg) == {"title": "samples at step 120 (2 of 2)", "step": "120", "natural": 64, "width": 128,
+                              "src": "data:"}, "the latest grid, thumbnails drawn twice their size"
+        assert _texts(pg, ".wb-samples-prompts span") == ["a handwritten one", "a handwritten two"]
+        assert pg.is_disabled(".wb-samples-next")
+        pg.click(".wb-samples-prev")
+        pg.wait_for_function("() => document.querySelector('.wb-samples-img').dataset.step === '60'")
+        assert _shown(pg)["title"] == "samples at step 60 (1 of 2)" and pg.is_disabled(".wb-samples-prev")
+        pg.click(".wb-samples-next")
+        pg.wait_for_function("() => document.querySelector('.wb-samples-img').dataset.step === '120'")
+        pg.screenshot(path=str(ARTIFACTS / "view-samples.png"), full_page=True)
+        assert not errors, errors
+    with _open(browser, tmp_path, _html({"a": _events()}, {"a": SUMMARY}), "view-no-samples") as (pg, errors):
+        pg.wait_for_selector(".wb-panel .u-title")
+        assert pg.is_hidden(".wb-samples"), "a run without grids has no picture panel"
+
+
+def test_the_live_view_shows_a_grid_from_its_message_bytes(browser, tmp_path):
+    """The widget's bundle (dashboard.js) under a stand-in anywidget model: a grid arrives as
+    one message whose buffer is the PNG, and the panel shows it."""
+    import json
+    import re
+
+    state = page.view_state({"a": _events(n=3)}, {}, title="a", status="running", current="a", max_steps=120)
+    del state["samples"]  # the live widget has no such trait: grids come as messages
+    bundle = re.sub(r"export\s*\{\s*(\w+) as default\s*\};?", r"window.wbWidget = \1;", page.asset("dashboard.js").read_text())
+    html = (f"<html><body><div id='host' style='width:1000px'></div><script type='module'>{bundle}\n"
+            f"const state = {json.dumps(state)}; const handlers = {{}};\n"
+            "const model = { get: (k) => state[k], on: (e, f) => (handlers[e] ||= []).push(f), set() {}, "
+            "save_changes() {}, send() {} };\n"
+            "window.wbWidget.render({ model, el: document.getElementById('host') });\n"
+            "window.wbSend = (msg, b64) => { const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));\n"
+            "  handlers['msg:custom'].forEach((f) => f(msg, [new DataView(bytes.buffer)])); };</script></body></html>")
+    with _open(browser, tmp_path, html, "view-live-samples") as (pg, errors):
+        pg.wait_for_function("() => window.wbSend && document.querySelector('.wb-panel .u-title')")
+        assert pg.is_hidden(".wb-samples"), "no grid yet"
+        for step, colour in ((2, (255, 0, 0)), (4, (0, 0, 255))):
+            grid = _grid_event(step, colour)
+            msg = {"type": "samples", "run": "a", "step": step, "prompts": grid["prompts"], "columns": 2}
+            pg.evaluate("([m, b]) => window.wbSend(m, b)", [msg, grid["image"]])
+            pg.wait_for_function(f"() => document.querySelector('.wb-samples-img').dataset.step === '{step}' "
+                                 "&& document.querySelector('.wb-samples-img').naturalWidth > 0")
+        assert _shown(pg) == {"title": "samples at step 4 (2 of 2)", "step": "4", "natural": 64, "width": 128,
+                              "src": "blob:"}
+        pixel = pg.evaluate("() => { const i = document.querySelector('.wb-samples-img'); const c = "
+                            "document.createElement('canvas'); c.width = i.naturalWidth; c.height = i.naturalHeight; "
+                            "const g = c.getContext('2d'); g.drawImage(i, 0, 0); return [...g.getImageData(0, 0, 1, 1).data]; }")
+        assert pixel == [0, 0, 255, 255], "the PNG bytes as sent"
         assert not errors, errors

@@ -19,6 +19,7 @@ from workbench import dashboard as dash
 from workbench.chart import PANELS
 from workbench.dashboard import Dashboard
 from workbench.engine import Run
+from workbench.page import saved_output, view_state
 from workbench.run import write_json
 
 from conftest import RecordingFrontend
@@ -342,3 +343,68 @@ def test_papermill_notebook_has_one_png_per_run_and_few_stream_outputs(tmp_path)
 
     page, _ = HTMLExporter().from_notebook_node(saved)
     assert page.count("data:image/png;base64,") >= 2, "nbconvert HTML shows each run's picture"
+
+
+# ---------------------------------------------------------------- sample grids (text-to-image runs)
+def _samples(step, colour, prompts=("a handwritten one", "a handwritten two")):
+    """A ``samples`` event: a grid of one 32x32 thumbnail a prompt, all of ``colour``."""
+    buf = io.BytesIO()
+    Image.new("RGB", (32 * len(prompts), 32), colour).save(buf, format="PNG")
+    return {"phase": "samples", "step": step, "time": step * 0.01, "prompts": list(prompts),
+            "columns": len(prompts), "image": base64.b64encode(buf.getvalue()).decode()}
+
+
+def test_a_sample_grid_goes_to_the_view_once_as_png_bytes(run):
+    d, front = _live(run)
+    d.handle = _Handle()
+    grids = [_samples(2, (255, 0, 0)), _samples(4, (0, 0, 255))]
+    for step in range(1, 5):
+        d(_event(step))
+        if step % 2 == 0:
+            d(grids[step // 2 - 1])
+    d.flush()
+    assert d.figures()["step"] == 4 and d.figures()["train_loss"] == 5.0 / 4, "a grid is no training step"
+    d({"phase": "end", "step": 4, "status": "completed"})
+    sent = [(m["content"], b) for m, b in front.messages
+            if m.get("method") == "custom" and m["content"].get("type") == "samples"]
+    assert [c["step"] for c, _ in sent] == [2, 4] and sent[0][0]["prompts"] == grids[0]["prompts"]
+    assert [b for _, b in sent] == [[base64.b64decode(g["image"])] for g in grids], "the PNG, as bytes"
+    assert sent[0][0]["columns"] == 2 and sent[0][0]["run"] == run.name
+    others = json.dumps([m for m, _ in front.messages if m.get("content", {}).get("type") != "samples"], default=str)
+    assert not any(g["image"] in others for g in grids), "no delta or trait update carries a grid again"
+
+
+def test_the_saved_output_and_the_picture_keep_the_last_grid(run):
+    events = [_event(s) for s in range(1, 5)]
+    first, last = _samples(2, (255, 0, 0)), _samples(4, (0, 0, 255))
+    with_grids = events[:2] + [first] + events[2:] + [last]
+    state = view_state({run.name: with_grids}, {run.name: {"status": "completed"}}, title=run.name,
+                       status="completed", current=run.name)
+    assert state["samples"] == {run.name: [{k: g[k] for k in ("step", "prompts", "columns", "image")}
+                                           for g in (first, last)]}
+    out = saved_output({run.name: with_grids}, {run.name: {"status": "completed"}}, state, heading=run.name)
+    assert last["image"] in out["text/html"], "the saved view can show the grid without the kernel"
+    plain = Image.open(io.BytesIO(chart.render_png({run.name: events})))
+    picture = Image.open(io.BytesIO(base64.b64decode(out["image/png"])))
+    assert picture.width == plain.width and picture.height > plain.height + 50, "a row for the grid"
+    fig = chart.figure({run.name: with_grids})
+    (grid_ax,) = [ax for ax in fig.axes if ax.get_title().startswith("samples")]
+    assert grid_ax.get_title() == "samples at step 4"
+    assert (np.asarray(grid_ax.images[0].get_array())[0, 0] == [0, 0, 255]).all(), "the last grid, pixels as sent"
+    assert [t.get_text() for t in grid_ax.get_xticklabels()] == ["a handwritten\none", "a handwritten\ntwo"]
+    many = [_samples(s, (s, 0, 0)) for s in range(1, 21)]
+    kept = chart.sample_grids(many)
+    assert len(kept) == chart.SAVED_GRIDS and kept[-1]["step"] == 20, "a few grids, evenly spaced, the last kept"
+    two = chart.figure({"a": with_grids, "b": events})
+    assert not any(ax.get_title().startswith("samples") for ax in two.axes), "a comparison draws curves only"
+
+
+def test_headless_mode_redraws_the_picture_when_a_grid_arrives(run):
+    d = Dashboard(run, mode="static")
+    d.handle = _Handle()
+    d({"phase": "start", "max_steps": 4, "mem_total": 8e9})
+    for step in (1, 2):
+        d(_event(step))
+    d(_samples(2, (0, 255, 0)))
+    png = Image.open(io.BytesIO(base64.b64decode(d.handle.data["image/png"])))
+    assert png.height > Image.open(io.BytesIO(chart.render_png({run.name: d.events[:2]}))).height

@@ -34,6 +34,7 @@ CHECKS = {
     and r["lora_targets"] == ["k_proj", "o_proj", "q_proj", "v_proj"],
     "06_diffusion_unet": lambda r: r["status"] == "completed" and r["samples"] == 16 and r["vae_status"] == "completed"
     and r["sd_status"] == "completed" and r["prompts_sampled"] == 10 and 0 <= r["prompt_accuracy"] <= 1
+    and r["grid_steps"] == [15, 30]
     and r["reader_accuracy"] > 0.9,
     "07_multi_device": lambda r: r["status"] == "completed" and r["ranks_identical"] and r["world_size"] == 2
     and r["two_nodes_status"] == "completed" and r["two_nodes_identical"],
@@ -98,6 +99,8 @@ def test_notebook_runs_under_papermill(path, tmp_path):
         if any(call in cell.source for call in TRAINING_CELLS):
             assert any("image/png" in o.get("data", {}) for o in cell.outputs), \
                 f"a training cell keeps a picture when saved: {cell.source[:80]}"
+        if "sample_prompts=" in cell.source:  # the saved view keeps the run's sample grids
+            assert any('"samples":{"' in o.get("data", {}).get("text/html", "") for o in cell.outputs), cell.source[:80]
     records = wb.records(out)
     assert CHECKS[path.stem](records), records
 

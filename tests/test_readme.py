@@ -103,7 +103,7 @@ def _stable_diffusion(ns, shown, out):
     vae, run = ns["vae"], ns["run"]
     assert vae.status == "completed" and run.status == "completed", run.summary.get("error")
     assert ns["sd"].overrides["vae"] == str(vae.path.resolve()) and ns["sd"].num_params < 3_000_000
-    assert shown == [(32, 32)] and [im.mode for im in ns["images"]] == ["RGB", "RGB"]
+    assert shown == [[10, 20], (32, 32)] and [im.mode for im in ns["images"]] == ["RGB", "RGB"]
     again = run.sample(["a handwritten seven", "a handwritten one"], steps=25, guidance=7.5, seed=0)
     assert [a.tobytes() for a in ns["images"]] == [b.tobytes() for b in again]
 

@@ -3,6 +3,7 @@ resume after SIGKILL, sampling; offline, with tiny parts from small configs."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import io
 import json
@@ -17,6 +18,7 @@ import torch
 
 import workbench as wb
 from workbench import bundled
+from workbench.diffusion import grid
 from workbench.engine import Run
 from workbench.texttoimage import TextToImage, from_spec
 
@@ -254,6 +256,88 @@ def test_tiny_sd_trains_and_samples_the_same_images_for_a_seed():
     assert [a.tobytes() for a in images] != [b.tobytes() for b in other]
     with pytest.raises(ValueError, match="pass a prompt or a list of prompts"):
         run.sample([3])
+
+
+# ---------------------------------------------------------------- sample grids during training
+def _grid(event):
+    """A samples event's grid, decoded."""
+    from PIL import Image
+
+    return Image.open(io.BytesIO(base64.b64decode(event["image"])))
+
+
+def test_sample_options_are_checked_before_anything_is_written(tmp_path):
+    data = wb.dataset("digits-captioned", limit=32)
+    cases = [({"sample_prompts": [3]}, r"sample_prompts=\[3\]: pass a list of prompts \(strings\)"),
+             ({"sample_prompts": PROMPTS, "sample_every": 0}, "sample_every=0: it must be a whole number"),
+             ({"sample_prompts": PROMPTS, "sample_steps": 0}, "sample_steps=0: it must be a whole number")]
+    for kw, message in cases:
+        with pytest.raises(ValueError, match=message):
+            wb.train(wb.model("sd"), data, max_steps=1, live=False, **kw)
+    with pytest.raises(ValueError, match="sample_prompts is for text-to-image runs.*leave sample_prompts out"):
+        wb.train(wb.model("unet"), wb.dataset("digits"), max_steps=1, live=False, sample_prompts=PROMPTS)
+    assert not list((tmp_path / "runs").glob("*")), "refused before a run directory was made"
+
+
+class _Log:
+    def __init__(self):
+        self.events = []
+
+    def emit(self, event):
+        self.events.append(event)
+
+
+def test_a_grid_is_sampled_on_the_main_process_in_train_mode_left_as_it_was():
+    from types import SimpleNamespace
+
+    from workbench.callbacks import Samples
+    from workbench.device import device
+
+    model = from_spec(wb.model("sd"))
+    model.train()
+    log, paused = _Log(), []
+    samples = Samples(log, PROMPTS, every=2, steps=2, seed=0, device=device("cpu"), exclude=paused.append)
+    control = SimpleNamespace(should_training_stop=False)
+    rng = torch.get_rng_state()
+    for step, zero in [(1, True), (2, False), (2, True), (3, True)]:
+        state = SimpleNamespace(global_step=step, max_steps=10, is_world_process_zero=zero)
+        samples.on_step_end(None, state, control, model=model)
+    assert [e["step"] for e in log.events] == [2], "every 2nd step, and on the main process only"
+    assert model.training and not model.vae.training, "train mode restored, the frozen parts left in eval"
+    assert torch.equal(torch.get_rng_state(), rng), "the global random state is left as it was"
+    assert len(paused) == 1 and paused[0] > 0, "the time spent sampling leaves the throughput"
+    event = log.events[0]
+    assert event["phase"] == "samples" and event["prompts"] == PROMPTS and event["columns"] == 2
+    expected = model.sample(PROMPTS, steps=2, seed=0)
+    assert _grid(event).tobytes() == grid(expected, columns=2).tobytes(), "the model's own sample() path"
+    state = SimpleNamespace(global_step=3, max_steps=3, is_world_process_zero=True)
+    samples.on_step_end(None, state, control, model=model)
+    assert [e["step"] for e in log.events] == [2, 3], "the last step always gets a grid"
+
+
+@pytest.mark.slow
+def test_sample_grids_come_at_the_asked_steps_and_leave_the_losses_as_they_were():
+    data = wb.dataset("digits-captioned", limit=64)
+    prompts = ["a handwritten seven", "a handwritten one", "a handwritten two"]
+    args = {"max_steps": 5, "batch_size": 8, "log_every": 1, "live": False, "seed": 3}
+    run = wb.train(wb.model("sd"), data, **args, sample_prompts=prompts, sample_every=2, sample_steps=2)
+    plain = wb.train(wb.model("sd"), data, **args)
+    assert run.status == plain.status == "completed", run.summary.get("error")
+    grids = [e for e in run.events if e["phase"] == "samples"]
+    assert [e["step"] for e in grids] == [2, 4, 5], "every 2nd step and the last"
+    assert all(e["prompts"] == prompts and e["time"] >= 0 for e in grids)
+    png = base64.b64decode(grids[-1]["image"])
+    assert png.startswith(b"\x89PNG") and _grid(grids[-1]).size == (3 * 32, 32), "a thumbnail a prompt, 32x32"
+    assert len(png) < 3 * 32 * 32 * 3 + 1024, f"{len(png)} bytes: one small PNG, at most its raw pixels"
+    final = run.sample(prompts, steps=2, seed=3)  # the run's seed and the last step's weights
+    assert _grid(grids[-1]).convert("RGB").tobytes() == grid(final, columns=3).tobytes()
+    assert grids[0]["image"] != grids[-1]["image"], "the grid follows training"
+
+    def losses(r):
+        return [(e["step"], e.get("loss"), e.get("eval_loss")) for e in r.events if e["phase"] in ("warmup", "train", "eval")]
+
+    assert losses(run) == losses(plain), "sampling changes no loss"
+    assert not any(e["phase"] == "samples" for e in plain.events), "no prompts, no grids"
 
 
 @pytest.mark.slow

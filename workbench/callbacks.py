@@ -1,4 +1,4 @@
-"""The Trainer's callbacks: events, stopping across ranks, HPU lazy-mode steps.
+"""The Trainer's callbacks: events, sample grids, stopping across ranks, HPU lazy-mode steps.
 
 Plain classes that get the ``TrainerCallback`` interface from ``as_callback`` when a run
 is built, so that this module imports no transformers at import time. They read and write
@@ -7,6 +7,7 @@ only what they are handed (an event log, a stop flag, the device record): never 
 
 from __future__ import annotations
 
+import base64
 import math
 import statistics
 import threading
@@ -118,6 +119,12 @@ class Events:
     def on_save(self, args, state, control, **kw):
         self._restart = True
 
+    def exclude(self, seconds: float) -> None:
+        """Leave ``seconds`` spent outside training (sampling a grid) out of the throughput interval."""
+        if self._mark is not None:
+            t, *rest = self._mark
+            self._mark = (t + seconds, *rest)
+
     def throughput(self) -> dict[str, float | None]:
         """Medians over the intervals after warm-up (all intervals if there are none)."""
         train = [e for e in self.intervals if e["phase"] == "train"] or self.intervals
@@ -126,6 +133,52 @@ class Events:
             vals = [e[key] for e in train if e.get(key) is not None]
             out[key] = statistics.median(vals) if vals else None
         return out
+
+
+class Samples:
+    """Text-to-image runs: at every ``every``-th step (None: none) and at the last, a grid of
+    samples for fixed prompts and a fixed seed, emitted as one ``samples`` event (the grid as
+    a base64 PNG). Training is left as it was: the model's train mode is restored, the global
+    random state too, and the time spent sampling leaves the throughput (``exclude``). The
+    main process only: every rank holds the same weights."""
+
+    def __init__(self, log: EventLog, prompts: list[str], every: int | None, steps: int, seed: int, device,
+                 exclude=None):
+        self.log, self.prompts, self.every, self.steps, self.seed = log, list(prompts), every, steps, seed
+        self.device, self.exclude = device, exclude
+        self.t_start = monotonic()
+        self.done: set[int] = set()  # steps sampled already (a stop request can repeat the last)
+
+    def on_train_begin(self, args, state, control, **kw):
+        self.t_start = monotonic()
+
+    def due(self, state, control) -> bool:
+        step = state.global_step
+        if not state.is_world_process_zero or step in self.done:
+            return False
+        last = step >= state.max_steps or control.should_training_stop
+        return bool(last or (self.every and step % self.every == 0))
+
+    def on_step_end(self, args, state, control, model=None, **kw):
+        if model is None or not self.due(state, control):
+            return control
+        import torch
+
+        from .texttoimage import sample_grid
+
+        self.device.synchronize()  # the queued training steps end first: their time is not the sampler's
+        t0 = monotonic()
+        # the sampler draws its noise from a CPU generator of its own (seeded); the global
+        # CPU generator (caption dropout, timesteps) is restored all the same
+        with torch.random.fork_rng(devices=[]):
+            png, columns = sample_grid(model, self.prompts, self.steps, self.seed)
+        self.log.emit({"phase": "samples", "step": state.global_step, "time": t0 - self.t_start,
+                       "prompts": self.prompts, "columns": columns,
+                       "image": base64.b64encode(png).decode("ascii")})
+        self.done.add(state.global_step)
+        if self.exclude is not None:
+            self.exclude(monotonic() - t0)
+        return control
 
 
 class DistStop:

@@ -3,16 +3,21 @@
 ``PANELS`` names every panel and series; the live widget (``dashboard``, drawn by
 ``js/src/chart.js`` with uPlot) and the static picture (``render_png``, matplotlib Agg, for
 papermill, nbconvert, GitHub) both draw from it, and ``downsample`` thins the points both
-receive. ``render_table`` is the figures table under the picture.
+receive. ``render_table`` is the figures table under the picture. A text-to-image run's
+sample grids (``samples`` events) are kept by :func:`sample_grids`; the picture ends with
+the last one.
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import io
+import textwrap
 from typing import Any
 
 HISTORY_POINTS = 2000  # per series in the history set at the end
+SAVED_GRIDS = 8  # sample grids a saved view keeps, evenly spaced, the last always
 
 # The chart, described once: the live view (the ``panels`` trait, read by js/src/chart.js)
 # and the static picture (render_png) draw these panels in this order, two to a row, and
@@ -109,6 +114,13 @@ def history(events: list[dict]) -> dict[str, dict[str, list]]:
     return {part: {k: downsample(v, HISTORY_POINTS) for k, v in cols.items()} for part, cols in s.items()}
 
 
+def sample_grids(events: list[dict], limit: int = SAVED_GRIDS) -> list[dict[str, Any]]:
+    """A run's sample grids (its ``samples`` events: step, prompts, columns, base64 PNG), at most ``limit``."""
+    grids = [{k: e.get(k) for k in ("step", "prompts", "columns", "image")}
+             for e in events if e.get("phase") == "samples" and e.get("image")]
+    return downsample(grids, limit)
+
+
 # --------------------------------------------------------------------------- the panels
 def drawn_series(panel: dict, series: dict[str, dict[str, list]]) -> list[dict]:
     """The series of ``panel`` that one run (its ``_series``) has values for."""
@@ -172,9 +184,15 @@ def figure(runs: dict[str, list[dict]], mem_total: float = 0, warmup_steps: int 
     series = {name: _series(events) for name, events in runs.items()}
     panels = visible_panels(list(series.values()))
     rows = max(1, -(-len(panels) // 2))
-    fig = Figure(figsize=(10, 2.6 * rows), dpi=80)
+    grids = sample_grids(next(iter(runs.values())), 1) if len(runs) == 1 else []  # one run's last grid
+    image = _decode(grids[0]["image"]) if grids else None
+    extra = min(max(10 * image.height / image.width, 1.0), 4.0) + 0.8 if image is not None else 0  # inches
+    fig = Figure(figsize=(10, 2.6 * rows + extra), dpi=80)
     FigureCanvasAgg(fig)
-    axes = list(fig.subplots(rows, 2, squeeze=False).flat)
+    layout = fig.add_gridspec(rows + bool(extra), 2, height_ratios=[2.6] * rows + ([extra] if extra else []))
+    axes = [fig.add_subplot(layout[r, c]) for r in range(rows) for c in range(2)]
+    if image is not None:
+        _draw_grid(fig.add_subplot(layout[rows, :]), grids[0], image)
     xmax = max((x for s in series.values() for part in s.values() for x in part["step"] if x is not None),
                default=0)
     for ax, panel in zip(axes, panels):
@@ -184,6 +202,30 @@ def figure(runs: dict[str, list[dict]], mem_total: float = 0, warmup_steps: int 
         ax.set_visible(False)
     fig.tight_layout()
     return fig
+
+
+def _decode(image: str):
+    """A base64 PNG as a PIL image (RGB)."""
+    from PIL import Image
+
+    return Image.open(io.BytesIO(base64.b64decode(image))).convert("RGB")
+
+
+def _draw_grid(ax, grid: dict, image) -> None:
+    """A sample grid, pixels unsmoothed; its prompts under the columns when they fit one row."""
+    import numpy as np
+
+    ax.imshow(np.asarray(image), interpolation="nearest")
+    ax.set_title(f"samples at step {grid['step']}", fontsize=10)
+    prompts, columns = grid.get("prompts") or [], int(grid.get("columns") or 1)
+    ax.set_yticks([])
+    if 0 < len(prompts) <= columns:
+        width = image.width / columns
+        ax.set_xticks([(i + 0.5) * width for i in range(len(prompts))],
+                      [textwrap.fill(p, 16) for p in prompts], fontsize=7)
+        ax.tick_params(length=0)
+    else:
+        ax.set_xticks([])
 
 
 def _draw(ax, panel: dict, series: dict[str, dict], mem_total: float, warmup_steps: int) -> None:

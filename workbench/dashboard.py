@@ -13,7 +13,8 @@ that a user's front end started, ``static`` in a kernel nobody watches (papermil
 nbconvert), ``text`` outside IPython (a single progress line). In ``static`` mode nothing
 live is sent: the PNG and table are refreshed through one display handle at evaluations,
 at the end and on error, so an executed notebook holds one current picture per run.
-Live updates carry only new points, as float32 buffers, at most 4 messages a second.
+Live updates carry only new points, as float32 buffers, at most 4 messages a second; a
+text-to-image run's sample grid goes to the view once, as PNG bytes in its own message.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ class Dashboard:
         """The table's figures: the run's summary once it ended, before that the latest events."""
         if self.summary is not None:
             return self.summary
-        last = next((e for e in reversed(self.events) if e.get("phase") != "eval"), {})
+        last = next((e for e in reversed(self.events) if e.get("phase") in ("warmup", "train")), {})
         evals = next((e for e in reversed(self.events) if e.get("phase") == "eval"), {})
         return {"status": "running", "step": last.get("step"), "train_loss": last.get("loss"),
                 "eval": {k.removeprefix("eval_"): v for k, v in evals.items() if k.startswith("eval_")},
@@ -196,6 +197,13 @@ class Dashboard:
             if phase == "eval" and self.widget is None:
                 self.refresh()
             return
+        if phase == "samples":  # kept for the picture and the saved view; the live view gets it once
+            self.events.append(event)
+            if self.widget is not None:
+                self.send_samples(event)
+            else:
+                self.refresh()
+            return
         if phase == "end":
             self.finish(event)
 
@@ -226,6 +234,13 @@ class Dashboard:
                           "n": len(rows), "efields": list(efields), "en": len(erows)}, buffers)
         self.pending, self.pending_eval = [], []
         self.last_send = time.monotonic()
+        self.messages += 1
+
+    def send_samples(self, event: dict) -> None:
+        """One sample grid to the view: its step and prompts, the PNG as a binary buffer."""
+        self.widget.send({"type": "samples", "run": self.run.name, "step": event.get("step"),
+                          "prompts": event.get("prompts") or [], "columns": event.get("columns") or 1},
+                         [base64.b64decode(event["image"])])
         self.messages += 1
 
     def state(self) -> dict[str, Any]:

@@ -200,6 +200,7 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
           max_length: int = 128, padding: str = "auto", buckets: int = 8, packing: str = "concat",
           seed: int = 0, compile: bool | None = None, mode: str | None = None, throughput_warmup_steps: int | None = None,
           report_to: str | list[str] | None = None, callbacks: list | None = None,
+          sample_prompts: list[str] | None = None, sample_every: int | None = None, sample_steps: int = 10,
           **trainer_overrides) -> Run:
     """Train ``model`` on ``data`` with transformers' Trainer; returns the Run.
 
@@ -260,6 +261,16 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
         ``"tensorboard"`` or ``"mlflow"``; nothing by default.
     callbacks : list of transformers.TrainerCallback, optional
         Extra callbacks for the Trainer (not saved in the run; pass them again to resume).
+    sample_prompts : list of str, optional
+        Text-to-image runs: prompts sampled during training, with the run's ``seed``, into
+        one grid (a thumbnail per prompt at the model's resolution, 10 a row) that the
+        dashboard shows and the saved output keeps: a ``samples`` event. None (the
+        default): no grids.
+    sample_every : int, optional
+        Steps between grids (default: ``eval_every``; without it, the last step only).
+        The last step always gets one.
+    sample_steps : int
+        Inference steps per grid (few: sampling pauses training).
     **trainer_overrides
         Any ``transformers.TrainingArguments`` field (e.g. ``max_grad_norm=1.0``).
 
@@ -291,6 +302,7 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | No
             compile: bool | None = None,
             mode: str | None = None, throughput_warmup_steps: int | None = None,
             report_to: str | list[str] | None = None, extra_spec: dict | None = None,
+            sample_prompts: list[str] | None = None, sample_every: int | None = None, sample_steps: int = 10,
             **trainer_overrides) -> Run:
     """Check the arguments, create the run directory and its spec.json; train nothing.
 
@@ -299,6 +311,7 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | No
     mspec, dspec = as_model(model), as_dataset(data)
     recipe.check(mspec.task, dspec.task, (mspec.name, dspec.name), max_steps=max_steps, batch_size=batch_size,
                  padding=padding, buckets=buckets, packing=packing, lr=lr, max_length=max_length)
+    sampling = recipe.samples(mspec.task, sample_prompts, sample_every, sample_steps, eval_every)
     dev = device_in_mode(device, mode)
     recipe.check_precision(precision, dev)
     padding = recipe.default_padding(mspec.task, dev.kind) if padding == "auto" else padding
@@ -314,7 +327,7 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | No
             "eval_every": eval_every, **cadence, "max_length": max_length, "padding": padding,
             "buckets": buckets, "packing": packing, "seed": seed, "compile": compile, "mode": mode,
             "throughput_warmup_steps": max(3, cadence["log_every"]) if throughput_warmup_steps is None else throughput_warmup_steps,
-            "report_to": report_to, "trainer_overrides": trainer_overrides}
+            "report_to": report_to, **sampling, "trainer_overrides": trainer_overrides}
     path = runs.new_run_dir(name or f"{mspec.name}-{dspec.name}", run_dir)
     spec = {"model": mspec.to_dict(), "data": dspec.to_dict(), "args": args, **(extra_spec or {})}
     create(path, spec)  # the summary ("prepared") first, then the spec

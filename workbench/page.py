@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .chart import RUN_COLOURS, history, panels_for, render_png, render_table
+from .chart import RUN_COLOURS, history, panels_for, render_png, render_table, sample_grids
 
 BUILD = Path(__file__).parent / "assets" / "build"
 
@@ -69,6 +69,7 @@ def view_state(runs: dict[str, list[dict]], summaries: dict[str, dict], *, title
             "warmup_steps": warmup_steps, "device": device, "mem_total": mem_total, "stoppable": False,
             "log_scale": True, "blocking": False, "kernel_id": "", "panels": panels_for(metrics),
             "run_colours": RUN_COLOURS, "history": {n: history(e) for n, e in runs.items()},
+            "samples": {n: g for n, g in ((n, sample_grids(e)) for n, e in runs.items()) if g},
             "summary": summaries.get(current, {}) if current else {}}
 
 

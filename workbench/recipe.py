@@ -76,6 +76,25 @@ def check(task: str, data_task: str, names: tuple[str, str], *, max_steps: int |
         raise ValueError(f"max_length must be at least 1, got {max_length}")
 
 
+def samples(task: str, prompts, every: int | None, steps: int, eval_every: int | None) -> dict[str, Any]:
+    """The spec's sampling arguments, checked: no prompts, no grids; ``every`` defaults to
+    ``eval_every`` (None: a grid at the last step only)."""
+    if prompts is None:
+        return {"sample_prompts": None, "sample_every": None, "sample_steps": steps}
+    if task != "text_to_image":
+        raise ValueError(f"sample_prompts is for text-to-image runs (wb.model('sd')); this model does {task!r}: "
+                         f"leave sample_prompts out")
+    prompts = [prompts] if isinstance(prompts, str) else list(prompts)
+    if not prompts or not all(isinstance(p, str) for p in prompts):
+        raise ValueError(f"sample_prompts={prompts!r}: pass a list of prompts (strings), "
+                         f"e.g. sample_prompts=['a handwritten seven', 'a handwritten one']")
+    for name, value in (("sample_every", every), ("sample_steps", steps)):
+        if (value is not None or name == "sample_steps") and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name}={value!r}: it must be a whole number of steps, at least 1")
+    return {"sample_prompts": prompts, "sample_every": every or eval_every, "sample_steps": steps}
+
+
 def check_precision(precision: str, device) -> None:
     """Refuse a precision the device would not run as recorded."""
     p = device.resolve_precision(precision)  # unknown names; chips without the format

@@ -12,6 +12,7 @@ exponential moving average of the UNet's weights (sampled from when kept) are op
 from __future__ import annotations
 
 import copy
+import io
 
 import torch
 from torch import nn
@@ -20,6 +21,7 @@ from .pipeline import VAE_OPTIONS, Captions, Parts, options
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 LORA_TARGETS = ["to_q", "to_k", "to_v", "to_out.0"]  # the UNet's attention projections
+GRID_COLUMNS = 10  # a sample grid's thumbnails per row
 
 
 def add_lora(unet, lora: dict) -> None:
@@ -170,6 +172,19 @@ class TextToImage(nn.Module):
                 if d != dtype:
                     m.to(d)
             self.train(was_training)
+
+
+def sample_grid(model: TextToImage, prompts: list[str], steps: int = 10, seed: int = 0,
+                guidance: float = 7.5) -> tuple[bytes, int]:
+    """(PNG bytes, columns): ``model``'s samples for ``prompts`` side by side, at most
+    ``GRID_COLUMNS`` a row, each at the model's resolution (32x32 for the tiny model)."""
+    from .diffusion import grid
+
+    images = model.sample(prompts, steps=steps, guidance=guidance, seed=seed)
+    columns = min(len(images), GRID_COLUMNS)
+    buf = io.BytesIO()
+    grid(images, columns=columns).save(buf, format="PNG", optimize=True)
+    return buf.getvalue(), columns
 
 
 class Autoencoder(nn.Module):

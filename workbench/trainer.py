@@ -11,7 +11,7 @@ import threading
 
 from . import recipe
 from .attention import causal_sdpa, quiet_missing_mask_warning, without_cache
-from .callbacks import DistStop, Events, MarkStep, as_callback, use_batch_sampler
+from .callbacks import DistStop, Events, MarkStep, Samples, as_callback, use_batch_sampler
 from .catalog import ModelSpec
 from .data import DataSpec
 from .device import DeviceInfo
@@ -135,7 +135,7 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
     args = transformers.TrainingArguments(**targs)
     # Gradient clipping stays the Trainer's (max_grad_norm): transformers computes the norm at
     # every optimizer step anyway, to log it, so a fused clip on top would compute it twice.
-    _, size = recipe.world()
+    rank, size = recipe.world()
     events = as_callback(Events(run.log, stop, mspec.task, device, counter, a["batch_size"],
                                 a["throughput_warmup_steps"], size,
                                 min_interval=recipe.log_interval(a, device, size),
@@ -143,6 +143,9 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
     callbacks = [events]
     if size > 1:
         callbacks.insert(0, as_callback(DistStop(stop, run.path / STOP_FILE, a["log_every"])))
+    if a.get("sample_prompts") and rank == 0:  # sample grids: the main process only
+        callbacks.append(as_callback(Samples(run.log, a["sample_prompts"], a.get("sample_every"),
+                                             a.get("sample_steps") or 10, a["seed"], device, exclude=events.exclude)))
     if device.mode == "lazy":  # Gaudi's legacy graph mode (other backends have no mode)
         callbacks.append(as_callback(MarkStep(device)))
     trainer = transformers.Trainer(

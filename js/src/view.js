@@ -5,6 +5,7 @@
 import uplotCss from "uplot/dist/uPlot.min.css";
 import css from "./dashboard.css";
 import { Chart, fmt } from "./chart.js";
+import { SamplesPanel, TEMPLATE as SAMPLES, gridFromMessage, gridsFromState } from "./samples.js";
 
 function ensureStyle() {
   // the stylesheet once per page, for the widget and for saved outputs alike
@@ -93,7 +94,8 @@ const TEMPLATE = `
   <div class="wb-error" hidden></div>
   <div class="wb-summary" hidden></div>
   <div class="wb-grid"></div>
-  <div class="wb-hint">hover: values at a step · drag: zoom · double-click: zoom out</div>`;
+  <div class="wb-hint">hover: values at a step · drag: zoom · double-click: zoom out</div>
+  ${SAMPLES}`;
 
 export function mountDashboard(el, model, { live }) {
   ensureStyle();
@@ -107,6 +109,7 @@ export function mountDashboard(el, model, { live }) {
     warmupSteps: model.get("warmup_steps"), logScale: model.get("log_scale"), smoothing: 0.6, xKey: "step" };
   const chart = new Chart(q(".wb-grid"), opts);
   root.wbChart = chart;  // for tests and the curious: the uPlot instances are chart.plots
+  const samples = new SamplesPanel(root, gridsFromState(model.get("samples")));
   q(".wb-log").checked = opts.logScale;
   q(".wb-smooth").value = String(opts.smoothing);
   let pending = false;
@@ -147,6 +150,7 @@ export function mountDashboard(el, model, { live }) {
     header();
     opts.emptyText = model.get("status") === "running" ? "waiting for the first logged step…" : "no step was logged";
     chart.update(runs);
+    samples.draw(model.get("current") || Object.keys(samples.grids)[0]);
     root.dataset.points = String(Object.values(runs).reduce((n, r) => n + (r.train.step || []).length, 0));
   }
 
@@ -158,6 +162,11 @@ export function mountDashboard(el, model, { live }) {
   }
 
   model.on("msg:custom", (msg, buffers) => {
+    if (msg.type === "samples") {
+      samples.add(msg.run, gridFromMessage(msg, buffers[0]));
+      schedule();
+      return;
+    }
     if (msg.type !== "delta") return;
     const run = runs[msg.run] || (runs[msg.run] = emptyRun());
     const view = (i) => new Float32Array(buffers[i].buffer, buffers[i].byteOffset, buffers[i].byteLength / 4);
