@@ -193,15 +193,14 @@ def _start(run: Run, resume_from: Path | None, background: bool, writer: RunWrit
 
 # Over 60 lines only through its numpy docstring (the public API's reference): 10 lines of code.
 def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None = None,  # noqa: PLR0913
-          epochs: float | None = None, batch_size: int = 16, lr: float | None = None,
-          precision: str = "auto", device: str = "auto", eval_every: int | None = None,
-          save_every: int | None = None, log_every: int | None = None, run_dir: str | Path | None = None,
-          name: str | None = None, live: str | bool = "auto", background: bool = False,
-          max_length: int = 128, padding: str = "auto", buckets: int = 8, packing: str = "concat",
-          seed: int = 0, compile: bool | None = None, mode: str | None = None, throughput_warmup_steps: int | None = None,
-          report_to: str | list[str] | None = None, callbacks: list | None = None,
-          sample_prompts: list[str] | None = None, sample_every: int | None = None, sample_steps: int = 10,
-          **trainer_overrides) -> Run:
+          epochs: float | None = None, batch_size: int = 16, lr: float | None = None, precision: str = "auto",
+          device: str = "auto", eval_every: int | None = None, save_every: int | None = None,
+          log_every: int | None = None, run_dir: str | Path | None = None, name: str | None = None,
+          live: str | bool = "auto", background: bool = False, max_length: int = 128, padding: str = "auto",
+          buckets: int = 8, packing: str = "concat", seed: int = 0, compile: bool | None = None, mode: str | None = None,
+          throughput_warmup_steps: int | None = None, report_to: str | list[str] | None = None,
+          callbacks: list | None = None, sample_prompts: list[str] | None = None, sample_every: int | None = None,
+          sample_steps: int = 10, **trainer_overrides) -> Run:
     """Train ``model`` on ``data`` with transformers' Trainer; returns the Run.
 
     Parameters
@@ -261,16 +260,11 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
         ``"tensorboard"`` or ``"mlflow"``; nothing by default.
     callbacks : list of transformers.TrainerCallback, optional
         Extra callbacks for the Trainer (not saved in the run; pass them again to resume).
-    sample_prompts : list of str, optional
-        Text-to-image runs: prompts sampled during training, with the run's ``seed``, into
-        one grid (a thumbnail per prompt at the model's resolution, 10 a row) that the
-        dashboard shows and the saved output keeps: a ``samples`` event. None (the
-        default): no grids.
-    sample_every : int, optional
-        Steps between grids (default: ``eval_every``; without it, the last step only).
-        The last step always gets one.
-    sample_steps : int
-        Inference steps per grid (few: sampling pauses training).
+    sample_prompts, sample_every, sample_steps
+        Text-to-image runs: every ``sample_every`` steps (default ``eval_every``; always
+        the last step) the prompts are sampled with the run's ``seed`` in ``sample_steps``
+        steps (few: it pauses training) into one grid, a ``samples`` event that the
+        dashboard shows and the saved output keeps. No prompts (the default): no grids.
     **trainer_overrides
         Any ``transformers.TrainingArguments`` field (e.g. ``max_grad_norm=1.0``).
 
@@ -293,21 +287,16 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
     return _start(run, None, background)
 
 
-def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None = None,
-            epochs: float | None = None, batch_size: int = 16, lr: float | None = None,
-            precision: str = "auto", device: str = "auto", eval_every: int | None = None,
-            save_every: int | None = None, log_every: int | None = None,
-            run_dir: str | Path | None = None, name: str | None = None, max_length: int = 128,
-            padding: str = "auto", buckets: int = 8, packing: str = "concat", seed: int = 0,
-            compile: bool | None = None,
-            mode: str | None = None, throughput_warmup_steps: int | None = None,
-            report_to: str | list[str] | None = None, extra_spec: dict | None = None,
-            sample_prompts: list[str] | None = None, sample_every: int | None = None, sample_steps: int = 10,
-            **trainer_overrides) -> Run:
-    """Check the arguments, create the run directory and its spec.json; train nothing.
-
-    ``wb.train`` runs the result in this process; ``wb.launch`` in torchrun workers.
-    """
+def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None = None, epochs: float | None = None,
+            batch_size: int = 16, lr: float | None = None, precision: str = "auto", device: str = "auto",
+            eval_every: int | None = None, save_every: int | None = None, log_every: int | None = None,
+            run_dir: str | Path | None = None, name: str | None = None, max_length: int = 128, padding: str = "auto",
+            buckets: int = 8, packing: str = "concat", seed: int = 0, compile: bool | None = None, mode: str | None = None,
+            throughput_warmup_steps: int | None = None, report_to: str | list[str] | None = None,
+            extra_spec: dict | None = None, sample_prompts: list[str] | None = None, sample_every: int | None = None,
+            sample_steps: int = 10, **trainer_overrides) -> Run:
+    """Check the arguments, create the run directory and its spec.json; train nothing
+    (``wb.train`` runs the result in this process, ``wb.launch`` in torchrun workers)."""
     mspec, dspec = as_model(model), as_dataset(data)
     recipe.check(mspec.task, dspec.task, (mspec.name, dspec.name), max_steps=max_steps, batch_size=batch_size,
                  padding=padding, buckets=buckets, packing=packing, lr=lr, max_length=max_length)
