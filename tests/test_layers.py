@@ -21,7 +21,7 @@ LAYERS = [
     {"device", "chips", "_hpu", "bundled", "progress", "nbrecord", "interrupts", "families", "lock",
      "references", "hub", "pipeline", "monitor"},
     {"catalog", "data", "shapes", "batching", "memory", "footprint", "recipe", "diffusion",
-     "attention", "checkpoint", "launchfiles", "flops", "images", "texttoimage"},
+     "attention", "checkpoint", "launchfiles", "flops", "images", "texttoimage", "latentcache"},
     {"run", "dashboard", "writer", "chart", "page", "planner", "trainingplan"},
     {"callbacks", "trainer"},
     {"engine"},

@@ -201,7 +201,7 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
           name: str | None = None, live: str | bool = "auto", background: bool = False,
           max_length: int = 128, padding: str = "auto", buckets: int = 8, packing: str = "concat",
           seed: int = 0, compile: bool | None = None, mode: str | None = None, throughput_warmup_steps: int | None = None,
-          report_to: str | list[str] | None = None, callbacks: list | None = None,
+          report_to: str | list[str] | None = None, callbacks: list | None = None, cache_latents: bool = False,
           **trainer_overrides) -> Run:
     """Train ``model`` on ``data`` with transformers' Trainer; returns the Run.
 
@@ -260,6 +260,12 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
         error says to restart the kernel). ``compile`` is eager plus ``torch.compile``.
     report_to : str or list, optional
         ``"tensorboard"`` or ``"mlflow"``; nothing by default.
+    cache_latents : bool
+        Text to image: encode every image (the VAE's latent distribution) and caption (the
+        text encoders' embeddings) once, keep them under ``$WORKBENCH_CACHE/latents``, and
+        train the UNet from them without running the VAE encoder or text encoder per step.
+        Reused by any run with the same data, parts, resolution and precision; refused
+        with ``crop="random"`` or ``flip=True``.
     callbacks : list of transformers.TrainerCallback, optional
         Extra callbacks for the Trainer (not saved in the run; pass them again to resume).
     **trainer_overrides
@@ -293,7 +299,7 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | No
             compile: bool | None = None,
             mode: str | None = None, throughput_warmup_steps: int | None = None,
             report_to: str | list[str] | None = None, extra_spec: dict | None = None,
-            **trainer_overrides) -> Run:
+            cache_latents: bool = False, **trainer_overrides) -> Run:
     """Check the arguments, create the run directory and its spec.json; train nothing.
 
     ``wb.train`` runs the result in this process; ``wb.launch`` in torchrun workers.
@@ -305,6 +311,7 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | No
     recipe.check_precision(precision, dev)
     padding = recipe.default_padding(mspec.task, dev.kind) if padding == "auto" else padding
     recipe.check_padding(padding, mspec.task, mspec.name)
+    recipe.check_cache_latents(cache_latents, mspec.task, mspec.name, dspec.crop, dspec.flip)
     lr = (5e-5 if mspec.is_pretrained else 1e-3) if lr is None else lr
     with quiet_libraries():  # the data read and the model's config checked before the run directory
         rows = dspec.load()["train"].num_rows
@@ -316,7 +323,7 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | No
             "eval_every": eval_every, **cadence, "max_length": max_length, "padding": padding,
             "buckets": buckets, "packing": packing, "seed": seed, "compile": compile, "mode": mode,
             "throughput_warmup_steps": max(3, cadence["log_every"]) if throughput_warmup_steps is None else throughput_warmup_steps,
-            "report_to": report_to, "trainer_overrides": trainer_overrides}
+            "report_to": report_to, "cache_latents": cache_latents, "trainer_overrides": trainer_overrides}
     path = runs.new_run_dir(name or f"{mspec.name}-{dspec.name}", run_dir)
     spec = {"model": mspec.to_dict(), "data": dspec.to_dict(), "args": args, **(extra_spec or {})}
     create(path, spec)  # the summary ("prepared") first, then the spec
