@@ -114,7 +114,7 @@ def encode_all(model, prepared, device, precision: str, batch_size: int = 32) ->
     return {**{k: torch.cat(v).contiguous() for k, v in out.items()}, **empty}
 
 
-def _write(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str]) -> None:
+def write(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str]) -> None:
     """safetensors, atomically: a killed process leaves no half-written cache."""
     from safetensors.torch import save_file
 
@@ -128,7 +128,7 @@ def _write(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str
         raise
 
 
-def _read(path: Path, splits) -> dict[str, torch.Tensor] | None:
+def read(path: Path, splits) -> dict[str, torch.Tensor] | None:
     """The cached tensors, or None if there are none (or they cannot be read: then rebuilt)."""
     if not path.exists():
         return None
@@ -152,11 +152,11 @@ def cached(model, dspec, prepared, device, precision: str) -> tuple[dict[str, En
     key = cache_key(model, dspec, prepared, precision)
     path = cache_path(key)
     t0 = time.perf_counter()
-    tensors = _read(path, prepared)
+    tensors = read(path, prepared)
     hit = tensors is not None
     if tensors is None:
         tensors = encode_all(model, prepared, device, precision)
-        _write(tensors, path, {"format": str(FORMAT), "data": json.dumps(dspec.to_dict()), "precision": precision})
+        write(tensors, path, {"format": str(FORMAT), "data": json.dumps(dspec.to_dict()), "precision": precision})
     info = {"path": str(path), "key": key, "hit": hit, "build_s": None if hit else time.perf_counter() - t0,
             "rows": {s: len(ds) for s, ds in prepared.items()}, "bytes": path.stat().st_size}
     model.use_cache({k: v for k, v in tensors.items() if k.startswith("empty_")}, info)
