@@ -107,9 +107,10 @@ def sdcache(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int 
                **({f"sd15_{k}": v for k, v in sd15_flops().items()} if sd15 else {})}
     return {
         "bench": "sdcache", "device": dev.to_dict(), "precision": precision,
-        "config": {"model": "sd tiny", "data": "digits-captioned", "rows": {"limit": limit},
+        "config": {"model": "sd tiny", "data": "digits-captioned", "limit": limit,
                    "batch_size": batch_size, "warmup_steps": warmup, "timed_steps": steps, "repeats": repeats},
         "results": {k: {"steps_per_s": med[k], "all": samples[k]} for k in ways},
         "figures": figures,
-        "ratios": {"cache_vs_images": med["cache"] / med["images"]},
+        "ratios": {"cache_vs_images": med["cache"] / med["images"],  # of the medians; and per round:
+                   "cache_vs_images_rounds": statistics.median(c / i for c, i in zip(samples["cache"], samples["images"]))},
     }
