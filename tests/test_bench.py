@@ -87,6 +87,22 @@ def test_dashboard_and_scaling_benches_run(tmp_path, bench, args, ratio):
         assert result["messages"]["per_run"] >= 1 and result["messages"]["max_bytes"] < 2048
 
 
+def test_sdcache_bench_times_images_and_cache_side_by_side_and_counts_sd15_flops():
+    pytest.importorskip("diffusers")
+    from workbench.bench import sdcache
+
+    result = sdcache(steps=2, warmup=1, repeats=1, batch_size=8, limit=64)
+    assert set(result["results"]) == {"images", "cache"} and all(
+        r["steps_per_s"] > 0 and len(r["all"]) == 1 for r in result["results"].values())
+    assert result["ratios"]["cache_vs_images"] > 0
+    f = result["figures"]
+    assert f["build_s"] > 0 and f["load_s"] > 0 and f["cache_mb"] > 0
+    # SD 1.5 at 512x512, counted on the meta device: the VAE encoder runs at full pixel size
+    assert f["sd15_vae_encoder_gflops"] == pytest.approx(1116.66, rel=1e-3)
+    assert f["sd15_unet_forward_gflops"] == pytest.approx(803.27, rel=1e-3)
+    assert 0 < f["sd15_frozen_share_full_unet"] < f["sd15_frozen_share_lora"] < 1
+
+
 def test_mfu_bench_times_trainer_and_workbench_on_the_same_blocks(tmp_path):
     out = tmp_path / "mfu.json"
     proc = subprocess.run([sys.executable, "-m", "workbench.bench", "mfu", "--model", "gpt2-mini", "--json", str(out),
@@ -255,7 +271,7 @@ def test_interleaved_chunks_rotate_the_order_and_time_every_step():
 def test_the_package_keeps_its_names_and_command_line():
     import workbench.bench as bench
 
-    assert set(bench.BENCHES) == {"engine", "dashboard", "scaling", "shapes", "mfu", "plan", "prompts"}
+    assert set(bench.BENCHES) == {"engine", "dashboard", "scaling", "shapes", "mfu", "plan", "prompts", "sdcache"}
     assert all(callable(bench.BENCHES[name]) and bench.BENCHES[name] is getattr(bench, name)
                for name in bench.BENCHES)
     assert "gpt2-124m" in bench.SHAPES

@@ -15,20 +15,18 @@ import threading
 import traceback
 from pathlib import Path
 
-from . import recipe
+from . import recipe, runspec
 from . import run as runs
 from .catalog import ModelSpec
-from .catalog import model as as_model
 from .dashboard import attach
 from .data import DataSpec
-from .data import dataset as as_dataset
-from .device import DeviceInfo, device_in_mode
+from .device import DeviceInfo
 from .device import device as pick_device
 from .interrupts import Interrupts
 from .progress import quiet_libraries
 from .trainer import build, error_text, outcome
 from .trainer import summary as end_summary
-from .writer import RunWriter, create, disk_full_message, resume_spec
+from .writer import RunWriter, disk_full_message, resume_spec
 
 _ACTIVE: list[Run] = []  # runs training in this process, newest last (for %wb stop)
 
@@ -200,7 +198,7 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
           buckets: int = 8, packing: str = "concat", seed: int = 0, compile: bool | None = None, mode: str | None = None,
           throughput_warmup_steps: int | None = None, report_to: str | list[str] | None = None,
           callbacks: list | None = None, sample_prompts: list[str] | None = None, sample_every: int | None = None,
-          sample_steps: int = 10, **trainer_overrides) -> Run:
+          sample_steps: int = 10, cache_latents: bool = False, **trainer_overrides) -> Run:
     """Train ``model`` on ``data`` with transformers' Trainer; returns the Run.
 
     Parameters
@@ -258,6 +256,12 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
         error says to restart the kernel). ``compile`` is eager plus ``torch.compile``.
     report_to : str or list, optional
         ``"tensorboard"`` or ``"mlflow"``; nothing by default.
+    cache_latents : bool
+        Text to image: encode every image (the VAE's latent distribution) and caption (the
+        text encoders' embeddings) once, keep them under ``$WORKBENCH_CACHE/latents``, and
+        train the UNet from them without running the VAE encoder or text encoder per step.
+        Reused by any run with the same data, parts, resolution and precision; refused
+        with ``crop="random"`` or ``flip=True``.
     callbacks : list of transformers.TrainerCallback, optional
         Extra callbacks for the Trainer (not saved in the run; pass them again to resume).
     sample_prompts, sample_every, sample_steps
@@ -287,40 +291,10 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
     return _start(run, None, background)
 
 
-def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None = None, epochs: float | None = None,
-            batch_size: int = 16, lr: float | None = None, precision: str = "auto", device: str = "auto",
-            eval_every: int | None = None, save_every: int | None = None, log_every: int | None = None,
-            run_dir: str | Path | None = None, name: str | None = None, max_length: int = 128, padding: str = "auto",
-            buckets: int = 8, packing: str = "concat", seed: int = 0, compile: bool | None = None, mode: str | None = None,
-            throughput_warmup_steps: int | None = None, report_to: str | list[str] | None = None,
-            extra_spec: dict | None = None, sample_prompts: list[str] | None = None, sample_every: int | None = None,
-            sample_steps: int = 10, **trainer_overrides) -> Run:
+def prepare(model: str | ModelSpec, data: str | DataSpec, **options) -> Run:
     """Check the arguments, create the run directory and its spec.json; train nothing
-    (``wb.train`` runs the result in this process, ``wb.launch`` in torchrun workers)."""
-    mspec, dspec = as_model(model), as_dataset(data)
-    recipe.check(mspec.task, dspec.task, (mspec.name, dspec.name), max_steps=max_steps, batch_size=batch_size,
-                 padding=padding, buckets=buckets, packing=packing, lr=lr, max_length=max_length)
-    sampling = recipe.samples(mspec.task, sample_prompts, sample_every, sample_steps, eval_every)
-    dev = device_in_mode(device, mode)
-    recipe.check_precision(precision, dev)
-    padding = recipe.default_padding(mspec.task, dev.kind) if padding == "auto" else padding
-    recipe.check_padding(padding, mspec.task, mspec.name)
-    lr = (5e-5 if mspec.is_pretrained else 1e-3) if lr is None else lr
-    with quiet_libraries():  # the data read and the model's config checked before the run directory
-        rows = dspec.load()["train"].num_rows
-        recipe.check_fit(batch_size=batch_size, rows=rows, data_name=dspec.name, padding=padding,
-                         max_length=max_length, positions=mspec.max_positions, model_name=mspec.name)
-    cadence = recipe.cadence(recipe.total_steps(max_steps, epochs, rows, batch_size), log_every, save_every)
-    args = {"max_steps": max_steps, "epochs": epochs, "batch_size": batch_size, "lr": lr,
-            "precision": precision, "device": dev.kind if device == "auto" else device,
-            "eval_every": eval_every, **cadence, "max_length": max_length, "padding": padding,
-            "buckets": buckets, "packing": packing, "seed": seed, "compile": compile, "mode": mode,
-            "throughput_warmup_steps": max(3, cadence["log_every"]) if throughput_warmup_steps is None else throughput_warmup_steps,
-            "report_to": report_to, **sampling, "trainer_overrides": trainer_overrides}
-    path = runs.new_run_dir(name or f"{mspec.name}-{dspec.name}", run_dir)
-    spec = {"model": mspec.to_dict(), "data": dspec.to_dict(), "args": args, **(extra_spec or {})}
-    create(path, spec)  # the summary ("prepared") first, then the spec
-    return Run(path)
+    (``runspec.prepare`` checks; ``wb.train`` runs the result here, ``wb.launch`` in torchrun workers)."""
+    return Run(runspec.prepare(model, data, **options))
 
 
 def resume(run: Run, max_steps: int | None = None, *, live: str | bool = "auto", background: bool = False,

@@ -164,6 +164,24 @@ def check_split(rows: int, eval_fraction: float, data_name: str, class_counts: d
                          f"or use more rows")
 
 
+def check_cache_latents(cache_latents, task: str, model_name: str, crop: str, flip: bool) -> None:
+    """Refuse ``cache_latents`` where encodings cannot be kept: not a bool, not a text-to-image
+    model, or random crops / flips (another image every epoch, so other latents)."""
+    if not isinstance(cache_latents, bool):
+        raise TypeError(f"cache_latents must be True or False, got {cache_latents!r}")
+    if not cache_latents:
+        return
+    if task != "text_to_image":
+        raise ValueError(f"cache_latents=True keeps a text-to-image model's latents and caption embeddings; "
+                         f"{model_name} does {task}: leave cache_latents=False (or train wb.model('sd'))")
+    random = [x for x, on in ((f"crop={crop!r}", crop == "random"), ("flip=True", flip)) if on]
+    if random:
+        raise ValueError(f"cache_latents=True cannot keep the latents of {' and '.join(random)}: a random crop "
+                         f"or flip gives another image every epoch, so its latents cannot be encoded once. "
+                         f"Train from the cache with wb.dataset(..., crop='center', flip=False), or keep the "
+                         f"augmentation with cache_latents=False")
+
+
 def check_padding(padding: str, task: str, model_name: str) -> None:
     """Refuse a batching the task cannot use."""
     if padding == "packed" and task != "causal_lm":

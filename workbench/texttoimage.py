@@ -5,7 +5,9 @@ diffusers' train_text_to_image script does: the VAE and the text encoder(s) froz
 latents scaled by the VAE's factor, noise at random timesteps, the target (noise, or the
 velocity for v-prediction) from the scheduler's config, MSE, optional min-SNR weighting and
 noise offset, and a share of captions replaced by the empty prompt so that sampling can
-use classifier-free guidance. LoRA adapters (peft) on the UNet's attention and an
+use classifier-free guidance. ``forward`` also takes what the frozen parts made of a batch
+(``encode``: the latent distribution and the caption embeddings, kept by ``latentcache``)
+and then runs neither of them. LoRA adapters (peft) on the UNet's attention and an
 exponential moving average of the UNet's weights (sampled from when kept) are optional.
 """
 
@@ -56,6 +58,7 @@ class TextToImage(nn.Module):
         self.prediction_type = self.scheduler.config.prediction_type
         self.snr_gamma, self.noise_offset, self.caption_dropout = snr_gamma, noise_offset, caption_dropout
         self.ema, self.ema_unet = ema, None
+        self.latent_cache: dict | None = None  # set by use_cache: where the cached encodings are
         if ema:  # a frozen copy the Trainer's optimizer never sees; saved with the weights
             self.ema_unet = copy.deepcopy(self.unet)
             self.register_buffer("ema_steps", torch.zeros(()))
@@ -112,18 +115,70 @@ class TextToImage(nn.Module):
         return [torch.where(drop[:, None], getattr(self, f"empty_ids_{i}").to(x.device), x)
                 for i, x in enumerate(ids)]
 
-    def forward(self, pixel_values: torch.Tensor, input_ids: torch.Tensor, input_ids_2: torch.Tensor | None = None,
-                return_loss: bool = True, **_unused):
-        # `return_loss=True` tells the Trainer the loss needs no labels (eval_loss is reported)
+    @torch.no_grad()
+    def encode(self, pixel_values: torch.Tensor, input_ids: torch.Tensor,
+               input_ids_2: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """What the frozen parts make of a batch, as the latent cache keeps it: the VAE's latent
+        distribution (``latent_mean``, ``latent_std``: unscaled, in the VAE's dtype) and the
+        caption embeddings (``context``; SDXL: ``pooled`` too)."""
+        dist = self.vae.encode(pixel_values.to(next(self.vae.parameters()).dtype)).latent_dist
+        context, pooled = self.encode_text(input_ids, input_ids_2)
+        out = {"latent_mean": dist.mean, "latent_std": dist.std, "context": context}
+        return out if pooled is None else {**out, "pooled": pooled}
+
+    @torch.no_grad()
+    def encode_empty(self) -> dict[str, torch.Tensor]:
+        """The empty prompt's embeddings (``empty_context``; SDXL: ``empty_pooled``), one row:
+        what a dropped caption becomes."""
+        ids = [getattr(self, f"empty_ids_{i}")[None] for i in range(len(self.captions.tokenizers))]
+        context, pooled = self.encode_text(*ids)
+        return {"empty_context": context} if pooled is None else {"empty_context": context, "empty_pooled": pooled}
+
+    def use_cache(self, empty: dict[str, torch.Tensor], info: dict) -> None:
+        """Train from cached encodings (``encode``'s rows); ``empty``: ``encode_empty()``'s,
+        kept as buffers that move with the model (not saved: the checkpoint stays the same);
+        ``info``: the cache's path and whether it was found (the run's summary records it)."""
+        for name, value in empty.items():
+            self.register_buffer(name, value, persistent=False)
+        self.latent_cache = dict(info)
+
+    def _sampled(self, mean: torch.Tensor, std: torch.Tensor, context, pooled):
+        # as diffusers' DiagonalGaussianDistribution.sample: one randn of the mean's shape and dtype
+        latents = mean + std * torch.randn(mean.shape, device=mean.device, dtype=mean.dtype)
+        if self.training and self.caption_dropout:  # the same draw as _drop_captions
+            drop = torch.rand(mean.shape[0], device=mean.device) < self.caption_dropout
+            context = torch.where(drop[:, None, None], self.empty_context.to(context.dtype), context)
+            if pooled is not None:
+                pooled = torch.where(drop[:, None], self.empty_pooled.to(pooled.dtype), pooled)
+        return latents, context, pooled
+
+    def forward(self, pixel_values: torch.Tensor | None = None, input_ids: torch.Tensor | None = None,
+                input_ids_2: torch.Tensor | None = None, latent_mean: torch.Tensor | None = None,
+                latent_std: torch.Tensor | None = None, context: torch.Tensor | None = None,
+                pooled: torch.Tensor | None = None, return_loss: bool = True, **_unused):
+        # `return_loss=True` tells the Trainer the loss needs no labels (eval_loss is reported).
+        # Images and caption ids run through the frozen VAE and text encoder; cached encodings
+        # (latent_mean, latent_std, context[, pooled]) skip both.
         if self.ema_unet is not None and self.training:
             self._update_ema()
         with torch.no_grad():
-            vae_dtype = next(self.vae.parameters()).dtype
-            latents = self.vae.encode(pixel_values.to(vae_dtype)).latent_dist.sample()
+            if latent_mean is not None:
+                latents, context, pooled = self._sampled(latent_mean, latent_std, context, pooled)
+                side = latent_mean.shape[-1] * self.parts.vae_scale
+            else:
+                vae_dtype = next(self.vae.parameters()).dtype
+                latents = self.vae.encode(pixel_values.to(vae_dtype)).latent_dist.sample()
+                ids = self._drop_captions([x for x in (input_ids, input_ids_2) if x is not None])
+                context, pooled = self.encode_text(*ids)
+                side = pixel_values.shape[-1]
             latents = latents.float() * self.vae.config.scaling_factor
-            ids = self._drop_captions([x for x in (input_ids, input_ids_2) if x is not None])
-            context, pooled = self.encode_text(*ids)
-        noise = torch.randn_like(latents)
+        return {"loss": self._denoising_loss(latents, context, pooled, float(side))}
+
+    def _denoising_loss(self, latents: torch.Tensor, context: torch.Tensor, pooled, side: float) -> torch.Tensor:
+        # randn of the shape, not randn_like: the noise must not follow the latents' memory
+        # format (a CPU's VAE convolution returns channels-last), so that latents from the
+        # cache and from images draw the same noise for a seed
+        noise = torch.randn(latents.shape, device=latents.device, dtype=latents.dtype)
         if self.noise_offset:  # a per-channel shift: lets the model learn very dark and bright images
             noise = noise + self.noise_offset * torch.randn(latents.shape[0], latents.shape[1], 1, 1,
                                                             device=latents.device)
@@ -132,7 +187,6 @@ class TextToImage(nn.Module):
         target = noise if self.prediction_type == "epsilon" else self.scheduler.get_velocity(latents, noise, t)
         extra = None
         if pooled is not None:  # SDXL's size and crop conditioning: (original, crop top-left, target)
-            side = float(pixel_values.shape[-1])
             time_ids = torch.tensor([side, side, 0.0, 0.0, side, side], device=latents.device)
             extra = {"text_embeds": pooled, "time_ids": time_ids.expand(latents.shape[0], 6)}
         unet_dtype = next(self.unet.parameters()).dtype
@@ -142,7 +196,7 @@ class TextToImage(nn.Module):
             snr = self.snr.to(t.device)[t]
             weight = snr.clamp(max=self.snr_gamma) / (snr + 1 if self.prediction_type == "v_prediction" else snr)
             loss = loss * weight
-        return {"loss": loss.mean()}
+        return loss.mean()
 
     @torch.no_grad()
     def sample(self, prompts: str | list[str], steps: int = 25, guidance: float = 7.5, seed: int = 0,

@@ -77,6 +77,19 @@ def _batches(a: dict, task: str, prepared, tok, model):
     return prepared, batching.collator(task, tok, model, padding, a["max_length"]), None, (), None
 
 
+def _images(model, dspec: DataSpec, prepared, device: DeviceInfo, a: dict):
+    """(data, collator) of a text-to-image run: images and caption ids (one resolution, fixed
+    caption length: static shapes), or with ``cache_latents`` their cached encodings."""
+    if a.get("cache_latents"):
+        from .latentcache import cached, collate
+
+        splits, _ = cached(model, dspec, prepared, device, device.resolve_precision(a["precision"]))
+        return splits, collate
+    from .images import Augment
+
+    return prepared, Augment(model.captions.resolution, dspec.crop, dspec.flip)
+
+
 def _optim(device: DeviceInfo) -> str:
     """The TrainingArguments ``optim`` for ``device`` (the hpex optimizer is no transformers name)."""
     return "adamw_torch" if device.backend.optimizer == "hpex_fused_adamw" else device.backend.optimizer
@@ -122,10 +135,8 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
     model, tok = _model(mspec, dspec, run, device.resolve_precision(a["precision"]))
     prepared, inner, sampler, drop, restore = _batches(a, mspec.task, dspec.prepare(tok, max_length=a["max_length"]),
                                                        tok, model)
-    if mspec.task == "text_to_image":  # one resolution, fixed caption length: static shapes
-        from .images import Augment
-
-        inner = Augment(tok.resolution, dspec.crop, dspec.flip)
+    if mspec.task == "text_to_image":
+        prepared, inner = _images(model, dspec, prepared, device, a)
     from .batching import CountingCollator
 
     counter = CountingCollator(inner, model, drop=drop)
@@ -189,6 +200,8 @@ def summary(run: RunDir, trainer, device: DeviceInfo, events: Events | None, sta
     if events is not None:
         summary.update({"train_loss": events.last.get("loss"), "eval": events.eval, **events.throughput(),
                         "compiles": events.last.get("compiles"), "dynamo_graphs": events.last.get("dynamo_graphs")})
+    if getattr(getattr(trainer, "model", None), "latent_cache", None):  # text to image with cache_latents
+        summary["latent_cache"] = trainer.model.latent_cache
     return summary
 
 

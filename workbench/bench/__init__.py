@@ -1,7 +1,7 @@
 """Benchmarks that measure ratios side by side in one process (``python -m workbench.bench``).
 
 One module per benchmark (``engine``, ``dashboard``, ``scaling``, ``shapes``, ``mfu``, ``plan``,
-``prompts``: a quality figure, not a timing), the
+``prompts``: a quality figure, not a timing; ``sdcache``: text to image from the latent cache), the
 contenders they share (``contenders``: the raw loop, the plain Trainer, wb.train, the
 interleaving) and the command line (``cli``). Each benchmark's function is exported here
 under its module's name, so ``workbench.bench.engine`` is the function; import a module's
@@ -16,7 +16,8 @@ from .mfu import mfu
 from .plan import plan
 from .prompts import prompts
 from .scaling import scaling
+from .sdcache import sdcache
 from .shapes import shapes
 
 __all__ = ["BASELINES", "BENCHES", "SHAPES", "dashboard", "engine", "engine_setup", "main",
-           "mfu", "parser", "plan", "prompts", "save_baseline", "scaling", "shapes"]
+           "mfu", "parser", "plan", "prompts", "save_baseline", "scaling", "sdcache", "shapes"]

@@ -21,10 +21,11 @@ from .mfu import mfu
 from .plan import plan
 from .prompts import prompts
 from .scaling import scaling
+from .sdcache import sdcache
 from .shapes import shapes
 
 BENCHES = {"engine": engine, "dashboard": dashboard, "scaling": scaling, "shapes": shapes, "mfu": mfu,
-           "plan": plan, "prompts": prompts}
+           "plan": plan, "prompts": prompts, "sdcache": sdcache}
 BASELINES = Path("benchmarks") / "baselines"
 
 
