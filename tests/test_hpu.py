@@ -438,6 +438,10 @@ def test_the_compile_count_rises_with_new_shapes_and_stays_flat_on_static_ones(h
     recompiles per shape): static shapes (text-to-image: one resolution, captions padded to
     the encoder's length) compile during the first step and never again (issue #19: no
     recompiles on Gaudi); dynamic padding keeps compiling as new lengths arrive."""
+    import torch._dynamo
+
+    # graphs compiled by an earlier test would run without this test's backend: start clean
+    torch._dynamo.reset()
     sd = _train("sd-tiny", wb.dataset("digits-captioned", limit=64), mode="compile", max_steps=10,
                 batch_size=4, warmup_steps=0)
     counts = _compiles(sd)  # the fixture loads a fresh double: its counter starts at 0
