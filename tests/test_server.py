@@ -226,7 +226,15 @@ def test_run_detail_has_summary_spec_last_events_and_checkpoints(api, refused, j
     assert detail["status"] == "completed" and detail["summary"]["step"] == 100
     assert detail["spec"] == SPEC
     assert [e["step"] for e in detail["events"]] == list(range(51, 101))
-    assert detail["checkpoints"] == []
+    assert detail["checkpoints"] == [] and detail["samples"] is None
+    # a text-to-image run's sample grids: the latest one whole, the event list without pictures
+    grids = [{"phase": "samples", "step": s, "time": s * 0.5, "prompts": ["a handwritten one"], "columns": 1,
+              "image": f"iVBORw0KGgo-{s}"} for s in (10, 20)]
+    new_run(jp_root_dir, "20250101-110000-sd", [*training(range(1, 21)), *grids])
+    detail = api("run", params={"path": "runs/20250101-110000-sd"})
+    assert detail["samples"] == grids[-1]
+    assert [e["step"] for e in detail["events"] if e["phase"] == "samples"] == [10, 20]
+    assert not any("image" in e for e in detail["events"])
     assert "workbench/runs lists" in refused(404, "run", params={"path": "runs/nothing-here"})
     outside = new_run(jp_root_dir.parent / "elsewhere", "20250101-100000-theirs")  # a real run, outside the root
     assert "outside the server's root" in refused(404, "run", params={"path": "../elsewhere/runs/" + outside.name})

@@ -58,6 +58,8 @@ export interface IRunDetail {
   spec: Record<string, unknown>;
   events: Record<string, unknown>[];
   checkpoints: string[];
+  /** A text-to-image run's latest sample grid (base64 PNG), or null. */
+  samples: { step: number; prompts: string[]; image: string } | null;
 }
 
 /** GET or POST ``workbench/<endpoint>``; the JSON reply, or an error carrying the server's message. */

@@ -37,10 +37,18 @@ class SummaryView extends Widget {
       tr.appendChild(el('td', '', fmtValue(k, v)));
     }
     const ckpt = el('p', '', `Checkpoints: ${d.checkpoints.length ? d.checkpoints.join(', ') : 'none'}`);
+    const grid: HTMLElement[] = [];
+    if (d.samples) {
+      const img = el('img', 'wbp-grid');
+      img.src = `data:image/png;base64,${d.samples.image}`;
+      img.alt = d.samples.prompts.join(' | ');
+      grid.push(el('h3', '', `Samples at step ${d.samples.step}`), img, el('p', 'wbp-prompts', img.alt));
+    }
     this.node.replaceChildren(
       el('h2', '', d.name),
       table,
       ckpt,
+      ...grid,
       el('h3', '', `Last ${d.events.length} events`),
       eventsTable(d.events)
     );

@@ -148,11 +148,12 @@ class RunTable:
         return row
 
     def detail(self, rel: Any) -> dict[str, Any]:
-        """One run: summary, spec, the last events, its checkpoints."""
+        """One run: summary, spec, the last events, its checkpoints, its latest sample grid."""
         path = self.resolve(rel)
         run, tail = self._open(path)
         return {"path": self.relative(path), "name": path.name, "status": run.status, "summary": run.summary,
-                "spec": run.spec, "events": list(tail.recent), "checkpoints": [p.name for p in run.checkpoints]}
+                "spec": run.spec, "events": list(tail.recent), "checkpoints": [p.name for p in run.checkpoints],
+                "samples": tail.samples}
 
     # ----------------------------------------------------------------- stopping
     def stop(self, rel: Any) -> dict[str, Any]:

@@ -44,7 +44,9 @@ class EventTail:
     mtime : float or None
         When the log last changed (unix seconds); None while there is no log.
     recent : collections.deque
-        The last ``RECENT_EVENTS`` events.
+        The last ``RECENT_EVENTS`` events (a ``samples`` event without its picture).
+    samples : dict or None
+        The last ``samples`` event of a text-to-image run, its grid (base64 PNG) included.
     """
 
     def __init__(self, path: str | Path):
@@ -61,6 +63,7 @@ class EventTail:
         self.loss = self.tokens_per_s = self.samples_per_s = self.mem_alloc = None
         self.losses: list[list[float]] = []
         self.recent: deque[dict] = deque(maxlen=RECENT_EVENTS)
+        self.samples: dict | None = None
         self._pace: deque[tuple[int, float, str]] = deque(maxlen=PACE_POINTS)  # (step, time, phase)
 
     def poll(self) -> None:
@@ -97,8 +100,11 @@ class EventTail:
                 self._add(event)
 
     def _add(self, event: dict) -> None:
-        self.recent.append(event)
         step, phase = event.get("step"), event.get("phase")
+        if phase == "samples":  # one picture kept: the latest grid
+            self.samples = event
+            event = {k: v for k, v in event.items() if k != "image"}
+        self.recent.append(event)
         if isinstance(step, int) and not isinstance(step, bool):
             self.step = step if self.step is None else max(self.step, step)
         if _number(event.get("mem_alloc")) is not None:
