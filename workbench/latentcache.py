@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 
 from .bundled import cache_dir
+from .texttoimage import DTYPES
 
 FORMAT = 1  # bump when what is encoded, or how, changes: old files are then never read
 ROW_KEYS = ("latent_mean", "latent_std", "context", "pooled")
@@ -98,7 +99,7 @@ def encode_all(model, prepared, device, precision: str, batch_size: int = 32) ->
     model.to(where)  # the Trainer moves the model there anyway
     model.eval()
     kind = device.backend.torch_device
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    dtype = DTYPES.get(precision) if precision != "fp32" else None
     out: dict[str, list[torch.Tensor]] = {}
     # the same autocast the Trainer trains under, so the encodings are those a step would make
     with torch.no_grad(), torch.autocast(kind, dtype=dtype or torch.bfloat16, enabled=dtype is not None):

@@ -97,16 +97,16 @@ def read_cpu() -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------- libraries
-def _start(module: str, package: str, extra: str, library: str, driver: str,
-           init: str, error: str) -> Any:
-    """The management library ``module``, started once per process (and again only when a
+def _start(v: Vendor) -> Any:
+    """The vendor's management library, started once per process (and again only when a
     different module object is installed under that name, as tests do)."""
+    module = v.module
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # pyhlml 1.24 imports its own deprecated module
             lib = importlib.import_module(module)
     except ImportError:
-        raise Unavailable(f"{package} not installed: pip install 'gaudi-workbench[{extra}]'") from None
+        raise Unavailable(f"{v.package} not installed: pip install 'gaudi-workbench[{v.extra}]'") from None
     cached = _started.get(module)
     if cached is not None and cached[0] is lib:
         if isinstance(cached[1], Unavailable):
@@ -115,11 +115,11 @@ def _start(module: str, package: str, extra: str, library: str, driver: str,
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed):  # pyhlml prints "Failed to load libhlml"
-            getattr(lib, init)()
-    except (getattr(lib, error), OSError) as e:  # OSError: a driver library that would not load
+            getattr(lib, f"{v.prefix}Init")()
+    except (getattr(lib, v.error), OSError) as e:  # OSError: a driver library that would not load
         said = printed.getvalue().strip()
-        failure = Unavailable(f"{library} could not start: {e}{f' ({said})' if said else ''} "
-                              f"(no {driver} driver here?)")
+        failure = Unavailable(f"{v.library} could not start: {e}{f' ({said})' if said else ''} "
+                              f"(no {v.driver} driver here?)")
         _started[module] = (lib, failure)
         raise failure from None
     _started[module] = (lib, None)
@@ -164,7 +164,7 @@ VENDORS = {
 def read_vendor(v: Vendor) -> list[dict[str, Any]]:
     """Every device the library sees (all of them: NVML ignores CUDA_VISIBLE_DEVICES, HLML
     lists every card, not only this process's one)."""
-    lib = _start(v.module, v.package, v.extra, v.library, v.driver, f"{v.prefix}Init", v.error)
+    lib = _start(v)
     error = getattr(lib, v.error)
 
     def call(name: str, *args):  # None where the device does not support that metric
