@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 def make_runs(root: Path, n: int, events: int) -> None:
     """``n`` finished runs with ``events`` train events each, as the engine writes them."""
-    from workbench.run import EventLog, write_json
+    from workbench.rundir.run import EventLog, write_json
 
     for i in range(n):
         path = root / "runs" / f"20261201-{i:06d}-gpt2-tiny"

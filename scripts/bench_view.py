@@ -43,7 +43,7 @@ window.result = times;
 
 
 def _state(points: int) -> dict:
-    from workbench.chart import RUN_COLOURS, history, panels_for
+    from workbench.views.chart import RUN_COLOURS, history, panels_for
 
     def events(shift):
         out = []

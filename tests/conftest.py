@@ -45,14 +45,14 @@ os.environ["TORCH_EXTENSIONS_DIR"] = str(_EXTENSIONS)
 
 
 def pytest_report_header(config):
-    from workbench.device import devices
+    from workbench.backends.registry import devices
 
     found = [f"{d.kind} x{d.count} ({d.name})" for d in devices() if d.available]
     return [f"workbench devices: {', '.join(found)}"]
 
 
 def pytest_collection_modifyitems(config, items):
-    from workbench.device import BACKENDS
+    from workbench.backends.registry import BACKENDS
 
     have = {k: BACKENDS[k].available() for k in ("hpu", "cuda")}
     for item in items:
@@ -113,7 +113,7 @@ def _drop_fake_modules():
 @pytest.fixture
 def fake_hpu(monkeypatch):
     """Put the Habana bridge TEST DOUBLE (tests/fakes) on the path for one test."""
-    from workbench.device import clear_cache
+    from workbench.backends.registry import clear_cache
 
     monkeypatch.syspath_prepend(str(FAKES))
     monkeypatch.setenv("FAKE_HPU_GENERATION", "2")

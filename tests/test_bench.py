@@ -57,7 +57,8 @@ def training_args(monkeypatch):
 def test_log_every_zero_leaves_each_engine_its_own_cadence(training_args):
     import transformers
 
-    from workbench import bench, recipe
+    from workbench import bench
+    from workbench.training import recipe
 
     trainer_default = transformers.TrainingArguments(output_dir="x").logging_steps
     training_args.clear()
@@ -221,8 +222,8 @@ def test_raw_loop_counts_non_pad_tokens_and_starts_a_new_epoch_when_one_ends():
     loader; a batch sampler hears of each new epoch (so it reshuffles)."""
     import torch
 
+    from workbench.backends.registry import device
     from workbench.bench.contenders import RawLoop
-    from workbench.device import device
 
     class Sampler:
         def __init__(self):

@@ -22,7 +22,7 @@ TINY_DATA = {"bert": "docstrings-topic", "gpt2": "docstrings-lm", "t5": "docstri
 def _batch(family: str, n: int = 4):
     spec, data = wb.model(family), wb.dataset(TINY_DATA[family])
     if family in ("sd", "vae"):  # the text-to-image objective around the pipeline's parts; the VAE's
-        from workbench.texttoimage import from_spec
+        from workbench.diffusion.texttoimage import from_spec
 
         model = from_spec(spec)
         rows = data.prepare(model.captions)["train"].select(range(n))

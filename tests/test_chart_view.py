@@ -17,7 +17,7 @@ import math
 import pytest
 from lab_harness import ARTIFACTS, browser_page, require_chromium
 
-from workbench import chart, page
+from workbench.views import chart, page
 
 pytestmark = pytest.mark.browser
 

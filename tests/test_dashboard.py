@@ -14,13 +14,13 @@ import papermill
 import pytest
 from PIL import Image
 
-from workbench import chart
-from workbench import dashboard as dash
-from workbench.chart import PANELS
-from workbench.dashboard import Dashboard
-from workbench.engine import Run
-from workbench.page import saved_output, view_state
-from workbench.run import write_json
+from workbench.rundir.run import write_json
+from workbench.training.engine import Run
+from workbench.views import chart
+from workbench.views import dashboard as dash
+from workbench.views.chart import PANELS
+from workbench.views.dashboard import Dashboard
+from workbench.views.page import saved_output, view_state
 
 from conftest import RecordingFrontend
 
@@ -215,7 +215,7 @@ def test_at_the_end_the_output_holds_no_widget_view_only_the_saved_view(run):
     text = re.search(r"<script type='application/json' class='wb-state'>(.*?)</script>", out["text/html"], re.S).group(1)
     state = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} is not JSON: JSON.parse refuses it"))
     assert state["status"] == "failed" and state["summary"]["error"].startswith("OSError: no hub offline")
-    from workbench.page import finite_json
+    from workbench.views.page import finite_json
 
     assert finite_json({"loss": [float("nan"), 1.0], "x": float("inf")}) == {"loss": [None, 1.0], "x": None}
     assert state["history"][run.name]["train"]["step"] == [1, 2] and state["stoppable"] is False

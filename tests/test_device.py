@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import workbench as wb
-from workbench.device import BACKENDS, CHIPS, chip, devices, peak_tflops
+from workbench.backends.registry import BACKENDS, CHIPS, chip, devices, peak_tflops
 
 
 def test_cpu_record_for_real():
@@ -66,7 +66,7 @@ def test_profiler_activities_come_from_the_backend_record(monkeypatch):
     import torch.profiler as tp
     from torch.profiler import ProfilerActivity as A
 
-    from workbench.profiler import _activities
+    from workbench.training.profiler import _activities
 
     monkeypatch.setattr(tp, "supported_activities", lambda: {A.CPU, A.CUDA, A.HPU})
     assert _activities("cpu") == [A.CPU]
@@ -166,7 +166,7 @@ def test_gaudi1_refuses_fp16_through_the_chip_table(fake_hpu, monkeypatch):
 def test_fused_ops_come_from_the_hpu_module(fake_hpu):
     import torch
 
-    from workbench import _hpu
+    from workbench.backends import _bridge as _hpu
 
     wb.device("hpu")  # loads the bridge, in the mode the workbench chose
     from habana_frameworks.torch.hpex.optimizers import FusedAdamW

@@ -21,8 +21,9 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench import checkup, cli, diagnosis
-from workbench.device import BACKENDS
+from workbench import cli
+from workbench.backends.registry import BACKENDS
+from workbench.checks import checkup, diagnosis
 
 ON_CPU_SKIPPED = {  # check -> words its reason must contain
     "gpt2.memory": "process RSS", "bert.memory": "process RSS", "all-reduce": "--multi", "launch": "--multi",

@@ -13,8 +13,8 @@ import textwrap
 import pytest
 
 import workbench as wb
-from workbench.engine import Run
-from workbench.lock import RunBusy
+from workbench.rundir.lock import RunBusy
+from workbench.training.engine import Run
 
 from conftest import wait_for
 
@@ -26,7 +26,7 @@ VICTIM = textwrap.dedent("""
     import os, signal, sys
     import transformers
     import workbench as wb
-    from workbench import writer
+    from workbench.rundir import writer
 
     point = sys.argv[1]
     def die():
@@ -203,7 +203,7 @@ def test_a_full_disk_is_named_and_the_last_good_checkpoint_stays(tmp_path, monke
 def test_a_run_that_fails_before_training_ends_failed_and_says_so(tmp_path, monkeypatch):
     """The device cannot be set up (say, a resumed run on a machine without its device):
     the summary reads failed with the reason, subscribers get the end, the lock is free."""
-    from workbench import engine
+    from workbench.training import engine
 
     def no_device(spec, size):
         raise RuntimeError("no hpu here: resume on the machine that has it, or device='cpu'")
@@ -217,7 +217,7 @@ def test_a_run_that_fails_before_training_ends_failed_and_says_so(tmp_path, monk
     assert ended == [{"phase": "end", "step": 0, "status": "failed"}]
     reopened = Run.open(run.path)
     assert reopened.status == "failed" and "no hpu here" in reopened.summary["error"]
-    from workbench.writer import RunWriter
+    from workbench.rundir.writer import RunWriter
 
     RunWriter(reopened).claim().release()  # not left busy: the lock was released
 

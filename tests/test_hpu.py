@@ -23,8 +23,9 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench import _hpu, engine, recipe, trainer
-from workbench.device import CHIPS, DeviceInfo, GiB, inference_model, set_hpu_mode
+from workbench.backends import _bridge as _hpu
+from workbench.backends.registry import CHIPS, DeviceInfo, GiB, inference_model, set_hpu_mode
+from workbench.training import engine, recipe, trainer
 
 from conftest import FAKES
 
@@ -131,7 +132,7 @@ def test_each_rank_drives_device_0_and_hpu_1_is_refused(hpu, monkeypatch):
 def test_unset_lazy_mode_is_set_before_the_bridge_loads(hpu):
     """An unset PT_HPU_LAZY_MODE means lazy to a 1.19 bridge and eager to current ones: the
     workbench sets it (eager) before the bridge loads, and reads the mode back from it."""
-    from workbench._hpu import bridge
+    from workbench.backends._bridge import bridge
 
     assert "PT_HPU_LAZY_MODE" not in os.environ and bridge.cache_info().currsize == 0
     dev = wb.device("hpu")
@@ -163,7 +164,7 @@ def test_import_torch_autoloads_the_bridge_in_eager_mode(fake_env):
     """Through the ``torch.backends`` entry point a current bridge loads on ``import torch``
     unless lazy mode is chosen (the double registers the same entry point): the mode must
     then be chosen before torch is imported, and the error says so."""
-    code = ("import sys, torch; from workbench.device import set_hpu_mode; "
+    code = ("import sys, torch; from workbench.backends.registry import set_hpu_mode; "
             "print('loaded' if 'habana_frameworks.torch' in sys.modules else 'not loaded'); set_hpu_mode('lazy')")
     for value, loaded in (("0", True), (None, False)):
         env = {k: v for k, v in fake_env.items() if k != "PT_HPU_LAZY_MODE"}
@@ -257,7 +258,7 @@ def test_profile_on_the_double_asks_for_hpu_activity_where_torch_records_it(hpu_
     the trace in the run directory."""
     import torch.profiler as tp
 
-    from workbench import profiler
+    from workbench.training import profiler
 
     with monkeypatch.context() as m:
         m.setattr(tp, "supported_activities", lambda: {tp.ProfilerActivity.CPU, tp.ProfilerActivity.HPU})
@@ -295,7 +296,7 @@ def test_deepspeed_owns_the_optimizer_and_clipping(hpu, tmp_path):
     optimizer) and leaves max_grad_norm to DeepSpeed's gradient_clipping ("auto")."""
     import transformers
 
-    from workbench.launcher import deepspeed_config
+    from workbench.scaleout.launcher import deepspeed_config
 
     dev = wb.device("hpu")
     args = transformers.TrainingArguments(output_dir=str(tmp_path), use_cpu=True, adam_beta1=0.8)

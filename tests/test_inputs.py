@@ -14,8 +14,8 @@ import pytest
 
 import workbench as wb
 from workbench import cli
-from workbench import run as runs
-from workbench.engine import prepare
+from workbench.rundir import run as runs
+from workbench.training.engine import prepare
 
 from conftest import ROOT
 

@@ -15,9 +15,9 @@ import transformers
 
 import workbench as wb
 from workbench.bundled import cache_dir
-from workbench.engine import Run
-from workbench.latentcache import cache_key
-from workbench.texttoimage import from_spec
+from workbench.diffusion.latentcache import cache_key
+from workbench.diffusion.texttoimage import from_spec
+from workbench.training.engine import Run
 
 pytest.importorskip("diffusers")
 TINY_XL = {"text_encoder_2": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 import workbench as wb
-from workbench.launcher import deepspeed_config
+from workbench.scaleout.launcher import deepspeed_config
 
 from conftest import wait_for
 
@@ -82,7 +82,7 @@ def test_a_crashed_rank_fails_the_run_and_is_named():
                     log_every=2, live=False, background=True, **DATA)
     _wait_for_step(run, 4)
     workers = [p for p in psutil.Process(run.process.pid).children(recursive=True)
-               if "workbench.worker" in " ".join(p.cmdline())]
+               if "workbench.scaleout.worker" in " ".join(p.cmdline())]
     victim = next(p for p in workers if p.environ().get("RANK") == "1")
     victim.send_signal(signal.SIGKILL)
     with pytest.raises(RuntimeError, match="rank 1 failed"):
@@ -98,7 +98,7 @@ def test_launch_command_for_two_nodes_of_eight_hpus():
     args = shlex.split(cmd.torchrun)
     assert args[:6] == ["torchrun", "--nnodes=2", "--nproc_per_node=8", "--rdzv_backend=c10d",
                         "--rdzv_endpoint=gaudi-a:29500", f"--rdzv_id={cmd.run_dir.split('/')[-1]}"]
-    assert args[-3:] == ["-m", "workbench.worker", cmd.run_dir]
+    assert args[-3:] == ["-m", "workbench.scaleout.worker", cmd.run_dir]
     spec = json.loads(open(f"{cmd.run_dir}/spec.json").read())
     assert spec["launch"] == {"devices": 16, "strategy": "ddp", "zero_stage": None}
     ds = wb.launch_command("llama-tiny", "docstrings-lm", nodes=2, devices_per_node=8,
@@ -150,14 +150,14 @@ while True:
 
 def _workers(path) -> list[psutil.Process]:
     return [p for p in psutil.process_iter(["cmdline"])
-            if "workbench.worker" in " ".join(p.info["cmdline"] or []) and str(path) in " ".join(p.info["cmdline"])]
+            if "workbench.scaleout.worker" in " ".join(p.info["cmdline"] or []) and str(path) in " ".join(p.info["cmdline"])]
 
 
 def test_killing_the_launching_process_ends_its_workers_and_stop_works_from_anywhere(tmp_path):
     import subprocess
     import sys
 
-    from workbench.engine import Run
+    from workbench.training.engine import Run
 
     parents = []
 

@@ -16,26 +16,49 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "workbench"
 
-# The layers, lowest first. A new module goes into one of them (the test says so).
+# The layers, lowest first, by module: a module of a subpackage is named with its package
+# (``training.engine``); ``server`` and ``bench`` are placed whole. A new module goes into
+# one of them (the test says so).
 LAYERS = [
-    {"device", "chips", "_hpu", "bundled", "progress", "nbrecord", "interrupts", "families", "lock",
-     "references", "hub", "pipeline", "monitor"},
-    {"catalog", "data", "shapes", "batching", "memory", "footprint", "recipe", "diffusion",
-     "attention", "checkpoint", "launchfiles", "flops", "images", "texttoimage", "latentcache"},
-    {"run", "runspec", "dashboard", "writer", "chart", "page", "planner", "trainingplan"},
-    {"callbacks", "trainer"},
-    {"engine"},
-    {"launcher", "worker", "profiler", "widgets", "pickers", "form", "composite", "magics", "cli",
-     "checkup", "diagnosis", "server"},
+    {"backends.registry", "backends.chips", "backends._bridge", "backends.monitor", "bundled",
+     "views.progress", "nbrecord", "training.interrupts", "families", "rundir.lock",
+     "planning.references", "hub", "diffusion.pipeline"},
+    {"catalog", "data", "training.shapes", "training.batching", "planning.memory",
+     "planning.footprint", "training.recipe", "diffusion.denoising", "training.attention",
+     "training.checkpoint", "scaleout.launchfiles", "planning.flops", "diffusion.images",
+     "diffusion.texttoimage", "diffusion.latentcache"},
+    {"rundir.run", "training.runargs", "views.dashboard", "rundir.writer", "views.chart",
+     "views.page", "planning.planner", "planning.trainingplan"},
+    {"training.callbacks", "training.trainer"},
+    {"training.engine"},
+    {"scaleout.launcher", "scaleout.worker", "training.profiler", "views.pickers", "views.form",
+     "views.composite", "magics", "cli", "checks.checkup", "checks.diagnosis", "server"},
     {"bench"},
 ]
+WHOLE = {"server", "bench"}  # subpackages placed in one layer as a whole
 FACADE = {"__init__", "__main__"}  # the package's front door: may import anything, lazily
+SUBPACKAGE_DOORS = "__init__"  # a subpackage's __init__ holds a docstring and imports nothing
 
 
 def _module(path: Path) -> str:
-    """``engine`` for workbench/engine.py, ``bench`` for anything under workbench/bench/."""
-    rel = path.relative_to(PACKAGE).with_suffix("")
-    return rel.parts[0] if len(rel.parts) > 1 else rel.name
+    """``training.engine`` for workbench/training/engine.py, ``bench`` for workbench/bench/*."""
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    if len(parts) > 1 and parts[0] in WHOLE:
+        return parts[0]
+    return ".".join(parts)
+
+
+def _dotted(parts: list[str]) -> str:
+    """The layered module an import of ``workbench.<parts>`` reaches (a name may follow)."""
+    if not parts:
+        return "__init__"
+    if parts[0] in WHOLE:
+        return parts[0]
+    if len(parts) >= 2 and (PACKAGE / parts[0] / f"{parts[1]}.py").exists():
+        return f"{parts[0]}.{parts[1]}"
+    if (PACKAGE / parts[0]).is_dir():
+        return f"{parts[0]}.__init__"
+    return parts[0]
 
 
 def _layer(module: str) -> int | None:
@@ -55,12 +78,15 @@ def _resolve(path: Path, node: ast.ImportFrom) -> list[tuple[str, str | None]]:
         package = list(path.relative_to(PACKAGE).parent.parts)
         base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
         parts = base + (node.module.split(".") if node.module else [])
-    if parts:
-        return [(parts[0], alias.name) for alias in node.names]
-    out = []  # `from . import x`: x is a module, or a name defined in the package's __init__
+    out = []
     for alias in node.names:
-        is_module = (PACKAGE / f"{alias.name}.py").exists() or (PACKAGE / alias.name).is_dir()
-        out.append((alias.name, None) if is_module else ("__init__", alias.name))
+        as_module = parts + [alias.name]  # `from .pkg import mod`: mod is a module
+        is_module = (PACKAGE.joinpath(*as_module).with_suffix(".py").exists()
+                     or PACKAGE.joinpath(*as_module).is_dir())
+        if is_module:
+            out.append((_dotted(as_module), None))
+        else:
+            out.append((_dotted(parts), alias.name))
     return out
 
 
@@ -73,7 +99,7 @@ def _imports(path: Path) -> list[tuple[int, str, str | None]]:
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.startswith("workbench."):
-                    found.append((node.lineno, alias.name.split(".")[1], None))
+                    found.append((node.lineno, _dotted(alias.name.split(".")[1:]), None))
     return found
 
 
@@ -88,13 +114,27 @@ def _graph() -> dict[str, dict[str, list[str]]]:
     return graph
 
 
+def _doors() -> list[Path]:
+    """The ``__init__.py`` of every layered subpackage (server and bench are placed whole)."""
+    return [p for p in PACKAGE.glob("*/__init__.py") if p.parent.name not in WHOLE]
+
+
 def test_every_module_has_a_layer():
-    modules = {_module(p) for p in PACKAGE.rglob("*.py")} - FACADE
+    modules = {_module(p) for p in PACKAGE.rglob("*.py") if p not in _doors()} - FACADE
     unplaced = sorted(m for m in modules if _layer(m) is None)
     assert not unplaced, f"put these modules into a layer in tests/test_layers.py: {unplaced}"
 
 
-def test_imports_never_run_up_the_layers():
+def test_a_subpackage_door_imports_nothing():
+    """``training/__init__.py`` and its kind hold a docstring: importing ``workbench.training``
+    pulls in nothing, and no layer can be reached through a package's door."""
+    assert _doors(), "the package has layered subpackages"
+    for door in _doors():
+        assert not _imports(door), f"{door.relative_to(PACKAGE.parent)} imports workbench modules"
+
+
+def _upward() -> list[str]:
+    """Every import that runs back up the layers, as 'importer (layer) imports target ...'."""
     wrong = []
     for importer, targets in _graph().items():
         if importer in FACADE:
@@ -107,7 +147,30 @@ def test_imports_never_run_up_the_layers():
             if _layer(target) > _layer(importer):
                 wrong.append(f"{importer} (layer {_layer(importer) + 1}) imports {target} "
                              f"(layer {_layer(target) + 1}) at {', '.join(where)}")
+    return wrong
+
+
+def test_imports_never_run_up_the_layers():
+    wrong = _upward()
     assert not wrong, "imports that run back up the layers:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("source", [
+    "from ..training.engine import train\n",
+    "def f():\n    from ..training import engine\n",
+    "import workbench.training.engine\n",
+])
+def test_a_backward_import_is_caught(tmp_path, monkeypatch, source):
+    """The check fails when a low module (backends.registry) reaches the engine, however."""
+    fake = tmp_path / "workbench"
+    for sub in ("backends", "training"):
+        (fake / sub).mkdir(parents=True)
+        (fake / sub / "__init__.py").write_text('"""door"""\n')
+    (fake / "training" / "engine.py").write_text("")
+    (fake / "backends" / "registry.py").write_text(source)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    assert _upward() == [f"backends.registry (layer 1) imports training.engine (layer 5) "
+                         f"at workbench/backends/registry.py:{source.count(chr(10))}"]
 
 
 def test_no_import_cycle():
@@ -137,7 +200,7 @@ def test_no_module_imports_another_modules_private_names():
         for line, mod, name in _imports(path):
             if mod == me or name is None:
                 continue
-            if mod == "__init__":
+            if mod == "__init__":  # the package's front door
                 if not (name.startswith("__") and name.endswith("__")):
                     wrong.append(f"{path.name}:{line} imports {name} from the package's __init__")
                 continue
@@ -146,33 +209,40 @@ def test_no_module_imports_another_modules_private_names():
     assert not wrong, "private names imported across modules:\n" + "\n".join(wrong)
 
 
-@pytest.mark.parametrize("source, expected", [
-    ("from .engine import train\n", [("engine", "train")]),
-    ("def f():\n    from .run import _now\n", [("run", "_now")]),
-    ("from workbench.device import device\n", [("device", "device")]),
-    ("from . import recipe\n", [("recipe", None)]),
-    ("from . import __version__\n", [("__init__", "__version__")]),
-    ("from ..shapes import buckets\n", [("shapes", "buckets")]),
+@pytest.mark.parametrize("where, source, expected", [
+    ("x.py", "from .training.engine import train\n", [("training.engine", "train")]),
+    ("x.py", "def f():\n    from .rundir.run import _now\n", [("rundir.run", "_now")]),
+    ("x.py", "from workbench.backends.registry import device\n", [("backends.registry", "device")]),
+    ("training/x.py", "from . import recipe\n", [("training.recipe", None)]),
+    ("training/x.py", "from .. import __version__\n", [("__init__", "__version__")]),
+    ("bench/x.py", "from ..training.shapes import buckets\n", [("training.shapes", "buckets")]),
+    ("bench/x.py", "from ..training import shapes\n", [("training.shapes", None)]),
+    ("bench/x.py", "from . import cli\n", [("bench", None)]),
+    ("x.py", "import workbench.rundir.run\n", [("rundir.run", None)]),
 ])
-def test_the_reader_sees_every_kind_of_import(tmp_path, source, expected, monkeypatch):
+def test_the_reader_sees_every_kind_of_import(tmp_path, where, source, expected, monkeypatch):
     """The checks above are only as good as the reader: each import form is found."""
     fake = tmp_path / "workbench"
-    (fake / "bench").mkdir(parents=True)
-    for name in ("engine", "run", "device", "recipe", "shapes"):
+    for sub in ("bench", "training", "rundir", "backends"):
+        (fake / sub).mkdir(parents=True)
+    for name in ("training/engine", "rundir/run", "backends/registry", "training/recipe",
+                 "training/shapes", "bench/cli"):
         (fake / f"{name}.py").write_text("")
-    where = fake / ("bench/x.py" if source.startswith("from ..") else "x.py")
-    where.write_text(source)
+    (fake / where).write_text(source)
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
-    assert [(m, n) for _line, m, n in _imports(where)] == expected
+    assert [(m, n) for _line, m, n in _imports(fake / where)] == expected
 
 
 def test_the_architecture_doc_lists_every_layer_as_the_test_does():
     """docs/architecture.md draws the layers; it must name the modules this test enforces."""
     doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
-    drawn = {}
+    drawn: dict[int, set[str]] = {}
+    layer = 0
     for line in doc.split("```")[1].splitlines():
         parts = line.split()
-        if parts and parts[0].isdigit():
-            drawn[int(parts[0])] = {p.rstrip("/") for p in parts[1:] if p.rstrip("/").isidentifier()}
+        if parts and parts[0].isdigit():  # a layer's first line; more lines may follow it
+            layer, parts = int(parts[0]), parts[1:]
+        names = {p.rstrip("/") for p in parts if p.rstrip("/").replace(".", "_").isidentifier()}
+        drawn.setdefault(layer, set()).update(names)
     for i, names in enumerate(LAYERS, start=1):
         assert names <= drawn.get(i, set()), f"layer {i} in docs/architecture.md lacks {sorted(names - drawn.get(i, set()))}"

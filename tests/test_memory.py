@@ -7,8 +7,8 @@ import re
 import pytest
 
 import workbench as wb
-from workbench.device import CHIPS
-from workbench.memory import MemoryPlan, plan_memory
+from workbench.backends.registry import CHIPS
+from workbench.planning.memory import MemoryPlan, plan_memory
 
 GPT2_124M = 124_439_808
 FAMILIES = ("bert", "gpt2", "t5", "llama", "unet", "sd")
@@ -108,13 +108,13 @@ def _measure(spec, batch_size: int, seq_len: int) -> int:
 
     torch.manual_seed(0)
     if spec.family == "sd":
-        from workbench.texttoimage import from_spec
+        from workbench.diffusion.texttoimage import from_spec
 
         model = from_spec(spec)
     else:
         model, _ = spec.build()
     if spec.family == "unet":
-        from workbench.diffusion import DiffusionModel
+        from workbench.diffusion.denoising import DiffusionModel
 
         model = DiffusionModel(model)
     model.train()
@@ -147,7 +147,7 @@ def test_sd_with_lora_trains_only_the_adapters_and_the_estimate_holds_on_cpu():
     flow back through it to the first adapters); measured against a real step on CPU."""
     spec, full = wb.model("sd", lora={"r": 4}), wb.model("sd")
     plan, whole = plan_memory(spec, 8, 16, precision="fp32"), plan_memory(full, 8, 16, precision="fp32")
-    from workbench.texttoimage import from_spec
+    from workbench.diffusion.texttoimage import from_spec
 
     adapters = sum(p.numel() for p in from_spec(spec).parameters() if p.requires_grad)
     assert 0 < adapters < 0.2 * spec.num_params

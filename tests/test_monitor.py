@@ -11,9 +11,9 @@ import uuid
 import psutil
 import pytest
 
-from workbench import monitor
-from workbench.device import BACKENDS, monitor_all
-from workbench.monitor import Unavailable
+from workbench.backends import monitor
+from workbench.backends.monitor import Unavailable
+from workbench.backends.registry import BACKENDS, monitor_all
 
 from conftest import FAKES
 

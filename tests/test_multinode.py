@@ -71,7 +71,7 @@ def test_two_torchrun_nodes_on_loopback_from_the_printed_commands_restart_togeth
         if run.last_checkpoint is None:
             return None
         return next((p for p in psutil.Process(agents[1].pid).children(recursive=True)
-                     if "workbench.worker" in " ".join(p.cmdline()) and p.name() != "torchrun"), None)
+                     if "workbench.scaleout.worker" in " ".join(p.cmdline()) and p.name() != "torchrun"), None)
 
     try:
         wait_for(node_1_worker, 240, "a checkpoint and node 1's worker").send_signal(signal.SIGKILL)
@@ -109,7 +109,7 @@ def _worker(run, rank: int) -> psutil.Process:
         assert run.process.poll() is None, f"torchrun exited with {run.process.returncode}\n{_logs(run.path)}"
         for p in psutil.Process(run.process.pid).children(recursive=True):
             try:
-                if "workbench.worker" in " ".join(p.cmdline()) and p.environ().get("RANK") == str(rank):
+                if "workbench.scaleout.worker" in " ".join(p.cmdline()) and p.environ().get("RANK") == str(rank):
                     return p
             except psutil.NoSuchProcess:
                 continue
@@ -178,8 +178,8 @@ def test_when_restarts_run_out_the_run_fails_naming_the_rank_and_cause():
 def test_the_follower_replays_a_rewritten_log_without_repeating_itself(tmp_path):
     """A restarted rank 0 replaces events.jsonl (the steps past its checkpoint dropped):
     the notebook's display gets the new events once, and none of the kept ones again."""
-    from workbench.launcher import _Follower
-    from workbench.run import RunDir
+    from workbench.rundir.run import RunDir
+    from workbench.scaleout.launcher import _Follower
 
     rank0, notebook = RunDir(tmp_path), RunDir(tmp_path)  # the writer, and the launching process's view
     got = []
@@ -215,7 +215,7 @@ def test_deepspeeds_multi_node_forms_are_what_its_own_launcher_accepts():
     assert (args.hostfile, args.num_nodes, args.num_gpus, args.master_addr, args.master_port) == \
         ("hostfile", 2, 8, "gaudi-a", 29600)
     assert args.module and args.no_local_rank, "the worker takes one argument: no --local_rank appended"
-    assert [args.user_script, *args.user_args] == ["workbench.worker", cmd.run_dir]
+    assert [args.user_script, *args.user_args] == ["workbench.scaleout.worker", cmd.run_dir]
     assert runner.PDSH_LAUNCHER == args.launcher == "pdsh" and not args.no_ssh
     for rank in (0, 1):
         node = runner.parse_args(shlex.split(cmd.deepspeed_node(rank))[1:])
@@ -282,7 +282,7 @@ def test_the_slurm_script_parses_and_starts_one_torchrun_per_node(tmp_path):
     assert srun[:3] == ["--nodes=3", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
     assert srun[3:] == ["torchrun", "--nnodes=3", "--nproc_per_node=8", "--rdzv_backend=c10d",
                         "--rdzv_endpoint=n07:29555", "--rdzv_id=4242", "--max_restarts=2",
-                        f"--log_dir={cmd.run_dir}/logs", "--redirects=3", "-m", "workbench.worker", cmd.run_dir,
+                        f"--log_dir={cmd.run_dir}/logs", "--redirects=3", "-m", "workbench.scaleout.worker", cmd.run_dir,
                         "1"], "restarts get a fresh rendezvous store each (launchfiles.restart_env)"
     gaudi = str(wb.launch_command("gpt2-tiny", "docstrings-lm", nodes=2, devices_per_node=8, format="slurm",
                                   accelerator="hpu"))
@@ -320,7 +320,7 @@ def test_the_pytorchjob_manifest_reads_into_the_operators_models():
     assert container["command"] == [
         "torchrun", "--nnodes=2", "--nproc_per_node=8", "--rdzv_backend=c10d",
         "--rdzv_endpoint=$(PET_MASTER_ADDR):$(PET_MASTER_PORT)", f"--rdzv_id={job['metadata']['name']}",
-        "--max_restarts=3", f"--log_dir={cmd.run_dir}/logs", "--redirects=3", "-m", "workbench.worker", cmd.run_dir]
+        "--max_restarts=3", f"--log_dir={cmd.run_dir}/logs", "--redirects=3", "-m", "workbench.scaleout.worker", cmd.run_dir]
     assert container["env"] == [{"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "1"}]
     assert "&id" not in cmd.kubernetes, "plain YAML: no anchors shared between replicas"
     spec = json.loads((Path(cmd.run_dir) / "spec.json").read_text())
@@ -410,7 +410,7 @@ def test_the_mpijob_manifest_passes_the_mpi_operators_checks(tmp_path):
         assert argv[:5] == ["--nnodes=2", "--nproc_per_node=8", "--rdzv_backend=c10d",
                             f"--rdzv_endpoint={name}-worker-0.{name}:29501", f"--rdzv_id={name}"]
         assert argv[5:7] == [f"--rdzv_conf=is_host={int(rank == 0)}", "--max_restarts=1"]
-        assert argv[-4:] == ["-m", "workbench.worker", cmd.run_dir, "1"], "the store opt-out reaches torchrun"
+        assert argv[-4:] == ["-m", "workbench.scaleout.worker", cmd.run_dir, "1"], "the store opt-out reaches torchrun"
 
 
 # --------------------------------------------------------------------------- bad input

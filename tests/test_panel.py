@@ -37,7 +37,7 @@ _RUN_STEP_JS = (f"Number(document.querySelector(\"{RUNNING} .wbp-step\")?.textCo
 
 def _crashed_run(root) -> str:
     """A run that died with an error, as the writer leaves it (an old timestamp: listed last)."""
-    from workbench.run import write_json
+    from workbench.rundir.run import write_json
 
     path = root / "runs" / "20200101-000000-gpt2-tiny-crashed"
     path.mkdir(parents=True)

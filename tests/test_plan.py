@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import workbench as wb
-from workbench import references as refs
-from workbench.device import CHIPS, DeviceInfo
-from workbench.flops import flops_per_token
+from workbench.backends.registry import CHIPS, DeviceInfo
+from workbench.planning import references as refs
+from workbench.planning.flops import flops_per_token
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = ROOT / "benchmarks" / "baselines" / "cuda-nvidia-h200.json"
@@ -233,14 +233,14 @@ def test_the_plan_benchmark_estimates_this_projects_runs_from_published_figures_
 
 
 def test_the_model_picker_shows_time_and_cost_for_a_token_budget():
-    from workbench.pickers import pick_model
+    from workbench.views.pickers import pick_model
 
     off = pick_model("gpt2", size="small", batch_size=8, seq_len=512)
     assert "cost" not in off.devices.value  # no budget: no plan
     p = pick_model("gpt2", size="small", batch_size=8, seq_len=512, tokens=10**9)
     assert "time for 1,000,000,000 tokens" in p.devices.value and p.error is None
     row = wb.plan("gpt2-small", tokens=10**9, batch_size=8, seq_len=512, devices=["H100"]).row("H100 SXM")
-    from workbench.trainingplan import fmt_hours, fmt_money
+    from workbench.planning.trainingplan import fmt_hours, fmt_money
 
     assert fmt_hours(row["hours"]) in p.devices.value and fmt_money(row["cost_usd"]) in p.devices.value
     p.tokens.value = 0

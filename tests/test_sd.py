@@ -18,9 +18,9 @@ import torch
 
 import workbench as wb
 from workbench import bundled
-from workbench.diffusion import grid
-from workbench.engine import Run
-from workbench.texttoimage import TextToImage, from_spec
+from workbench.diffusion.denoising import grid
+from workbench.diffusion.texttoimage import TextToImage, from_spec
+from workbench.training.engine import Run
 
 pytest.importorskip("diffusers")
 PROMPTS = ["a handwritten seven", "a handwritten one"]
@@ -103,7 +103,7 @@ def test_a_missing_caption_column_names_the_argument_and_the_fix(tmp_path):
 
 
 def test_random_crops_and_flips_keep_one_shape():
-    from workbench.images import Augment
+    from workbench.diffusion.images import Augment
 
     x = torch.arange(3 * 32 * 40, dtype=torch.float32).reshape(3, 32, 40)
     rows = [{"pixel_values": x.numpy(), "input_ids": [1, 2]} for _ in range(16)]
@@ -290,8 +290,8 @@ class _Log:
 def test_a_grid_is_sampled_on_the_main_process_in_train_mode_left_as_it_was():
     from types import SimpleNamespace
 
-    from workbench.callbacks import Samples
-    from workbench.device import device
+    from workbench.backends.registry import device
+    from workbench.training.callbacks import Samples
 
     model = from_spec(wb.model("sd"))
     model.train()

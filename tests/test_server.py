@@ -24,9 +24,9 @@ from pytest_jupyter.jupyter_server import *  # noqa: F403  (the fixtures, for th
 from tornado.httpclient import HTTPClientError
 
 import workbench as wb
-from workbench.run import STOP_FILE, EventLog, RunDir
+from workbench.rundir.run import STOP_FILE, EventLog, RunDir
+from workbench.rundir.writer import RunWriter, create
 from workbench.server.tail import LOSS_POINTS, EventTail
-from workbench.writer import RunWriter, create
 
 from conftest import FAKES, ROOT, wait_for
 
@@ -296,7 +296,7 @@ NO_TORCH = textwrap.dedent("""
     from workbench.server import _jupyter_server_extension_points, _jupyter_labextension_paths
     from workbench.server import handlers
     from workbench.server.runs import RunTable
-    from workbench.device import monitor_all
+    from workbench.backends.registry import monitor_all
     table = RunTable(sys.argv[1])
     rows = table.rows()
     detail = table.detail(rows[0]["path"])

@@ -10,8 +10,8 @@ import torch
 import transformers
 
 import workbench as wb
-from workbench.batching import BucketCollator, pack
-from workbench.shapes import (
+from workbench.training.batching import BucketCollator, pack
+from workbench.training.shapes import (
     STRATEGIES,
     BucketBatchSampler,
     buckets,
@@ -295,7 +295,7 @@ def test_concat_packing_is_one_stream_with_positions_running_on(seed):
 def test_packed_losses_match_unpacked_references(family):
     """isolated: the loss of the documents trained one by one; concat: the loss of the
     joined stream. Four documents that fill one block exactly (6 + 10 + 13 + 4 = 33)."""
-    from workbench.attention import causal_sdpa
+    from workbench.training.attention import causal_sdpa
 
     model, tok = wb.model(family, size="tiny").build()
     model.eval()

@@ -15,7 +15,7 @@ import torch
 
 import workbench as wb
 from workbench.catalog import FAMILIES
-from workbench.engine import Run
+from workbench.training.engine import Run
 
 from conftest import wait_for
 
@@ -74,7 +74,7 @@ def test_throughput_excludes_warmup_and_summary_uses_train_intervals():
 
 
 def test_default_logging_on_an_accelerator_waits_between_events(monkeypatch):
-    from workbench import recipe
+    from workbench.training import recipe
 
     every = wb.train("gpt2-tiny", "docstrings-lm", max_steps=12, batch_size=4, max_length=32,
                      save_every=6, log_every=1, live=False)
@@ -96,7 +96,7 @@ def test_default_logging_on_an_accelerator_waits_between_events(monkeypatch):
 
 
 def test_log_throttle_only_on_one_accelerator_process(fake_hpu):
-    from workbench import recipe
+    from workbench.training import recipe
 
     hpu, cpu = wb.device("hpu"), wb.device("cpu")
     auto = {"log_interval_s": None}
@@ -109,8 +109,8 @@ def test_log_throttle_only_on_one_accelerator_process(fake_hpu):
 def test_causal_sdpa_builds_no_mask_even_under_compile_and_keeps_the_loss():
     """Why packed runs switch the attention: under torch.compile transformers hands SDPA a
     mask tensor (no flash kernel); under the workbench's alias of SDPA it builds none."""
-    from workbench import attention
-    from workbench.batching import BucketCollator, pack
+    from workbench.training import attention
+    from workbench.training.batching import BucketCollator, pack
 
     tok = wb.model("gpt2").load_tokenizer()
     docs = [r["input_ids"] for r in wb.dataset("docstrings-lm", limit=80).prepare(tok, max_length=64)["train"]]
@@ -304,7 +304,7 @@ def test_the_first_interrupt_is_a_notice_on_stdout_the_second_aborts(capsys):
     import threading
     from types import SimpleNamespace
 
-    from workbench.interrupts import Interrupts
+    from workbench.training.interrupts import Interrupts
 
     run = SimpleNamespace(name="victim", stop_flag=threading.Event())
     run.stop = run.stop_flag.set
@@ -434,7 +434,7 @@ def test_each_run_reports_its_own_peak_memory(monkeypatch):
     given an accelerator's counter here)."""
     import dataclasses
 
-    from workbench.device import BACKENDS
+    from workbench.backends.registry import BACKENDS
 
     counter = {"in_use": 2**20, "peak": 2**20}
 

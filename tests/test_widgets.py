@@ -9,18 +9,18 @@ import threading
 import pytest
 
 import workbench
-from workbench import form as form_module
-from workbench import widgets
-from workbench.widgets import HUB, LOCAL, pick_dataset, pick_model, train_form
+from workbench.views import composite
+from workbench.views import form as form_module
+from workbench.views.form import train_form
+from workbench.views.pickers import HUB, LOCAL, pick_dataset, pick_model
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
-def test_the_public_names_come_from_widgets():
-    """``wb.pick_model`` and friends are the objects ``workbench.widgets`` exports."""
-    for name in ("pick_model", "pick_dataset", "train_form"):
-        assert getattr(workbench, name) is getattr(widgets, name)
-        assert name in widgets.__all__
+def test_the_public_names_come_from_their_views():
+    """``wb.pick_model`` and friends are the objects of ``workbench.views``' pickers and form."""
+    assert (workbench.pick_model, workbench.pick_dataset) == (pick_model, pick_dataset)
+    assert workbench.train_form is train_form
 
 
 @pytest.fixture(scope="module")
@@ -292,7 +292,7 @@ def test_a_run_that_fails_shows_its_reason_and_fix_in_the_form(tmp_path, monkeyp
         assert fix in error
     shown = html.unescape(form.message.value)
     assert f"{form.run.name} failed at step 0" in shown and error in shown
-    assert "started" not in shown and widgets.RED in form.message.value
+    assert "started" not in shown and composite.RED in form.message.value
 
 
 def test_a_task_mismatch_is_a_message():

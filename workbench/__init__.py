@@ -11,7 +11,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-from .device import DeviceInfo, device, devices  # noqa: E402  (light: imports no torch)
+from .backends.registry import DeviceInfo, device, devices  # noqa: E402  (light: imports no torch)
 
 # Public names served lazily from their modules, so that `import workbench` pulls in
 # nothing heavy. name -> module. A module never bears the name of a public function:
@@ -23,21 +23,21 @@ _LAZY = {
     "DataSpec": "data",
     "dataset": "data",
     "datasets": "data",
-    "train": "engine",
-    "Run": "engine",
-    "runs": "run",
-    "compare": "run",
-    "pick_model": "widgets",
-    "pick_dataset": "widgets",
-    "train_form": "widgets",
-    "plan_memory": "memory",
-    "MemoryPlan": "memory",
-    "plan": "planner",
-    "TrainingPlan": "trainingplan",
-    "launch": "launcher",
-    "launch_command": "launcher",
-    "profile": "profiler",
-    "doctor": "checkup",
+    "train": "training.engine",
+    "Run": "training.engine",
+    "runs": "rundir.run",
+    "compare": "rundir.run",
+    "pick_model": "views.pickers",
+    "pick_dataset": "views.pickers",
+    "train_form": "views.form",
+    "plan_memory": "planning.memory",
+    "MemoryPlan": "planning.memory",
+    "plan": "planning.planner",
+    "TrainingPlan": "planning.trainingplan",
+    "launch": "scaleout.launcher",
+    "launch_command": "scaleout.launcher",
+    "profile": "training.profiler",
+    "doctor": "checks.checkup",
     "record": "nbrecord",
     "records": "nbrecord",
 }

@@ -14,7 +14,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import hub, pipeline  # pipeline imports no torch: the libraries load when a part is built
+from . import hub
+from .diffusion import (
+    pipeline,  # pipeline imports no torch: the libraries load when a part is built
+)
 from .families import FAMILIES, MINILM, TASK_CLASSES  # noqa: F401  (TASK_CLASSES: public here too)
 from .hub import hub_error
 

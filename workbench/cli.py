@@ -10,7 +10,7 @@ from . import __version__
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:
-    from .device import devices, fmt_bytes
+    from .backends.registry import devices, fmt_bytes
 
     infos = devices()
     if args.json:
@@ -111,7 +111,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_doctor(args: argparse.Namespace) -> int:
     import contextlib
 
-    from .checkup import doctor
+    from .checks.checkup import doctor
 
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     try:

@@ -16,10 +16,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import bundled, images, recipe
+from . import bundled
 from .catalog import hub_error, is_local  # hub_error: the hub module's, through the catalog
-from .progress import transformers_errors_only
-from .shapes import LengthStats
+from .diffusion import images
+from .training import recipe
+from .training.shapes import LengthStats
+from .views.progress import transformers_errors_only
 
 TASKS = ("classification", "causal_lm", "seq2seq", "diffusion", "text_to_image")
 ROLES = ("text", "label", "target", "image", "caption")

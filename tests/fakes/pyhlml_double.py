@@ -1,6 +1,6 @@
 """TEST DOUBLE of ``pyhlml`` (PyPI ``habana-pyhlml``), Intel's Python binding of HLML.
 
-Not Intel's software: it implements only the functions ``workbench.monitor`` calls, with
+Not Intel's software: it implements only the functions ``workbench.backends.monitor`` calls, with
 the types, units and errors of habana-pyhlml 1.24.2.481 (the version constraints.txt
 pins; its ``pyhlml/main.py``, ``hlml_lib.py``, ``hlml_error.py`` and
 ``pyhlml_types_generated.py``, cited by line below as ``main.py:N``). The archived GitHub

@@ -1,6 +1,6 @@
 """TEST DOUBLE of ``pynvml`` (PyPI ``nvidia-ml-py``), NVIDIA's Python binding of NVML.
 
-Not NVIDIA's software: it implements only the functions ``workbench.monitor`` calls, with
+Not NVIDIA's software: it implements only the functions ``workbench.backends.monitor`` calls, with
 the types, units and errors of nvidia-ml-py 13.615.71 (the version constraints.txt pins;
 its ``pynvml.py``, cited as ``pynvml.py:N``) and of the NVML API reference
 (https://docs.nvidia.com/deploy/nvml-api/, "Device Queries" and "Initialization and

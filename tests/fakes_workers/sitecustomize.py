@@ -40,7 +40,7 @@ if OUT and os.environ.get("RANK") is not None:  # a torchrun worker, not torchru
     os.environ["ACCELERATE_BYPASS_DEVICE_MAP"] = "true"
     import torch.distributed as _dist
 
-    from workbench.device import DeviceInfo
+    from workbench.backends.registry import DeviceInfo
 
     DeviceInfo.torch_device = property(lambda self: "cpu")
     _init = _dist.init_process_group

@@ -12,11 +12,11 @@ import tempfile
 import time
 from typing import Any
 
-from ..batching import collator
-from ..callbacks import as_callback
 from ..catalog import model as as_model
 from ..data import dataset as as_dataset
-from ..engine import train
+from ..training.batching import collator
+from ..training.callbacks import as_callback
+from ..training.engine import train
 
 __all__ = ["SHAPES", "RawLoop", "engine_setup", "interleaved", "interleaved_chunks", "plain_trainer",
            "raw_loop", "rotated", "timer", "wb_train"]
@@ -142,7 +142,7 @@ def plain_trainer(spec, data, device, warmup, steps, batch_size, seq_len, precis
     the Trainer's own default cadence; ``compile``: ``torch_compile=True``. Steps/s."""
     import transformers
 
-    from ..batching import pack
+    from ..training.batching import pack
 
     transformers.set_seed(seed)
     model, tok = spec.build(num_labels=data.num_labels)

@@ -9,11 +9,11 @@ import time
 import uuid
 from typing import Any
 
+from ..backends.registry import device as pick
 from ..catalog import model as as_model
-from ..dashboard import Dashboard
 from ..data import dataset as as_dataset
-from ..device import device as pick
-from ..engine import train
+from ..training.engine import train
+from ..views.dashboard import Dashboard
 from .contenders import rotated, timer
 
 

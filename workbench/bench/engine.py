@@ -6,15 +6,9 @@ import functools
 import statistics
 from typing import Any
 
-from ..device import device as pick
-from ..progress import quiet_libraries
-from .contenders import (
-    engine_setup,
-    interleaved,
-    plain_trainer,
-    raw_loop,
-    wb_train,
-)
+from ..backends.registry import device as pick
+from ..views.progress import quiet_libraries
+from .contenders import engine_setup, interleaved, plain_trainer, raw_loop, wb_train
 
 
 def engine(steps: int = 40, warmup: int = 5, repeats: int = 5, batch_size: int = 16, seq_len: int = 128,

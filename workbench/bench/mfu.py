@@ -6,16 +6,10 @@ import functools
 import statistics
 from typing import Any
 
-from ..device import device as pick
-from ..device import peak_tflops
-from ..flops import flops_per_token
-from .contenders import (
-    SHAPES,
-    engine_setup,
-    interleaved,
-    plain_trainer,
-    wb_train,
-)
+from ..backends.registry import device as pick
+from ..backends.registry import peak_tflops
+from ..planning.flops import flops_per_token
+from .contenders import SHAPES, engine_setup, interleaved, plain_trainer, wb_train
 
 
 def _ways(compile: bool, train_args: dict | None, contenders: list[str] | None) -> dict[str, Any]:

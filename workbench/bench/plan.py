@@ -18,10 +18,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..device import device as pick
-from ..engine import train
-from ..planner import plan as make_plan
-from ..references import references
+from ..backends.registry import device as pick
+from ..planning.planner import plan as make_plan
+from ..planning.references import references
+from ..training.engine import train
 from .contenders import SHAPES, engine_setup, rotated
 
 

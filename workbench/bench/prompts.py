@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.registry import device as pick
 from ..bundled import DIGIT_WORDS, caption
 from ..catalog import model as as_model
 from ..data import dataset as as_dataset
-from ..device import device as pick
-from ..engine import train
+from ..training.engine import train
 
 CHANCE = 0.1
 

@@ -7,11 +7,11 @@ import statistics
 import tempfile
 from typing import Any
 
+from ..backends.registry import device as pick
 from ..catalog import model as as_model
 from ..data import dataset as as_dataset
-from ..device import device as pick
-from ..engine import train
-from ..launcher import launch
+from ..scaleout.launcher import launch
+from ..training.engine import train
 from .contenders import rotated
 
 

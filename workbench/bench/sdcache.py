@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..backends.registry import device as pick
 from ..catalog import model as as_model
 from ..data import dataset as as_dataset
-from ..device import device as pick
-from ..engine import train
-from ..latentcache import cache_key, encode_all, read, write
-from ..progress import quiet_libraries
-from ..texttoimage import from_spec
+from ..diffusion.latentcache import cache_key, encode_all, read, write
+from ..diffusion.texttoimage import from_spec
+from ..training.engine import train
+from ..views.progress import quiet_libraries
 from .contenders import rotated, timer
 
 
@@ -63,7 +63,7 @@ def sd15_flops(resolution: int = 512) -> dict[str, float]:
     import transformers
     from torch.utils.flop_counter import FlopCounterMode
 
-    from ..pipeline import configs, diffusers
+    from ..diffusion.pipeline import configs, diffusers
 
     d, cfg = diffusers(), configs("sd15", {})
     side = resolution // 8

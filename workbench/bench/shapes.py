@@ -5,18 +5,13 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ..batching import BucketCollator, pack
+from ..backends.registry import device as pick
 from ..catalog import model as as_model
 from ..data import dataset as as_dataset
-from ..device import device as pick
-from ..progress import quiet_libraries
-from ..shapes import BucketBatchSampler, buckets, lengths_of, tradeoff_rows
-from .contenders import (
-    RawLoop,
-    collator,
-    engine_setup,
-    interleaved_chunks,
-)
+from ..training.batching import BucketCollator, pack
+from ..training.shapes import BucketBatchSampler, buckets, lengths_of, tradeoff_rows
+from ..views.progress import quiet_libraries
+from .contenders import RawLoop, collator, engine_setup, interleaved_chunks
 
 # model -> (dataset, task, strategies); packing is for causal LMs only
 SETUPS = {"bert": ("docstrings-topic", "classification", ("pad_to_max", "dynamic", "bucketed")),

@@ -13,7 +13,7 @@ from typing import Any
 import tornado.web
 from jupyter_server.base.handlers import APIHandler
 
-from ..device import monitor_all
+from ..backends.registry import monitor_all
 from .runs import BadPath, NotFound, NotRunning, RunTable
 
 PATH_HINT = 'send {"path": "<run directory relative to the server root>"}, as workbench/runs lists it'

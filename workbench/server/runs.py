@@ -15,7 +15,7 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..run import RunDir
+from ..rundir.run import RunDir
 from .tail import EventTail
 
 DEPTH = 3

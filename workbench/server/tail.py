@@ -15,7 +15,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from ..chart import downsample
+from ..views.chart import downsample
 
 RECENT_EVENTS = 50  # the events a run's detail view shows
 LOSS_POINTS = 120  # the loss sparkline's points

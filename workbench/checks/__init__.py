@@ -1,0 +1,1 @@
+"""Checks: ``wb.doctor()`` and the report it writes."""

@@ -1,0 +1,1 @@
+"""Diffusion: Stable Diffusion's parts, the denoising objectives, images and the latent cache."""

@@ -1,0 +1,312 @@
+"""``wb.plan``: how long, and what it costs, to train a model on a number of tokens on each
+device, with the source of every figure.
+
+Per device (Gaudi 2, Gaudi 3, A100 80 GB, H100 SXM, H200 and this machine):
+
+* **memory** from ``wb.plan_memory``: does one device hold a step, else the fewest devices
+  and the strategy that do (ZeRO stage, gradient checkpointing);
+* **throughput** = MFU x the chip's dense peak at the run's precision (``device.CHIPS``) /
+  the FLOPs of a token (``flops.flops_per_token``, the count the MFU benchmark uses). The
+  MFU comes, in this order, from your ``mfu=`` argument; your own completed runs of a model
+  of similar size on that chip (``runs=``, default ``./runs``); a published or
+  project-measured reference (``assets/plan_references.json``: the chip's entry nearest in
+  parameter count, else that of a chip with the same peak); a stated default. On a CPU,
+  which has no peak in the table, only your runs give a throughput (their achieved FLOP/s).
+  More than one device multiplies by the devices and a sourced scaling efficiency;
+  gradient checkpointing costs a forward pass more (8N instead of 6N FLOPs a token);
+* **time** = tokens / throughput; **cost** = hours x devices x the device-hour price
+  (``assets/plan_prices.json``, or yours: ``prices=``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import statistics
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from ..backends.registry import CHIPS, PRECISIONS, DeviceInfo, chip, device
+from ..catalog import ModelSpec
+from ..catalog import model as as_model
+from ..rundir.run import DEFAULT_ROOT, RunDir
+from . import references as refs
+from .flops import flops_per_token
+from .memory import plan_memory
+from .trainingplan import TrainingPlan
+
+DEFAULT_DEVICES = ("Gaudi2", "Gaudi3", "A100 80GB", "H100 SXM", "H200", "detected")
+RECOMPUTE = 6 / 8  # gradient checkpointing: one more forward pass, 8N FLOPs a token instead of 6N
+SIMILAR = 4.0  # a run counts for a model within this factor of its parameter count
+MAX_DEVICES = 4096
+
+
+# --------------------------------------------------------------------------- inputs
+def _positive(name: str, value, kind=int) -> Any:
+    ok = isinstance(value, (int, float)) if kind is float else isinstance(value, int)
+    if isinstance(value, bool) or not ok or not value > 0 or (kind is float and not math.isfinite(value)):
+        raise ValueError(f"{name} must be a positive {'number' if kind is float else 'integer'}, got {value!r}")
+    return value
+
+
+def _rows_asked(devices) -> list[str]:
+    """Chip names (and ``"detected"``) for ``devices``; an unknown name lists the valid ones."""
+    if devices is None:
+        return list(DEFAULT_DEVICES)
+    if isinstance(devices, str):
+        devices = [devices]
+    out = []
+    for name in devices:
+        key = "detected" if str(name).lower() in ("detected", "this machine") else refs.chip_name(str(name), "devices")
+        if key not in out:
+            out.append(key)
+    if not out:
+        raise ValueError(f"devices: pass at least one of {', '.join(CHIPS)}, 'detected' (or None for the default set)")
+    return out
+
+
+def _mfu_asked(mfu) -> dict[str, float]:
+    """``mfu=``: one number for every device, or a dict of device name -> MFU."""
+    if mfu is None:
+        return {}
+    items = mfu.items() if isinstance(mfu, dict) else [("*", mfu)]
+    out = {}
+    for name, value in items:
+        key = name if name in ("*", "detected") else refs.chip_name(str(name), "mfu")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+            raise ValueError(f"mfu: the MFU of {name!r} must be a fraction in (0, 1], e.g. 0.35, got {value!r}")
+        out[key] = float(value)
+    return out
+
+
+# --------------------------------------------------------------------------- your runs
+@functools.lru_cache(maxsize=256)
+def _figures(spec_json: str, seq: int) -> tuple[str, int, int]:
+    """(name, parameters, FLOPs a token) of a run's model: many runs share one spec."""
+    mspec = ModelSpec.from_dict(json.loads(spec_json))
+    return mspec.name, mspec.num_params, flops_per_token(mspec, seq)
+
+
+def _run_record(path: Path) -> dict[str, Any] | None:
+    """A completed run as (chip, precision, parameters, achieved FLOP/s per device); None if unusable."""
+    run = RunDir(path)
+    summary, spec = run.summary, run.spec
+    tokens_per_s, seq = summary.get("tokens_per_s"), spec.get("args", {}).get("max_length")
+    if run.status != "completed" or not tokens_per_s or not seq:
+        return None
+    dev = summary.get("device") or {}
+    info = DeviceInfo(**{f.name: dev[f.name] for f in fields(DeviceInfo) if f.name in dev})
+    found = chip(info)
+    if found is None:
+        return None
+    try:
+        name, params, per_token = _figures(json.dumps(spec["model"], sort_keys=True), int(seq))
+    except (ValueError, TypeError, KeyError):
+        return None  # a UNet, or a model this version cannot read back
+    devices = int((spec.get("launch") or {}).get("devices") or 1)
+    precision = spec["args"].get("precision", "auto")
+    return {"run": run.name, "chip": found.name, "precision": info.precision if precision == "auto" else precision,
+            "params": params, "model": name, "tokens_per_s": float(tokens_per_s), "seq_len": int(seq),
+            "batch_size": spec["args"].get("batch_size"), "achieved": per_token * float(tokens_per_s) / devices}
+
+
+def your_runs(root: str | Path | None = None) -> list[dict[str, Any]]:
+    """Every completed run under ``root`` (default ``./runs``) that the planner can learn from."""
+    root = Path(root or os.environ.get("WORKBENCH_RUNS", DEFAULT_ROOT))
+    found = (_run_record(p.parent) for p in sorted(root.glob("*/spec.json")))
+    return [r for r in found if r is not None]
+
+
+def _from_runs(runs: list[dict], chip_name: str, precision: str, params: int) -> dict | None:
+    """Achieved FLOP/s per device fitted from the runs on ``chip_name`` nearest in size (median)."""
+    near = [r for r in runs if r["chip"] == chip_name and r["precision"] == precision
+            and abs(math.log(r["params"] / params)) <= math.log(SIMILAR)]
+    if not near:
+        return None
+    best = min(abs(math.log(r["params"] / params)) for r in near)
+    chosen = [r for r in near if abs(math.log(r["params"] / params)) == best]
+    names = ", ".join(r["run"] for r in chosen[:3]) + (f" and {len(chosen) - 3} more" if len(chosen) > 3 else "")
+    return {"achieved": statistics.median(r["achieved"] for r in chosen), "kind": "your runs",
+            "source": f"fitted from {len(chosen)} of your completed run(s) of {chosen[0]['model']} on "
+                      f"{chip_name}, {precision}: {names}"}
+
+
+# --------------------------------------------------------------------------- references
+def _from_references(data: dict, found, precision: str, params: int) -> dict | None:
+    """The reference nearest in size among ``found``'s chip and the chips with the same peak
+    (the chip's own on a tie)."""
+    peak = found.tflops.get(precision)
+    pool = [e for e in data["mfu"] if e.get("precision") == precision
+            and (e["chip"] == found.name or CHIPS[e["chip"]].tflops.get(precision) == peak)]
+    if not pool:
+        return None
+    e = min(pool, key=lambda e: (round(abs(math.log(e["params"] / params)), 6), e["chip"] != found.name))
+    how = "" if e["chip"] == found.name else f" (applied to {found.name}: the same {peak:g} TFLOP/s {precision} peak)"
+    ratio = e["params"] / params
+    if not 1 / SIMILAR <= ratio <= SIMILAR:  # say how far the nearest figure is from this model
+        how += f"; a model {ratio:.3g}x the size of this one: the MFU of a model so {'much larger' if ratio > 1 else 'much smaller'} may not carry over"
+    what = "measured by this project" if e["kind"] == "measured" else "published"
+    return {"mfu": e["mfu"], "kind": what, "checkpointing": bool(e.get("checkpointing")),
+            "source": f"{what}: {e['chip']}, {e['model']}, {e['measures']}{how}; {e['source']}, "
+                      f"{e['url']} (dated {e['date']}, read {e['read']})"}
+
+
+def _mfu_for(found, precision: str, params: int, asked: dict, runs: list, data: dict, key: str) -> dict | None:
+    """Achieved FLOP/s per device and where it came from, by the planner's order; None if unknown."""
+    peak = found.tflops.get(precision) if found is not None else None
+    if key in asked or ("*" in asked and key != "detected"):
+        if peak:
+            mfu = asked.get(key, asked.get("*"))
+            return {"achieved": mfu * peak * 1e12, "kind": "your mfu", "source": f"your mfu={mfu:g} argument"}
+    fitted = _from_runs(runs, found.name, precision, params) if found is not None else None
+    if fitted is not None:
+        return fitted
+    if not peak:
+        return None
+    ref = _from_references(data, found, precision, params)
+    if ref is None:
+        d = data["default"]
+        ref = {"mfu": d["mfu"], "kind": "default", "source": f"default MFU {d['mfu']:g}: {d['measures']}"}
+    return {"achieved": ref["mfu"] * peak * 1e12, **ref}
+
+
+# --------------------------------------------------------------------------- memory
+def _strategy(mp, target) -> tuple[int, int, bool] | None:
+    """(devices, ZeRO stage, gradient checkpointing): the fewest devices that hold a step."""
+    if mp.fits(target):
+        return 1, 0, False
+    if mp.replan(grad_checkpointing=True).fits(target):
+        return 1, 0, True
+    for n in (2**k for k in range(1, 13)):
+        for ckpt in (False, True):
+            for zero in (1, 2, 3):
+                if mp.replan(zero_stage=zero, devices=n, grad_checkpointing=ckpt).fits(target):
+                    return n, zero, ckpt
+    return None
+
+
+def _strategy_text(n: int, zero: int, ckpt: bool) -> str:
+    parts = ["one device" if n == 1 else f"{n} devices, " + (f"ZeRO-{zero}" if zero else "data parallel")]
+    return ", ".join(parts + (["gradient checkpointing"] if ckpt else []))
+
+
+# --------------------------------------------------------------------------- one row
+def _target(key: str):
+    """(the chip record, what ``MemoryPlan.fits`` takes, title) of a row."""
+    if key != "detected":
+        return CHIPS[key], key, CHIPS[key].title
+    info = device()
+    return chip(info), info, f"this machine: {info.kind} ({info.name})"
+
+
+def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str, ctx: dict) -> dict:
+    """One device's row: memory, strategy, throughput, time, cost and their sources."""
+    found, target, title = _target(key)
+    prec = precision if key != "detected" or ctx["requested"] != "auto" else device().precision
+    row = {"device": key, "name": title, "precision": prec, "fits_one": mp.fits(target)}
+    sources = {"memory": "wb.plan_memory (weights, gradients, AdamW state, activations, margin)"}
+    picked = _strategy(mp, target)
+    if picked is None:
+        return {**row, "note": f"does not fit even over {MAX_DEVICES} devices", "sources": sources}
+    n, zero, ckpt = picked
+    row.update(devices=n, strategy=_strategy_text(n, zero, ckpt),
+               memory_gib=round(mp.replan(zero_stage=zero, devices=n, grad_checkpointing=ckpt).per_device / 2**30, 2))
+    if per_token is None:
+        return {**row, "note": ctx["why_no_flops"], "sources": sources}
+    got = _mfu_for(found, prec, spec.num_params, ctx["mfu"], ctx["runs"], ctx["refs"], key)
+    if got is None:
+        why = (f"no throughput: {found.name if found else title} has no {prec} peak in device.CHIPS and you have "
+               f"no completed run of a model of similar size on it (train one, and plan again)")
+        return {**row, "note": why, "sources": sources}
+    peak = found.tflops.get(prec)
+    # an MFU measured with checkpointing already paid for the recompute; one without has not
+    recompute = (RECOMPUTE if ckpt else 1.0) / (RECOMPUTE if got.get("checkpointing") else 1.0)
+    per_device = got["achieved"] / per_token * recompute
+    scaling = ctx["refs"]["scaling"]["efficiency"] if n > 1 else 1.0
+    total = per_device * n * scaling
+    hours = tokens / total / 3600
+    sources.update(flops=f"flops_per_token: 6N + 12·L·d·S = {per_token:.4g} FLOPs a token",
+                   peak=f"device.CHIPS: {peak:g} TFLOP/s dense {prec}" if peak else "no peak: a CPU",
+                   mfu=got["source"])
+    if n > 1:
+        s = ctx["refs"]["scaling"]
+        sources["scaling"] = f"{s['efficiency']:g}: {s['measures']}; {s['source']}, {s['url']} (read {s['read']})"
+    if recompute != 1.0:
+        sources["recompute"] = (f"x{recompute:.3g}: gradient checkpointing recomputes the forward pass (6N of 8N "
+                                f"FLOPs), {'needed here' if ckpt else 'on in the reference, not needed here'}")
+    row.update(tokens_per_s_device=per_device, tokens_per_s=total, mfu=got["achieved"] / (peak * 1e12) if peak else None,
+               mfu_from=got["kind"], hours=hours)
+    price = ctx["prices"].get(key)
+    if price is not None:
+        usd = price["usd_per_device_hour"]
+        cost = hours * n * usd
+        row.update(usd_per_device_hour=usd, cost_usd=cost, usd_per_million_tokens=cost / tokens * 1e6)
+        sources["price"] = (f"${usd:g}/device-hour: " + ", ".join(
+            str(price[k]) for k in ("measures", "source", "url", "date") if price.get(k))
+            + (f" (read {price['read']})" if price.get("read") else ""))
+    else:
+        row["note"] = "no price: pass prices={" + repr(key) + ": DOLLARS_PER_DEVICE_HOUR}"
+    return {**row, "sources": sources}
+
+
+# --------------------------------------------------------------------------- wb.plan
+def plan(model, tokens: int, batch_size: int, seq_len: int | None = None, precision: str = "auto",
+         devices=None, *, prices: dict | str | Path | None = None, mfu: float | dict | None = None,
+         runs: str | Path | None = None, references: str | Path | None = None) -> TrainingPlan:
+    """Time and cost of training ``model`` on ``tokens`` tokens, per device, with sources.
+
+    Parameters
+    ----------
+    model : ModelSpec or str
+        ``wb.model("llama", size="7b")`` or a catalog name such as ``"gpt2-xl"``.
+    tokens : int or float
+        Training tokens in all (for a UNet: samples); ``1e9`` is read as 1,000,000,000.
+    batch_size, seq_len : int
+        Samples per device per step and tokens per sample, as for ``wb.plan_memory``.
+    precision : {"auto", "bf16", "fp16", "fp32"}
+        ``auto``: bf16 on the accelerators, the detected device's own choice on its row.
+    devices : list of str, optional
+        Rows to plan: names from ``device.CHIPS`` and ``"detected"`` (this machine).
+        Default: Gaudi2, Gaudi3, A100 80GB, H100 SXM, H200, detected.
+    prices : dict or path, optional
+        Dollars per device-hour that replace the shipped on-demand prices:
+        ``{"H100": 2.5, "Gaudi2": 1.3, "detected": 0.4}`` or a JSON file of that form.
+    mfu : float or dict, optional
+        Your MFU (a fraction) for every device or per device name: used before anything else.
+    runs : path, optional
+        Where your runs are (default ``./runs``, or ``$WORKBENCH_RUNS``).
+    references : path, optional
+        A references file in the form of ``workbench/assets/plan_references.json``.
+
+    Returns
+    -------
+    TrainingPlan
+        ``table()``, ``cheapest()``, ``fastest()``, ``row(name)``; a chart in a notebook.
+
+    Examples
+    --------
+    >>> from workbench.planning.planner import plan  # also wb.plan
+    >>> p = plan("gpt2-small", tokens=10**9, batch_size=16, seq_len=1024, devices=["H100", "H200"])
+    >>> p.row("H200")["mfu_from"]
+    'measured by this project'
+    """
+    if not isinstance(model, (ModelSpec, str)):
+        raise TypeError(f"model must be a ModelSpec or a catalog name such as 'gpt2-small', got {type(model).__name__}")
+    tokens = int(_positive("tokens", tokens, float))  # 1e9 reads as well as 10**9
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
+    spec = as_model(model)
+    keys = _rows_asked(devices)
+    mp = plan_memory(spec, batch_size=batch_size, seq_len=seq_len, precision=precision)
+    try:
+        per_token, why = flops_per_token(spec, mp.seq_len), ""
+    except ValueError as e:
+        per_token, why = None, f"no throughput: {e}"
+    ctx = {"mfu": _mfu_asked(mfu), "runs": your_runs(runs), "refs": refs.references(references),
+           "prices": refs.prices(prices), "requested": precision, "why_no_flops": why}
+    rows = [_row(k, spec, mp, tokens, per_token, mp.precision, ctx) for k in keys]
+    return TrainingPlan(model=spec.name, num_params=mp.num_params, tokens=tokens, batch_size=batch_size,
+                        seq_len=mp.seq_len, precision=mp.precision, flops_per_token=per_token, rows=rows)

@@ -1,0 +1,381 @@
+"""Runs: a directory per training run that outlives the kernel, and the event log.
+
+``runs/<timestamp>-<name>/`` holds ``spec.json`` (model spec, data spec, arguments),
+``events.jsonl`` (one plain-dict event per line, flushed as it happens), ``summary.json``
+(status, final metrics, throughput, memory, device, versions) and ``checkpoints/``
+(transformers checkpoints with safetensors weights).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .lock import WriterLock
+
+DEFAULT_ROOT = "runs"
+STOP_FILE = "STOP"  # a file of this name in a run directory stops the run (every rank reads it)
+
+
+def now() -> str:
+    """The local time as an ISO string, to the second."""
+    return datetime.now().isoformat(timespec="seconds")
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN/inf become strings, numpy/torch scalars become floats."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Write atomically, so a killed process never leaves half a file (nor, on a full
+    disk, an empty temporary one)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(json.dumps(_clean(data), indent=2, sort_keys=True, default=str) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+class EventLog:
+    """Appends events to ``events.jsonl`` (flushed per event) and hands them to subscribers."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.subscribers: list[Callable[[dict], None]] = []
+        self._lock = threading.Lock()
+
+    def emit(self, event: dict) -> None:
+        event = _clean(event)
+        line = json.dumps(event, sort_keys=True)
+        with self._lock, open(self.path, "a") as f:
+            f.write(line + "\n")
+            f.flush()
+        for fn in list(self.subscribers):
+            fn(event)
+
+    def read(self) -> list[dict]:
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:  # a line cut short by a kill: ignore it
+                continue
+        return out
+
+    def truncate_after(self, step: int) -> None:
+        """Drop events past ``step`` (those logged after the checkpoint a resume starts from)."""
+        keep = [e for e in self.read() if e.get("step", 0) <= step]
+        tmp = self.path.with_name(".events.tmp")
+        tmp.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in keep))
+        os.replace(tmp, self.path)
+
+
+class NullLog(EventLog):
+    """The event log of a non-zero rank: events go to subscribers only, never to disk."""
+
+    def __init__(self):
+        super().__init__(Path("/dev/null"))
+
+    def emit(self, event: dict) -> None:
+        for fn in list(self.subscribers):
+            fn(_clean(event))
+
+
+def new_run_dir(name: str, root: str | Path | None = None) -> Path:
+    """A fresh directory ``<root>/<timestamp>-<name>``; never reuses an existing one.
+
+    A name longer than the filesystem allows in a directory name is shortened (with a
+    warning), keeping its start and a hash of the whole, so distinct names stay distinct.
+    """
+    root = Path(root or os.environ.get("WORKBENCH_RUNS", DEFAULT_ROOT))
+    root.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
+    try:
+        limit = os.pathconf(root, "PC_NAME_MAX")
+    except (AttributeError, OSError, ValueError):  # no pathconf (Windows): the common limit
+        limit = 255
+    room = limit - len(f"{stamp}--999")  # the timestamp and a counter for same-second runs
+    if len(safe.encode()) > room:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+        safe = safe.encode()[:room - len(digest) - 1].decode(errors="ignore") + "-" + digest
+        warnings.warn(f"run name of {len(name)} characters ({len(name.encode())} bytes) is longer than a "
+                      f"directory name may be here ({limit} bytes with the timestamp): shortened to {safe!r}",
+                      UserWarning, stacklevel=2)
+    for i in range(1000):
+        path = root / (f"{stamp}-{safe}" + (f"-{i}" if i else ""))
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"could not create a run directory under {root}")
+
+
+class RunDir:
+    """One run directory, read side: spec, status, events, checkpoints, the trained model.
+
+    It never trains and never writes a run's state; ``engine.Run`` (``wb.Run``) adds the
+    live handle (stop, wait, resume, the trainer) on top of it.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The run directory.
+    status : str
+        ``running``, ``completed``, ``stopped`` or ``failed``.
+    summary : dict
+        Final metrics, throughput, peak memory, wall time, device, versions, status, error.
+    metrics : pandas.DataFrame
+        The events as a table, one row per event.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.log = EventLog(self.path / "events.jsonl")
+        self._spec: dict[str, Any] | None = None
+        self._summary: tuple[tuple[int, int, int], dict[str, Any]] | None = None  # (stat key, parsed)
+        self._loaded = None  # (model, tokenizer) once loaded
+
+    # ----------------------------------------------------------------- opening
+    @classmethod
+    def open(cls, path: str | Path):
+        """Reopen a run directory (after a kernel restart, or from another process)."""
+        path = Path(path)
+        if not (path / "spec.json").exists():
+            raise FileNotFoundError(f"{str(path)!r} is not a run directory (no spec.json)")
+        return cls(path)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """spec.json, parsed once (a copy: editing it changes nothing on disk)."""
+        if self._spec is None:
+            self._spec = json.loads((self.path / "spec.json").read_text())
+        return json.loads(json.dumps(self._spec))
+
+    @property
+    def task(self) -> str:
+        if self._spec is None:
+            self.spec  # noqa: B018 (parses and caches)
+        return self._spec["model"]["task"]
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """summary.json; parsed again only when the file changed (one stat per read)."""
+        p = self.path / "summary.json"
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            return {"status": "running"}
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)  # every write replaces the file
+        if self._summary is None or self._summary[0] != key:
+            self._summary = (key, json.loads(p.read_text()))
+        return dict(self._summary[1])
+
+    @property
+    def status(self) -> str:
+        """``prepared`` (written, never started), ``running``, ``completed``, ``stopped`` or ``failed``.
+
+        A run is ``running`` only while a process holds its write lock: one that says
+        ``running`` with nobody holding the lock died without writing its end (SIGKILL,
+        power loss, a full disk) and reads ``failed``.
+        """
+        status = self.summary.get("status", "running")
+        if status == "running" and not WriterLock(self.path).busy():
+            return "failed"
+        return status
+
+    @property
+    def step(self) -> int:
+        """The last step the run reached: the summary's, or the event log's for a run that died."""
+        s = self.summary
+        if s.get("ended"):
+            return int(s.get("step") or 0)
+        steps = [e["step"] for e in self.events if isinstance(e.get("step"), int)]
+        return max(steps, default=int(s.get("step") or 0))
+
+    @property
+    def events(self) -> list[dict]:
+        return self.log.read()
+
+    @property
+    def metrics(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.events)
+
+    def _saved(self) -> list[Path]:
+        found = [p for p in (self.path / "checkpoints").glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
+        return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
+
+    @property
+    def checkpoints(self) -> list[Path]:
+        """The checkpoints a run can resume from: those whose files parse, oldest first."""
+        from ..training.checkpoint import problem
+
+        return [p for p in self._saved() if problem(p) is None]
+
+    @property
+    def broken_checkpoints(self) -> dict[str, str]:
+        """Checkpoint directories that cannot be resumed from, with the reason (a kill while saving)."""
+        from ..training.checkpoint import problem
+
+        return {p.name: why for p in self._saved() if (why := problem(p)) is not None}
+
+    @property
+    def last_checkpoint(self) -> Path | None:
+        good = self.checkpoints
+        return good[-1] if good else None
+
+    def stop(self) -> None:
+        """Ask the process that trains this run to stop after its current step, with a
+        checkpoint: writes the STOP file, which every rank reads (from any process)."""
+        if self.summary.get("status") in ("running", "prepared"):
+            (self.path / STOP_FILE).touch()
+
+    def refresh(self) -> None:
+        """Forget the parsed spec and summary (after this process rewrote them)."""
+        self._spec = self._summary = None
+
+    def subscribe(self, fn: Callable[[dict], None]) -> None:
+        """Call ``fn(event)`` for every event this process emits from now on."""
+        self.log.subscribers.append(fn)
+
+    # ----------------------------------------------------------------- results
+    def _load(self):
+        if self._loaded is None:
+            from ..catalog import ModelSpec
+            from ..training.checkpoint import load_checkpoint
+
+            ckpt = self.last_checkpoint
+            if ckpt is None:
+                raise FileNotFoundError(f"{self.name} has no checkpoint yet")
+            self._loaded = load_checkpoint(ModelSpec.from_dict(self.spec["model"]), ckpt, base=self.path / "base")
+        return self._loaded
+
+    def hold(self, model, tokenizer) -> None:
+        """Keep the model in memory (the process that trains it): ``model`` is then this one."""
+        self._loaded = (model, tokenizer)
+
+    @property
+    def model(self):
+        """The trained model (in memory, or loaded from the last checkpoint)."""
+        return self._load()[0]
+
+    @property
+    def tokenizer(self):
+        return self._load()[1]
+
+    def sample(self, n: int | str | list[str] = 16, steps: int | None = None, seed: int = 0, guidance: float = 7.5):
+        """Generate images (PIL), deterministic for a ``seed``.
+
+        Diffusion runs: ``n`` images, DDIM in ``steps`` (default 50). Text-to-image runs:
+        ``run.sample(prompts, steps=25, guidance=7.5, seed=0)``, one image per prompt
+        (``guidance``: the classifier-free guidance scale; 1 turns it off).
+        """
+        if self.task == "text_to_image":
+            return self.model.sample(n, steps=steps or 25, guidance=guidance, seed=seed)
+        if self.task != "diffusion":
+            raise ValueError("run.sample() is for diffusion runs (and text-to-image runs); for language models use "
+                             "run.model.generate(...) with run.tokenizer")
+        return self.model.sample(n, steps=steps or 50, seed=seed)
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return f"Run({self.name}, status={self.status}, step={self.step}/{s.get('max_steps', '?')})"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        s = self.summary
+        rows = {"run": self.name, "status": self.status, "step": f"{self.step}/{s.get('max_steps', '?')}",
+                "train loss": s.get("train_loss"), "eval": s.get("eval"), "tokens/s": s.get("tokens_per_s"),
+                "wall time (s)": s.get("wall_time_s"), "path": str(self.path)}
+        cells = "".join(f"<tr><td style='color:#666;padding:0 8px'>{html.escape(k)}</td>"
+                        f"<td style='padding:0 8px'>{html.escape(_fmt(v))}</td></tr>" for k, v in rows.items())
+        return f"<table style='font:12px sans-serif'>{cells}</table>"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={_fmt(x)}" for k, x in v.items())
+    return "-" if v is None else str(v)
+
+
+def runs(root: str | Path | None = None):
+    """Every run under ``root`` (default ``./runs``) as a table, newest first."""
+    import pandas as pd
+
+    root = Path(root or os.environ.get("WORKBENCH_RUNS", DEFAULT_ROOT))
+    rows = []
+    for path in sorted(root.glob("*/spec.json"), reverse=True):
+        run = RunDir(path.parent)
+        s = run.summary
+        rows.append({"run": run.name, "status": run.status, "model": run.spec["model"]["family"] + "-" + run.spec["model"]["size"],
+                     "data": run.spec["data"]["source"], "step": run.step, "train_loss": s.get("train_loss"),
+                     "tokens_per_s": s.get("tokens_per_s"), "device": (s.get("device") or {}).get("kind"),
+                     "wall_time_s": s.get("wall_time_s"), "path": str(run.path)})
+    return pd.DataFrame(rows, columns=["run", "status", "model", "data", "step", "train_loss",
+                                       "tokens_per_s", "device", "wall_time_s", "path"])
+
+
+def compare(*runs_: RunDir | str | Path):
+    """Runs side by side.
+
+    Returns a ``Comparison``: ``.table`` is a DataFrame (one column per run, one row per
+    summary figure); in a notebook it displays as one chart overlaying the runs.
+    """
+    import pandas as pd
+
+    from ..views.dashboard import Comparison
+
+    cols = {}
+    opened = []
+    for r in runs_:
+        run = r if isinstance(r, RunDir) else RunDir.open(r)
+        opened.append(run)
+        s = run.summary
+        row = {"model": run.spec["model"]["family"] + "-" + run.spec["model"]["size"],
+               "data": run.spec["data"]["source"], "status": run.status, "steps": run.step,
+               "train_loss": s.get("train_loss"), "samples_per_s": s.get("samples_per_s"),
+               "tokens_per_s": s.get("tokens_per_s"), "peak_memory": s.get("mem_peak"),
+               "wall_time_s": s.get("wall_time_s"), "device": (s.get("device") or {}).get("kind")}
+        for k, v in (s.get("eval") or {}).items():
+            row[k] = v
+        key, i = run.name, 2
+        while key in cols:  # the same run twice still gets two columns
+            key, i = f"{run.name} #{i}", i + 1
+        cols[key] = row
+    return Comparison(opened, pd.DataFrame(cols))
+
+
+def monotonic() -> float:
+    return time.perf_counter()

@@ -1,0 +1,1 @@
+"""Scale-out: torchrun workers, DeepSpeed, and launch files for Slurm and Kubernetes."""

@@ -1,0 +1,298 @@
+"""Scale-out from a notebook: ``torchrun`` workers (DDP or DeepSpeed), never a home-made engine.
+
+``wb.launch`` writes the run directory (specs, not live objects, cross the process
+boundary), starts ``torchrun`` with N workers that each rebuild the model and data from the
+specs and run the same engine as ``wb.train``, and follows rank 0's events into the
+notebook's dashboard. ``wb.launch_command`` renders the multi-node commands.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..backends.registry import backend
+from ..backends.registry import device as pick_device
+from ..rundir import run as runs
+from ..rundir.run import STOP_FILE
+from ..training import recipe
+from ..training.engine import Run, prepare, training
+from ..training.interrupts import Interrupts
+from ..views.dashboard import attach
+from . import launchfiles
+from .launchfiles import LaunchCommand, worker_args
+
+STRATEGIES = ("ddp", "deepspeed")
+POLL = 0.25  # seconds between looks at rank 0's event log
+
+
+def deepspeed_config(zero_stage: int, precision: str = "auto", offload: bool = False) -> dict[str, Any]:
+    """A ZeRO configuration for the Trainer's ``deepspeed=`` argument ("auto" values are
+    filled in by transformers from the TrainingArguments)."""
+    if zero_stage not in (1, 2, 3):
+        raise ValueError(f"zero_stage must be 1, 2 or 3 for DeepSpeed, got {zero_stage}")
+    zero: dict[str, Any] = {"stage": zero_stage, "overlap_comm": True, "contiguous_gradients": True}
+    if zero_stage == 3:
+        zero.update({"stage3_gather_16bit_weights_on_model_save": True,
+                     "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto"})
+    if offload:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+        if zero_stage == 3:
+            zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+    return {
+        "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+        # "auto" is the run's max_grad_norm: DeepSpeed clips. No "optimizer" section: ZeRO wraps
+        # the Trainer's own optimizer, with its parameter groups (on Gaudi torch's AdamW, not hpex's)
+        "gradient_clipping": "auto", "zero_optimization": zero,
+        "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},
+    }
+
+
+def _prepare(model, data, devices: int, strategy: str, zero_stage: int | None, train_args: dict):
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+    if devices < 1:
+        raise ValueError(f"devices must be at least 1, got {devices}")
+    if strategy == "deepspeed":
+        train_args["deepspeed"] = deepspeed_config(zero_stage or 2)
+    elif zero_stage:
+        raise ValueError("ZeRO stages come with DeepSpeed: pass strategy='deepspeed'")
+    return prepare(model, data, extra_spec={"launch": {"devices": devices, "strategy": strategy,
+                                                        "zero_stage": zero_stage}}, **train_args)
+
+
+def _digest(line: str) -> int:
+    return int.from_bytes(hashlib.blake2b(line.encode(), digest_size=8).digest(), "little")
+
+
+class _Follower:
+    """Replays the events rank 0 appends to ``events.jsonl`` to this process's subscribers.
+
+    A restarted rank 0 rewrites the log (events past the checkpoint it resumes from are
+    dropped, as on ``resume()``): then the follower reads the new file from its start and
+    replays only what it had not replayed yet.
+    """
+
+    def __init__(self, run: Run):
+        self.run, self.offset, self.inode = run, 0, None
+        # a 64-bit digest of each line replayed so far: enough to find where a rewritten log
+        # departs from what was replayed, without keeping every line of a long run in memory
+        self.seen: list[int] = []
+
+    def poll(self) -> None:
+        path = self.run.log.path
+        try:
+            with open(path) as f:
+                inode = os.fstat(f.fileno()).st_ino
+                if self.inode is not None and inode != self.inode:
+                    self.offset = 0
+                f.seek(self.offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return
+        rewritten, self.inode = self.offset == 0 and bool(self.seen), inode
+        cut = chunk.rfind("\n") + 1  # only whole lines; a partial one waits for the next poll
+        self.offset += len(chunk[:cut].encode())
+        lines = chunk[:cut].splitlines()
+        if rewritten:  # the kept prefix was replayed already
+            digests = [_digest(line) for line in lines]
+            kept = next((i for i, (a, b) in enumerate(zip(digests, self.seen)) if a != b),
+                        min(len(lines), len(self.seen)))
+            self.seen, lines = self.seen[:kept], lines[kept:]
+        for line in lines:
+            self.seen.append(_digest(line))
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            for fn in list(self.run.log.subscribers):
+                fn(event)
+
+
+def _die_with_parent() -> None:
+    """In the torchrun child, before it starts: SIGTERM it when this process dies, however
+    it dies, so that torchrun stops its workers instead of training on orphaned (Linux
+    prctl PR_SET_PDEATHSIG; it fires when the thread that started torchrun ends, and
+    ``launch`` starts it from the caller's thread)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
+def _exit_codes(launcher_log: str) -> dict[int, int]:
+    """rank -> exit code of every failed worker in torchrun's failure report."""
+    return {int(r): int(c) for r, c in re.findall(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)", launcher_log)}
+
+
+def _error_files(run: Run) -> dict[int, dict]:
+    """rank -> the error a worker recorded (``@record`` writes torchrun's per-worker
+    ``error.json``: the exception as ``"Type: message"``, its traceback and a timestamp)."""
+    found = {}
+    attempts = [p.name for p in run.path.glob("logs/**/attempt_*") if p.name.split("_")[-1].isdigit()]
+    last = max(attempts, key=lambda name: int(name.split("_")[-1]), default="attempt_0")  # torchrun's last try
+    for path in sorted(run.path.glob(f"logs/**/{last}/*/error.json")):
+        try:
+            message = json.loads(path.read_text())["message"]
+        except (ValueError, KeyError):
+            continue
+        if isinstance(message, dict):
+            found[int(path.parent.name)] = message  # one node: local rank = rank
+    return found
+
+
+def _failure(run: Run, launcher_log: str) -> tuple[int | None, str]:
+    """(rank, message) of the failure that caused the others. When one rank fails, torchrun
+    ends the others with SIGTERM, so a rank killed by another signal comes first (SIGKILL,
+    SIGSEGV: it could record nothing), then the rank whose recorded exception came first,
+    with that exception as the message, not a line from its log."""
+    codes, errors = _exit_codes(launcher_log), _error_files(run)
+    killed = sorted(r for r, c in codes.items() if c < 0 and -c != signal.SIGTERM)
+    if killed:
+        rank = killed[0]
+        try:
+            name = signal.Signals(-codes[rank]).name
+        except ValueError:
+            name = f"signal {-codes[rank]}"
+        return rank, f"rank {rank} failed (exit code {codes[rank]}, killed by {name})"
+    if errors:
+        rank = min(errors, key=lambda r: int(errors[r].get("extraInfo", {}).get("timestamp", "0") or 0))
+        return rank, f"rank {rank} failed (exit code {codes.get(rank, 1)}): {errors[rank]['message']}"
+    if codes:
+        rank = min(codes, key=lambda r: (codes[r] == -signal.SIGTERM, r))
+        return rank, f"rank {rank} failed (exit code {codes[rank]})"
+    return None, "torchrun failed before any worker reported (see launcher.log in the run directory)"
+
+
+def _supervise(run: Run, proc: subprocess.Popen, log_path: Path) -> Run:
+    follower = _Follower(run)
+    stop_sent = False
+    try:
+        with training(run), Interrupts(run):
+            while proc.poll() is None:
+                follower.poll()
+                if run.stop_flag.is_set() and not stop_sent:
+                    (run.path / STOP_FILE).touch()  # every rank reads it at its next logging step
+                    stop_sent = True
+                time.sleep(POLL)
+    except KeyboardInterrupt:  # a second interrupt: stop the workers now
+        proc.terminate()
+        proc.wait()
+    except BaseException:  # the supervisor itself failed: never leave workers training unwatched
+        proc.terminate()
+        proc.wait()
+        raise
+    follower.poll()
+    if proc.returncode != 0:
+        rank, message = _failure(run, log_path.read_text(errors="replace"))
+        restarts = sum(e.get("phase") == "restart" for e in run.events)
+        if restarts:  # torchrun gave up: every restart it was allowed failed too
+            message += f", after {restarts} restart{'s' * (restarts > 1)} from the last checkpoint"
+        summary = {**run.summary, "status": "failed", "error": message, "failed_rank": rank}
+        runs.write_json(run.path / "summary.json", summary)
+        run.refresh()
+        if not any(e.get("phase") == "end" for e in run.events):
+            run.log.emit({"phase": "end", "step": summary.get("step", 0), "status": "failed"})
+        run.error = RuntimeError(f"{run.name}: {message}")
+    return run
+
+
+def launch(model, data, *, devices: int = 2, strategy: str = "ddp", zero_stage: int | None = None,
+           max_restarts: int = 0, live: str | bool = "auto", background: bool = False, **train_args) -> Run:
+    """Train with ``devices`` worker processes under ``torchrun`` on this machine.
+
+    Parameters
+    ----------
+    model, data
+        As for ``wb.train``: specs or catalog/bundled names.
+    devices : int
+        Number of worker processes (one per HPU/GPU; on CPU, processes with gloo).
+    strategy : {"ddp", "deepspeed"}
+        torch DistributedDataParallel, or DeepSpeed ZeRO through the Trainer.
+    zero_stage : {1, 2, 3}, optional
+        ZeRO stage for ``strategy="deepspeed"`` (default 2).
+    max_restarts : int
+        torchrun's ``--max_restarts``: when a worker dies, all of them restart, up to this
+        many times, and continue from the newest checkpoint whose files parse (losing at most
+        ``save_every`` steps); rank 0 logs a ``restart`` event naming the attempt.
+    **train_args
+        Everything ``wb.train`` takes (max_steps, batch_size per device, lr, ...).
+
+    Rank 0 writes the run's events; this process shows them live. Each rank's stdout and
+    stderr are kept under ``run.path / "logs"``. Stop (button, ``run.stop()``, an
+    interrupt) stops all ranks at the same step with a checkpoint; a crashed rank stops
+    the others and the run is marked ``failed`` naming the rank and its error.
+    """
+    if not isinstance(max_restarts, int) or max_restarts < 0:
+        raise ValueError(f"max_restarts must be 0 or more; got {max_restarts!r}")
+    run = _prepare(model, data, devices, strategy, zero_stage, train_args)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={devices}",
+           f"--max_restarts={max_restarts}", f"--log_dir={run.path / 'logs'}", "--redirects=3",
+           *worker_args(run.path)]
+    log_path = run.path / "launcher.log"
+    run.dashboard = attach(run, live, background)
+    log = open(log_path, "w")
+    env = {**os.environ, **launchfiles.restart_env(max_restarts)}
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=Path.cwd(), env=env,
+                            preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+    run.process = proc
+    if background:
+        def target():
+            _supervise(run, proc, log_path)
+            log.close()
+
+        run.thread = threading.Thread(target=target, name=f"workbench-launch-{run.name}", daemon=True)
+        run.thread.start()
+        return run
+    try:
+        _supervise(run, proc, log_path)
+    finally:
+        log.close()
+    if run.error is not None:
+        raise run.error
+    return run
+
+
+def launch_command(model, data, *, nodes: int, devices_per_node: int, hosts: list[str] | None = None,
+                   strategy: str = "ddp", zero_stage: int | None = None, port: int = 29500,
+                   max_restarts: int = 0, format: str = "shell", accelerator: str | None = None,
+                   image: str | None = None, **train_args) -> LaunchCommand:
+    """Prepare a run directory and render what starts it on ``nodes`` machines with
+    ``devices_per_node`` devices each; nothing is run.
+
+    Parameters
+    ----------
+    format : {"shell", "slurm", "kubernetes"}
+        ``shell``: the torchrun line for every host in ``hosts`` (or DeepSpeed's hostfile and
+        command); ``slurm``: an ``sbatch`` script; ``kubernetes``: a PyTorchJob and an MPIJob
+        manifest (needs ``image``).
+    max_restarts : int
+        torchrun's ``--max_restarts``: the workers restart from the last checkpoint this often.
+    accelerator : {"hpu", "cuda", "cpu"}, optional
+        The nodes' devices (default: this machine's): the resources the job files request,
+        and the device the run's workers train on.
+
+    The run directory must be on a filesystem every node sees (or copied to the same path
+    on each): the workers read their specs from it and rank 0 writes the events there.
+    """
+    launchfiles.check(nodes, devices_per_node, hosts, format, strategy, max_restarts, image)
+    kind = backend(accelerator).kind if accelerator is not None else None
+    run = _prepare(model, data, nodes * devices_per_node, strategy, zero_stage, train_args)
+    spec = run.spec
+    if kind is not None and kind != pick_device(spec["args"]["device"]).kind:
+        # the nodes' devices, not this machine's: the workers train on what the job files request
+        spec["args"]["device"] = kind
+        if train_args.get("padding", "auto") == "auto":
+            spec["args"]["padding"] = recipe.default_padding(spec["model"]["task"], kind)
+        runs.write_json(run.path / "spec.json", spec)
+        run.refresh()
+    return LaunchCommand(str(run.path.resolve()), nodes, devices_per_node, list(hosts) if hosts else None, strategy,
+                         port, max_restarts, format, kind or pick_device(spec["args"]["device"]).kind, image)

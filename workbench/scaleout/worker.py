@@ -1,0 +1,103 @@
+"""One torchrun worker: ``python -m workbench.scaleout.worker RUN_DIR``.
+
+Rebuilds the model and data from the run directory's specs and runs the same engine as
+``wb.train``; the Trainer sets up torch.distributed from torchrun's environment with the
+backend from the backend table (hccl, nccl, gloo). Rank 0 writes the events and summary.
+At the end every rank writes a digest of its parameters (``ranks/rank-N.json``), so that a
+test, or a doubtful user, can check that all ranks hold the same weights.
+
+When torchrun restarts the workers (``--max_restarts``, after one died, on any node), every
+rank continues from the newest checkpoint whose files parse; rank 0 claims the run's lock
+again (the dead rank 0's lock went with its process), drops the events logged past that
+checkpoint and logs a ``restart`` event naming the attempt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from torch.distributed.elastic.multiprocessing.errors import record
+
+
+def digest(model) -> str:
+    h = hashlib.sha256()
+    for name, p in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(p.detach().float().cpu().numpy().tobytes())
+    return h.hexdigest()
+
+
+CLAIM_WAIT = 60.0  # seconds a restarted rank 0 waits for the run's lock
+
+
+def _claim_again(run):
+    """The run's writer, its lock claimed by this restarted rank 0. The lock is free once the
+    previous rank 0 has exited; torchrun restarts only after that, but a process it forked
+    may hold the lock a moment longer, so this waits, within a deadline."""
+    from ..rundir.lock import RunBusy
+    from ..rundir.writer import RunWriter
+
+    deadline = time.monotonic() + CLAIM_WAIT
+    while True:
+        try:
+            return RunWriter(run).claim("restart")
+        except RunBusy:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def restart(run, rank: int):
+    """(checkpoint to continue from, rank 0's writer) for this worker: the newest checkpoint
+    whose files parse (None for a fresh run), and, where the run trained before (its log
+    has events), rank 0's lock claimed again and the restart logged.
+
+    Not torchrun's TORCHELASTIC_RESTART_COUNT: that counts one agent's own restarts, and on
+    several nodes an agent restarted for another node's failure keeps its count (0), so
+    ranks of one attempt would disagree. At this point no rank of this attempt has trained
+    (checkpoints come after steps, which need every rank), so all ranks see the same files.
+    """
+    ckpt = run.last_checkpoint  # the newest whose files parse: one cut short by the kill is skipped
+    before = run.events if rank == 0 else []
+    if not before:
+        return ckpt, None
+    writer = _claim_again(run)
+    step = int(ckpt.name.split("-")[-1]) if ckpt is not None else 0
+    attempt = 1 + sum(e.get("phase") == "restart" for e in before)
+    run.log.truncate_after(step)  # as resume() does: the steps after the checkpoint are trained again
+    run.log.emit({"phase": "restart", "step": step, "attempt": attempt, "from": ckpt.name if ckpt is not None else None,
+                  "skipped": sorted(run.broken_checkpoints),
+                  "torchrun_restarts": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))})
+    return ckpt, writer
+
+
+@record  # a failing rank's traceback reaches torchrun's error report
+def main(argv: list[str] | None = None) -> int:
+    from ..training.engine import Run, execute
+    from ..training.recipe import world
+
+    args = argv if argv is not None else sys.argv[1:]
+    if len(args) != 1:
+        print("usage: python -m workbench.scaleout.worker RUN_DIR", file=sys.stderr)
+        return 2
+    run = Run.open(args[0])
+    rank, size = world()
+    ckpt, writer = restart(run, rank)
+    execute(run, ckpt, writer)
+    model = run.trainer.model if run.trainer is not None else None
+    if model is not None:
+        out = Path(run.path) / "ranks"
+        out.mkdir(exist_ok=True)
+        (out / f"rank-{rank}.json").write_text(json.dumps({
+            "rank": rank, "world_size": size, "step": run.trainer.state.global_step,
+            "params_sha256": digest(model)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,250 @@
+"""The Trainer's callbacks: events, sample grids, stopping across ranks, HPU lazy-mode steps.
+
+Plain classes that get the ``TrainerCallback`` interface from ``as_callback`` when a run
+is built, so that this module imports no transformers at import time. They read and write
+only what they are handed (an event log, a stop flag, the device record): never a run.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import statistics
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..rundir.run import EventLog, monotonic
+from .batching import CountingCollator
+
+
+class Events:
+    """Emits events at logging steps and evaluations; stops on request or on NaN."""
+
+    def __init__(self, log: EventLog, stop: threading.Event, task: str, device, counter: CountingCollator,
+                 batch_size: int, warmup_steps: int, world_size: int = 1, min_interval: float = 0.0,
+                 stop_file: Path | None = None):
+        self.log, self.stop, self.task, self.device, self.counter = log, stop, task, device, counter
+        self.stop_file = stop_file  # another process asks this one to stop by creating it
+        # Reading the loss at a logging step waits for the device to finish every queued
+        # step. With ``min_interval`` (seconds) a logging step that comes sooner after the
+        # previous event is skipped, unless it ends the run or checkpoints; the Trainer
+        # then averages the loss over the steps since its last log.
+        self.min_interval = min_interval
+        self._last_log: float | None = None
+        self.world_size = world_size  # every rank sees its own shard: throughput x ranks
+        self.batch_size, self.warmup_steps = batch_size, warmup_steps
+        self.nan_step: int | None = None
+        self.intervals: list[dict] = []
+        self.last: dict[str, Any] = {}
+        self.eval: dict[str, float] = {}
+        self._mark = None  # (time, step, samples, tokens) at the start of the interval
+        self._restart = True
+
+    # the Trainer calls these -------------------------------------------------------
+    def on_train_begin(self, args, state, control, **kw):
+        self.max_steps = state.max_steps
+        self.t_start = monotonic()
+        self.log.emit({"phase": "start", "step": state.global_step, "max_steps": state.max_steps,
+                           "device": self.device.kind, "mem_total": self.device.total_memory,
+                           "batch_size": self.batch_size, "world_size": self.world_size})
+        self._restart = True
+
+    def on_step_begin(self, args, state, control, **kw):
+        if self._restart:  # start timing after a start, an evaluation or a save
+            self._restart = False
+            self._mark = (monotonic(), state.global_step, self.counter.samples, self.counter.tokens)
+
+    def on_step_end(self, args, state, control, **kw):
+        self.counter.consume(args.gradient_accumulation_steps)
+        last = state.global_step >= state.max_steps
+        if control.should_log and self.stop_file is not None and self.stop_file.exists():
+            self.stop.set()  # read at logging steps only: no file I/O on the other steps
+        if self.stop.is_set():
+            control.should_training_stop = True
+            last = True
+        if last:  # always log and checkpoint the final step (NaN is checked at the log first)
+            control.should_log = True
+            control.should_save = True
+        elif (control.should_log and not control.should_save and self._last_log is not None
+              and monotonic() - self._last_log < self.min_interval):
+            control.should_log = False
+        return control
+
+    def on_log(self, args, state, control, logs=None, **kw):
+        logs = logs or {}
+        if "loss" not in logs:
+            return control
+        self.device.synchronize()  # the only sync: at logging steps, before reading the clock
+        now = monotonic()
+        t0, s0, n0, k0 = self._mark or (now, state.global_step, self.counter.samples, self.counter.tokens)
+        dt = max(now - t0, 1e-9)
+        steps = max(state.global_step - s0, 1)
+        samples, tokens = self.counter.samples - n0, self.counter.tokens - k0
+        mem = self.device.memory()
+        event = {
+            "step": state.global_step,
+            "phase": "warmup" if state.global_step <= self.warmup_steps else "train",
+            "loss": logs["loss"], "lr": logs.get("learning_rate"),
+            "grad_norm": logs.get("grad_norm"),  # transformers computes it at every optimizer step
+            "epoch": logs.get("epoch"), "samples_per_s": self.world_size * samples / dt,
+            "tokens_per_s": self.world_size * tokens / dt if tokens else None, "step_time": dt / steps,
+            "mem_alloc": mem["allocated"], "mem_peak": mem["peak"], "compiles": self.device.compiles(),
+            "dynamo_graphs": self.device.dynamo_graphs(),
+            "tokens_per_step": tokens / steps if tokens else None, **self.counter.stats(),
+            "time": now - self.t_start,
+        }
+        self.log.emit(event)
+        self._last_log = now
+        self.last = event
+        self.intervals.append(event)
+        self._mark = (monotonic(), state.global_step, self.counter.samples, self.counter.tokens)
+        if not math.isfinite(logs["loss"]):
+            self.nan_step = state.global_step
+            control.should_training_stop = True
+            control.should_save = False  # keep the last good checkpoint
+        return control
+
+    def on_evaluate(self, args, state, control, metrics=None, **kw):
+        metrics = dict(metrics or {})
+        if "eval_loss" in metrics and self.task in ("causal_lm", "seq2seq"):
+            metrics["eval_perplexity"] = math.exp(min(metrics["eval_loss"], 50))
+        keep = {k: v for k, v in metrics.items()
+                if k != "epoch" and not k.endswith(("_runtime", "_per_second", "_steps_per_second"))}
+        self.eval = {k.removeprefix("eval_"): v for k, v in keep.items()}
+        self.log.emit({"step": state.global_step, "phase": "eval", **keep,
+                       "time": monotonic() - self.t_start})  # for the view's time axis
+        self._restart = True
+
+    def on_save(self, args, state, control, **kw):
+        self._restart = True
+
+    def exclude(self, seconds: float) -> None:
+        """Leave ``seconds`` spent outside training (sampling a grid) out of the throughput interval."""
+        if self._mark is not None:
+            t, *rest = self._mark
+            self._mark = (t + seconds, *rest)
+
+    def throughput(self) -> dict[str, float | None]:
+        """Medians over the intervals after warm-up (all intervals if there are none)."""
+        train = [e for e in self.intervals if e["phase"] == "train"] or self.intervals
+        out = {}
+        for key in ("samples_per_s", "tokens_per_s", "step_time"):
+            vals = [e[key] for e in train if e.get(key) is not None]
+            out[key] = statistics.median(vals) if vals else None
+        return out
+
+
+class Samples:
+    """Text-to-image runs: at every ``every``-th step (None: none) and at the last, a grid of
+    samples for fixed prompts and a fixed seed, emitted as one ``samples`` event (the grid as
+    a base64 PNG). Training is left as it was: the model's train mode is restored, the global
+    random state too, and the time spent sampling leaves the throughput (``exclude``). The
+    main process only: every rank holds the same weights."""
+
+    def __init__(self, log: EventLog, prompts: list[str], every: int | None, steps: int, seed: int, device,
+                 exclude=None):
+        self.log, self.prompts, self.every, self.steps, self.seed = log, list(prompts), every, steps, seed
+        self.device, self.exclude = device, exclude
+        self.t_start = monotonic()
+        self.done: set[int] = set()  # steps sampled already (a stop request can repeat the last)
+
+    def on_train_begin(self, args, state, control, **kw):
+        self.t_start = monotonic()
+
+    def due(self, state, control) -> bool:
+        step = state.global_step
+        if not state.is_world_process_zero or step in self.done:
+            return False
+        last = step >= state.max_steps or control.should_training_stop
+        return bool(last or (self.every and step % self.every == 0))
+
+    def on_step_end(self, args, state, control, model=None, **kw):
+        if model is None or not self.due(state, control):
+            return control
+        import torch
+
+        from ..diffusion.texttoimage import sample_grid
+
+        self.device.synchronize()  # the queued training steps end first: their time is not the sampler's
+        t0 = monotonic()
+        # the sampler draws its noise from a CPU generator of its own (seeded); the global
+        # CPU generator (caption dropout, timesteps) is restored all the same
+        with torch.random.fork_rng(devices=[]):
+            png, columns = sample_grid(model, self.prompts, self.steps, self.seed)
+        self.log.emit({"phase": "samples", "step": state.global_step, "time": t0 - self.t_start,
+                       "prompts": self.prompts, "columns": columns,
+                       "image": base64.b64encode(png).decode("ascii")})
+        self.done.add(state.global_step)
+        if self.exclude is not None:
+            self.exclude(monotonic() - t0)
+        return control
+
+
+class DistStop:
+    """Across ranks, stop at the same step: at each logging step every rank contributes
+    its own stop request (run.stop(), an interrupt, or the launcher's STOP file) to one
+    all-reduce, so all ranks agree. Stopping at different steps would hang the others."""
+
+    def __init__(self, stop: threading.Event, stop_file: Path, log_every: int):
+        self.stop, self.stop_file, self.log_every = stop, stop_file, log_every
+
+    def on_step_end(self, args, state, control, **kw):
+        if state.global_step % self.log_every and state.global_step < state.max_steps:
+            return control
+        import torch
+        import torch.distributed as dist
+
+        local = self.stop.is_set() or self.stop_file.exists()
+        flag = torch.tensor([1 if local else 0], device=args.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if flag.item():
+            self.stop.set()
+            control.should_training_stop = control.should_save = control.should_log = True
+        return control
+
+
+class MarkStep:
+    """HPU lazy mode: run the graph accumulated so far where optimum-habana's trainer does,
+    so that one graph never spans micro-steps or evaluation batches: after every backward
+    (``on_substep_end`` for the accumulation micro-steps, ``on_pre_optimizer_step`` for the
+    last one, whose gradient clipping joins its graph), after the optimizer step, and after
+    each evaluation or prediction step."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def _mark(self, args, state, control, **kw):
+        self.device.mark_step()
+
+    on_substep_end = on_pre_optimizer_step = on_optimizer_step = on_prediction_step = _mark
+
+
+def as_callback(obj):
+    """Give one of our plain classes the TrainerCallback interface (no-op defaults)."""
+    from transformers import TrainerCallback
+
+    cls = type(type(obj).__name__, (type(obj), TrainerCallback), {})
+    obj.__class__ = cls
+    return obj
+
+
+def use_batch_sampler(trainer, sampler) -> None:
+    """Train on ``sampler``'s batches. The Trainer has no public hook for a batch sampler,
+    so this one Trainer instance gets its own ``get_train_dataloader`` (the class and the
+    library stay untouched); the loader still goes through accelerate's ``prepare``."""
+    import torch
+
+    def get_train_dataloader():
+        args = trainer.args
+        loader = trainer.accelerator.prepare(torch.utils.data.DataLoader(
+            trainer.train_dataset, batch_sampler=sampler, collate_fn=trainer.data_collator,
+            num_workers=args.dataloader_num_workers, pin_memory=args.dataloader_pin_memory))
+        shard = getattr(loader, "batch_sampler", None)
+        if getattr(shard, "batch_sampler", None) is sampler:
+            # several processes: the sampler already shards by rank; accelerate's
+            # BatchSamplerShard must not shard it again
+            shard.num_processes, shard.process_index, shard.batch_size = 1, 0, None
+        return loader
+
+    trainer.get_train_dataloader = get_train_dataloader

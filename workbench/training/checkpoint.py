@@ -1,0 +1,94 @@
+"""Checkpoints: the trained model back from a run's checkpoint directory.
+
+Weights load from safetensors only. Remote code never runs because a file says so: whether
+``trust_remote_code`` is on is the caller's decision at load time, never the run's spec.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+from ..catalog import TASK_CLASSES, ModelSpec
+
+
+def problem(ckpt: Path) -> str | None:
+    """Why checkpoint directory ``ckpt`` cannot be resumed from, or None when its files parse.
+
+    A process killed while saving (transformers writes ``trainer_state.json`` in place)
+    leaves a directory that looks like a checkpoint: its state must parse as JSON and every
+    safetensors file must have a whole header.
+    """
+    state = ckpt / "trainer_state.json"
+    if not state.exists():
+        return "no trainer_state.json"
+    try:
+        json.loads(state.read_text())
+    except (ValueError, UnicodeDecodeError):
+        return f"trainer_state.json does not parse ({state.stat().st_size} bytes)"
+    weights = sorted(ckpt.glob("*.safetensors"))
+    if not weights:
+        return "no safetensors weights"
+    for w in weights:
+        with open(w, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                return f"{w.name} is cut short ({w.stat().st_size} bytes)"
+            (size,) = struct.unpack("<Q", head)  # safetensors: 8-byte little-endian header length
+            try:
+                header = json.loads(f.read(size))
+            except ValueError:
+                return f"{w.name} has a broken header"
+        ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"]
+        if w.stat().st_size < 8 + size + max(ends, default=0):  # the tensors' bytes follow the header
+            return f"{w.name} is cut short ({w.stat().st_size} bytes)"
+    return None
+
+
+def load_checkpoint(spec: ModelSpec, ckpt: Path, base: Path | None = None, *,
+                    trust_remote_code: bool = False):
+    """(model, tokenizer) of ``spec`` from checkpoint directory ``ckpt``.
+
+    ``base`` is where a LoRA run kept the random-init base weights its adapters sit on
+    (pretrained bases are rebuilt from their source instead). Diffusion runs return the
+    denoising module and no tokenizer.
+    """
+    if spec.task == "text_to_image":  # the parts rebuilt (LoRA added), then every weight the run saved
+        from safetensors.torch import load_file
+
+        from ..diffusion.texttoimage import from_spec
+
+        model = from_spec(spec)
+        model.load_state_dict(load_file(str(ckpt / "model.safetensors")))
+        return model, model.captions
+    if spec.task == "diffusion":
+        from safetensors.torch import load_file
+
+        from ..diffusion.denoising import DiffusionModel
+
+        unet, _ = spec.build()
+        model = DiffusionModel(unet)
+        model.load_state_dict(load_file(str(ckpt / "model.safetensors")))
+        return model, None
+    import transformers
+
+    cls = getattr(transformers, TASK_CLASSES[spec.task])
+    tok = transformers.AutoTokenizer.from_pretrained(str(ckpt))
+    if spec.lora is not None:  # base weights (kept in the run, or the pretrained source) + adapters
+        import peft
+
+        if base is not None and (base / "config.json").exists():
+            model = cls.from_pretrained(str(base), use_safetensors=True)
+        else:
+            model, _ = spec.build()
+        return peft.PeftModel.from_pretrained(model, str(ckpt)), tok
+    model = cls.from_pretrained(str(ckpt), use_safetensors=True, trust_remote_code=trust_remote_code)
+    return model, tok
+
+
+def load_base(spec: ModelSpec, base: Path):
+    """The random-init base a LoRA run kept in ``base`` (its adapters cannot rebuild it)."""
+    import transformers
+
+    return getattr(transformers, TASK_CLASSES[spec.task]).from_pretrained(str(base), use_safetensors=True)

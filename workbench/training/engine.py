@@ -1,0 +1,323 @@
+"""``wb.train``: transformers' Trainer, composed (never subclassed) with device-aware defaults.
+
+The Trainer is the engine. ``prepare`` checks the arguments and writes the run directory;
+``execute`` builds the Trainer from the run's spec (arguments from ``recipe``, batches from
+``batching``, callbacks from ``callbacks``) and trains; ``Run`` is the live handle a
+notebook holds (stop, wait, resume) on top of the read-only ``run.RunDir``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import traceback
+from pathlib import Path
+
+from ..backends.registry import DeviceInfo
+from ..backends.registry import device as pick_device
+from ..catalog import ModelSpec
+from ..data import DataSpec
+from ..rundir import run as runs
+from ..rundir.writer import RunWriter, disk_full_message, resume_spec
+from ..views.dashboard import attach
+from ..views.progress import quiet_libraries
+from . import recipe, runargs
+from .interrupts import Interrupts
+from .trainer import build, error_text, outcome
+from .trainer import summary as end_summary
+
+_ACTIVE: list[Run] = []  # runs training in this process, newest last (for %wb stop)
+
+
+class Run(runs.RunDir):
+    """A run directory plus, in the process that trains it, the live handle.
+
+    ``wb.Run.open(path)`` reopens any run (after a kernel restart too); ``stop``, ``wait``
+    and ``resume`` act on it. See ``run.RunDir`` for the read side (status, summary,
+    events, metrics, checkpoints, model).
+    """
+
+    def __init__(self, path: str | Path):
+        super().__init__(path)
+        self.stop_flag = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.trainer = None  # the transformers.Trainer while this process trains the run
+        self.dashboard = None
+        self.callbacks: list = []  # extra TrainerCallbacks for this process's training
+        self.process = None  # the torchrun process of a launched run
+        self.error: BaseException | None = None
+
+    @property
+    def is_training(self) -> bool:
+        return self in _ACTIVE
+
+    def stop(self) -> None:
+        """Stop after the current step and save a checkpoint (thread-safe; from another
+        process it writes the run's STOP file, which the training process reads)."""
+        self.stop_flag.set()
+        if not self.is_training:
+            super().stop()
+
+    def wait(self, timeout: float | None = None) -> Run:
+        """Wait for a background run to finish; re-raises its error.
+
+        With ``timeout`` (seconds), raises ``TimeoutError`` if the run is still training then
+        (it goes on; ``run.stop()`` stops it)."""
+        if self.thread is not None:
+            self.thread.join(timeout)
+            if self.thread.is_alive():
+                raise TimeoutError(f"{self.name} is still training after {timeout:g} s "
+                                   f"(step {self.step}); run.stop() stops it")
+        if self.error is not None and not isinstance(self.error, KeyboardInterrupt):
+            raise self.error
+        return self
+
+    def resume(self, max_steps: int | None = None, *, live: str | bool = "auto", background: bool = False,
+               callbacks: list | None = None, **overrides) -> Run:
+        """Continue from the last checkpoint (weights, optimizer, scheduler, data order).
+
+        Parameters
+        ----------
+        max_steps : int, optional
+            New total number of steps (default: the original target).
+        live, background, callbacks
+            As for ``wb.train``.
+        **overrides
+            TrainingArguments fields for the rest of the run.
+        """
+        return resume(self, max_steps, live=live, background=background, callbacks=callbacks, **overrides)
+
+
+def active() -> Run | None:
+    """The newest run training in this process, if any."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+@contextlib.contextmanager
+def training(run: Run):
+    """Mark ``run`` as training in this process for the duration (``%wb stop`` finds it)."""
+    _ACTIVE.append(run)
+    try:
+        yield run
+    finally:
+        if run in _ACTIVE:
+            _ACTIVE.remove(run)
+
+
+# --------------------------------------------------------------------------- running
+def _device_for(spec: dict, size: int) -> DeviceInfo:
+    device = pick_device(spec["args"]["device"])
+    if size > 1 and device.backend.rank_index:
+        device = pick_device(f"{device.kind}:{int(os.environ.get('LOCAL_RANK', '0'))}")
+    return device
+
+
+def execute(run: Run, resume_from: Path | None = None, writer: RunWriter | None = None) -> Run:
+    """Train ``run`` from its spec in this process (a torchrun worker calls this too).
+
+    Rank 0 is the run's one writer: it holds the run's lock (``writer``, if the caller
+    claimed it already) until the end and writes the summary and events."""
+    rank, size = recipe.world()
+    main = rank == 0
+    if main:
+        writer = writer or RunWriter(run).claim()
+    else:  # only rank 0 writes the run's events and summary
+        run.log = runs.NullLog()
+    try:
+        device = _device_for(run.spec, size)
+        if main:
+            writer.begin_on(device, size)
+    except BaseException as e:  # before training: the run ends failed, and says why
+        run.error = e
+        if main:
+            try:
+                writer.end({"status": "failed", "error": f"{type(e).__name__}: {e}",
+                            "traceback": traceback.format_exc()})
+                run.log.emit({"phase": "end", "step": 0, "status": "failed"})
+            finally:
+                writer.release()
+        raise
+    run.stop_flag.clear()
+    run.error = None
+    t0 = runs.monotonic()
+    status, error, tb, events, restore = "completed", None, None, None, None
+    with training(run), quiet_libraries():
+        try:
+            trainer, events, restore = build(run, device, run.stop_flag, run.callbacks)
+            run.trainer = trainer
+            with Interrupts(run):
+                try:
+                    trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+                except KeyboardInterrupt:
+                    status, error = "stopped", "interrupted twice: aborted without a final checkpoint"
+                status, error = outcome(run, run.stop_flag, events, status) if error is None else (status, error)
+                if status != "failed" and error is None:
+                    trainer.evaluate()
+        except BaseException as e:  # recorded, then re-raised
+            status, error, tb = "failed", disk_full_message(e, run) or error_text(e, device), traceback.format_exc()
+            run.error = e
+            if isinstance(e, KeyboardInterrupt):
+                status = "stopped"
+            raise
+        finally:
+            if restore is not None:  # the model leaves as it came (generation pads prompts: masks needed)
+                restore()
+            if main:
+                summary = end_summary(run, run.trainer, device, events, status, error, tb, runs.monotonic() - t0)
+                try:
+                    writer.end(summary)
+                    if run in _ACTIVE:  # the end event's subscribers see a run that has ended
+                        _ACTIVE.remove(run)
+                    run.log.emit({"phase": "end", "step": summary["step"], "status": status})
+                finally:
+                    writer.release()
+    return run
+
+
+def _start(run: Run, resume_from: Path | None, background: bool, writer: RunWriter | None = None) -> Run:
+    if not background:
+        return execute(run, resume_from, writer)
+
+    def target():
+        with contextlib.suppress(BaseException):  # kept on run.error; run.wait() re-raises
+            execute(run, resume_from, writer)
+
+    run.thread = threading.Thread(target=target, name=f"workbench-{run.name}", daemon=True)
+    run.thread.start()
+    return run
+
+
+# Over 60 lines only through its numpy docstring (the public API's reference): 10 lines of code.
+def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None = None,  # noqa: PLR0913
+          epochs: float | None = None, batch_size: int = 16, lr: float | None = None, precision: str = "auto",
+          device: str = "auto", eval_every: int | None = None, save_every: int | None = None,
+          log_every: int | None = None, run_dir: str | Path | None = None, name: str | None = None,
+          live: str | bool = "auto", background: bool = False, max_length: int = 128, padding: str = "auto",
+          buckets: int = 8, packing: str = "concat", seed: int = 0, compile: bool | None = None, mode: str | None = None,
+          throughput_warmup_steps: int | None = None, report_to: str | list[str] | None = None,
+          callbacks: list | None = None, sample_prompts: list[str] | None = None, sample_every: int | None = None,
+          sample_steps: int = 10, cache_latents: bool = False, **trainer_overrides) -> Run:
+    """Train ``model`` on ``data`` with transformers' Trainer; returns the Run.
+
+    Parameters
+    ----------
+    model : str or ModelSpec
+        ``wb.model(...)`` or a catalog name such as ``"bert-tiny"``.
+    data : str or DataSpec
+        ``wb.dataset(...)`` or a bundled name such as ``"docstrings-topic"``.
+    max_steps, epochs
+        Length of training (default: one epoch).
+    batch_size : int
+        Per-device batch size.
+    lr : float, optional
+        Default 1e-3 for random-init models, 5e-5 for pretrained weights.
+    precision : {"auto", "fp32", "bf16", "fp16"}
+        ``auto`` takes the device's preference (bf16 on Gaudi and recent GPUs, fp32 on CPU).
+    device : str
+        ``auto``, ``hpu``, ``cuda``, ``cpu``.
+    eval_every, save_every, log_every : int, optional
+        Steps between evaluations (default: only at the end), checkpoints and events.
+        Without ``log_every``, about 50 events per run (at most 25 steps apart) and, on
+        one GPU or HPU, none sooner than 0.5 s after the last (reading the loss makes
+        the host wait for the device), but for checkpoints and the last step.
+    run_dir : path, optional
+        Where the run directory is created (default ``./runs``).
+    live : {"auto", True, False} or callable
+        Live progress display; ``auto`` shows the live dashboard where a front end can
+        draw it, a static picture in papermill, a text line in a terminal. A callable
+        ``live(run)`` attaches a display of your own (``run.subscribe(fn)``).
+    background : bool
+        Return at once and train in a thread (``run.stop()``, ``run.wait()``).
+    max_length : int
+        Sequences are truncated to this many tokens.
+    padding : {"auto", "longest", "max_length", "bucketed", "packed"}
+        How batches are shaped. ``bucketed``: sequences grouped into at most ``buckets``
+        length buckets chosen to minimise padding, every batch padded to its bucket and to
+        full size (few static shapes: on Gaudi, few graph compiles). ``packed`` (causal LM):
+        documents concatenated into full ``max_length`` blocks, one shape, no padding
+        (``packing`` says what the blocks mean). ``longest``: each batch
+        padded to its longest row (dynamic shapes). ``max_length``: one static shape,
+        much padding. ``auto``: packed for causal LM, bucketed for classification, else
+        longest (max_length on Gaudi).
+    buckets : int
+        Most distinct sequence lengths with ``padding="bucketed"``.
+    packing : {"concat", "isolated"}
+        With ``padding="packed"``: ``concat`` trains on the documents as one stream
+        (continuous positions, causal attention across documents, SDPA without a mask:
+        GPT-2's recipe, the fastest); ``isolated`` keeps each document its own sequence
+        (positions restart, attention and loss stay inside it, through a block-diagonal mask).
+    compile : bool, optional
+        ``torch.compile`` the model (default: on in HPU eager mode only).
+    mode : {"eager", "lazy", "compile"}, optional
+        Execution mode. ``lazy`` is Gaudi's legacy graph mode (``mark_step``); it is fixed
+        per process, so it must be chosen before anything touches the HPU (else a clear
+        error says to restart the kernel). ``compile`` is eager plus ``torch.compile``.
+    report_to : str or list, optional
+        ``"tensorboard"`` or ``"mlflow"``; nothing by default.
+    cache_latents : bool
+        Text to image: encode every image (the VAE's latent distribution) and caption (the
+        text encoders' embeddings) once, keep them under ``$WORKBENCH_CACHE/latents``, and
+        train the UNet from them without running the VAE encoder or text encoder per step.
+        Reused by any run with the same data, parts, resolution and precision; refused
+        with ``crop="random"`` or ``flip=True``.
+    callbacks : list of transformers.TrainerCallback, optional
+        Extra callbacks for the Trainer (not saved in the run; pass them again to resume).
+    sample_prompts, sample_every, sample_steps
+        Text-to-image runs: every ``sample_every`` steps (default ``eval_every``; always
+        the last step) the prompts are sampled with the run's ``seed`` in ``sample_steps``
+        steps (few: it pauses training) into one grid, a ``samples`` event that the
+        dashboard shows and the saved output keeps. No prompts (the default): no grids.
+    **trainer_overrides
+        Any ``transformers.TrainingArguments`` field (e.g. ``max_grad_norm=1.0``).
+
+    Examples
+    --------
+    >>> import workbench as wb
+    >>> run = wb.train("bert-tiny", "docstrings-topic", max_steps=20, live=False)  # doctest: +SKIP
+    >>> run.status  # doctest: +SKIP
+    'completed'
+    """
+    if "resume_from_checkpoint" in trainer_overrides:
+        raise ValueError("wb.train(resume_from_checkpoint=...) would be ignored: continue a run with wb.Run.open("
+                         "run_dir).resume(), or start from its weights with wb.model(family, size=<model dir>)")
+    options = dict(locals())
+    for key in ("model", "data", "live", "background", "callbacks", "trainer_overrides"):
+        options.pop(key)
+    run = prepare(model, data, **options, **trainer_overrides)
+    run.callbacks = list(callbacks or [])
+    run.dashboard = attach(run, live, background)
+    return _start(run, None, background)
+
+
+def prepare(model: str | ModelSpec, data: str | DataSpec, **options) -> Run:
+    """Check the arguments, create the run directory and its spec.json; train nothing
+    (``runargs.prepare`` checks; ``wb.train`` runs the result here, ``wb.launch`` in torchrun workers)."""
+    return Run(runargs.prepare(model, data, **options))
+
+
+def resume(run: Run, max_steps: int | None = None, *, live: str | bool = "auto", background: bool = False,
+           callbacks: list | None = None, **overrides) -> Run:
+    """Continue ``run`` from its last checkpoint (``Run.resume`` documents the arguments).
+
+    Everything is checked before anything is written: the run's lock (one writer at a
+    time), a checkpoint whose files parse, and the overrides (names and values).
+    """
+    writer = RunWriter(run).claim("resume")
+    try:
+        ckpt = run.last_checkpoint
+        if ckpt is None:
+            raise FileNotFoundError(f"{run.name} has no checkpoint to resume from; start a new run with wb.train(...)")
+        for name, why in run.broken_checkpoints.items():
+            if int(name.split("-")[-1]) > int(ckpt.name.split("-")[-1]):
+                print(f"{name} cannot be resumed from ({why}): resuming from {ckpt.name}", file=sys.stderr)
+        spec = resume_spec(run, ckpt, max_steps, overrides)
+    except BaseException:
+        writer.release()
+        raise
+    writer.respec(spec)
+    run.log.truncate_after(int(ckpt.name.split("-")[-1]))
+    run.callbacks = list(callbacks or [])
+    run.dashboard = attach(run, live, background)
+    return _start(run, ckpt, background, writer)

@@ -1,0 +1,168 @@
+"""``wb.profile``: torch.profiler over a few training steps of the real engine.
+
+The profiler follows the backend table's activities (CPU, plus CUDA or HPU), skips the
+warm-up steps (compilation, allocator growth), and leaves in the run directory a Chrome /
+Perfetto trace (``profile/trace.json``, open it at ui.perfetto.dev or chrome://tracing) and
+TensorBoard profile files (``profile/tensorboard/``, ``tensorboard --logdir`` on it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..backends.registry import backend
+from ..views.progress import native_stderr_without
+
+# What torch's profiler (kineto, c10) prints straight to file descriptor 2 on every profile,
+# whatever KINETO_LOG_LEVEL says: its start and stop markers, and that memory allocated
+# before the profile is freed inside it (always so: the model and optimizer predate it).
+NOISE = re.compile(r"(USDT|STAGE):.*SyncActivityProfilerHandler\.cpp|"
+                   r"Memory block of unknown size was allocated before the profiling started")
+
+
+def _activities(kind: str) -> list:
+    """The torch.profiler activities the backend table names for ``kind`` that this torch
+    build can record; a warning names any it cannot (the trace then lacks device time)."""
+    import warnings
+
+    from torch.profiler import ProfilerActivity, supported_activities
+
+    # Every torch build defines ProfilerActivity.HPU, but kineto records it only where the
+    # bridge registered its profiler (Intel's build); asking for it elsewhere is an error.
+    names = [n.upper() for n in backend(kind).profiler_activities]
+    wanted = [getattr(ProfilerActivity, n) for n in names if hasattr(ProfilerActivity, n)]
+    have = set(supported_activities())
+    missing = [a.name for a in wanted if a not in have]
+    if missing:
+        warnings.warn(f"this torch build cannot record {', '.join(missing)} activity: the profile "
+                      f"holds CPU time only (on Gaudi, use the torch of Intel's container)", stacklevel=3)
+    return [a for a in wanted if a in have]
+
+
+class _ProfileSteps:
+    """A TrainerCallback that runs torch.profiler on a schedule: warm-up, then active steps."""
+
+    def __init__(self, kind: str, warmup: int, steps: int, out: Path):
+        self.kind, self.warmup, self.steps, self.out = kind, warmup, steps, out
+        self.prof = None
+        self.quiet = contextlib.ExitStack()  # the profiler's own lines held back while it records
+
+    def _ready(self, prof) -> None:
+        # A trace can be saved once: save it, then copy it under the name TensorBoard's
+        # profile plugin looks for (<worker>.<time>.pt.trace.json).
+        import os
+        import shutil
+        import socket
+        import time
+
+        prof.export_chrome_trace(str(self.out / "trace.json"))
+        tb = self.out / "tensorboard"
+        tb.mkdir(parents=True, exist_ok=True)
+        worker = f"{socket.gethostname()}_{os.getpid()}"
+        shutil.copy(self.out / "trace.json", tb / f"{worker}.{time.time_ns()}.pt.trace.json")
+
+    def on_train_begin(self, args, state, control, **kw):
+        from torch.profiler import profile, schedule
+
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.prof = profile(activities=_activities(self.kind), record_shapes=True, profile_memory=True,
+                            schedule=schedule(wait=0, warmup=self.warmup, active=self.steps, repeat=1),
+                            on_trace_ready=self._ready)
+        self.quiet.enter_context(native_stderr_without(NOISE.search))
+        self.prof.__enter__()
+
+    def on_step_end(self, args, state, control, **kw):
+        if self.prof is not None:
+            self.prof.step()
+
+    def on_train_end(self, args, state, control, **kw):
+        if self.prof is not None:
+            self.prof.__exit__(None, None, None)
+        self.quiet.close()
+
+
+@dataclass
+class Profile:
+    """What ``wb.profile`` found: the top-ops table and where the traces are."""
+
+    run: Any
+    table: Any  # pandas DataFrame
+    trace: Path
+    tensorboard: Path
+
+    def _repr_html_(self) -> str:
+        head = (f"<div style='font:12px sans-serif'>Chrome/Perfetto trace: <code>{self.trace}</code>; "
+                f"TensorBoard: <code>tensorboard --logdir {self.tensorboard}</code></div>")
+        return head + self.table.to_html(index=False, float_format=lambda v: f"{v:,.3f}")
+
+    def __repr__(self) -> str:
+        return f"Profile({self.run.name}, trace={self.trace})\n{self.table.to_string(index=False)}"
+
+
+def top_ops(prof, n: int = 15, device_kind: str = "cpu"):
+    """The ``n`` ops with the most self time, by op and input shapes (a DataFrame).
+
+    ``self_ms`` is device time where the backend has a device activity. On Gaudi the bridge
+    merges its device events into the exported trace file only (``export_chrome_trace``),
+    not into the profiler's averages, so there ``self_ms`` is likely zero: read the device
+    time in ``profile/trace.json`` (Perfetto) or TensorBoard instead."""
+    import pandas as pd
+
+    rows = []
+    on_device = len(backend(device_kind).profiler_activities) > 1  # a device activity beside the CPU
+    for e in prof.key_averages(group_by_input_shape=True):
+        if e.key.startswith("ProfilerStep"):  # the profiler's own per-step marker, not an op
+            continue
+        self_us = getattr(e, "self_device_time_total", 0) if on_device else e.self_cpu_time_total
+        rows.append({"op": e.key, "self_ms": self_us / 1000, "calls": e.count,
+                     "cpu_total_ms": e.cpu_time_total / 1000,
+                     "input_shapes": str(e.input_shapes)[:120] if e.input_shapes else ""})
+    df = pd.DataFrame(rows, columns=["op", "self_ms", "calls", "cpu_total_ms", "input_shapes"])
+    return df.sort_values("self_ms", ascending=False).head(n).reset_index(drop=True)
+
+
+def profile(model, data, *, steps: int = 5, warmup: int = 2, top: int = 15, **train_args) -> Profile:
+    """Profile ``steps`` training steps after ``warmup`` steps of ``wb.train(model, data)``.
+
+    Parameters
+    ----------
+    model, data
+        As for ``wb.train``.
+    steps, warmup : int
+        Steps recorded, and steps run first and left out of the record.
+    top : int
+        Rows of the top-ops table.
+    **train_args
+        Passed to ``wb.train`` (batch_size, max_length, device, ...).
+    """
+    from ..backends.registry import device as pick_device
+    from .callbacks import as_callback
+    from .engine import train
+
+    if steps < 1 or warmup < 0:
+        raise ValueError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
+    kind = pick_device(train_args.get("device", "auto")).kind
+    train_args.setdefault("live", "auto")
+    train_args.setdefault("name", "profile")
+    steps_cb = _ProfileSteps(kind, warmup, steps, Path("."))
+    callback = as_callback(steps_cb)
+    original = callback.on_train_begin
+
+    def begin(args, state, control, **kw):
+        steps_cb.out = Path(args.output_dir).parent / "profile"  # the run directory
+        return original(args, state, control, **kw)
+
+    callback.on_train_begin = begin
+    try:
+        run = train(model, data, max_steps=warmup + steps, callbacks=[callback], eval_every=None,
+                    **train_args)
+    finally:  # a run that failed mid-way gets its stderr back too
+        steps_cb.quiet.close()
+    prof = steps_cb.prof
+    out = run.path / "profile"
+    return Profile(run=run, table=top_ops(prof, top, kind), trace=out / "trace.json",
+                   tensorboard=out / "tensorboard")

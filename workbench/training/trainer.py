@@ -1,0 +1,214 @@
+"""The Trainer of a run: model, batches, optimizer, arguments and callbacks, from its spec.
+
+Everything here reads the run's spec and the device's backend record and hands the pieces
+to ``transformers.Trainer``; ``engine`` trains with the result.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from ..backends.registry import DeviceInfo
+from ..catalog import ModelSpec
+from ..data import DataSpec
+from ..rundir.run import STOP_FILE, RunDir
+from . import recipe
+from .attention import causal_sdpa, quiet_missing_mask_warning, without_cache
+from .callbacks import DistStop, Events, MarkStep, Samples, as_callback, use_batch_sampler
+
+
+def _model(mspec: ModelSpec, dspec: DataSpec, run: RunDir, precision: str):
+    """The model and tokenizer of a run (LoRA-wrapped; diffusion: the denoising module;
+    text_to_image: the text-conditioned objective and the model's ``Captions``)."""
+    if mspec.task == "text_to_image":
+        from ..diffusion.texttoimage import from_spec
+
+        model = from_spec(mspec, precision)
+        return model, model.captions
+    model, tok = mspec.build(num_labels=dspec.num_labels)
+    if mspec.lora is not None:
+        base = run.path / "base"
+        if not mspec.is_pretrained:  # adapters alone cannot rebuild a random base: keep it
+            if (base / "config.json").exists():
+                from .checkpoint import load_base
+
+                model = load_base(mspec, base)
+            else:
+                model.save_pretrained(str(base))
+        model = mspec.wrap_lora(model)
+    if mspec.task == "diffusion":
+        from ..diffusion.denoising import DiffusionModel
+
+        model = DiffusionModel(model)
+    return model, tok
+
+
+def _batches(a: dict, task: str, prepared, tok, model):
+    """(data, collator, batch sampler or None, keys to drop, attention restore or None)."""
+    from . import batching
+
+    padding = a.get("padding", "longest")
+    if padding == "packed":  # causal LM: documents in full blocks, one static shape
+        packing = a.get("packing", "concat")
+        prepared = batching.pack(prepared, a["max_length"], tok.eos_token_id, packing=packing)
+        inner = batching.BucketCollator(tok, [a["max_length"]], a["batch_size"], task=task)
+        quiet_missing_mask_warning()
+        if packing == "isolated":
+            # No mask, positions restarting at each document, no KV cache: transformers then
+            # builds a block-diagonal causal mask from the positions (masking_utils'
+            # find_packed_sequence_indices), so attention stays inside each document.
+            return prepared, inner, None, ("attention_mask",), without_cache(model)
+        # concat: rows are right-padded and attention is causal, so the mask (ones, but for
+        # dummy rows whose labels are -100) changes no loss; without it and without
+        # position_ids SDPA is told to be causal instead of being handed a mask tensor.
+        return prepared, inner, None, ("attention_mask", "position_ids"), causal_sdpa(model)
+    if padding == "bucketed":  # at most k static shapes (on Gaudi: at most k graph compiles)
+        from .shapes import BucketBatchSampler, buckets, lengths_of
+
+        rank, size = recipe.world()
+        lengths = lengths_of(prepared["train"])
+        bounds = buckets(lengths, k=a.get("buckets", 8), max_length=a["max_length"], batch_size=a["batch_size"])
+        if bounds[-1] < a["max_length"]:  # eval rows may be longer than every training row
+            bounds.append(a["max_length"])
+        inner = batching.BucketCollator(tok, bounds, a["batch_size"], task=task)
+        sampler = BucketBatchSampler(lengths, bounds, a["batch_size"], seed=a["seed"], num_replicas=size, rank=rank)
+        return prepared, inner, sampler, (), None
+    return prepared, batching.collator(task, tok, model, padding, a["max_length"]), None, (), None
+
+
+def _images(model, dspec: DataSpec, prepared, device: DeviceInfo, a: dict):
+    """(data, collator) of a text-to-image run: images and caption ids (one resolution, fixed
+    caption length: static shapes), or with ``cache_latents`` their cached encodings."""
+    if a.get("cache_latents"):
+        from ..diffusion.latentcache import cached, collate
+
+        splits, _ = cached(model, dspec, prepared, device, device.resolve_precision(a["precision"]))
+        return splits, collate
+    from ..diffusion.images import Augment
+
+    return prepared, Augment(model.captions.resolution, dspec.crop, dspec.flip)
+
+
+def _optim(device: DeviceInfo) -> str:
+    """The TrainingArguments ``optim`` for ``device`` (the hpex optimizer is no transformers name)."""
+    return "adamw_torch" if device.backend.optimizer == "hpex_fused_adamw" else device.backend.optimizer
+
+
+def fused_optimizer(device: DeviceInfo, args):
+    """The Trainer's ``optimizer_cls_and_kwargs`` for the backend's fused AdamW; None for ``optim``."""
+    # The Trainer builds it, after moving the model to the device, from its own decay /
+    # no-decay groups, with betas and eps from the TrainingArguments. Not under DeepSpeed:
+    # ZeRO wraps the Trainer's own optimizer and clips with gradient_clipping (docs/gaudi.md).
+    if device.backend.optimizer != "hpex_fused_adamw" or getattr(args, "deepspeed", None):
+        return None
+    from ..backends._bridge import fused_adamw
+
+    return fused_adamw(), {"lr": args.learning_rate, "betas": (args.adam_beta1, args.adam_beta2),
+                           "eps": args.adam_epsilon}  # not the bridge's eps default (1e-6)
+
+
+def _room_for_shapes(inner) -> None:
+    """Raise dynamo's recompile limit to a graph per static shape, training and eval, + 2."""
+    # Past the limit (8 by default) dynamo runs the model uncompiled: slow on Gaudi.
+    import torch._dynamo
+
+    shapes = len(getattr(inner, "boundaries", ())) or 1  # bucketed / packed: the boundaries
+    config = torch._dynamo.config
+    # torch 2.7 renamed cache_size_limit to recompile_limit (the old name stays an alias);
+    # Intel's Gaudi containers may ship an older torch
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    setattr(config, name, max(getattr(config, name), 2 * shapes + 2))
+
+
+def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callbacks: list = ()):
+    """(trainer, events callback, attention restore or None) for ``run``'s spec on ``device``.
+
+    ``stop`` is the run's stop flag (set: stop after this step with a checkpoint);
+    ``extra_callbacks`` are the caller's own TrainerCallbacks.
+    """
+    import transformers
+
+    spec = run.spec
+    mspec, dspec, a = ModelSpec.from_dict(spec["model"]), DataSpec.from_dict(spec["data"]), spec["args"]
+    transformers.set_seed(a["seed"])
+    model, tok = _model(mspec, dspec, run, device.resolve_precision(a["precision"]))
+    prepared, inner, sampler, drop, restore = _batches(a, mspec.task, dspec.prepare(tok, max_length=a["max_length"]),
+                                                       tok, model)
+    if mspec.task == "text_to_image":
+        prepared, inner = _images(model, dspec, prepared, device, a)
+    from .batching import CountingCollator
+
+    counter = CountingCollator(inner, model, drop=drop)
+    targs = recipe.training_arguments(a, device, mspec.task, run.path, _optim(device))
+    if targs["torch_compile"]:
+        _room_for_shapes(inner)
+    args = transformers.TrainingArguments(**targs)
+    # Gradient clipping stays the Trainer's (max_grad_norm): transformers computes the norm at
+    # every optimizer step anyway, to log it, so a fused clip on top would compute it twice.
+    rank, size = recipe.world()
+    events = as_callback(Events(run.log, stop, mspec.task, device, counter, a["batch_size"],
+                                a["throughput_warmup_steps"], size,
+                                min_interval=recipe.log_interval(a, device, size),
+                                stop_file=run.path / STOP_FILE if size == 1 else None))
+    callbacks = [events]
+    if size > 1:
+        callbacks.insert(0, as_callback(DistStop(stop, run.path / STOP_FILE, a["log_every"])))
+    if a.get("sample_prompts") and rank == 0:  # sample grids: the main process only
+        callbacks.append(as_callback(Samples(run.log, a["sample_prompts"], a.get("sample_every"),
+                                             a.get("sample_steps") or 10, a["seed"], device, exclude=events.exclude)))
+    if device.mode == "lazy":  # Gaudi's legacy graph mode (other backends have no mode)
+        callbacks.append(as_callback(MarkStep(device)))
+    trainer = transformers.Trainer(
+        model=model, args=args, train_dataset=prepared["train"], eval_dataset=prepared["eval"],
+        data_collator=counter, processing_class=tok if mspec.task not in ("diffusion", "text_to_image") else None,
+        callbacks=callbacks + list(extra_callbacks), optimizer_cls_and_kwargs=fused_optimizer(device, args),
+        compute_metrics=recipe.accuracy if mspec.task == "classification" else None,
+    )
+    trainer.remove_callback(transformers.PrinterCallback)  # events replace its printed dicts
+    if sampler is not None:
+        use_batch_sampler(trainer, sampler)
+    run.hold(model, tok)
+    return trainer, events, restore
+
+
+def outcome(run: RunDir, stop: threading.Event, events: Events, status: str) -> tuple[str, str | None]:
+    """The final status and error after ``trainer.train`` returned."""
+    if events.nan_step is not None:
+        lr = run.spec["args"]["lr"]
+        error = (f"the loss became {events.last.get('loss')} at step {events.nan_step}; training stopped and "
+                 f"the last good checkpoint was kept. Likely fixes: a lower learning rate "
+                 f"(lr={lr / 10:g}), precision='bf16' instead of 'fp16', or gradient "
+                 f"clipping (max_grad_norm=1.0).")
+        print(error, file=sys.stderr, flush=True)
+        return "failed", error
+    if status == "completed" and stop.is_set():
+        return "stopped", None
+    return status, None
+
+
+def summary(run: RunDir, trainer, device: DeviceInfo, events: Events | None, status: str, error, tb,
+            wall: float) -> dict:
+    """The end of a run's summary: status, steps, time, memory, loss, throughput."""
+    state = trainer.state if trainer is not None else None
+    mem = device.memory()
+    summary = {"status": status, "error": error, "traceback": tb,
+               "step": state.global_step if state else 0,
+               "max_steps": state.max_steps if state else run.spec["args"]["max_steps"],
+               "wall_time_s": wall, "mem_peak": mem["peak"], "mem_total": mem["total"],
+               "checkpoint": str(run.last_checkpoint) if run.last_checkpoint else None}
+    if events is not None:
+        summary.update({"train_loss": events.last.get("loss"), "eval": events.eval, **events.throughput(),
+                        "compiles": events.last.get("compiles"), "dynamo_graphs": events.last.get("dynamo_graphs")})
+    if getattr(getattr(trainer, "model", None), "latent_cache", None):  # text to image with cache_latents
+        summary["latent_cache"] = trainer.model.latent_cache
+    return summary
+
+
+def error_text(e: BaseException, device: DeviceInfo) -> str:
+    """A run's error for its summary; out-of-memory errors name the cheapest fixes."""
+    text = f"{type(e).__name__}: {e}"
+    if device.backend.oom_marker in str(e):  # the backend table knows each device's OOM text
+        text += (f" -- out of {device.kind} memory: wb.plan_memory(...) names the cheapest fix "
+                 f"(a smaller batch_size, gradient_checkpointing=True, precision='bf16')")
+    return text

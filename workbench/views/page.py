@@ -1,0 +1,88 @@
+"""What a run's output becomes once the run ends: a chart that needs no kernel.
+
+A live widget's output shows "Error displaying widget: model not found" once its kernel is
+gone (JupyterLab after a restart, VS Code, GitHub), and front ends show the widget view
+rather than the picture stored beside it. So at its end a run's output is replaced by this
+one, which holds no widget view:
+
+- ``text/html``: the static picture and the figures table (the fallback), the view's state
+  as JSON, and the dashboard's own script (``assets/build/page.js``, the same view the live
+  widget runs). Where a front end runs an output's scripts (a trusted notebook in
+  JupyterLab, nbconvert's HTML), the script replaces the fallback with the
+  interactive chart: hover, zoom, smoothing, the summary. Where it does not (GitHub,
+  nbviewer, an untrusted notebook, a sanitizer), the picture and the table are what shows.
+- ``image/png``: the picture again, for front ends that prefer it to HTML.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .chart import RUN_COLOURS, history, panels_for, render_png, render_table, sample_grids
+
+BUILD = Path(__file__).resolve().parents[1] / "assets" / "build"
+
+
+def asset(name: str) -> Path:
+    """A file of the built dashboard (``dashboard.js``, ``page.js``), or why it is missing."""
+    path = BUILD / name
+    if not path.exists():
+        raise FileNotFoundError(
+            f"the dashboard's JavaScript is not built ({path} is missing): in a clone run `make lab` "
+            "or `cd js && npm ci && npm run build` (needs Node.js 18+); installed wheels ship it built")
+    return path
+
+
+@lru_cache(maxsize=1)
+def _page_script() -> str:
+    # an inline <script> ends at the first "</script": escape any in the bundle's strings
+    import re
+
+    return re.sub(r"</(script)", r"<\\/\1", asset("page.js").read_text(), flags=re.I)
+
+
+def finite_json(value: Any) -> Any:
+    """JSON without NaN or infinity (JSON.parse refuses them): those become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    return value
+
+
+def view_state(runs: dict[str, list[dict]], summaries: dict[str, dict], *, title: str, status: str,
+               current: str = "", max_steps: int = 0, warmup_steps: int = 0, device: str = "",
+               mem_total: float = 0.0) -> dict[str, Any]:
+    """The state the view draws from: what the live widget's traits hold at a run's end."""
+    from .chart import eval_metrics
+
+    metrics = sorted({m for events in runs.values() for m in eval_metrics(events)})
+    return {"title": title, "current": current, "status": status, "max_steps": max_steps,
+            "warmup_steps": warmup_steps, "device": device, "mem_total": mem_total, "stoppable": False,
+            "log_scale": True, "blocking": False, "kernel_id": "", "panels": panels_for(metrics),
+            "run_colours": RUN_COLOURS, "history": {n: history(e) for n, e in runs.items()},
+            "samples": {n: g for n, g in ((n, sample_grids(e)) for n, e in runs.items()) if g},
+            "summary": summaries.get(current, {}) if current else {}}
+
+
+def saved_output(runs: dict[str, list[dict]], summaries: dict[str, dict], state: dict[str, Any],
+                 heading: str = "") -> dict[str, Any]:
+    """The mime bundle of a finished run (or a comparison): no widget view, see the module doc."""
+    mem_total = float(state.get("mem_total") or 0)
+    png = base64.b64encode(render_png(runs, mem_total, int(state.get("warmup_steps") or 0))).decode()
+    fallback = (f"<div><b>{html.escape(heading)}</b></div>" if heading else "") + \
+        f"<img src='data:image/png;base64,{png}' style='max-width:100%'/>" + render_table(summaries)
+    data = json.dumps(finite_json(state), separators=(",", ":")).replace("</", "<\\/")
+    page = (f"<div class='wb-saved'><div class='wb-fallback'>{fallback}</div>"
+            f"<script type='application/json' class='wb-state'>{data}</script>"
+            f"<script>{_page_script()}</script></div>")
+    status = state.get("status", "")
+    return {"text/plain": f"{heading or state.get('title', '')}: {status}", "text/html": page, "image/png": png}
