@@ -20,14 +20,15 @@ PACKAGE = Path(__file__).resolve().parent.parent / "workbench"
 # (``training.engine``); ``server`` and ``bench`` are placed whole. A new module goes into
 # one of them (the test says so).
 LAYERS = [
-    {"backends.registry", "backends.chips", "backends._bridge", "backends.monitor", "bundled",
+    {"backends.registry", "backends.record", "backends.hpu", "backends.cuda", "backends.cpu",
+     "backends.chips", "backends.torchrun", "backends._bridge", "backends.monitor", "bundled",
      "views.progress", "nbrecord", "training.interrupts", "families", "rundir.lock",
      "planning.references", "hub", "diffusion.pipeline"},
     {"catalog", "data", "training.shapes", "training.batching", "planning.memory",
      "planning.footprint", "training.recipe", "diffusion.denoising", "training.attention",
      "training.checkpoint", "scaleout.launchfiles", "planning.flops", "diffusion.images",
-     "diffusion.texttoimage", "diffusion.latentcache"},
-    {"rundir.run", "training.runargs", "views.dashboard", "rundir.writer", "views.chart",
+     "diffusion.texttoimage", "diffusion.latentcache", "training.runargs"},
+    {"rundir.run", "training.preparation", "views.dashboard", "rundir.writer", "views.chart",
      "views.page", "planning.planner", "planning.trainingplan"},
     {"training.callbacks", "training.trainer"},
     {"training.engine"},
