@@ -20,6 +20,16 @@ def version(dist: str) -> str | None:
         return None
 
 
+def library_versions() -> dict[str, str | None]:
+    """The versions a run records and a bug report needs, read one way: the workbench's own
+    (``workbench.__version__``), torch, transformers, accelerate, datasets, the Habana bridge."""
+    from .. import __version__
+
+    return {"workbench": __version__, "torch": version("torch"),
+            "transformers": version("transformers"), "accelerate": version("accelerate"),
+            "datasets": version("datasets"), "habana_frameworks": version("habana-torch-plugin")}
+
+
 def noop(*_a: Any) -> None:
     """What a backend does where another one has work to do (``mark_step`` off lazy mode)."""
     return None

@@ -11,16 +11,16 @@ Habana bridge lives in ``_bridge``.
 
 from __future__ import annotations
 
-import html
 import os
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .. import markup
 from . import _bridge, cpu, cuda, hpu, monitor
 from .chips import CHIPS, Chip, match
 from .monitor import Unavailable
-from .record import Backend, version
+from .record import Backend, library_versions
 
 ORDER = ("hpu", "cuda", "cpu")
 ENV_DEVICE = "WORKBENCH_DEVICE"
@@ -188,13 +188,8 @@ class DeviceInfo:
         return "DeviceInfo(" + ", ".join(f"{k}={v}" for k, v in self._rows()) + ")"
 
     def _repr_html_(self) -> str:
-        cells = "".join(f"<tr><td style='padding:1px 8px;color:#666'>{html.escape(k)}</td>"
-                        f"<td style='padding:1px 8px'><b>{html.escape(str(v))}</b></td></tr>" for k, v in self._rows())
-        colour = "#2e7d32" if self.available else "#9e9e9e"
-        return (f"<div style='display:inline-block;border:1px solid #ddd;border-left:4px solid "
-                f"{colour};border-radius:4px;padding:4px 6px;font:12px sans-serif'>"
-                f"<div style='font-weight:bold;margin:2px 8px'>{html.escape(self.backend.title)}</div>"
-                f"<table style='border-collapse:collapse'>{cells}</table></div>")
+        return markup.card(self.backend.title, markup.key_values(self._rows(), bold=True, font=False),
+                           markup.GREEN if self.available else markup.GREY)
 
 
 def _parse(spec: str) -> tuple[str, int]:
@@ -207,8 +202,9 @@ def _parse(spec: str) -> tuple[str, int]:
 
 def _info(kind: str, index: int = 0) -> DeviceInfo:
     b = BACKENDS[kind]
-    versions = {"torch": version("torch"), "transformers": version("transformers"),
-                "habana_frameworks": version("habana-torch-plugin"), **b.versions()}
+    libraries = library_versions()
+    versions = {**{k: libraries[k] for k in ("torch", "transformers", "habana_frameworks")},
+                **b.versions()}
     if not b.available():
         return DeviceInfo(kind=kind, available=False, dist_backend=b.dist_backend,
                           mode=b.mode(), versions=versions)

@@ -20,15 +20,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..backends.record import version
+from .. import __version__, markup
+from ..backends.record import library_versions
 from ..backends.registry import DeviceInfo, backend, fmt_bytes
 from ..rundir.run import now, write_json
 
 STATUSES = ("pass", "fail", "skip")
 DROP = 0.02  # the loss "falls" when its last quarter averages this much below its first
 REPORT_IT = "if it persists, attach report.md and the run directory named above to an issue"
-COLOURS = {"pass": "#2e7d32", "fail": "#c62828", "skip": "#757575"}
+COLOURS = {"pass": markup.GREEN, "fail": markup.RED, "skip": markup.GREY}
 
 
 @dataclass
@@ -67,9 +67,9 @@ def skipped(name: str, reason: str, **data) -> Check:
 # --------------------------------------------------------------------------- versions
 def versions(dev: DeviceInfo | None) -> dict[str, str | None]:
     """The versions a bug report needs: libraries, the Habana bridge, the device's driver."""
-    bridge = (dev.versions.get("habana_frameworks") if dev else None) or version("habana-torch-plugin")
-    found = {"workbench": __version__, "torch": version("torch"), "transformers": version("transformers"),
-             "accelerate": version("accelerate"), "datasets": version("datasets"), "habana_frameworks": bridge}
+    found = library_versions()
+    found["habana_frameworks"] = (dev.versions.get("habana_frameworks") if dev else None) or found[
+        "habana_frameworks"]
     found["driver"], found["driver_source"] = (backend(dev.kind).driver_version() if dev
                                                else (None, "no device"))
     return found
@@ -269,19 +269,19 @@ class Diagnosis:
         return json_path, md_path
 
     def _repr_html_(self) -> str:
-        def row(c: Check) -> str:
+        def row(c: Check) -> list:
             chip = (f"<span style='background:{COLOURS[c.status]};color:white;border-radius:3px;"
                     f"padding:0 5px;font-weight:bold'>{c.status}</span>")
-            fix = (f"<div style='color:{COLOURS['fail']}'>fix: {html.escape(c.fix)}</div>" if c.fix else "")
-            return (f"<tr><td style='padding:2px 8px;white-space:nowrap'><code>{html.escape(c.name)}</code></td>"
-                    f"<td style='padding:2px 8px'>{chip}</td><td style='padding:2px 8px;text-align:right'>"
-                    f"{f'{c.seconds:.1f}&nbsp;s' if c.seconds >= 0.05 else ''}</td><td style='padding:2px 8px;text-align:left'>"
-                    f"{html.escape(c.detail)}{fix}</td></tr>")
+            fix = (f"<div style='color:{COLOURS['fail']}'>fix: {html.escape(c.fix)}</div>"
+                   if c.fix else "")
+            took = f"{c.seconds:.1f}&nbsp;s" if c.seconds >= 0.05 else ""
+            return [markup.Html(f"<code>{html.escape(c.name)}</code>"), markup.Html(chip),
+                    markup.Html(took), markup.Html(html.escape(c.detail) + fix)]
 
         border = COLOURS["pass" if self.ok else "fail"]
-        return (f"<div style='border-left:4px solid {border};padding:4px 8px;font:12px sans-serif'>"
+        checks = markup.table([row(c) for c in self.checks], ("check", "status", "time", "detail"),
+                              styles=("white-space:nowrap", "", "text-align:right"), font=False)
+        return (f"<div style='border-left:4px solid {border};padding:4px 8px;{markup.FONT}'>"
                 f"<div style='font-weight:bold;margin-bottom:4px'>{html.escape(self.headline())}</div>"
-                f"<table style='border-collapse:collapse'><tr><th style='text-align:left;padding:2px 8px'>check</th>"
-                f"<th>status</th><th>time</th><th style='text-align:left;padding:2px 8px'>detail</th></tr>"
-                f"{''.join(row(c) for c in self.checks)}</table>"
-                f"<div style='margin-top:4px;color:#555'>{html.escape(self.summary_line())}</div></div>")
+                f"{checks}<div style='margin-top:4px;color:#555'>"
+                f"{html.escape(self.summary_line())}</div></div>")

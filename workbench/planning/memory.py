@@ -20,6 +20,7 @@ import html
 import math
 from dataclasses import dataclass, field, replace
 
+from .. import markup
 from ..backends.chips import CHIPS, GiB
 from ..backends.registry import PRECISIONS, chip
 from ..catalog import ModelSpec
@@ -225,20 +226,18 @@ class MemoryPlan:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        td = "<td style='padding:1px 8px;{}'>{}</td>"
-        comp = "".join(f"<tr>{td.format('color:#666', html.escape(k))}{td.format('text-align:right', _fmt(v))}</tr>"
-                       for k, v in self._rows())
-        df = self.table()
-        head = "".join(td.format("font-weight:bold", c) for c in ("device", "memory", "needs", "fits", "suggestion"))
-        devs = "".join(
-            "<tr>" + td.format("", html.escape(f"{r.device} ({r.name})" if r.device == "detected" else r.device))
-            + td.format("text-align:right", f"{r.memory_gib:g} GiB") + td.format("text-align:right", f"{r.needs_gib:g} GiB")
-            + td.format(f"color:{'#2e7d32' if r.fits else '#c62828'}", "yes" if r.fits else "no")
-            + td.format("", html.escape(r.suggestion)) + "</tr>" for r in df.itertuples())
-        return (f"<div style='font:12px sans-serif'><div style='font-weight:bold;margin:2px 8px'>"
-                f"{html.escape(self._title())}</div><div style='display:flex;gap:16px;align-items:flex-start'>"
-                f"<table style='border-collapse:collapse'>{comp}</table>"
-                f"<table style='border-collapse:collapse'><tr>{head}</tr>{devs}</table></div></div>")
+        right = "text-align:right"
+        comp = markup.table([(k, _fmt(v)) for k, v in self._rows()],
+                            styles=(f"color:{markup.LABEL}", right), font=False)
+        devs = markup.table(
+            [(f"{r.device} ({r.name})" if r.device == "detected" else r.device,
+              f"{r.memory_gib:g} GiB", f"{r.needs_gib:g} GiB",
+              ("yes" if r.fits else "no", f"color:{markup.GREEN if r.fits else markup.RED}"),
+              r.suggestion) for r in self.table().itertuples()],
+            ("device", "memory", "needs", "fits", "suggestion"), styles=("", right, right), font=False)
+        return (f"<div style='{markup.FONT}'><div style='font-weight:bold;margin:2px 8px'>"
+                f"{html.escape(self._title())}</div>"
+                f"<div style='display:flex;gap:16px;align-items:flex-start'>{comp}{devs}</div></div>")
 
 
 def _positive(name: str, value) -> int:

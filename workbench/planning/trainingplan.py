@@ -10,11 +10,13 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import markup
+
 COLUMNS = ["device", "name", "fits_one", "devices", "strategy", "memory_gib", "precision", "mfu", "mfu_from",
            "tokens_per_s_device", "tokens_per_s", "hours", "usd_per_device_hour", "cost_usd",
            "usd_per_million_tokens", "note"]
-KINDS = {"your mfu": "#6a1b9a", "your runs": "#2e7d32", "measured by this project": "#00838f",
-         "published": "#1565c0", "default": "#9e9e9e"}
+KINDS = {"your mfu": "#6a1b9a", "your runs": markup.GREEN, "measured by this project": "#00838f",
+         "published": "#1565c0", "default": markup.GREY}
 
 
 def fmt_hours(h: float | None) -> str:
@@ -133,22 +135,19 @@ class TrainingPlan:
         return "".join(out) + "</svg>"
 
     def _repr_html_(self) -> str:
-        td = "<td style='padding:1px 8px;{}'>{}</td>"
         heads = ("device", "fits one", "devices, strategy", "tokens/s", "time", "cost", "$/M tokens", "MFU", "from")
         body, notes = [], []
         for r in self.rows:
-            colour = KINDS.get(r.get("mfu_from"), "#666")
+            colour = KINDS.get(r.get("mfu_from"), markup.LABEL)
             mfu = f"{r['mfu']:.1%}" if r.get("mfu") is not None else "-"
             cells = [r["device"], "yes" if r["fits_one"] else "no", r.get("strategy") or "-",
                      _num(r.get("tokens_per_s")), fmt_hours(r.get("hours")), fmt_money(r.get("cost_usd")),
                      fmt_money(r.get("usd_per_million_tokens")), mfu, r.get("mfu_from") or r.get("note", "")]
-            body.append("<tr>" + "".join(td.format(f"color:{colour}" if i == 8 else "", html.escape(str(c)))
-                                         for i, c in enumerate(cells)) + "</tr>")
+            body.append([*cells[:8], (cells[8], f"color:{colour}")])
             notes += [f"<li><b>{html.escape(r['device'])}</b> {html.escape(k)}: {html.escape(v)}</li>"
                       for k, v in r["sources"].items() if k in ("mfu", "price", "scaling")]
         svg = base64.b64encode(self.svg().encode()).decode()
-        head = "".join(td.format("font-weight:bold", h) for h in heads)
-        return (f"<div style='font:12px sans-serif'><div style='font-weight:bold;margin:2px 8px'>"
+        return (f"<div style='{markup.FONT}'><div style='font-weight:bold;margin:2px 8px'>"
                 f"{html.escape(self._title())}</div><img src='data:image/svg+xml;base64,{svg}'/>"
-                f"<table style='border-collapse:collapse'><tr>{head}</tr>{''.join(body)}</table>"
+                f"{markup.table(body, heads, font=False)}"
                 f"<details><summary>sources</summary><ul>{''.join(notes)}</ul></details></div>")

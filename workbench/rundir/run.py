@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from .. import markup
 from .lock import WriterLock
 
 DEFAULT_ROOT = "runs"
@@ -310,16 +311,23 @@ class RunDir:
         s = self.summary
         return f"Run({self.name}, status={self.status}, step={self.step}/{s.get('max_steps', '?')})"
 
-    def _repr_html_(self) -> str:
-        import html
+    def row(self) -> dict[str, Any]:
+        """The run in one row, as ``runs()`` and ``compare()`` show it (eval metrics too)."""
+        s = self.summary
+        return {"run": self.name, "status": self.status,
+                "model": self.spec["model"]["family"] + "-" + self.spec["model"]["size"],
+                "data": self.spec["data"]["source"], "step": self.step,
+                "train_loss": s.get("train_loss"), "samples_per_s": s.get("samples_per_s"),
+                "tokens_per_s": s.get("tokens_per_s"), "peak_memory": s.get("mem_peak"),
+                "device": (s.get("device") or {}).get("kind"), "wall_time_s": s.get("wall_time_s"),
+                "path": str(self.path), **(s.get("eval") or {})}
 
+    def _repr_html_(self) -> str:
         s = self.summary
         rows = {"run": self.name, "status": self.status, "step": f"{self.step}/{s.get('max_steps', '?')}",
                 "train loss": s.get("train_loss"), "eval": s.get("eval"), "tokens/s": s.get("tokens_per_s"),
                 "wall time (s)": s.get("wall_time_s"), "path": str(self.path)}
-        cells = "".join(f"<tr><td style='color:#666;padding:0 8px'>{html.escape(k)}</td>"
-                        f"<td style='padding:0 8px'>{html.escape(_fmt(v))}</td></tr>" for k, v in rows.items())
-        return f"<table style='font:12px sans-serif'>{cells}</table>"
+        return markup.key_values((k, _fmt(v)) for k, v in rows.items())
 
 
 def _fmt(v: Any) -> str:
@@ -335,16 +343,10 @@ def runs(root: str | Path | None = None):
     import pandas as pd
 
     root = Path(root or os.environ.get("WORKBENCH_RUNS", DEFAULT_ROOT))
-    rows = []
-    for path in sorted(root.glob("*/spec.json"), reverse=True):
-        run = RunDir(path.parent)
-        s = run.summary
-        rows.append({"run": run.name, "status": run.status, "model": run.spec["model"]["family"] + "-" + run.spec["model"]["size"],
-                     "data": run.spec["data"]["source"], "step": run.step, "train_loss": s.get("train_loss"),
-                     "tokens_per_s": s.get("tokens_per_s"), "device": (s.get("device") or {}).get("kind"),
-                     "wall_time_s": s.get("wall_time_s"), "path": str(run.path)})
-    return pd.DataFrame(rows, columns=["run", "status", "model", "data", "step", "train_loss",
-                                       "tokens_per_s", "device", "wall_time_s", "path"])
+    columns = ["run", "status", "model", "data", "step", "train_loss", "tokens_per_s", "device",
+               "wall_time_s", "path"]
+    rows = [RunDir(path.parent).row() for path in sorted(root.glob("*/spec.json"), reverse=True)]
+    return pd.DataFrame([{k: r[k] for k in columns} for r in rows], columns=columns)
 
 
 def compare(*runs_: RunDir | str | Path):
@@ -362,14 +364,9 @@ def compare(*runs_: RunDir | str | Path):
     for r in runs_:
         run = r if isinstance(r, RunDir) else RunDir.open(r)
         opened.append(run)
-        s = run.summary
-        row = {"model": run.spec["model"]["family"] + "-" + run.spec["model"]["size"],
-               "data": run.spec["data"]["source"], "status": run.status, "steps": run.step,
-               "train_loss": s.get("train_loss"), "samples_per_s": s.get("samples_per_s"),
-               "tokens_per_s": s.get("tokens_per_s"), "peak_memory": s.get("mem_peak"),
-               "wall_time_s": s.get("wall_time_s"), "device": (s.get("device") or {}).get("kind")}
-        for k, v in (s.get("eval") or {}).items():
-            row[k] = v
+        row = run.row()
+        row = {"model": row.pop("model"), "data": row.pop("data"), "status": row.pop("status"),
+               "steps": row.pop("step"), **{k: v for k, v in row.items() if k not in ("run", "path")}}
         key, i = run.name, 2
         while key in cols:  # the same run twice still gets two columns
             key, i = f"{run.name} #{i}", i + 1

@@ -16,7 +16,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from ..backends.record import version
+from ..backends.record import library_versions
 from .lock import WriterLock
 from .run import STOP_FILE, RunDir, now, write_json
 
@@ -73,9 +73,7 @@ class RunWriter:
         """``begin`` for a run on ``device`` with ``size`` ranks; resets the device's peak memory."""
         device.reset_peak_memory()  # else a second run in this process reports the first one's peak
         self.begin({"device": device.to_dict(), "max_steps": self.run.spec["args"]["max_steps"],
-                    "world_size": size, "versions": {**device.versions, "datasets": version("datasets"),
-                                                     "accelerate": version("accelerate"),
-                                                     "workbench": version("gaudi-workbench")}})
+                    "world_size": size, "versions": {**library_versions(), **device.versions}})
 
     def end(self, update: dict[str, Any]) -> None:
         """The final summary. On a full disk the reserve makes room for it first, and the

@@ -11,10 +11,11 @@ the last one.
 from __future__ import annotations
 
 import base64
-import html
 import io
 import textwrap
 from typing import Any
+
+from .. import markup
 
 HISTORY_POINTS = 2000  # per series in the history set at the end
 SAVED_GRIDS = 8  # sample grids a saved view keeps, evenly spaced, the last always
@@ -284,16 +285,13 @@ def render_table(summaries: dict[str, dict]) -> str:
     keys = [("status", "status"), ("step", "step"), ("train_loss", "train loss"), ("eval", "eval"),
             ("tokens_per_s", "tokens/s"), ("samples_per_s", "samples/s"), ("mem_peak", "peak memory"),
             ("wall_time_s", "wall time (s)"), ("error", "error")]
-    head = "".join(f"<th style='padding:2px 8px;text-align:left'>{html.escape(n)}</th>" for n in summaries)
     rows = []
     for key, label in keys:
         vals = [s.get(key) for s in summaries.values()]
         if all(v in (None, {}, "") for v in vals):
             continue
-        cells = "".join(f"<td style='padding:2px 8px'>{html.escape(_fmt(key, v))}</td>" for v in vals)
-        rows.append(f"<tr><td style='padding:2px 8px;color:#666'>{html.escape(label)}</td>{cells}</tr>")
-    return (f"<table style='font:12px sans-serif;border-collapse:collapse'><tr><th></th>{head}</tr>"
-            + "".join(rows) + "</table>")
+        rows.append([label, *(_fmt(key, v) for v in vals)])
+    return markup.table(rows, ["", *summaries], styles=(f"color:{markup.LABEL}",))
 
 
 def _fmt(key: str, v: Any) -> str:

@@ -12,7 +12,9 @@ from typing import Any
 
 import ipywidgets as w
 
-GREEN, RED = "#2e7d32", "#c62828"
+from .. import markup
+
+GREEN, RED = markup.GREEN, markup.RED
 
 
 def control_style() -> dict[str, Any]:
@@ -40,14 +42,8 @@ def human_count(n: float) -> str:
 
 def html_table(header: list[str], rows: list[list[str]]) -> str:
     """A small HTML table; cells are escaped here, except those already wrapped as (html,)."""
-    td = "<td style='padding:1px 8px'>{}</td>"
-
-    def cell(c):
-        return td.format(c[0] if isinstance(c, tuple) else html.escape(str(c)))
-
-    head = "".join(f"<th style='padding:1px 8px;text-align:left'>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(cell(c) for c in row) + "</tr>" for row in rows)
-    return f"<table style='border-collapse:collapse;font:12px sans-serif'><tr>{head}</tr>{body}</table>"
+    return markup.table([[markup.Html(c[0]) if isinstance(c, tuple) else c for c in row]
+                         for row in rows], header)
 
 
 def histogram_png(lengths, max_length: int) -> bytes:
