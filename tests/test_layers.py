@@ -24,7 +24,7 @@ LAYERS = [
     {"backends.registry", "backends.record", "backends.hpu", "backends.cuda", "backends.cpu",
      "backends.chips", "backends.torchrun", "backends._bridge", "backends.monitor", "bundled",
      "views.progress", "nbrecord", "training.interrupts", "families", "rundir.lock",
-     "planning.references", "hub", "diffusion.pipeline", "markup"},
+     "planning.references", "hub", "diffusion.pipeline", "markup", "liblogs"},
     {"catalog", "data", "training.shapes", "training.batching", "planning.memory",
      "planning.footprint", "training.recipe", "diffusion.denoising", "training.attention",
      "training.checkpoint", "scaleout.launchfiles", "planning.flops", "diffusion.images",

@@ -6,7 +6,7 @@ import json
 import os
 
 import workbench as wb
-from workbench.views.progress import native_stderr_without
+from workbench.liblogs import native_stderr_without
 
 
 def test_profile_writes_a_trace_and_a_top_ops_table(tmp_path, monkeypatch, capfd):

@@ -20,9 +20,9 @@ from typing import Any
 from . import bundled
 from .catalog import hub_error, is_local  # hub_error: the hub module's, through the catalog
 from .diffusion import images
+from .liblogs import transformers_errors_only
 from .training.runargs import default
 from .training.shapes import LengthStats
-from .views.progress import transformers_errors_only
 
 TASKS = ("classification", "causal_lm", "seq2seq", "diffusion", "text_to_image")
 ROLES = ("text", "label", "target", "image", "caption")

@@ -7,7 +7,7 @@ import statistics
 from typing import Any
 
 from ..backends.registry import device as pick
-from ..views.progress import quiet_libraries
+from ..liblogs import quiet_libraries
 from .contenders import engine_setup, interleaved, plain_trainer, raw_loop, wb_train
 
 

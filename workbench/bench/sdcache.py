@@ -24,8 +24,8 @@ from ..catalog import model as as_model
 from ..data import dataset as as_dataset
 from ..diffusion.latentcache import cache_key, encode_all, read, write
 from ..diffusion.texttoimage import from_spec
+from ..liblogs import quiet_libraries
 from ..training.engine import train
-from ..views.progress import quiet_libraries
 from .contenders import rotated, timer
 
 

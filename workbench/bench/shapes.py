@@ -8,9 +8,9 @@ from typing import Any
 from ..backends.registry import device as pick
 from ..catalog import model as as_model
 from ..data import dataset as as_dataset
+from ..liblogs import quiet_libraries
 from ..training.batching import BucketCollator, pack
 from ..training.shapes import BucketBatchSampler, buckets, lengths_of, tradeoff_rows
-from ..views.progress import quiet_libraries
 from .contenders import RawLoop, collator, engine_setup, interleaved_chunks
 
 # model -> (dataset, task, strategies); packing is for causal LMs only

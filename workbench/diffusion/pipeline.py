@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..families import FAMILIES
-from ..views.progress import transformers_errors_only
+from ..liblogs import transformers_errors_only
 
 PARTS = ("text_encoder", "text_encoder_2", "vae", "unet", "scheduler", "sampler")
 # the objective's options (wb.model("sd", ...) keywords) and their defaults

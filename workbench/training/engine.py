@@ -19,10 +19,10 @@ from ..backends.registry import device as pick_device
 from ..backends.torchrun import local_rank, world
 from ..catalog import ModelSpec
 from ..data import DataSpec
+from ..liblogs import quiet_libraries
 from ..rundir import run as runs
 from ..rundir.writer import RunWriter, disk_full_message
 from ..views.dashboard import attach
-from ..views.progress import quiet_libraries
 from . import preparation, runargs
 from .interrupts import Interrupts
 from .trainer import build, error_text, outcome

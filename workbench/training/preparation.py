@@ -18,9 +18,9 @@ from ..catalog import ModelSpec
 from ..catalog import model as as_model
 from ..data import DataSpec
 from ..data import dataset as as_dataset
+from ..liblogs import quiet_libraries
 from ..rundir import run as runs
 from ..rundir.writer import create
-from ..views.progress import quiet_libraries
 from . import recipe
 from .runargs import RunArgs, check_overrides
 

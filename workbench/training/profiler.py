@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backends.registry import backend
-from ..views.progress import native_stderr_without
+from ..liblogs import native_stderr_without
 from . import runargs
 
 # What torch's profiler (kineto, c10) prints straight to file descriptor 2 on every profile,
