@@ -43,6 +43,7 @@ DEFAULT_DEVICES = ("Gaudi2", "Gaudi3", "A100 80GB", "H100 SXM", "H200", "detecte
 RECOMPUTE = 6 / 8  # gradient checkpointing: one more forward pass, 8N FLOPs a token instead of 6N
 SIMILAR = 4.0  # a run counts for a model within this factor of its parameter count
 MAX_DEVICES = 4096
+PLAN_PRECISIONS = (*PRECISIONS, "fp8")  # fp8: a planning precision (the chips' fp8 peaks); wb.train runs bf16
 
 
 # --------------------------------------------------------------------------- inputs
@@ -267,8 +268,10 @@ def plan(model, tokens: int, batch_size: int, seq_len: int | None = None, precis
         Training tokens in all (for a UNet: samples); ``1e9`` is read as 1,000,000,000.
     batch_size, seq_len : int
         Samples per device per step and tokens per sample, as for ``wb.plan_memory``.
-    precision : {"auto", "bf16", "fp16", "fp32"}
+    precision : {"auto", "bf16", "fp16", "fp32", "fp8"}
         ``auto``: bf16 on the accelerators, the detected device's own choice on its row.
+        ``fp8``: the chips' fp8 peaks and fp8 references (memory planned as bf16); a chip
+        without fp8 (A100) gets no throughput.
     devices : list of str, optional
         Rows to plan: names from ``device.CHIPS`` and ``"detected"`` (this machine).
         Default: Gaudi2, Gaudi3, A100 80GB, H100 SXM, H200, detected.
@@ -297,17 +300,62 @@ def plan(model, tokens: int, batch_size: int, seq_len: int | None = None, precis
     if not isinstance(model, (ModelSpec, str)):
         raise TypeError(f"model must be a ModelSpec or a catalog name such as 'gpt2-small', got {type(model).__name__}")
     tokens = int(_positive("tokens", tokens, float))  # 1e9 reads as well as 10**9
-    if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
+    if precision not in PLAN_PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PLAN_PRECISIONS)}")
     spec = as_model(model)
     keys = _rows_asked(devices)
-    mp = plan_memory(spec, batch_size=batch_size, seq_len=seq_len, precision=precision)
+    # fp8 (Transformer Engine, Intel's fp8) keeps 16-bit weights and fp32 optimizer state: memory as bf16
+    mp = plan_memory(spec, batch_size=batch_size, seq_len=seq_len, precision="bf16" if precision == "fp8" else precision)
     try:
         per_token, why = flops_per_token(spec, mp.seq_len), ""
     except ValueError as e:
         per_token, why = None, f"no throughput: {e}"
     ctx = {"mfu": _mfu_asked(mfu), "runs": your_runs(runs), "refs": refs.references(references),
            "prices": refs.prices(prices), "requested": precision, "why_no_flops": why}
-    rows = [_row(k, spec, mp, tokens, per_token, mp.precision, ctx) for k in keys]
+    prec = "fp8" if precision == "fp8" else mp.precision
+    rows = [_row(k, spec, mp, tokens, per_token, prec, ctx) for k in keys]
     return TrainingPlan(model=spec.name, num_params=mp.num_params, tokens=tokens, batch_size=batch_size,
-                        seq_len=mp.seq_len, precision=mp.precision, flops_per_token=per_token, rows=rows)
+                        seq_len=mp.seq_len, precision=prec, flops_per_token=per_token, rows=rows)
+
+
+# --------------------------------------------------------------------------- accuracy
+def _predicted_mfu(data: dict, target: dict) -> dict | None:
+    """The MFU ``wb.plan`` would take for ``target``'s chip, precision and size from ``data``'s
+    references, with the gradient-checkpointing correction of ``_row``; None without a reference."""
+    found = CHIPS[refs.chip_name(target["chip"], "references")]
+    if not found.tflops.get(target["precision"]):
+        return None
+    got = _from_references(data, found, target["precision"], target["params"])
+    if got is None:
+        return None
+    recompute = (RECOMPUTE if target.get("checkpointing") else 1.0) / (RECOMPUTE if got["checkpointing"] else 1.0)
+    return {"mfu": got["mfu"] * recompute, "from": got["source"]}
+
+
+def _scored(data: dict, target: dict) -> dict[str, Any]:
+    got = _predicted_mfu(data, target)
+    out = {"chip": target["chip"], "precision": target["precision"], "model": target["model"],
+           "devices": target.get("devices"), "mfu": target["mfu"]}
+    if got is None:
+        return {**out, "predicted_mfu": None, "error": None, "from": "no reference of this chip's peak and precision"}
+    return {**out, "predicted_mfu": round(got["mfu"], 4), "error": round(got["mfu"] / target["mfu"] - 1, 4),
+            "from": got["from"].split(";")[0]}
+
+
+def leave_one_out(references: str | Path | None = None) -> list[dict[str, Any]]:
+    """Each reference predicted from the others, as ``wb.plan`` would: the MFU it would take
+    (nearest in size on the same chip or a chip of the same peak and precision) against the
+    reference's own. ``error`` = predicted / actual - 1, which is also the error in tokens/s
+    (the planner's tokens/s = MFU x peak / FLOPs a token, the count the MFUs use)."""
+    data = refs.references(references)
+    out = []
+    for i, e in enumerate(data["mfu"]):
+        rest = {**data, "mfu": data["mfu"][:i] + data["mfu"][i + 1:]}
+        out.append(_scored(rest, e))
+    return out
+
+
+def held_out(references: str | Path | None = None) -> list[dict[str, Any]]:
+    """The references file's held-out published results predicted from its references."""
+    data = refs.references(references)
+    return [_scored(data, e) for e in data.get("held_out", {}).get("results", [])]
