@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import errno
 import json
+import os
+import re
 import signal
 import subprocess
 import sys
@@ -198,6 +200,139 @@ def test_a_full_disk_is_named_and_the_last_good_checkpoint_stays(tmp_path, monke
     monkeypatch.setattr(mu, "safe_save_file", real)
     run.resume(live=False)
     assert run.status == "completed" and run.step == 12
+
+
+DISK = dict(max_steps=8, batch_size=4, max_length=32, save_every=4, log_every=2, live=False)
+
+
+def _run_out_of_space(monkeypatch, disk, where: str) -> list[str]:
+    """Make the write at ``where`` the one that finds ``disk`` full: the filler tops the disk up
+    just before it (``optimizer``: no filler, the 30 MB disk holds checkpoint-4 and
+    checkpoint-8's weights but not its optimizer state). Returns the list of the writes that
+    raised, filled in as they do."""
+    import torch
+    import transformers
+    import transformers.modeling_utils as mu
+
+    from workbench.rundir import run as runfiles
+    from workbench.rundir import writer
+
+    raised, calls = [], {"weights": 0, "trainer_state": 0}
+
+    def witness(name, real, before=None):
+        def wrapped(*args, **kwargs):
+            if before is not None and not raised:  # once: after the first failure, the run ends as it may
+                before(*args, **kwargs)
+            try:
+                return real(*args, **kwargs)
+            except Exception:
+                raised.append(name)
+                raise
+        return wrapped
+
+    def weights(tensors, filename, metadata=None):
+        calls["weights"] += 1
+        if where == "weights" and calls["weights"] == 2:  # checkpoint-8's model.safetensors
+            disk.fill(leave=1 << 20)
+
+    def trainer_state(self, path):
+        calls["trainer_state"] += 1
+        if where == "trainer_state" and calls["trainer_state"] == 2:
+            disk.fill()
+
+    def event(self, e):
+        # the first event past checkpoint-4 (on 3 MB: the first of all) that needs a new page of
+        # the file: the tail of the page it has left takes a line even on a full disk
+        line = len(json.dumps(runfiles._clean(e), sort_keys=True)) + 1
+        size, page = (self.path.stat().st_size if self.path.exists() else 0), os.statvfs(disk.path).f_frsize
+        past = e.get("step", 0) > (4 if disk.mb > 3 else -1)
+        if where == "events" and past and (size % page == 0 or size % page + line > page):
+            disk.fill()
+
+    def summary(path, data):
+        if where == "summary" and path.name == "summary.json" and data.get("status") == "running":
+            disk.fill()
+
+    monkeypatch.setattr(mu, "safe_save_file", witness("weights", mu.safe_save_file, weights))
+    real_save = torch.save
+    monkeypatch.setattr(torch, "save", lambda obj, f, *a, **k: (witness("optimizer", real_save) if
+                                                                str(f).endswith("optimizer.pt") else real_save)(obj, f, *a, **k))
+    monkeypatch.setattr(transformers.TrainerState, "save_to_json",
+                        witness("trainer_state", transformers.TrainerState.save_to_json, trainer_state))
+    monkeypatch.setattr(runfiles.EventLog, "emit", witness("events", runfiles.EventLog.emit, event))
+    monkeypatch.setattr(writer, "write_json", witness("summary", writer.write_json, summary))
+    return raised
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where, mb, steps, good", [
+    ("weights", 30, 8, "checkpoint-4"),        # checkpoint-8's model.safetensors
+    ("optimizer", 30, 8, "checkpoint-4"),      # checkpoint-8's optimizer.pt: the disk is simply too small
+    ("trainer_state", 45, 8, "checkpoint-4"),  # checkpoint-8's trainer_state.json, its last file
+    ("events", 45, 12, "checkpoint-8"),        # an event past checkpoint-8 (step 10, logging every step)
+    ("events", 3, 8, None),                    # the first event, before any checkpoint
+    ("summary", 3, 8, None),                   # the "running" summary, before training
+])
+def test_a_full_disk_is_named_the_run_reads_failed_and_the_last_good_checkpoint_resumes(
+        small_disk, monkeypatch, where, mb, steps, good):
+    disk = small_disk(mb)
+    raised = _run_out_of_space(monkeypatch, disk, where)
+    last = f"the last good checkpoint is {good}" if good else "there is no good checkpoint yet"
+    args = {**DISK, "max_steps": steps, "log_every": 1 if steps == 12 else 2}
+    with pytest.raises(OSError, match=rf"^disk full at {re.escape(str(disk.path))}/\S+: \d+ MB free; {last}\. Free some space") as e:
+        wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), run_dir=disk.path, **args)
+    assert raised[:1] == [where], f"the disk filled in {raised}, not in the {where}"
+    assert e.value.errno == errno.ENOSPC
+    (path,) = (p for p in disk.path.iterdir() if p.is_dir())
+    on_disk = json.loads((path / "summary.json").read_text())
+    assert on_disk["status"] == "failed" and on_disk["error"] == str(e.value)
+    run = Run.open(path)
+    assert run.status == "failed"
+    left = sorted((p.name for p in (path / "checkpoints").glob("*")), key=lambda n: int(n.split("-")[1]))
+    assert left == [c.name for c in run.checkpoints] and left[-1:] == ([good] if good else []), \
+        "the checkpoint the full disk cut short is removed"
+    assert not list(path.glob(".*.tmp")) and not (path / ".reserve").exists()
+    assert all(json.loads(line) for line in (path / "events.jsonl").read_text().splitlines()), "no half-written event"
+    assert run.events[-1] == {"phase": "end", "step": run.events[-1]["step"], "status": "failed"}
+
+    monkeypatch.undo()  # the hooks go; and the user frees some space
+    disk.make_room(64)
+    if good is None:
+        with pytest.raises(FileNotFoundError, match="no checkpoint to resume from"):
+            run.resume(live=False)
+        return
+    run.resume(live=False)
+    assert run.status == "completed" and run.step == steps
+    assert [c.name for c in run.checkpoints] == [f"checkpoint-{steps - 4}", f"checkpoint-{steps}"]
+
+
+@pytest.mark.parametrize("first", ["events", "summary"])
+def test_a_disk_too_full_for_even_the_last_summary_reads_failed(small_disk, monkeypatch, first):
+    """The reserve gives the final summary room, unless something else takes that room too:
+    the summary on disk then stays as it was (``running``, or ``prepared`` when not even the
+    running one could be written), and readers still see a run that failed."""
+    from workbench.rundir import writer
+
+    disk = small_disk(3)
+    _run_out_of_space(monkeypatch, disk, first)
+    real_write = writer.write_json
+
+    def no_room_at_the_end(path, data):
+        if path.name == "summary.json" and data.get("ended"):
+            disk.fill()
+        real_write(path, data)
+
+    monkeypatch.setattr(writer, "write_json", no_room_at_the_end)
+    with pytest.raises(OSError, match=r"^disk full at .*there is no good checkpoint yet"):
+        wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), run_dir=disk.path, **DISK)
+    (path,) = (p for p in disk.path.iterdir() if p.is_dir())
+    on_disk = json.loads((path / "summary.json").read_text())["status"]
+    assert on_disk == ("running" if first == "events" else "prepared")
+    assert Run.open(path).status == "failed"
+    assert wb.runs(disk.path)["status"].tolist() == ["failed"]
+    from workbench.rundir.writer import RunWriter
+
+    RunWriter(Run.open(path)).claim().release()  # the lock was released
 
 
 def test_a_run_that_fails_before_training_ends_failed_and_says_so(tmp_path, monkeypatch):

@@ -51,8 +51,10 @@ def write_json(path: Path, data: dict) -> None:
     try:
         tmp.write_text(json.dumps(_clean(data), indent=2, sort_keys=True, default=str) + "\n")
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.filename is None:  # a failed write names no file: this one
+            e.filename = str(path)
         raise
 
 
@@ -65,13 +67,26 @@ class EventLog:
         self._lock = threading.Lock()
 
     def emit(self, event: dict) -> None:
+        """Append ``event`` as one whole line and hand it to the subscribers. A write that
+        fails (a full disk) is taken back to the last whole line, the subscribers still get
+        the event, and the error is raised."""
         event = _clean(event)
-        line = json.dumps(event, sort_keys=True)
-        with self._lock, open(self.path, "a") as f:
-            f.write(line + "\n")
-            f.flush()
+        data = (json.dumps(event, sort_keys=True) + "\n").encode()
+        failed = None
+        with self._lock, open(self.path, "ab", buffering=0) as f:
+            start = f.seek(0, os.SEEK_END)
+            try:
+                view = memoryview(data)
+                while view:  # an unbuffered write may take part of the line
+                    view = view[f.write(view):]
+            except OSError as e:
+                os.truncate(self.path, start)  # never half a line: the next one would be lost with it
+                e.filename = e.filename or str(self.path)
+                failed = e
         for fn in list(self.subscribers):
             fn(event)
+        if failed is not None:
+            raise failed
 
     def read(self) -> list[dict]:
         if not self.path.exists():
@@ -88,8 +103,12 @@ class EventLog:
         """Drop events past ``step`` (those logged after the checkpoint a resume starts from)."""
         keep = [e for e in self.read() if e.get("step", 0) <= step]
         tmp = self.path.with_name(".events.tmp")
-        tmp.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in keep))
-        os.replace(tmp, self.path)
+        try:
+            tmp.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in keep))
+            os.replace(tmp, self.path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
 
 class NullLog(EventLog):
@@ -204,11 +223,17 @@ class RunDir:
 
         A run is ``running`` only while a process holds its write lock: one that says
         ``running`` with nobody holding the lock died without writing its end (SIGKILL,
-        power loss, a full disk) and reads ``failed``.
+        power loss, a full disk) and reads ``failed``; so does one still ``prepared`` whose
+        lock file shows that a process claimed it to train (a disk too full for even the
+        ``running`` summary).
         """
         status = self.summary.get("status", "running")
-        if status == "running" and not WriterLock(self.path).busy():
-            return "failed"
+        if status in ("running", "prepared"):
+            lock = WriterLock(self.path)
+            if lock.busy():
+                return "running"
+            if status == "running" or lock.path.exists():
+                return "failed"
         return status
 
     @property
