@@ -335,6 +335,42 @@ def test_a_disk_too_full_for_even_the_last_summary_reads_failed(small_disk, monk
     RunWriter(Run.open(path)).claim().release()  # the lock was released
 
 
+@pytest.mark.parametrize("failure", ["display", "disk"])
+def test_a_resume_that_fails_releases_the_lock_and_changes_nothing(tmp_path, small_disk, monkeypatch, failure):
+    """A resume refused or failed after it took the run's lock (its display raised; the disk
+    was full for the new spec) leaves the run as it was, free: the next resume() trains."""
+    from workbench.rundir import writer
+    from workbench.rundir.lock import WriterLock
+
+    disk = small_disk(45) if failure == "disk" else None
+    run = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), run_dir=disk.path if disk else tmp_path,
+                   **{**DISK, "max_steps": 4})
+    before = {f: (run.path / f).read_text() for f in ("spec.json", "summary.json", "events.jsonl")}
+    if failure == "display":
+        def live(r):
+            raise RuntimeError("the display broke")
+        with pytest.raises(RuntimeError, match="the display broke"):
+            run.resume(max_steps=6, live=live)
+    else:
+        real_write = writer.write_json
+
+        def full(path, data):
+            if path.name == "spec.json":
+                disk.fill()
+            real_write(path, data)
+
+        monkeypatch.setattr(writer, "write_json", full)
+        with pytest.raises(OSError, match=r"^disk full at .*spec\.json: 0 MB free; the last good checkpoint is checkpoint-4"):
+            run.resume(max_steps=6, live=False)
+        monkeypatch.undo()
+        disk.make_room()
+    assert not WriterLock(run.path).busy(), "the failed resume kept the run's lock"
+    assert {f: (run.path / f).read_text() for f in before} == before
+    assert Run.open(run.path).status == "completed"
+    run.resume(max_steps=6, live=False)  # not "being trained by pid <this one>"
+    assert run.status == "completed" and run.step == 6
+
+
 def test_a_run_that_fails_before_training_ends_failed_and_says_so(tmp_path, monkeypatch):
     """The device cannot be set up (say, a resumed run on a machine without its device):
     the summary reads failed with the reason, subscribers get the end, the lock is free."""

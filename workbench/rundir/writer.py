@@ -137,8 +137,9 @@ def _out_of_space(error: BaseException, free: int) -> BaseException | None:
     for e in chain:
         if (isinstance(e, OSError) and e.errno == errno.ENOSPC) or any(m in str(e) for m in _NO_SPACE):
             return e
-    if free < LOW:  # a write that failed on a disk with nothing left
-        return next((e for e in chain if isinstance(e, OSError) or any(m in str(e) for m in _WRITE_FAILED)), None)
+    if free < LOW:  # a write that failed, without saying why, on a disk with nothing left
+        return next((e for e in chain if any(m in str(e) for m in _WRITE_FAILED)
+                     or (isinstance(e, OSError) and e.errno in (None, errno.EIO))), None)
     return None
 
 

@@ -200,7 +200,12 @@ def _start(run: Run, resume_from: Path | None, background: bool, writer: RunWrit
             execute(run, resume_from, writer)
 
     run.thread = threading.Thread(target=target, name=f"workbench-{run.name}", daemon=True)
-    run.thread.start()
+    try:
+        run.thread.start()
+    except BaseException:
+        if writer is not None:
+            writer.release()
+        raise
     return run
 
 
@@ -322,7 +327,7 @@ def resume(run: Run, max_steps: int | None = None, *, live: str | bool = "auto",
     if run.status == "prepared":  # claiming its lock would mark it as started
         raise FileNotFoundError(f"{run.name} has no checkpoint to resume from: it never started")
     writer = RunWriter(run).claim("resume")
-    try:
+    try:  # every way out of here but training releases the lock
         ckpt = run.last_checkpoint
         if ckpt is None:
             raise FileNotFoundError(f"{run.name} has no checkpoint to resume from; start a new run with wb.train(...)")
@@ -330,11 +335,14 @@ def resume(run: Run, max_steps: int | None = None, *, live: str | bool = "auto",
             if int(name.split("-")[-1]) > int(ckpt.name.split("-")[-1]):
                 print(f"{name} cannot be resumed from ({why}): resuming from {ckpt.name}", file=sys.stderr)
         spec = resume_spec(run, ckpt, max_steps, overrides)
-    except BaseException:
+        run.callbacks = list(callbacks or [])
+        run.dashboard = attach(run, live, background)  # before the writes: a display that fails changes nothing
+        writer.respec(spec)
+        run.log.truncate_after(int(ckpt.name.split("-")[-1]))
+    except BaseException as e:
         writer.release()
+        full = disk_full_message(e, run)
+        if full is not None:
+            raise DiskFull(full) from e
         raise
-    writer.respec(spec)
-    run.log.truncate_after(int(ckpt.name.split("-")[-1]))
-    run.callbacks = list(callbacks or [])
-    run.dashboard = attach(run, live, background)
     return _start(run, ckpt, background, writer)
