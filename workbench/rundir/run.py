@@ -122,6 +122,32 @@ class NullLog(EventLog):
             fn(_clean(event))
 
 
+def check_root(run_dir: str | Path | None = None) -> Path:
+    """The directory new runs go under (``run_dir``, else ``$WORKBENCH_RUNS``, else ``./runs``),
+    checked before anything is written: it is a directory this process can create directories
+    in, or can be made one. Else one error naming the argument, the path and why."""
+    env = os.environ.get("WORKBENCH_RUNS")
+    root = Path(run_dir or env or DEFAULT_ROOT).expanduser()
+    base = root.absolute()
+    while not base.exists() and base != base.parent:  # the part of the path that exists
+        base = base.parent
+    why = None
+    if not base.is_dir():
+        why = f"{base} is a file, not a directory"
+    else:
+        import tempfile
+
+        try:  # only trying tells (/proc says it is writable; root ignores permission bits)
+            os.rmdir(tempfile.mkdtemp(prefix=".workbench-probe-", dir=base))
+        except OSError as e:
+            why = f"cannot create a directory in {base}: {e.strerror}"
+    if why is not None:
+        named = "run_dir" if run_dir is not None else "WORKBENCH_RUNS" if env else f"run_dir (default {DEFAULT_ROOT!r})"
+        raise ValueError(f"{named}={str(root)!r} cannot hold run directories: {why}. Pass run_dir= a directory "
+                         f"you can write to")
+    return root
+
+
 def new_run_dir(name: str, root: str | Path | None = None) -> Path:
     """A fresh directory ``<root>/<timestamp>-<name>``; never reuses an existing one.
 

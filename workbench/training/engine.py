@@ -314,6 +314,7 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
 def prepare(model: str | ModelSpec, data: str | DataSpec, **options) -> Run:
     """Check the arguments, create the run directory and its spec.json; train nothing
     (``runargs.prepare`` checks; ``wb.train`` runs the result here, ``wb.launch`` in torchrun workers)."""
+    runs.check_root(options.get("run_dir"))  # before the data is read
     return Run(runargs.prepare(model, data, **options))
 
 
