@@ -42,7 +42,17 @@ VICTIM = textwrap.dedent("""
         real_write(path, data)
         if point == "spec" and path.name == "spec.json":
             die()
+        if point == "created" and path.name == "summary.json" and data["status"] == "prepared":
+            die()  # the run directory's first file, before its spec
     writer.write_json = write_json
+
+    from workbench.backends.registry import DeviceInfo
+    real_reset = DeviceInfo.reset_peak_memory
+    def reset_peak_memory(self):
+        if point == "setup":
+            die()  # the lock claimed, the device being set up: nothing says "running" yet
+        real_reset(self)
+    DeviceInfo.reset_peak_memory = reset_peak_memory
 
     saves = {"weights": 0, "state": 0}
     real_save = transformers.modeling_utils.safe_save_file
@@ -86,7 +96,9 @@ def _killed_at(point, tmp_path) -> Run:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point, status, resumes_from", [
-    ("spec", "prepared", None),                    # killed before training started
+    ("created", "failed", None),                   # killed as its summary appeared, before its spec
+    ("spec", "failed", None),                      # killed as its spec was written
+    ("setup", "failed", None),                     # killed setting up the device, before "running"
     ("first_checkpoint", "failed", "checkpoint-4"),
     ("mid_checkpoint", "failed", "checkpoint-4"),  # checkpoint-8's weights are cut short
     ("empty_state", "failed", "checkpoint-4"),     # checkpoint-8's trainer_state.json is 0 bytes
@@ -95,6 +107,7 @@ def _killed_at(point, tmp_path) -> Run:
 def test_a_run_killed_at_any_moment_tells_the_truth_and_resumes(tmp_path, point, status, resumes_from, capsys):
     run = _killed_at(point, tmp_path)
     assert run.status == status, f"killed at {point}: reads {run.status}"
+    assert wb.runs(tmp_path / "runs")["status"].tolist() == [status], "wb.runs() lists it as it is"
     assert not list(run.path.glob(".*.tmp")) or point == "summary"
     if resumes_from is None:
         assert run.last_checkpoint is None
@@ -109,6 +122,22 @@ def test_a_run_killed_at_any_moment_tells_the_truth_and_resumes(tmp_path, point,
     assert run.status == "completed" and run.summary["step"] == 16 and run.step == 16
     if point in ("mid_checkpoint", "empty_state"):
         assert "checkpoint-8 cannot be resumed from" in capsys.readouterr().err
+
+
+def test_a_run_prepared_for_other_machines_stays_prepared_after_its_creator_exits(tmp_path):
+    """wb.launch_command prepares a run that torchrun starts elsewhere, later: the notebook
+    that prepared it exiting is no failure (unlike wb.train's process dying in setup)."""
+    script = textwrap.dedent("""
+        import workbench as wb
+        wb.launch_command("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), nodes=2, devices_per_node=1,
+                          hosts=["a", "b"], max_steps=2)
+    """)
+    subprocess.run([sys.executable, "-c", script], cwd=tmp_path, check=True, capture_output=True, timeout=300)
+    (path,) = (tmp_path / "runs").iterdir()
+    assert Run.open(path).status == "prepared"
+    with pytest.raises(FileNotFoundError, match="no checkpoint to resume from"):
+        Run.open(path).resume(live=False)
+    assert Run.open(path).status == "prepared", "a refused resume does not mark it started"
 
 
 STOPPABLE = textwrap.dedent("""

@@ -209,9 +209,9 @@ class RunDir:
     def open(cls, path: str | Path):
         """Reopen a run directory (after a kernel restart, or from another process)."""
         path = Path(path)
-        if not (path / "spec.json").exists():
+        if not (path / "spec.json").exists() and not (path / "summary.json").exists():
             raise FileNotFoundError(f"{str(path)!r} is not a run directory (no spec.json)")
-        return cls(path)
+        return cls(path)  # a summary without a spec: a run killed as it was created (it reads failed)
 
     @property
     def name(self) -> str:
@@ -221,7 +221,11 @@ class RunDir:
     def spec(self) -> dict[str, Any]:
         """spec.json, parsed once (a copy: editing it changes nothing on disk)."""
         if self._spec is None:
-            self._spec = json.loads((self.path / "spec.json").read_text())
+            try:
+                self._spec = json.loads((self.path / "spec.json").read_text())
+            except FileNotFoundError:
+                raise FileNotFoundError(f"{self.name} has no spec.json: the process creating it died before "
+                                        f"writing it (the run reads {self.status}); start a new run") from None
         return json.loads(json.dumps(self._spec))
 
     @property
@@ -249,16 +253,19 @@ class RunDir:
 
         A run is ``running`` only while a process holds its write lock: one that says
         ``running`` with nobody holding the lock died without writing its end (SIGKILL,
-        power loss, a full disk) and reads ``failed``; so does one still ``prepared`` whose
-        lock file shows that a process claimed it to train (a disk too full for even the
-        ``running`` summary).
+        power loss, a full disk) and reads ``failed``. So does one still ``prepared`` that was
+        started: its lock file shows that a trainer claimed it (then died, or found the disk
+        too full for the ``running`` summary), or the process that prepared it to start it
+        (``wb.train``) is gone. A run prepared for others to start (``wb.launch_command``)
+        names no process and stays ``prepared``.
         """
-        status = self.summary.get("status", "running")
+        summary = self.summary
+        status = summary.get("status", "running")
         if status in ("running", "prepared"):
             lock = WriterLock(self.path)
             if lock.busy():
                 return "running"
-            if status == "running" or lock.path.exists():
+            if status == "running" or lock.path.exists() or not _alive(summary):
                 return "failed"
         return status
 
@@ -373,6 +380,22 @@ class RunDir:
         return f"<table style='font:12px sans-serif'>{cells}</table>"
 
 
+def _alive(summary: dict) -> bool:
+    """Whether the process a summary names is still alive (True when none is named, or it runs
+    on another host: nothing here can tell)."""
+    import socket
+
+    pid = summary.get("pid")
+    if not isinstance(pid, int) or summary.get("host") != socket.gethostname():
+        return True
+    import psutil
+
+    try:
+        return abs(psutil.Process(pid).create_time() - float(summary.get("pid_started") or 0)) < 1.0
+    except (psutil.Error, ValueError, TypeError):  # gone, or never readable
+        return False
+
+
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
@@ -387,11 +410,14 @@ def runs(root: str | Path | None = None):
 
     root = Path(root or os.environ.get("WORKBENCH_RUNS", DEFAULT_ROOT))
     rows = []
-    for path in sorted(root.glob("*/spec.json"), reverse=True):
-        run = RunDir(path.parent)
+    found = {p.parent for p in root.glob("*/spec.json")} | {p.parent for p in root.glob("*/summary.json")}
+    for path in sorted(found, reverse=True):
+        run = RunDir(path)
         s = run.summary
-        rows.append({"run": run.name, "status": run.status, "model": run.spec["model"]["family"] + "-" + run.spec["model"]["size"],
-                     "data": run.spec["data"]["source"], "step": run.step, "train_loss": s.get("train_loss"),
+        spec = run.spec if (path / "spec.json").exists() else {"model": {}, "data": {}}  # killed as it was made
+        model = "-".join(str(spec["model"][k]) for k in ("family", "size")) if spec["model"] else None
+        rows.append({"run": run.name, "status": run.status, "model": model,
+                     "data": spec["data"].get("source"), "step": run.step, "train_loss": s.get("train_loss"),
                      "tokens_per_s": s.get("tokens_per_s"), "device": (s.get("device") or {}).get("kind"),
                      "wall_time_s": s.get("wall_time_s"), "path": str(run.path)})
     return pd.DataFrame(rows, columns=["run", "status", "model", "data", "step", "train_loss",

@@ -27,10 +27,27 @@ RESERVE_BYTES = 256 * 1024
 
 
 def create(path: Path, spec: dict[str, Any]) -> None:
-    """Write a new run's summary (``prepared``) and then its spec: a run directory is never
-    seen without a summary, so a process killed in between leaves no ``running`` run."""
-    write_json(path / "summary.json", {"status": "prepared", "error": None, "created": now()})
+    """Write a new run's summary (``prepared``, naming this process) and then its spec: a run
+    directory is never seen without a summary. Until a trainer claims the run, the process
+    named is the one that will start it: if it dies first, the run reads ``failed``
+    (``hand_over`` names none, for a run that others start)."""
+    write_json(path / "summary.json", {"status": "prepared", "error": None, "created": now(), **this_process()})
     write_json(path / "spec.json", spec)
+
+
+def hand_over(run: RunDir) -> None:
+    """A prepared run this process will not start (``wb.launch_command``: torchrun starts it,
+    elsewhere, later): its summary names no process, so it reads ``prepared`` until claimed."""
+    summary = {k: v for k, v in run.summary.items() if k not in ("pid", "host", "pid_started")}
+    write_json(run.path / "summary.json", summary)
+    run.refresh()
+
+
+def this_process() -> dict[str, Any]:
+    """The summary's fields that name this process (its start time tells a reused pid apart)."""
+    import psutil
+
+    return {"pid": os.getpid(), "host": socket.gethostname(), "pid_started": psutil.Process().create_time()}
 
 
 class RunWriter:
@@ -57,8 +74,6 @@ class RunWriter:
 
     def begin(self, info: dict[str, Any]) -> None:
         """The ``running`` summary, and room kept for the final one."""
-        import psutil
-
         reserve = self.run.path / RESERVE
         try:
             with open(reserve, "wb") as f:
@@ -67,8 +82,7 @@ class RunWriter:
         except OSError:
             reserve.unlink(missing_ok=True)  # already full: the next write says so
         previous = self.run.summary
-        self._write({**previous, **info, "status": "running", "error": None, "pid": os.getpid(),
-                     "host": socket.gethostname(), "pid_started": psutil.Process().create_time(),
+        self._write({**previous, **info, "status": "running", "error": None, **this_process(),
                      "started": previous.get("started") or now()})
 
     def begin_on(self, device, size: int) -> None:

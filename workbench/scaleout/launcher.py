@@ -24,6 +24,7 @@ from ..backends.registry import backend
 from ..backends.registry import device as pick_device
 from ..rundir import run as runs
 from ..rundir.run import STOP_FILE
+from ..rundir.writer import hand_over
 from ..training import recipe
 from ..training.engine import Run, prepare, training
 from ..training.interrupts import Interrupts
@@ -286,6 +287,7 @@ def launch_command(model, data, *, nodes: int, devices_per_node: int, hosts: lis
     launchfiles.check(nodes, devices_per_node, hosts, format, strategy, max_restarts, image)
     kind = backend(accelerator).kind if accelerator is not None else None
     run = _prepare(model, data, nodes * devices_per_node, strategy, zero_stage, train_args)
+    hand_over(run)  # torchrun starts it elsewhere, later: this process exiting is no failure
     spec = run.spec
     if kind is not None and kind != pick_device(spec["args"]["device"]).kind:
         # the nodes' devices, not this machine's: the workers train on what the job files request
