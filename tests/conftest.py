@@ -136,6 +136,41 @@ def fake_env():
     return env
 
 
+# ---------------------------------------------------------------- run directories
+@pytest.fixture
+def runs_in_tmp(tmp_path, monkeypatch):
+    """This test's runs go under ``tmp_path/runs`` (``WORKBENCH_RUNS``), and it works in
+    ``tmp_path``: a module opts in with ``pytestmark = pytest.mark.usefixtures("runs_in_tmp")``."""
+    monkeypatch.setenv("WORKBENCH_RUNS", str(tmp_path / "runs"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "runs"
+
+
+@pytest.fixture
+def make_run():
+    """``make_run(root, name, ...)``: a run directory as the writer leaves it, without training.
+
+    The spec is a whole one (the model's and the data's specs, every run argument with its
+    default unless ``args`` says otherwise); ``summary`` is written as given, after it.
+    """
+    from workbench.catalog import model as as_model
+    from workbench.data import dataset as as_dataset
+    from workbench.rundir.run import write_json
+    from workbench.training.runargs import RunArgs
+
+    def make(root: Path, name: str, *, model="gpt2-tiny", data="docstrings-lm", args=None,
+             summary=None, **extra) -> Path:
+        path = Path(root) / name
+        path.mkdir(parents=True)
+        spec = {"model": as_model(model).to_dict(), "data": as_dataset(data).to_dict(),
+                "args": RunArgs.from_options(dict(args or {})).to_dict(), **extra}
+        write_json(path / "spec.json", spec)
+        write_json(path / "summary.json", {"status": "completed", "error": None, **(summary or {})})
+        return path
+
+    return make
+
+
 # ---------------------------------------------------------------- helpers for tests
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
     """Poll ``predicate`` until it returns something true and return that; fail after

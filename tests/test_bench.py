@@ -8,10 +8,7 @@ import sys
 
 import pytest
 
-
-@pytest.fixture(autouse=True)
-def _runs_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("runs_in_tmp")
 
 
 def test_engine_bench_measures_three_ways_side_by_side(tmp_path):
@@ -205,15 +202,15 @@ def test_shapes_bench_smoke_run_has_the_documented_keys():
     result = shapes(steps=2, repeats=1, warmup=0, device="cpu")
     assert result["bench"] == "shapes" and result["device"]["kind"] == "cpu" and result["config"]["size"] == "tiny"
     assert {"config", "results", "ratios", "figures", "tradeoff"} <= set(result)
-    assert {"bucketed_vs_pad_to_max", "bucketed_vs_dynamic", "packed_vs_pad_to_max"} <= set(result["ratios"])
+    assert {"bucketed_vs_max_length", "bucketed_vs_longest", "packed_vs_max_length"} <= set(result["ratios"])
     assert {"bucketed_waste_pct", "bucketed_shapes", "packed_waste_pct"} <= set(result["figures"])
-    assert {"bert/pad_to_max", "bert/dynamic", "bert/bucketed", "gpt2/packed"} <= set(result["results"])
+    assert {"bert/max_length", "bert/longest", "bert/bucketed", "gpt2/packed"} <= set(result["results"])
     for r in result["results"].values():
         assert r["useful_tokens_per_s"] > 0 and 0 <= r["waste_pct"] < 100 and r["shapes"] >= 1
     assert result["figures"]["bucketed_shapes"] <= 8 and result["figures"]["packed_waste_pct"] < 1
-    assert result["ratios"]["bucketed_vs_pad_to_max"] == pytest.approx(
+    assert result["ratios"]["bucketed_vs_max_length"] == pytest.approx(
         result["results"]["bert/bucketed"]["useful_tokens_per_s"]
-        / result["results"]["bert/pad_to_max"]["useful_tokens_per_s"])
+        / result["results"]["bert/max_length"]["useful_tokens_per_s"])
     assert [row["k"] for row in result["tradeoff"]] == [4, 8, 16, 32]
 
 

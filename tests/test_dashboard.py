@@ -26,14 +26,9 @@ from conftest import RecordingFrontend
 
 
 @pytest.fixture
-def run(tmp_path):
-    path = tmp_path / "20260101-000000-test"
-    path.mkdir()
-    write_json(path / "spec.json", {"model": {"task": "causal_lm", "family": "gpt2", "size": "tiny"},
-                                    "data": {"source": "docstrings-lm"},
-                                    "args": {"throughput_warmup_steps": 3}})
-    write_json(path / "summary.json", {"status": "completed", "step": 0})
-    return Run(path)
+def run(tmp_path, make_run):
+    return Run(make_run(tmp_path, "20260101-000000-test", args={"throughput_warmup_steps": 3},
+                        summary={"step": 0}))
 
 
 def _event(step, phase="train"):

@@ -8,7 +8,8 @@ import sys
 import pytest
 
 import workbench as wb
-from workbench.backends.registry import BACKENDS, CHIPS, chip, devices, peak_tflops
+from workbench.backends.chips import CHIPS
+from workbench.backends.registry import BACKENDS, chip, devices, peak_tflops
 
 
 def test_cpu_record_for_real():

@@ -195,7 +195,7 @@ def test_resume_keeps_the_previous_arguments_and_train_refuses_a_foreign_checkpo
     run = Run.open(done.path).resume(max_steps=14, live=False, learning_rate=1e-4)
     record = run.spec["resumes"][-1]
     assert record["from"] == "checkpoint-12" and record["previous_args"]["max_steps"] == 12
-    assert run.spec["args"]["trainer_overrides"]["learning_rate"] == 1e-4
+    assert run.spec["args"]["lr"] == 1e-4, "learning_rate is lr's alias: checked and kept as lr"
     with pytest.raises(ValueError, match=r"resume_from_checkpoint=\.\.\.\) would be ignored"):
         wb.train("gpt2-tiny", "docstrings-lm", run_dir=tmp_path, live=False,
                  resume_from_checkpoint=str(run.last_checkpoint))

@@ -24,7 +24,9 @@ import torch
 
 import workbench as wb
 from workbench.backends import _bridge as _hpu
-from workbench.backends.registry import CHIPS, DeviceInfo, GiB, inference_model, set_hpu_mode
+from workbench.backends.chips import CHIPS, GiB
+from workbench.backends.hpu import set_hpu_mode
+from workbench.backends.registry import DeviceInfo, inference_model
 from workbench.training import engine, recipe, trainer
 
 from conftest import FAKES
@@ -164,7 +166,7 @@ def test_import_torch_autoloads_the_bridge_in_eager_mode(fake_env):
     """Through the ``torch.backends`` entry point a current bridge loads on ``import torch``
     unless lazy mode is chosen (the double registers the same entry point): the mode must
     then be chosen before torch is imported, and the error says so."""
-    code = ("import sys, torch; from workbench.backends.registry import set_hpu_mode; "
+    code = ("import sys, torch; from workbench.backends.hpu import set_hpu_mode; "
             "print('loaded' if 'habana_frameworks.torch' in sys.modules else 'not loaded'); set_hpu_mode('lazy')")
     for value, loaded in (("0", True), (None, False)):
         env = {k: v for k, v in fake_env.items() if k != "PT_HPU_LAZY_MODE"}

@@ -20,10 +20,7 @@ from workbench.training.engine import prepare
 
 from conftest import ROOT
 
-
-@pytest.fixture(autouse=True)
-def _runs_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.setenv("WORKBENCH_RUNS", str(tmp_path / "runs"))
+pytestmark = pytest.mark.usefixtures("runs_in_tmp")
 
 
 def _no_run_dir(tmp_path: Path) -> None:

@@ -26,9 +26,11 @@ TINY_XL = {"text_encoder_2": {"hidden_size": 64, "intermediate_size": 128, "num_
                     "projection_class_embeddings_input_dim": 8 * 6 + 32}}
 
 
+pytestmark = pytest.mark.usefixtures("runs_in_tmp")
+
+
 @pytest.fixture(autouse=True)
-def _runs_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.setenv("WORKBENCH_RUNS", str(tmp_path / "runs"))
+def _own_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))  # every test builds its own cache
 
 

@@ -9,6 +9,7 @@ and no module imports another module's ``_private`` names.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -20,14 +21,15 @@ PACKAGE = Path(__file__).resolve().parent.parent / "workbench"
 # (``training.engine``); ``server`` and ``bench`` are placed whole. A new module goes into
 # one of them (the test says so).
 LAYERS = [
-    {"backends.registry", "backends.chips", "backends._bridge", "backends.monitor", "bundled",
+    {"backends.registry", "backends.record", "backends.hpu", "backends.cuda", "backends.cpu",
+     "backends.chips", "backends.torchrun", "backends._bridge", "backends.monitor", "bundled",
      "views.progress", "nbrecord", "training.interrupts", "families", "rundir.lock",
      "planning.references", "hub", "diffusion.pipeline"},
     {"catalog", "data", "training.shapes", "training.batching", "planning.memory",
      "planning.footprint", "training.recipe", "diffusion.denoising", "training.attention",
      "training.checkpoint", "scaleout.launchfiles", "planning.flops", "diffusion.images",
-     "diffusion.texttoimage", "diffusion.latentcache"},
-    {"rundir.run", "training.runargs", "views.dashboard", "rundir.writer", "views.chart",
+     "diffusion.texttoimage", "diffusion.latentcache", "training.runargs"},
+    {"rundir.run", "training.preparation", "views.dashboard", "rundir.writer", "views.chart",
      "views.page", "planning.planner", "planning.trainingplan"},
     {"training.callbacks", "training.trainer"},
     {"training.engine"},
@@ -246,3 +248,44 @@ def test_the_architecture_doc_lists_every_layer_as_the_test_does():
         drawn.setdefault(layer, set()).update(names)
     for i, names in enumerate(LAYERS, start=1):
         assert names <= drawn.get(i, set()), f"layer {i} in docs/architecture.md lacks {sorted(names - drawn.get(i, set()))}"
+
+
+def _defined(module: Path) -> set[str]:
+    """Names a module defines at its top level (functions, classes, assignments)."""
+    names = set()
+    for node in ast.parse(module.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
+
+
+def test_every_module_and_function_the_architecture_doc_names_exists():
+    """docs/architecture.md names modules (``training.engine``), their functions
+    (``rundir.writer.RunWriter.claim``) and each subpackage's modules in its table: each
+    one is there, so the page cannot drift from the tree."""
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    subpackages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    missing = []
+    for ref in re.findall(r"`([a-z_]+(?:\.[A-Za-z_]+)+)`", doc):
+        package, module, *rest = ref.split(".")
+        if package not in subpackages:
+            continue
+        path = PACKAGE / package / f"{module}.py"
+        if not path.exists():
+            missing.append(ref)
+        elif rest and rest[0] not in _defined(path):
+            missing.append(ref)
+    for row in re.findall(r"^\| `([a-z_]+)/` \|.*\| (.*) \|$", doc, flags=re.M):
+        package, modules = row
+        while re.search(r"\([^()]*\)", modules):  # what a module holds, in brackets, goes
+            modules = re.sub(r"\([^()]*\)", "", modules)
+        for name in re.findall(r"`([a-z_]+)`", modules):
+            if package in subpackages and not (PACKAGE / package / f"{name}.py").exists():
+                missing.append(f"{package}/{name}.py")
+    assert not missing, f"docs/architecture.md names what does not exist: {missing}"
+    drawn = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name in subpackages}
+    table = set(re.findall(r"^\| `([a-z_]+)/` \|", doc, flags=re.M))
+    assert drawn <= table, f"subpackages the table lacks: {sorted(drawn - table)}"

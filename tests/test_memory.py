@@ -7,7 +7,7 @@ import re
 import pytest
 
 import workbench as wb
-from workbench.backends.registry import CHIPS
+from workbench.backends.chips import CHIPS
 from workbench.planning.memory import MemoryPlan, plan_memory
 
 GPT2_124M = 124_439_808

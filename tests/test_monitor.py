@@ -11,9 +11,10 @@ import uuid
 import psutil
 import pytest
 
-from workbench.backends import monitor
+from workbench.backends import cpu as cpu_backend
+from workbench.backends import hpu, monitor
 from workbench.backends.monitor import Unavailable
-from workbench.backends.registry import BACKENDS, monitor_all
+from workbench.backends.registry import BACKENDS, backend, monitor_all
 
 from conftest import FAKES
 
@@ -65,7 +66,7 @@ def nvml(monkeypatch):
 
 # ------------------------------------------------------------------- hpu
 def test_hpu_reads_every_card_in_the_panels_units(hlml):
-    cards = monitor.read("hpu")
+    cards = backend("hpu").monitor()
     assert cards == [
         {"kind": "hpu", "index": 0, "name": "HL-225", "util_pct": 37.0, "mem_used": 12 * GiB,
          "mem_total": 96 * GiB, "power_w": 412.5, "temp_c": 41.0},  # mW -> W; the chip's own sensor
@@ -76,22 +77,22 @@ def test_hpu_reads_every_card_in_the_panels_units(hlml):
 
 
 def test_hpu_starts_hlml_once_per_process(hlml):
-    monitor.read("hpu")
+    backend("hpu").monitor()
     hlml.CARDS[0].aip_pct = 99
-    assert monitor.read("hpu")[0]["util_pct"] == 99.0  # read again, not cached
+    assert backend("hpu").monitor()[0]["util_pct"] == 99.0  # read again, not cached
     assert hlml.CALLS.count("hlmlInit") == 1
 
 
 def test_hpu_reads_the_archived_releases_int_utilisation(hlml):
     hlml.UTILIZATION_AS_INT = True  # HabanaAI/pyhlml at 6bf4f63 returned .aip as an int
-    assert [c["util_pct"] for c in monitor.read("hpu")] == [37.0, 0.0]
+    assert [c["util_pct"] for c in backend("hpu").monitor()] == [37.0, 0.0]
 
 
 def test_hpu_without_a_driver_says_so_once(hlml, capsys):
     hlml.DRIVER_LOADED = False
     for _ in range(2):
         with pytest.raises(Unavailable) as e:
-            monitor.read("hpu")
+            backend("hpu").monitor()
         assert e.value.why == ("HLML could not start: HLML Error with code 1 (Failed to load libhlml) "
                                "(no Gaudi driver here?)")
     assert hlml.CALLS.count("hlmlInit") == 1  # the failure is remembered, not retried every poll
@@ -113,13 +114,13 @@ def test_the_hlml_double_is_as_strict_as_pyhlml(hlml):
 
 # ------------------------------------------------------------------- cuda
 def test_cuda_reads_every_gpu_in_the_panels_units(nvml):
-    assert monitor.read("cuda") == [
+    assert backend("cuda").monitor() == [
         {"kind": "cuda", "index": 0, "name": "NVIDIA H100 80GB HBM3", "util_pct": 88.0, "mem_used": 70 * GiB,
          "mem_total": 80 * GiB, "power_w": 612.345, "temp_c": 67.0},
         {"kind": "cuda", "index": 1, "name": "NVIDIA H100 80GB HBM3", "util_pct": 3.0, "mem_used": GiB // 2,
          "mem_total": 80 * GiB, "power_w": 71.0, "temp_c": None},  # no temperature sensor -> None
     ]
-    monitor.read("cuda")
+    backend("cuda").monitor()
     assert nvml.CALLS.count("nvmlInit") == 1
 
 
@@ -127,7 +128,7 @@ def test_cuda_without_a_driver_names_nvmls_error(nvml):
     nvml.DRIVER_LOADED = False
     with pytest.raises(Unavailable, match=r"^NVML could not start: NVML Shared Library Not Found "
                                           r"\(no NVIDIA driver here\?\)$"):
-        monitor.read("cuda")
+        backend("cuda").monitor()
 
 
 def test_the_nvml_double_is_as_strict_as_pynvml(nvml):
@@ -149,7 +150,7 @@ def test_the_nvml_double_is_as_strict_as_pynvml(nvml):
 def test_the_installed_libraries_say_why_they_cannot_start(kind, library, driver):
     """pyhlml and pynvml as installed here: this machine has neither driver."""
     try:
-        found = monitor.read(kind)
+        found = backend(kind).monitor()
     except Unavailable as e:
         assert e.why.startswith(f"{library} could not start: ")
         assert e.why.endswith(f"(no {driver} driver here?)")
@@ -158,21 +159,21 @@ def test_the_installed_libraries_say_why_they_cannot_start(kind, library, driver
 
 
 @pytest.mark.parametrize("kind, module, fix", [
-    ("hpu", "pyhlml", "pyhlml not installed: pip install 'gaudi-workbench[gaudi]'"),
+    ("hpu", "pyhlml", "habana-pyhlml not installed: pip install 'gaudi-workbench[gaudi]'"),
     ("cuda", "pynvml", "nvidia-ml-py not installed: pip install 'gaudi-workbench[cuda]'"),
 ])
 def test_a_missing_library_names_the_extra_that_installs_it(kind, module, fix, monkeypatch):
     monkeypatch.setitem(sys.modules, module, None)  # import fails as if not installed
     with pytest.raises(Unavailable) as e:
-        monitor.read(kind)
+        backend(kind).monitor()
     assert e.value.why == fix
 
 
 # ------------------------------------------------------------------- cpu and the table
 def test_cpu_is_one_device_with_system_numbers():
     psutil.cpu_percent(interval=None)  # the utilisation is measured between two calls
-    [cpu] = monitor.read("cpu")
-    assert cpu["kind"] == "cpu" and cpu["index"] == 0 and cpu["name"] == monitor.cpu_name()
+    [cpu] = backend("cpu").monitor()
+    assert cpu["kind"] == "cpu" and cpu["index"] == 0 and cpu["name"] == cpu_backend.name()
     assert 0.0 <= cpu["util_pct"] <= 100.0
     assert cpu["mem_total"] == psutil.virtual_memory().total and 0 < cpu["mem_used"] < cpu["mem_total"]
     assert cpu["power_w"] is None
@@ -181,12 +182,12 @@ def test_cpu_is_one_device_with_system_numbers():
 
 def test_an_unknown_kind_lists_the_known_ones():
     with pytest.raises(ValueError, match="unknown device 'tpu'; known: hpu, cuda, cpu"):
-        monitor.read("tpu")
+        backend("tpu").monitor()
 
 
 def test_monitor_all_reads_every_backend_of_the_table_and_notes_the_missing(hlml, monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    assert BACKENDS["hpu"].monitor is monitor.read_hpu
+    assert BACKENDS["hpu"].monitor is hpu.monitor
     snap = monitor_all()
     assert [d["kind"] for d in snap["devices"]] == ["hpu", "hpu", "cpu"]
     assert snap["notes"] == [{"kind": "cuda", "title": "NVIDIA GPU",

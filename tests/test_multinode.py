@@ -28,9 +28,7 @@ from conftest import wait_for
 DATA = dict(max_length=32, batch_size=4)
 
 
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("runs_in_tmp")
 
 
 def _free_port() -> int:

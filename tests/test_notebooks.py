@@ -41,7 +41,7 @@ CHECKS = {
     # a price from a positive throughput, and a shapes ratio of two positive throughputs:
     # both contenders measured. Which one is faster is for the benchmarks to say, not a
     # smoke run of 3 steps x 1 repeat (tests never assert a timing)
-    "08_benchmark_and_cost": lambda r: r["cost_per_million_tokens"] > 0 and 0 < r["bucketed_vs_pad_to_max"] < math.inf
+    "08_benchmark_and_cost": lambda r: r["cost_per_million_tokens"] > 0 and 0 < r["bucketed_vs_max_length"] < math.inf
     and r["plan_detected_from"] == "your runs",
     "09_profiling": lambda r: r["trace_written"] and r["ops"] > 0 and r["top_op"],
     "10_memory_planning": lambda r: r["llama_70b_fits_one_h200"] is False and r["plans"] >= 20,

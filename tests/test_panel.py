@@ -35,16 +35,11 @@ _RUN_STEP_JS = (f"Number(document.querySelector(\"{RUNNING} .wbp-step\")?.textCo
                 ".match(/step (\\d+)/)?.[1] ?? -1)")
 
 
-def _crashed_run(root) -> str:
+def _crashed_run(root, make_run) -> str:
     """A run that died with an error, as the writer leaves it (an old timestamp: listed last)."""
-    from workbench.rundir.run import write_json
-
-    path = root / "runs" / "20200101-000000-gpt2-tiny-crashed"
-    path.mkdir(parents=True)
-    write_json(path / "spec.json", {"model": {"family": "gpt2", "size": "tiny", "task": "causal_lm"},
-                                    "data": {"source": "docstrings-lm"}, "args": {"max_steps": 50}})
-    write_json(path / "summary.json", {"status": "failed", "ended": True, "step": 7, "max_steps": 50,
-                                       "error": "RuntimeError: CUDA error: device-side assert triggered"})
+    path = make_run(root / "runs", "20200101-000000-gpt2-tiny-crashed", args={"max_steps": 50},
+                    summary={"status": "failed", "ended": True, "step": 7, "max_steps": 50,
+                             "error": "RuntimeError: CUDA error: device-side assert triggered"})
     return f"runs/{path.name}"
 
 
@@ -52,12 +47,12 @@ def _points(page) -> str:
     return page.get_attribute(CPU_SPARK, "points") or ""
 
 
-def test_panel_shows_devices_and_runs_and_stops_a_run(tmp_path):
+def test_panel_shows_devices_and_runs_and_stops_a_run(tmp_path, make_run):
     from playwright.sync_api import sync_playwright
 
     require_chromium()
     notebook = long_quickstart(tmp_path)
-    crashed = _crashed_run(tmp_path)
+    crashed = _crashed_run(tmp_path, make_run)
     requests: list[str] = []
     with jupyterlab(tmp_path) as lab, sync_playwright() as p, \
             browser_page(p, "panel", viewport={"width": 1400, "height": 950}) as page:

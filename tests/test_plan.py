@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 import workbench as wb
-from workbench.backends.registry import CHIPS, DeviceInfo
+from workbench.backends.chips import CHIPS
+from workbench.backends.registry import DeviceInfo
 from workbench.planning import references as refs
 from workbench.planning.flops import flops_per_token
 
@@ -19,19 +20,16 @@ ROOT = Path(__file__).resolve().parents[1]
 H200 = ROOT / "benchmarks" / "baselines" / "cuda-nvidia-h200.json"
 
 
-def _fake_run(root: Path, name: str, model: str, seq: int, batch: int, tokens_per_s: float,
-              device: DeviceInfo, status: str = "completed", devices: int = 1) -> Path:
+@pytest.fixture
+def fake_run(make_run):
     """A run directory as wb.train leaves it, as far as the planner reads it."""
-    path = root / name
-    path.mkdir(parents=True)
-    spec = {"model": wb.model(model).to_dict(), "data": {"source": "docstrings-lm"},
-            "args": {"max_length": seq, "batch_size": batch, "precision": "auto"}}
-    if devices > 1:
-        spec["launch"] = {"devices": devices}
-    (path / "spec.json").write_text(json.dumps(spec))
-    (path / "summary.json").write_text(json.dumps({"status": status, "tokens_per_s": tokens_per_s,
-                                                   "device": device.to_dict()}))
-    return path
+    def make(root: Path, name: str, model: str, seq: int, batch: int, tokens_per_s: float,
+             device: DeviceInfo, status: str = "completed", devices: int = 1) -> Path:
+        extra = {"launch": {"devices": devices}} if devices > 1 else {}
+        return make_run(root, name, model=model, args={"max_length": seq, "batch_size": batch},
+                        summary={"status": status, "tokens_per_s": tokens_per_s,
+                                 "device": device.to_dict()}, **extra)
+    return make
 
 
 H100 = DeviceInfo(kind="cuda", available=True, count=1, name="NVIDIA H100 80GB HBM3", precision="bf16")
@@ -69,8 +67,8 @@ def test_the_h200_row_takes_this_projects_own_measurement_and_says_so():
     assert row["tokens_per_s_device"] == pytest.approx(entry["tokens_per_s"], rel=2e-3)
 
 
-def test_your_runs_come_before_references_and_predict_another_sequence_length(tmp_path):
-    _fake_run(tmp_path, "a", "gpt2-small", seq=512, batch=16, tokens_per_s=200_000.0, device=H100)
+def test_your_runs_come_before_references_and_predict_another_sequence_length(tmp_path, fake_run):
+    fake_run(tmp_path, "a", "gpt2-small", seq=512, batch=16, tokens_per_s=200_000.0, device=H100)
     p = wb.plan("gpt2-small", tokens=10**9, batch_size=8, seq_len=1024, devices=["H100", "A100"], runs=tmp_path)
     h100, a100 = p.row("H100 SXM"), p.row("A100 80GB")
     assert h100["mfu_from"] == "your runs" and "1 of your completed run(s)" in h100["sources"]["mfu"]
@@ -81,10 +79,10 @@ def test_your_runs_come_before_references_and_predict_another_sequence_length(tm
     assert a100["mfu_from"] == "published"  # a run on another chip does not count
 
 
-def test_an_explicit_mfu_beats_your_runs_and_unfinished_or_far_runs_do_not_count(tmp_path):
-    _fake_run(tmp_path, "a", "gpt2-small", seq=512, batch=16, tokens_per_s=200_000.0, device=H100)
-    _fake_run(tmp_path, "b", "gpt2-xl", seq=512, batch=16, tokens_per_s=1.0, device=H100)  # 12x the size
-    _fake_run(tmp_path, "c", "gpt2-small", seq=512, batch=16, tokens_per_s=5.0, device=H100, status="failed")
+def test_an_explicit_mfu_beats_your_runs_and_unfinished_or_far_runs_do_not_count(tmp_path, fake_run):
+    fake_run(tmp_path, "a", "gpt2-small", seq=512, batch=16, tokens_per_s=200_000.0, device=H100)
+    fake_run(tmp_path, "b", "gpt2-xl", seq=512, batch=16, tokens_per_s=1.0, device=H100)  # 12x the size
+    fake_run(tmp_path, "c", "gpt2-small", seq=512, batch=16, tokens_per_s=5.0, device=H100, status="failed")
     p = wb.plan("gpt2-small", tokens=10**9, batch_size=8, seq_len=512, devices=["H100"], runs=tmp_path)
     assert p.row("H100 SXM")["tokens_per_s_device"] == pytest.approx(200_000.0)
     p = wb.plan("gpt2-small", tokens=10**9, batch_size=8, seq_len=512, devices=["H100"], runs=tmp_path,
@@ -93,8 +91,8 @@ def test_an_explicit_mfu_beats_your_runs_and_unfinished_or_far_runs_do_not_count
     assert row["mfu_from"] == "your mfu" and row["mfu"] == pytest.approx(0.5)
 
 
-def test_a_launched_run_counts_its_throughput_per_device(tmp_path):
-    _fake_run(tmp_path, "a", "gpt2-small", seq=512, batch=16, tokens_per_s=800_000.0, device=H100, devices=4)
+def test_a_launched_run_counts_its_throughput_per_device(tmp_path, fake_run):
+    fake_run(tmp_path, "a", "gpt2-small", seq=512, batch=16, tokens_per_s=800_000.0, device=H100, devices=4)
     p = wb.plan("gpt2-small", tokens=10**9, batch_size=8, seq_len=512, devices=["H100"], runs=tmp_path)
     assert p.row("H100 SXM")["tokens_per_s_device"] == pytest.approx(200_000.0)
 

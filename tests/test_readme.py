@@ -1,8 +1,11 @@
-"""The README's Python examples run as written and show what the README says they show.
+"""The README's and the docs pages' Python examples run as written and show what they say.
 
-Each block runs as a notebook cell would, statement by statement: what it prints and the
-value of every bare expression (what a notebook would display after that line, the
-values the README's comments describe) are checked against the README's own words.
+Every ```python block of README.md and of each docs/*.md page runs as a notebook cell would,
+statement by statement: what it prints and the value of every bare expression (what a
+notebook would display after that line, the values the page's comments describe) are checked
+against the page's own words. Blocks marked ``console``, ``text`` or ``bash`` (or unmarked)
+are shown, not run. The README stays the front door: under 300 lines, and no line of prose on
+these pages is over 100 characters.
 """
 
 from __future__ import annotations
@@ -18,10 +21,42 @@ import pytest
 
 from conftest import ROOT
 
-_TEXT = (ROOT / "README.md").read_text()
-# (the "## " section a block sits in, the block's code), in README order
-BLOCKS = [(re.findall(r"^## (.+)$", _TEXT[:m.start()], re.M)[-1], m.group(1))
-          for m in re.finditer(r"```python\n(.*?)```", _TEXT, re.S)]
+PAGES = ["README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))]
+TEXTS = {page: (ROOT / page).read_text() for page in PAGES}
+# what a fenced block may be marked with; only python runs
+LANGUAGES = {"python", "console", "text", "bash", ""}
+
+
+def _fences(text: str):
+    """(the "# " or "## " heading a block sits under, the block's language, its code), in order.
+
+    Lines inside a block (a ``# comment``) are never headings.
+    """
+    heading, lang, code = None, None, []
+    for line in text.splitlines(keepends=True):
+        if lang is None:
+            if line.startswith("```"):
+                lang, code = line[3:].strip(), []
+            elif m := re.match(r"#{1,2} (.+)$", line):
+                heading = m.group(1)
+        elif line.startswith("```"):
+            yield heading, lang, "".join(code)
+            lang = None
+        else:
+            code.append(line)
+
+
+# (page, section, code) of every python block, README first, then docs/ in name order
+BLOCKS = [(page, section, code) for page in PAGES for section, lang, code in _fences(TEXTS[page])
+          if lang == "python"]
+
+
+def _section(page: str, heading: str) -> str:
+    """The text of ``page`` under ``heading``, up to the next "# " or "## " heading."""
+    text = TEXTS[page]
+    start = text.index(f"\n{heading}\n") + len(heading) + 2
+    end = re.search(r"^#{1,2} ", text[start:], re.M)
+    return text[start:start + end.start()] if end else text[start:]
 
 
 def _is_print(expr: ast.expr) -> bool:
@@ -56,7 +91,7 @@ def _first_look(ns, shown, out):
 
 def _models_and_datasets(ns, shown, out):
     gpt2_small, catalog, splits, preview, lengths = shown
-    assert gpt2_small == 124_439_808, "the count the README quotes"
+    assert gpt2_small == 124_439_808, "the count the page quotes"
     assert sum(p.numel() for p in ns["model"].parameters()) < 5_000_000, "tiny: < 5 M parameters"
     assert {"bert", "gpt2", "t5", "llama", "unet"} <= set(catalog["family"])
     assert set(splits) == {"train", "eval"} and splits["train"].num_rows > splits["eval"].num_rows > 0
@@ -88,15 +123,15 @@ def _memory_planning(ns, shown, out):
 
 def _cost(ns, shown, out):
     (cheapest, fastest), h200_small = shown
-    section = _TEXT.split("## What will it cost?")[1].split("\n## ")[0]
+    section = _section("docs/planner.md", "## What will it cost? Time and cost per device")
     printed = section.split("```text\n")[1].split("```")[0]
-    assert out == printed, "the README shows the table the planner prints"
+    assert out == printed, "the page shows the table the planner prints"
     plan = ns["plan"]
     assert (cheapest, fastest) == (plan.cheapest()["device"], plan.fastest()["device"]) == ("H100 SXM", "H100 SXM")
     assert h200_small == "measured by this project"
     kinds = {r["device"]: r["mfu_from"] for r in plan.rows}
     assert kinds == {"Gaudi2": "default", "Gaudi3": "default", "A100 80GB": "published", "H100 SXM": "published",
-                     "H200": "published"}, "the README's list of which rows are which"
+                     "H200": "published"}, "the page's list of which rows are which"
 
 
 def _stable_diffusion(ns, shown, out):
@@ -137,25 +172,52 @@ def _profiling(ns, shown, out):
 
 
 CHECKS = {
-    "A first look": _first_look,
-    "Models and datasets, offline": _models_and_datasets,
-    "Training": _training,
-    "Stable Diffusion": _stable_diffusion,
-    "Will it fit? Memory planning": _memory_planning,
-    "What will it cost? Time and cost per device": _cost,
-    "Pickers and a training form": _pickers,
-    "Past one device": _past_one_device,
-    "Profiling": _profiling,
+    ("README.md", "A first training cell"): _training,
+    ("docs/devices.md", "Devices: `wb.device()` and `workbench devices`"): _first_look,
+    ("docs/models-and-data.md", "Models and datasets, offline"): _models_and_datasets,
+    ("docs/multi-node.md", "Past one device"): _past_one_device,
+    ("docs/pickers.md", "Pickers and a training form"): _pickers,
+    ("docs/planner.md", "Will it fit? Memory planning"): _memory_planning,
+    ("docs/planner.md", "What will it cost? Time and cost per device"): _cost,
+    ("docs/profiling.md", "Profiling"): _profiling,
+    ("docs/stable-diffusion.md", "Stable Diffusion"): _stable_diffusion,
 }
 
 
 def test_every_python_block_has_a_check():
-    assert [section for section, _ in BLOCKS] == list(CHECKS), "one block per section, each checked"
+    assert [(page, section) for page, section, _ in BLOCKS] == list(CHECKS), "one block per section, each checked"
 
 
-@pytest.mark.parametrize("section,code", BLOCKS, ids=[s for s, _ in BLOCKS])
-def test_readme_example_runs_and_shows_what_it_says(section, code, tmp_path, monkeypatch):
+@pytest.mark.parametrize("page", PAGES)
+def test_every_block_is_marked_with_a_known_language(page):
+    langs = {lang for _, lang, _ in _fences(TEXTS[page])}
+    assert langs <= LANGUAGES, f"{page}: {sorted(langs - LANGUAGES)} would be neither run nor known"
+
+
+@pytest.mark.parametrize("page,section,code", BLOCKS, ids=[f"{p}: {s}" for p, s, _ in BLOCKS])
+def test_example_runs_and_shows_what_it_says(page, section, code, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("WORKBENCH_RUNS", raising=False)  # runs go to ./runs, as the README says
-    ns, shown, out = _run(code, f"README.md, {section}")
-    CHECKS[section](ns, shown, out)
+    monkeypatch.delenv("WORKBENCH_RUNS", raising=False)  # runs go to ./runs, as the pages say
+    ns, shown, out = _run(code, f"{page}, {section}")
+    CHECKS[page, section](ns, shown, out)
+
+
+def test_readme_is_the_front_door():
+    lines = TEXTS["README.md"].count("\n")
+    assert lines < 300, f"README.md has {lines} lines: move a topic to its docs/ page and link it"
+
+
+def _long_lines(page: str, tables: bool):
+    """Lines over 100 characters outside code blocks (and outside tables unless ``tables``)."""
+    code = False
+    for number, line in enumerate(TEXTS[page].splitlines(), start=1):
+        if line.startswith("```"):
+            code = not code
+        elif not code and len(line) > 100 and (tables or not line.lstrip().startswith("|")):
+            yield f"{page}:{number} ({len(line)} characters)"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_prose_line_is_over_100_characters(page):
+    # the README's tables too; a docs page's table rows may run longer (a cell cannot wrap)
+    assert not list(_long_lines(page, tables=page == "README.md"))

@@ -26,9 +26,7 @@ pytest.importorskip("diffusers")
 PROMPTS = ["a handwritten seven", "a handwritten one"]
 
 
-@pytest.fixture(autouse=True)
-def _runs_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.setenv("WORKBENCH_RUNS", str(tmp_path / "runs"))
+pytestmark = pytest.mark.usefixtures("runs_in_tmp")
 
 
 @pytest.fixture(scope="module")

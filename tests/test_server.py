@@ -115,7 +115,7 @@ def test_devices_reads_the_cpu_and_says_why_gaudi_and_nvidia_are_missing(api, mo
     assert cpu["kind"] == "cpu" and cpu["index"] == 0 and cpu["name"]
     assert 0 <= cpu["util_pct"] <= 100 and 0 < cpu["mem_used"] < cpu["mem_total"]
     assert reply["notes"] == [
-        {"kind": "hpu", "title": "Intel Gaudi", "why": "pyhlml not installed: pip install 'gaudi-workbench[gaudi]'"},
+        {"kind": "hpu", "title": "Intel Gaudi", "why": "habana-pyhlml not installed: pip install 'gaudi-workbench[gaudi]'"},
         {"kind": "cuda", "title": "NVIDIA GPU",
          "why": "NVML could not start: NVML Shared Library Not Found (no NVIDIA driver here?)"}]
     assert isinstance(reply["time"], float)

@@ -328,13 +328,13 @@ def test_padding_stats_on_docstrings_topic(topic):
     stats = {s: padding_stats(lengths, s, 16, 128) for s in STRATEGIES}
     bucketed = stats["bucketed"]
     assert bucketed["shapes"] <= 8 and len(bucketed["boundaries"]) <= 8
-    assert bucketed["waste_pct"] < stats["dynamic"]["waste_pct"] < stats["pad_to_max"]["waste_pct"]
+    assert bucketed["waste_pct"] < stats["longest"]["waste_pct"] < stats["max_length"]["waste_pct"]
     assert bucketed["waste_pct"] <= 15
     # batching cannot beat padding each sequence to its best boundary
     best = padding_cost(lengths, buckets(lengths, k=8, max_length=128), max_length=128)
     assert bucketed["computed_tokens"] - bucketed["useful_tokens"] >= best
     assert padding_stats(lengths, "bucketed", 16, 128, k=16)["waste_pct"] <= 10
-    assert stats["pad_to_max"]["shapes"] <= 2 and stats["dynamic"]["shapes"] > 8
+    assert stats["max_length"]["shapes"] <= 2 and stats["longest"]["shapes"] > 8
     assert stats["packed"]["shapes"] == 1 and stats["packed"]["waste_pct"] < 5
     assert all(s["useful_tokens_per_step"] > 0 for s in stats.values())
     with pytest.raises(ValueError, match="unknown strategy"):

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -27,9 +28,7 @@ SUMMARY_KEYS = {"status", "error", "step", "max_steps", "train_loss", "eval", "s
                 "versions", "checkpoint", "started", "ended"}
 
 
-@pytest.fixture(autouse=True)
-def _runs_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.setenv("WORKBENCH_RUNS", str(tmp_path / "runs"))
+pytestmark = pytest.mark.usefixtures("runs_in_tmp")
 
 
 def _train_events(run):
@@ -242,7 +241,7 @@ def test_other_exceptions_mark_the_run_failed_and_reraise():
     with pytest.raises(RuntimeError, match="disk on fire"):
         wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), max_steps=10, batch_size=4,
                  max_length=32, callbacks=[Boom()], live=False)
-    run = Run.open(sorted((wb.run.Path(os.environ["WORKBENCH_RUNS"])).iterdir())[-1])
+    run = Run.open(sorted((Path(os.environ["WORKBENCH_RUNS"])).iterdir())[-1])
     assert run.status == "failed" and "disk on fire" in run.summary["error"]
     assert "Traceback" in run.summary["traceback"]
     assert "plan_memory" not in run.summary["error"]
@@ -258,7 +257,7 @@ def test_out_of_memory_names_the_fix():
     with pytest.raises(RuntimeError, match="out of memory"):
         wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), max_steps=3, batch_size=4,
                  max_length=32, callbacks=[Oom()], live=False)
-    run = Run.open(sorted((wb.run.Path(os.environ["WORKBENCH_RUNS"])).iterdir())[-1])
+    run = Run.open(sorted((Path(os.environ["WORKBENCH_RUNS"])).iterdir())[-1])
     assert "out of cpu memory" in run.summary["error"] and "smaller batch_size" in run.summary["error"]
 
 

@@ -120,9 +120,9 @@ def test_dataset_picker_previews_and_measures_padding(topic):
     assert any(topic in d.preview.value for topic in ("asyncio", "email", "http", "logging", "xml"))
     assert bytes(d.histogram.value).startswith(b"\x89PNG") and d.histogram.layout.display != "none"
     s = d.stats
-    assert s["bucketed"]["waste_pct"] < s["dynamic"]["waste_pct"] < s["pad_to_max"]["waste_pct"]
-    assert s["pad_to_max"]["shapes"] <= 2 and s["bucketed"]["shapes"] <= 8
-    for key in ("pad_to_max", "dynamic", "bucketed"):
+    assert s["bucketed"]["waste_pct"] < s["longest"]["waste_pct"] < s["max_length"]["waste_pct"]
+    assert s["max_length"]["shapes"] <= 2 and s["bucketed"]["shapes"] <= 8
+    for key in ("max_length", "longest", "bucketed"):
         assert f"{s[key]['waste_pct']:.1f}%" in d.padding.value
     for k in (4, 8, 16):
         assert f"{s['buckets'][k]['waste_pct']:.1f}%" in d.padding.value
@@ -133,9 +133,9 @@ def test_dataset_picker_previews_and_measures_padding(topic):
 def test_batch_and_length_changes_recompute_only_the_statistics(topic, monkeypatch):
     d = topic
     monkeypatch.setattr(d.value, "load", lambda: pytest.fail("must reuse the cached lengths"))
-    before = d.stats["pad_to_max"]["waste_pct"]
+    before = d.stats["max_length"]["waste_pct"]
     d.max_length.value = 512
-    assert d.stats["pad_to_max"]["waste_pct"] > before and "max length 512" in d.padding.value
+    assert d.stats["max_length"]["waste_pct"] > before and "max length 512" in d.padding.value
     d.max_length.value, d.batch_size.value = 128, 16
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
+import math
 import re
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -19,7 +20,7 @@ from typing import Any
 from . import bundled
 from .catalog import hub_error, is_local  # hub_error: the hub module's, through the catalog
 from .diffusion import images
-from .training import recipe
+from .training.runargs import default
 from .training.shapes import LengthStats
 from .views.progress import transformers_errors_only
 
@@ -146,13 +147,13 @@ class DataSpec:
         if self.task == "classification" and label:
             if not isinstance(raw.features[label], datasets.ClassLabel):
                 if eval_split is not None:
-                    recipe.check_eval_labels(set(_counts(raw, label)), _counts(eval_split, label), self.name)
+                    _check_eval_labels(set(_counts(raw, label)), _counts(eval_split, label), self.name)
                 raw = raw.class_encode_column(label)
                 if eval_split is not None:
                     eval_split = eval_split.cast_column(label, raw.features[label])
         if eval_split is None:
             stratify = label if self.task == "classification" and label else None
-            recipe.check_split(len(raw), self.eval_fraction, self.name, stratify and {
+            _check_split(len(raw), self.eval_fraction, self.name, stratify and {
                 raw.features[label].names[i]: n for i, n in _counts(raw, label).items()})
             parts = raw.train_test_split(test_size=self.eval_fraction, seed=self.seed,
                                          stratify_by_column=stratify)
@@ -235,14 +236,16 @@ class DataSpec:
         return LengthStats(np.array([len(x) for x in ids]))
 
     # ----------------------------------------------------------------- preprocessing
-    def prepare(self, tokenizer=None, max_length: int = 128, target_max_length: int = 64):
+    def prepare(self, tokenizer=None, max_length: int | None = None, target_max_length: int = 64):
         """Task preprocessing through a batched, cached ``map``.
 
         classification -> input_ids, attention_mask, labels; causal_lm -> input_ids,
         attention_mask; seq2seq -> input_ids, attention_mask, labels; diffusion ->
         pixel_values in [-1, 1] with shape (channels, height, width); text_to_image (``tokenizer``:
         the model's ``Captions``) -> RGB pixel_values at its resolution, input_ids of fixed length.
+        ``max_length`` defaults to a run's (``RunArgs``).
         """
+        max_length = default("max_length") if max_length is None else max_length
         dd = self.load()
         c = self.columns
         if self.task == "diffusion":
@@ -389,7 +392,7 @@ def dataset(source: str | DataSpec, *, task: str | None = None, eval_fraction: f
     images.check_options(crop, flip)
     source = str(source)
     if encoding is not None:
-        recipe.check_encoding(encoding, source, DataSpec(source).kind == "local" and  # text files only
+        _check_encoding(encoding, source, DataSpec(source).kind == "local" and  # text files only
                               Path(source).suffix.lower() in (".csv", ".json", ".jsonl", ".txt"))
     if source in bundled.BUNDLED:
         info = bundled.BUNDLED[source]
@@ -444,3 +447,49 @@ def datasets():
     rows = [{"name": name, "task": info["task"], "columns": ", ".join(f"{k}={v}" for k, v in info["columns"].items()),
              "about": info["about"]} for name, info in bundled.BUNDLED.items()]
     return pd.DataFrame(rows)
+
+
+def _check_encoding(encoding: str, source: str, local_text: bool) -> None:
+    """Refuse ``encoding=`` where it cannot apply, or a codec Python does not know."""
+    import codecs
+
+    if not local_text:
+        raise ValueError(f"encoding= is for local text files (csv, json, jsonl, txt); {source!r} is not one")
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise ValueError(f"unknown encoding {encoding!r}; e.g. 'utf-8', 'latin-1', 'cp1252'") from None
+
+
+def _check_eval_labels(train_labels: set, eval_counts: dict, data_name: str) -> None:
+    """Refuse eval labels the training split never has (the model could never predict them)."""
+    only = [(v, n) for v, n in eval_counts.items() if v not in train_labels]
+    if only:
+        one = len(only) == 1
+        what = ", ".join(f"{v!r} ({n} row{'s' if n > 1 else ''})" for v, n in only[:5])
+        them = "it" if one else "them"
+        raise ValueError(f"label{'' if one else 's'} {what} {'is' if one else 'are'} in the eval split of "
+                         f"{data_name!r} but never in train: the model cannot learn {them}. "
+                         f"Add training rows with {them}, or drop those eval rows")
+
+
+def _check_split(rows: int, eval_fraction: float, data_name: str, class_counts: dict | None) -> None:
+    """Refuse data that a train/eval split (stratified by class, given ``class_counts``) cannot split."""
+    n_eval = math.ceil(eval_fraction * rows)  # as datasets' train_test_split counts
+    if rows - n_eval < 1:
+        raise ValueError(f"{data_name!r} has {rows} row{'s' if rows != 1 else ''}: too few to split into "
+                         f"train and eval (eval_fraction={eval_fraction}); use more rows")
+    if not class_counts:
+        return
+    single = [repr(c) for c, n in class_counts.items() if n < 2]
+    if single:
+        raise ValueError(f"class {', '.join(single[:5])} has 1 row in {data_name!r}: a stratified train/eval "
+                         f"split needs at least 2 rows of each class (one for each split). Add rows of that "
+                         f"class, drop it, or give a dataset with its own eval split")
+    classes, smaller = len(class_counts), min(n_eval, rows - n_eval)
+    if smaller < classes:
+        side, fix = (("eval", f"eval_fraction={math.ceil(classes * 100 / rows) / 100:g} or more")
+                     if n_eval < classes else ("training", "a smaller eval_fraction"))
+        raise ValueError(f"{data_name!r} has {classes} classes, but eval_fraction={eval_fraction} of its "
+                         f"{rows} rows gives {smaller} {side} rows, fewer than one per class: pass {fix}, "
+                         f"or use more rows")

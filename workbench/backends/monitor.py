@@ -1,6 +1,8 @@
 """Device readings for the side panel: utilisation, memory, power and temperature, per device.
 
-One small reader per backend kind, each through the vendor's management library, never
+One reader for the management libraries shaped like NVML (HLML is NVML's counterpart for
+Gaudi), driven by each backend's ``Vendor`` record (``hpu.HLML``, ``cuda.NVML``); the CPU's
+reader is in ``cpu.py``. Readings go through the vendor's management library, never
 through torch (a panel that polls every few seconds must not load a framework, nor touch
 a device a training process is using): HLML (``pyhlml``, PyPI ``habana-pyhlml``) on
 Gaudi, NVML (``pynvml``, PyPI ``nvidia-ml-py``) on NVIDIA GPUs, psutil on the CPU.
@@ -16,15 +18,14 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
-import platform
+import shutil
+import subprocess
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 FIELDS = ("kind", "index", "name", "util_pct", "mem_used", "mem_total", "power_w", "temp_c")
-HLML_TEMPERATURE_ON_AIP = 0  # the chip's own sensor: pyhlml_types_generated.py HLML_TEMPERATURE_SENSORS
-NVML_TEMPERATURE_GPU = 0  # the GPU die: nvidia-ml-py pynvml.py NVML_TEMPERATURE_GPU
 
 # module name -> (the module object started, or the Unavailable it raised): one start per process
 _started: dict[str, tuple[Any, Any]] = {}
@@ -60,40 +61,6 @@ def _optional(call: Callable[[], Any], error: type[BaseException]) -> Any:
         return call()
     except error:
         return None
-
-
-# --------------------------------------------------------------------------- cpu
-def cpu_name(index: int = 0) -> str:
-    """The processor's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine() or "cpu"
-
-
-def _cpu_temperature() -> float | None:
-    """The package temperature where the OS exposes one (psutil: Linux and FreeBSD only)."""
-    import psutil
-
-    try:
-        sensors = psutil.sensors_temperatures()
-    except (AttributeError, OSError):  # no such function on this platform, or no /sys access
-        return None
-    for chip in ("coretemp", "k10temp", "zenpower", "cpu_thermal", "cpu-thermal", "acpitz"):
-        if sensors.get(chip):
-            return float(sensors[chip][0].current)  # coretemp's first entry is the whole package
-    return None
-
-
-def read_cpu() -> list[dict[str, Any]]:
-    """The CPU as one device: system-wide utilisation since the previous call, system memory."""
-    import psutil
-
-    memory = psutil.virtual_memory()
-    # interval=None: the utilisation since the last call, without blocking (0.0 on the first)
-    return [reading("cpu", 0, cpu_name(), util_pct=psutil.cpu_percent(interval=None),
-                    mem_used=memory.used, mem_total=memory.total, temp_c=_cpu_temperature())]
 
 
 # --------------------------------------------------------------------------- libraries
@@ -132,7 +99,7 @@ def clear_cache() -> None:
 
 
 # --------------------------------------------------------------------------- hpu, cuda
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Vendor:
     """A management library that mirrors NVML's API (HLML is NVML's counterpart for Gaudi):
     ``<prefix>Init``, ``<prefix>DeviceGetCount``, ``<prefix>DeviceGetHandleByIndex``, and per
@@ -151,14 +118,7 @@ class Vendor:
     sensor: int  # the temperature sensor asked for
     what: str  # the devices, in a message
     fallback_name: str
-
-
-VENDORS = {
-    "hpu": Vendor("hpu", "pyhlml", "pyhlml", "gaudi", "HLML", "Gaudi", "hlml", "HLMLError", "aip",
-                  HLML_TEMPERATURE_ON_AIP, "Gaudi cards", "Gaudi"),
-    "cuda": Vendor("cuda", "pynvml", "nvidia-ml-py", "cuda", "NVML", "NVIDIA", "nvml", "NVMLError", "gpu",
-                   NVML_TEMPERATURE_GPU, "GPUs", "NVIDIA GPU"),
-}
+    driver_call: str  # the library's function that returns the driver's version
 
 
 def read_vendor(v: Vendor) -> list[dict[str, Any]]:
@@ -189,37 +149,23 @@ def read_vendor(v: Vendor) -> list[dict[str, Any]]:
     return out
 
 
-def read_hpu() -> list[dict[str, Any]]:
-    """Every Gaudi card, through HLML."""
-    return read_vendor(VENDORS["hpu"])
-
-
-def read_cuda() -> list[dict[str, Any]]:
-    """Every NVIDIA GPU, through NVML."""
-    return read_vendor(VENDORS["cuda"])
-
-
-READERS: dict[str, Callable[[], list[dict[str, Any]]]] = {"hpu": read_hpu, "cuda": read_cuda, "cpu": read_cpu}
-
-
-def read(kind: str) -> list[dict[str, Any]]:
-    """The current reading of every device of ``kind`` (``"hpu"``, ``"cuda"`` or ``"cpu"``).
-
-    Returns
-    -------
-    list of dict
-        One dict per device with the keys ``kind``, ``index``, ``name``, ``util_pct``
-        (percent), ``mem_used`` and ``mem_total`` (bytes), ``power_w`` (watts) and
-        ``temp_c`` (degrees Celsius); a metric the device does not report is None.
-
-    Raises
-    ------
-    Unavailable
-        The kind cannot be read here (library not installed, no driver); ``.why`` says
-        why and how to fix it.
-    """
+def driver_from_tool(command: tuple[str, ...], v: Vendor) -> tuple[str | None, str]:
+    """(driver version or None, where it was read or why not): the vendor's command-line tool
+    when it is on PATH, else the management library (started once per process, as the
+    readers start it)."""
+    if shutil.which(command[0]):
+        try:
+            out = subprocess.run(list(command), capture_output=True, text=True, timeout=20)
+            first = out.stdout.split("\n")[0].strip()
+            if first:
+                return first, command[0]
+        except (OSError, subprocess.SubprocessError):
+            pass
     try:
-        reader = READERS[kind]
-    except KeyError:
-        raise ValueError(f"unknown device {kind!r}; known: {', '.join(READERS)}") from None
-    return reader()
+        lib = _start(v)
+    except Unavailable as e:
+        return None, f"not read: no {command[0]} on PATH, {v.module}: {e.why}"
+    try:
+        return _text(getattr(lib, v.driver_call)()), v.module
+    except Exception as e:  # a library without that call, or a driver that does not answer
+        return None, f"not read: no {command[0]} on PATH, {v.module} failed ({e})"

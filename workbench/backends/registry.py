@@ -1,158 +1,31 @@
-"""The backend table: one small record per device kind (``hpu``, ``cuda``, ``cpu``).
+"""The backend table and the devices: one record per device kind (``hpu``, ``cuda``, ``cpu``),
+each built in its own file, and ``DeviceInfo``, what ``wb.device()`` says of one of them.
 
-Every choice that depends on the device (precision, fused optimizer, compile
-backend and default, static shapes, distributed backend, profiler activities, how to read
-memory, ``mark_step``) reads a record from ``BACKENDS``; every hardware figure (HBM, peak
-TFLOP/s, which precisions run) comes from ``chips.CHIPS`` (served here too), and
-``chip()`` finds a device's record there. Nothing here imports ``torch`` or
-``habana_frameworks`` at module import time; the Habana bridge lives in ``_bridge``.
+Every choice that depends on the device (precision, fused optimizer, compile backend and
+default, static shapes, distributed backend, profiler activities, how to read memory,
+``mark_step``) reads a record from ``BACKENDS``; every hardware figure (HBM, peak TFLOP/s,
+which precisions run) comes from ``chips.CHIPS``, and ``chip()`` finds a device's record
+there. Nothing here imports ``torch`` or ``habana_frameworks`` at module import time; the
+Habana bridge lives in ``_bridge``.
 """
 
 from __future__ import annotations
 
 import html
-import importlib.metadata
 import os
-import resource
 import sys
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import _bridge, monitor
-from ._bridge import MODES, hpu_mode, recipe_cache, set_hpu_mode  # noqa: F401  (public here too)
-from .chips import CHIPS, Chip, GiB, match  # noqa: F401  (public here too)
-from .monitor import Unavailable, cpu_name
+from . import _bridge, cpu, cuda, hpu, monitor
+from .chips import CHIPS, Chip, match
+from .monitor import Unavailable
+from .record import Backend, version
 
 ORDER = ("hpu", "cuda", "cpu")
 ENV_DEVICE = "WORKBENCH_DEVICE"
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-
-
-# --------------------------------------------------------------------------- helpers
-def _torch():
-    import torch  # imported on first use, never at `import workbench`
-
-    return torch
-
-
-def version(dist: str) -> str | None:
-    """The installed version of distribution ``dist``, or None."""
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-# --------------------------------------------------------------------------- cuda
-def _cuda_available() -> bool:
-    try:
-        return bool(_torch().cuda.is_available())
-    except Exception:
-        return False
-
-
-def _cuda_memory(index: int) -> dict[str, int]:
-    cuda = _torch().cuda
-    return {"allocated": int(cuda.memory_allocated(index)), "peak": int(cuda.max_memory_allocated(index)),
-            "total": int(cuda.get_device_properties(index).total_memory)}
-
-
-def _cuda_precision(index: int) -> str:
-    return "bf16" if _torch().cuda.is_bf16_supported() else "fp16"
-
-
-# --------------------------------------------------------------------------- cpu
-def _cpu_memory(index: int) -> dict[str, int]:
-    import psutil
-
-    rss = int(psutil.Process().memory_info().rss)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    peak = peak if sys.platform == "darwin" else peak * 1024  # Linux reports KiB
-    # ru_maxrss is updated lazily by the kernel: the peak is at least the current RSS
-    return {"allocated": rss, "peak": max(rss, int(peak)), "total": int(psutil.virtual_memory().total)}
-
-
-# --------------------------------------------------------------------------- backends
-def _noop(*_a: Any) -> None:
-    return None
-
-
-@dataclass(frozen=True)
-class Backend:
-    """What the workbench needs to know about one kind of device, and its policies."""
-
-    kind: str
-    title: str
-    torch_device: str
-    dist_backend: str
-    compile_backend: str | None  # backend for torch.compile; None = opt-in inductor
-    optimizer: str  # "hpex_fused_adamw" or a transformers `optim` name
-    available: Callable[[], bool]
-    count: Callable[[], int]
-    name: Callable[[int], str]
-    memory: Callable[[int], dict[str, int]]
-    reset_peak: Callable[[int], None]
-    synchronize: Callable[[int], None]
-    mark_step: Callable[[], None]
-    precision: Callable[[int], str]
-    generation: Callable[[], str | None] = lambda: None
-    mode: Callable[[], str | None] = lambda: None
-    versions: Callable[[], dict[str, str | None]] = dict
-    compiles: Callable[[], int | None] = lambda: None  # graph compilations so far
-    # every device of this kind, read through its management library (never torch): monitor.read
-    monitor: Callable[[], list[dict[str, Any]]] = list
-    oom_marker: str = "out of memory"
-    # Default least seconds between a run's events: reading the loss at a logging step makes
-    # the host wait for every step queued on the device (0 where nothing runs ahead: CPU).
-    log_interval_s: float = 0.5
-    static_shapes: bool = False  # pad batches to a few fixed shapes (each new shape recompiles)
-    compile_default: Callable[[str | None], bool] = lambda mode: False  # torch.compile unasked
-    ddp_find_unused_parameters: bool | None = None  # DDP's search for unused parameters (None: the Trainer's)
-    profiler_activities: tuple[str, ...] = ("cpu",)  # torch.profiler.ProfilerActivity names
-    inference: Callable[[Any, str | None], Any] = lambda model, mode: model.eval()  # ready to evaluate
-    rank_index: bool = False  # under torchrun, rank r uses device index LOCAL_RANK (else: the one it sees)
-    k8s_resource: str | None = None  # the extended resource a Kubernetes pod requests one device by
-    slurm_gres: str | None = None  # Slurm's GRES name for one device (None: no standard one; Gaudi's is per site)
-
-
-BACKENDS: dict[str, Backend] = {
-    "hpu": Backend(
-        kind="hpu", title="Intel Gaudi", torch_device="hpu", dist_backend="hccl",
-        compile_backend="hpu_backend",  # inductor is not supported on HPU
-        optimizer="hpex_fused_adamw",
-        available=_bridge.available, count=_bridge.count, name=_bridge.name, memory=_bridge.memory,
-        reset_peak=_bridge.reset_peak, synchronize=_bridge.synchronize, mark_step=_bridge.mark_step,
-        precision=_bridge.precision, generation=_bridge.generation, mode=_bridge.hpu_mode,
-        versions=_bridge.versions, compiles=_bridge.compiles, monitor=monitor.read_hpu,
-        oom_marker="PT_DEVMEM Allocation failed",
-        static_shapes=True,  # every new input shape compiles a new graph
-        compile_default=lambda mode: mode == "eager",  # eager mode is meant to run compiled
-        profiler_activities=("cpu", "hpu"),
-        ddp_find_unused_parameters=False,  # optimum-habana's default; the search walks the graph every step
-        inference=_bridge.inference_model, k8s_resource="habana.ai/gaudi",  # HPU graphs in lazy mode; Intel's device plugin
-    ),
-    "cuda": Backend(
-        kind="cuda", title="NVIDIA GPU", torch_device="cuda", dist_backend="nccl",
-        compile_backend=None, optimizer="adamw_torch_fused",
-        available=_cuda_available, count=lambda: int(_torch().cuda.device_count()),
-        name=lambda i: str(_torch().cuda.get_device_name(i)), memory=_cuda_memory,
-        reset_peak=lambda i: _torch().cuda.reset_peak_memory_stats(i),
-        synchronize=lambda i: _torch().cuda.synchronize(i), mark_step=_noop, precision=_cuda_precision,
-        monitor=monitor.read_cuda,
-        oom_marker="CUDA out of memory", profiler_activities=("cpu", "cuda"), rank_index=True, k8s_resource="nvidia.com/gpu", slurm_gres="gpu",
-    ),
-    "cpu": Backend(
-        kind="cpu", title="CPU", torch_device="cpu", dist_backend="gloo", compile_backend=None,
-        optimizer="adamw_torch_fused",  # torch's AdamW, fused kernel: CPU support since torch 2.4
-        available=lambda: True, count=lambda: 1, name=cpu_name, memory=_cpu_memory,
-        reset_peak=_noop,  # the peak RSS of a process cannot be reset
-        synchronize=_noop, mark_step=_noop,
-        precision=lambda i: "fp32",  # bf16 autocast on most CPUs is slower than fp32
-        log_interval_s=0.0,  # the CPU computes as the host asks: reading the loss waits for nothing
-        monitor=monitor.read_cpu,
-    ),
-}
+BACKENDS: dict[str, Backend] = {"hpu": hpu.RECORD, "cuda": cuda.RECORD, "cpu": cpu.RECORD}
 
 
 def backend(kind: str) -> Backend:
@@ -395,7 +268,7 @@ def device_in_mode(kind: str = "auto", mode: str | None = None) -> DeviceInfo:
     bridge reads the mode once, when it loads); ``mode="lazy"`` off Gaudi is refused."""
     before = os.environ.get("PT_HPU_LAZY_MODE")
     if mode is not None:
-        set_hpu_mode(mode)  # before the device probe below loads the bridge
+        hpu.set_hpu_mode(mode)  # before the device probe below loads the bridge
     dev = device(kind)  # fails early, with the fix, on an unavailable device
     if mode == "lazy" and dev.kind != "hpu":
         os.environ.pop("PT_HPU_LAZY_MODE", None)
@@ -419,7 +292,7 @@ def monitor_all() -> dict[str, Any]:
     -------
     dict
         ``{"time": unix seconds, "devices": [reading, ...], "notes": [{"kind", "title",
-        "why"}, ...]}``: the readings (``monitor.read``) of every backend in priority
+        "why"}, ...]}``: the readings (each backend's ``monitor``) of every backend in priority
         order, and for each backend that cannot be read here, why.
     """
     import time

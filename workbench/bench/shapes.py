@@ -14,8 +14,8 @@ from ..views.progress import quiet_libraries
 from .contenders import RawLoop, collator, engine_setup, interleaved_chunks
 
 # model -> (dataset, task, strategies); packing is for causal LMs only
-SETUPS = {"bert": ("docstrings-topic", "classification", ("pad_to_max", "dynamic", "bucketed")),
-          "gpt2": ("docstrings-lm", "causal_lm", ("pad_to_max", "dynamic", "bucketed", "packed"))}
+SETUPS = {"bert": ("docstrings-topic", "classification", ("max_length", "longest", "bucketed")),
+          "gpt2": ("docstrings-lm", "causal_lm", ("max_length", "longest", "bucketed", "packed"))}
 
 
 def bench_models(size: str) -> dict:
@@ -62,7 +62,7 @@ class _Batches:
         if strategy == "packed":
             collate = BucketCollator(self.tok, [self.max_length], n, task=self.task)
         else:
-            padding = "max_length" if strategy == "pad_to_max" else "longest"
+            padding = "max_length" if strategy == "max_length" else "longest"
             collate = collator(self.task, self.tok, None, padding, self.max_length)
         return dl(self.blocks if strategy == "packed" else self.train, batch_size=n, shuffle=True,
                   generator=torch.Generator().manual_seed(self.seed), collate_fn=collate), None
@@ -88,11 +88,11 @@ def _summary(results: dict[str, dict]) -> dict[str, dict]:
     def tps(key: str) -> float:
         return results[key]["useful_tokens_per_s"]
 
-    return {"ratios": {"bucketed_vs_pad_to_max": tps("bert/bucketed") / tps("bert/pad_to_max"),
-                       "bucketed_vs_dynamic": tps("bert/bucketed") / tps("bert/dynamic"),
-                       "packed_vs_pad_to_max": tps("gpt2/packed") / tps("gpt2/pad_to_max"),
-                       "packed_vs_dynamic": tps("gpt2/packed") / tps("gpt2/dynamic"),
-                       "gpt2_bucketed_vs_pad_to_max": tps("gpt2/bucketed") / tps("gpt2/pad_to_max")},
+    return {"ratios": {"bucketed_vs_max_length": tps("bert/bucketed") / tps("bert/max_length"),
+                       "bucketed_vs_longest": tps("bert/bucketed") / tps("bert/longest"),
+                       "packed_vs_max_length": tps("gpt2/packed") / tps("gpt2/max_length"),
+                       "packed_vs_longest": tps("gpt2/packed") / tps("gpt2/longest"),
+                       "gpt2_bucketed_vs_max_length": tps("gpt2/bucketed") / tps("gpt2/max_length")},
             "figures": {"bucketed_waste_pct": results["bert/bucketed"]["waste_pct"],
                         "bucketed_shapes": results["bert/bucketed"]["shapes"],
                         "packed_waste_pct": results["gpt2/packed"]["waste_pct"],

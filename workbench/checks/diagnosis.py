@@ -9,23 +9,20 @@ notebook, an HTML table; it is written to the doctor's directory as ``report.jso
 
 from __future__ import annotations
 
-import contextlib
 import html
-import io
 import json
 import math
 import platform
 import shutil
-import subprocess
 import sys
 import textwrap
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..backends.registry import DeviceInfo, fmt_bytes, version
+from ..backends.record import version
+from ..backends.registry import DeviceInfo, backend, fmt_bytes
 from ..rundir.run import now, write_json
 
 STATUSES = ("pass", "fail", "skip")
@@ -68,44 +65,13 @@ def skipped(name: str, reason: str, **data) -> Check:
 
 
 # --------------------------------------------------------------------------- versions
-def driver(kind: str) -> tuple[str | None, str]:
-    """(driver version or None, where it was read or why not) for a device kind."""
-    tools = {"hpu": ["hl-smi", "-Q", "driver_version", "-f", "csv,noheader"],
-             "cuda": ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]}
-    cmd = tools.get(kind)
-    if cmd is None:
-        return None, f"none on a {kind}" if kind == "cpu" else "no device"
-    if shutil.which(cmd[0]):
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout.split("\n")[0].strip()
-            if out:
-                return out, cmd[0]
-        except (OSError, subprocess.SubprocessError):
-            pass
-    if kind == "hpu":
-        try:
-            with warnings.catch_warnings():  # its own modules warn of their deprecation
-                warnings.simplefilter("ignore", DeprecationWarning)
-                import pyhlml  # Habana's management library (habana-pyhlml, the "gaudi" extra)
-        except ImportError:
-            return None, "not read: no hl-smi on PATH, no pyhlml"
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):  # it prints when libhlml is missing
-                pyhlml.hlmlInit()
-                found = pyhlml.hlmlGetDriverVersion()
-                pyhlml.hlmlShutdown()
-            return (found.decode() if isinstance(found, bytes) else str(found)), "pyhlml"
-        except Exception as e:  # no libhlml, no driver loaded
-            return None, f"not read: no hl-smi on PATH, pyhlml failed ({e})"
-    return None, f"not read: no {cmd[0]} on PATH"
-
-
 def versions(dev: DeviceInfo | None) -> dict[str, str | None]:
     """The versions a bug report needs: libraries, the Habana bridge, the device's driver."""
     bridge = (dev.versions.get("habana_frameworks") if dev else None) or version("habana-torch-plugin")
     found = {"workbench": __version__, "torch": version("torch"), "transformers": version("transformers"),
              "accelerate": version("accelerate"), "datasets": version("datasets"), "habana_frameworks": bridge}
-    found["driver"], found["driver_source"] = driver(dev.kind if dev else "-")
+    found["driver"], found["driver_source"] = (backend(dev.kind).driver_version() if dev
+                                               else (None, "no device"))
     return found
 
 

@@ -20,7 +20,8 @@ import html
 import math
 from dataclasses import dataclass, field, replace
 
-from ..backends.registry import CHIPS, PRECISIONS, GiB, chip
+from ..backends.chips import CHIPS, GiB
+from ..backends.registry import PRECISIONS, chip
 from ..catalog import ModelSpec
 from ..catalog import model as as_model
 from .footprint import OPTIMIZERS, dims, estimate

@@ -29,7 +29,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from ..backends.registry import CHIPS, PRECISIONS, DeviceInfo, chip, device
+from ..backends.chips import CHIPS
+from ..backends.registry import PRECISIONS, DeviceInfo, chip, device
 from ..catalog import ModelSpec
 from ..catalog import model as as_model
 from ..rundir.run import DEFAULT_ROOT, RunDir

@@ -14,7 +14,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..backends.registry import CHIPS, chip
+from ..backends.chips import CHIPS
+from ..backends.registry import chip
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 REFERENCES = ASSETS / "plan_references.json"

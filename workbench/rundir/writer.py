@@ -10,15 +10,13 @@ reader also infers when the lock is free but the summary still says ``running``.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import shutil
 import socket
 from pathlib import Path
 from typing import Any
 
-from ..backends.registry import device, version
-from ..training import recipe
+from ..backends.record import version
 from .lock import WriterLock
 from .run import STOP_FILE, RunDir, now, write_json
 
@@ -171,27 +169,3 @@ def disk_full_message(error: BaseException, run: RunDir) -> str | None:
     then = f"wb.Run.open({str(run.path)!r}).resume()" if good else "train again"
     return f"disk full at {where}: {free / 2**20:.0f} MB free; {last}. Free some space, then {then}"
 
-
-def resume_spec(run: RunDir, ckpt: Path, max_steps: int | None, overrides: dict) -> dict:
-    """The run's spec for a resume from ``ckpt``, every override checked; the previous
-    arguments stay in the spec's ``resumes`` list."""
-    import transformers
-
-    spec = run.spec
-    step = int(ckpt.name.split("-")[-1])
-    if max_steps is not None and max_steps <= step:
-        raise ValueError(f"resume(max_steps={max_steps}): {ckpt.name} is already at step {step}; "
-                         f"pass a larger max_steps (or leave it out for the original {spec['args']['max_steps']})")
-    previous = json.loads(json.dumps(spec["args"]))
-    if max_steps is not None:
-        spec["args"]["max_steps"] = max_steps
-    spec["args"]["trainer_overrides"].update(recipe.check_overrides(overrides))
-    targs = recipe.training_arguments(spec["args"], device(spec["args"]["device"]), spec["model"]["task"],
-                                      run.path, "adamw_torch")
-    try:
-        transformers.TrainingArguments(**targs)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"resume({', '.join(f'{k}={v!r}' for k, v in overrides.items())}) would not run: {e}") from None
-    spec.setdefault("resumes", []).append({"from": ckpt.name, "max_steps": max_steps, "at": now(),
-                                           "previous_args": previous})
-    return spec

@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from ..backends.registry import backend
-from ..backends.registry import device as pick_device
-from ..rundir import run as runs
 from ..rundir.run import STOP_FILE
-from ..rundir.writer import hand_over
-from ..training import recipe
+from ..rundir.writer import RunWriter, hand_over
+from ..training import runargs
 from ..training.engine import Run, prepare, training
 from ..training.interrupts import Interrupts
+from ..training.preparation import launch_extra
 from ..views.dashboard import attach
 from . import launchfiles
 from .launchfiles import LaunchCommand, worker_args
@@ -58,7 +57,8 @@ def deepspeed_config(zero_stage: int, precision: str = "auto", offload: bool = F
     }
 
 
-def _prepare(model, data, devices: int, strategy: str, zero_stage: int | None, train_args: dict):
+def _prepare(model, data, devices: int, strategy: str, zero_stage: int | None, train_args: dict,
+             target: str | None = None) -> Run:
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
     if devices < 1:
@@ -67,8 +67,8 @@ def _prepare(model, data, devices: int, strategy: str, zero_stage: int | None, t
         train_args["deepspeed"] = deepspeed_config(zero_stage or 2)
     elif zero_stage:
         raise ValueError("ZeRO stages come with DeepSpeed: pass strategy='deepspeed'")
-    return prepare(model, data, extra_spec={"launch": {"devices": devices, "strategy": strategy,
-                                                        "zero_stage": zero_stage}}, **train_args)
+    return prepare(model, data, extra_spec=launch_extra(devices, strategy, zero_stage),
+                   target=target, **train_args)
 
 
 def _digest(line: str) -> int:
@@ -197,9 +197,13 @@ def _supervise(run: Run, proc: subprocess.Popen, log_path: Path) -> Run:
         restarts = sum(e.get("phase") == "restart" for e in run.events)
         if restarts:  # torchrun gave up: every restart it was allowed failed too
             message += f", after {restarts} restart{'s' * (restarts > 1)} from the last checkpoint"
-        summary = {**run.summary, "status": "failed", "error": message, "failed_rank": rank}
-        runs.write_json(run.path / "summary.json", summary)
-        run.refresh()
+        # every worker has exited, so the lock is free: the launcher is now the run's writer
+        writer = RunWriter(run).claim("record the failure")
+        try:
+            writer.end({"status": "failed", "error": message, "failed_rank": rank})
+        finally:
+            writer.release()
+        summary = run.summary
         if not any(e.get("phase") == "end" for e in run.events):
             run.log.emit({"phase": "end", "step": summary.get("step", 0), "status": "failed"})
         run.error = RuntimeError(f"{run.name}: {message}")
@@ -286,15 +290,14 @@ def launch_command(model, data, *, nodes: int, devices_per_node: int, hosts: lis
     """
     launchfiles.check(nodes, devices_per_node, hosts, format, strategy, max_restarts, image)
     kind = backend(accelerator).kind if accelerator is not None else None
-    run = _prepare(model, data, nodes * devices_per_node, strategy, zero_stage, train_args)
+    # the nodes' devices, not this machine's: the workers train on what the job files request
+    run = _prepare(model, data, nodes * devices_per_node, strategy, zero_stage, train_args, kind)
     hand_over(run)  # torchrun starts it elsewhere, later: this process exiting is no failure
-    spec = run.spec
-    if kind is not None and kind != pick_device(spec["args"]["device"]).kind:
-        # the nodes' devices, not this machine's: the workers train on what the job files request
-        spec["args"]["device"] = kind
-        if train_args.get("padding", "auto") == "auto":
-            spec["args"]["padding"] = recipe.default_padding(spec["model"]["task"], kind)
-        runs.write_json(run.path / "spec.json", spec)
-        run.refresh()
-    return LaunchCommand(str(run.path.resolve()), nodes, devices_per_node, list(hosts) if hosts else None, strategy,
-                         port, max_restarts, format, kind or pick_device(spec["args"]["device"]).kind, image)
+    kind = run.spec["args"]["device"].split(":")[0]
+    return LaunchCommand(str(run.path.resolve()), nodes, devices_per_node,
+                         list(hosts) if hosts else None, strategy,
+                         port, max_restarts, format, kind, image)
+
+
+launch.__signature__ = runargs.signature(launch)  # every run argument, with its default, in help()
+launch_command.__signature__ = runargs.signature(launch_command)

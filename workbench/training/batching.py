@@ -242,7 +242,7 @@ class CountingCollator:
         return {"padding_waste_pct": 100 * (1 - self.tokens / self.computed), "shapes_seen": len(self.shapes)}
 
 
-def collator(task: str, tokenizer, model, padding: str = "longest", max_length: int = 128):
+def collator(task: str, tokenizer, model, padding: str, max_length: int):
     """The transformers collator for ``task`` (``padding``: ``longest`` or ``max_length``)."""
     import transformers
 

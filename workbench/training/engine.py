@@ -9,7 +9,6 @@ notebook holds (stop, wait, resume) on top of the read-only ``run.RunDir``.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import threading
 import traceback
@@ -17,13 +16,14 @@ from pathlib import Path
 
 from ..backends.registry import DeviceInfo
 from ..backends.registry import device as pick_device
+from ..backends.torchrun import local_rank, world
 from ..catalog import ModelSpec
 from ..data import DataSpec
 from ..rundir import run as runs
-from ..rundir.writer import DiskFull, RunWriter, disk_full_message, resume_spec
+from ..rundir.writer import DiskFull, RunWriter, disk_full_message
 from ..views.dashboard import attach
 from ..views.progress import quiet_libraries
-from . import recipe, runargs
+from . import preparation, runargs
 from .interrupts import Interrupts
 from .trainer import build, error_text, outcome
 from .trainer import summary as end_summary
@@ -110,7 +110,7 @@ def training(run: Run):
 def _device_for(spec: dict, size: int) -> DeviceInfo:
     device = pick_device(spec["args"]["device"])
     if size > 1 and device.backend.rank_index:
-        device = pick_device(f"{device.kind}:{int(os.environ.get('LOCAL_RANK', '0'))}")
+        device = pick_device(f"{device.kind}:{local_rank()}")
     return device
 
 
@@ -120,7 +120,7 @@ def execute(run: Run, resume_from: Path | None = None, writer: RunWriter | None 
     Rank 0 is the run's one writer: it holds the run's lock (``writer``, if the caller
     claimed it already) until the end and writes the summary and events. However the run
     ends, its summary says so and the lock is released; a full disk raises ``DiskFull``."""
-    rank, size = recipe.world()
+    rank, size = world()
     if rank == 0:
         writer = writer or RunWriter(run).claim()
     else:  # only rank 0 writes the run's events and summary
@@ -209,16 +209,8 @@ def _start(run: Run, resume_from: Path | None, background: bool, writer: RunWrit
     return run
 
 
-# Over 60 lines only through its numpy docstring (the public API's reference): 10 lines of code.
-def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None = None,  # noqa: PLR0913
-          epochs: float | None = None, batch_size: int = 16, lr: float | None = None, precision: str = "auto",
-          device: str = "auto", eval_every: int | None = None, save_every: int | None = None,
-          log_every: int | None = None, run_dir: str | Path | None = None, name: str | None = None,
-          live: str | bool = "auto", background: bool = False, max_length: int = 128, padding: str = "auto",
-          buckets: int = 8, packing: str = "concat", seed: int = 0, compile: bool | None = None, mode: str | None = None,
-          throughput_warmup_steps: int | None = None, report_to: str | list[str] | None = None,
-          callbacks: list | None = None, sample_prompts: list[str] | None = None, sample_every: int | None = None,
-          sample_steps: int = 10, cache_latents: bool = False, **trainer_overrides) -> Run:
+def train(model: str | ModelSpec, data: str | DataSpec, *, live: str | bool = "auto",
+          background: bool = False, callbacks: list | None = None, **options) -> Run:
     """Train ``model`` on ``data`` with transformers' Trainer; returns the Run.
 
     Parameters
@@ -299,23 +291,25 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None
     >>> run.status  # doctest: +SKIP
     'completed'
     """
-    if "resume_from_checkpoint" in trainer_overrides:
-        raise ValueError("wb.train(resume_from_checkpoint=...) would be ignored: continue a run with wb.Run.open("
-                         "run_dir).resume(), or start from its weights with wb.model(family, size=<model dir>)")
-    options = dict(locals())
-    for key in ("model", "data", "live", "background", "callbacks", "trainer_overrides"):
-        options.pop(key)
-    run = prepare(model, data, **options, **trainer_overrides)
+    if "resume_from_checkpoint" in options:
+        raise ValueError("wb.train(resume_from_checkpoint=...) would be ignored: continue a run "
+                         "with wb.Run.open(run_dir).resume(), or start from its weights with "
+                         "wb.model(family, size=<model dir>)")
+    run = prepare(model, data, **options)
     run.callbacks = list(callbacks or [])
     run.dashboard = attach(run, live, background)
     return _start(run, None, background)
 
 
+train.__signature__ = runargs.signature(train)  # every run argument, with its default, in help()
+
+
 def prepare(model: str | ModelSpec, data: str | DataSpec, **options) -> Run:
     """Check the arguments, create the run directory and its spec.json; train nothing
-    (``runargs.prepare`` checks; ``wb.train`` runs the result here, ``wb.launch`` in torchrun workers)."""
+    (``preparation.prepare`` checks; ``wb.train`` runs the result here, ``wb.launch`` in
+    torchrun workers)."""
     runs.check_root(options.get("run_dir"))  # before the data is read
-    return Run(runargs.prepare(model, data, **options))
+    return Run(preparation.prepare(model, data, **options))
 
 
 def resume(run: Run, max_steps: int | None = None, *, live: str | bool = "auto", background: bool = False,
@@ -335,7 +329,7 @@ def resume(run: Run, max_steps: int | None = None, *, live: str | bool = "auto",
         for name, why in run.broken_checkpoints.items():
             if int(name.split("-")[-1]) > int(ckpt.name.split("-")[-1]):
                 print(f"{name} cannot be resumed from ({why}): resuming from {ckpt.name}", file=sys.stderr)
-        spec = resume_spec(run, ckpt, max_steps, overrides)
+        spec = preparation.resume_spec(run, ckpt, max_steps, overrides)
         run.callbacks = list(callbacks or [])
         run.dashboard = attach(run, live, background)  # before the writes: a display that fails changes nothing
         writer.respec(spec)

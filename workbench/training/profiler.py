@@ -16,6 +16,7 @@ from typing import Any
 
 from ..backends.registry import backend
 from ..views.progress import native_stderr_without
+from . import runargs
 
 # What torch's profiler (kineto, c10) prints straight to file descriptor 2 on every profile,
 # whatever KINETO_LOG_LEVEL says: its start and stop markers, and that memory allocated
@@ -166,3 +167,6 @@ def profile(model, data, *, steps: int = 5, warmup: int = 2, top: int = 15, **tr
     out = run.path / "profile"
     return Profile(run=run, table=top_ops(prof, top, kind), trace=out / "trace.json",
                    tensorboard=out / "tensorboard")
+
+
+profile.__signature__ = runargs.signature(profile)  # every run argument, with its default

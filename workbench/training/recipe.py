@@ -7,20 +7,11 @@ model, touches a device or writes a file, so every choice can be tested on its o
 from __future__ import annotations
 
 import math
-import numbers
-import os
 from pathlib import Path
 from typing import Any
 
 from ..backends.registry import backend
-from .batching import PACKINGS
-
-PADDINGS = ("auto", "longest", "max_length", "bucketed", "packed")
-
-
-def world() -> tuple[int, int]:
-    """(rank, world size) from torchrun's environment; (0, 1) in a single process."""
-    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+from ..backends.torchrun import world
 
 
 def default_padding(task: str, device_kind: str) -> str:
@@ -48,32 +39,22 @@ def auto_steps(total: int) -> tuple[int, int]:
     return log_every, save_every
 
 
-def check(task: str, data_task: str, names: tuple[str, str], *, max_steps: int | None,
-          batch_size: int, padding: str, buckets: int, packing: str = "concat",
-          lr: float | None = None, max_length: int = 128) -> None:
-    """Refuse arguments that cannot make a run, each with the fix, before anything is built."""
+def check(task: str, data_task: str, names: tuple[str, str]) -> None:
+    """Refuse a model and a dataset that do not make a run together, with the fix (the
+    arguments' own values are ``RunArgs``' to check)."""
     model_name, data_name = names
     if task != data_task:
         family = model_name.split("-")[0]
         raise ValueError(f"{model_name} does its task {task!r} but {data_name!r} is a "
                          f"{data_task!r} dataset; pick a matching pair, e.g. "
                          f"wb.model('{family}', task='{data_task}') if the family supports it")
-    if max_steps is not None and max_steps < 1:
-        raise ValueError(f"max_steps must be at least 1, got {max_steps}")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    if padding not in PADDINGS:
-        raise ValueError(f"unknown padding {padding!r}; known: {', '.join(PADDINGS)}")
-    if buckets < 1:
-        raise ValueError(f"buckets must be at least 1, got {buckets}")
-    if packing not in PACKINGS:
-        raise ValueError(f"unknown packing {packing!r}; known: {', '.join(PACKINGS)} "
-                         f"(concat: one stream, the GPT-2 recipe; isolated: attention inside each document)")
-    if lr is not None and not (isinstance(lr, numbers.Real) and not isinstance(lr, bool) and lr > 0):  # nor NaN
-        raise ValueError(f"lr={lr!r} is not a learning rate: it must be a number above 0 "
-                         f"(typical: 1e-3 for a model trained from scratch, 5e-5 to fine-tune)")
-    if max_length < 1:
-        raise ValueError(f"max_length must be at least 1, got {max_length}")
+
+
+def check_mode_for(mode: str, kind: str) -> None:
+    """Refuse an execution mode the device kind has not got (lazy mode is Gaudi's)."""
+    if mode == "lazy" and kind != "hpu":
+        raise ValueError(f"mode='lazy' is Gaudi's graph mode; this run is on {kind}: "
+                         f"use mode='eager' or 'compile'")
 
 
 def samples(task: str, prompts, every: int | None, steps: int, eval_every: int | None) -> dict[str, Any]:
@@ -116,52 +97,6 @@ def check_fit(*, batch_size: int, rows: int, data_name: str, padding: str, max_l
         raise ValueError(f"max_length={max_length} is more than {model_name}'s {positions} positions "
                          f"(max_position_embeddings): longer sequences cannot be embedded. "
                          f"Pass max_length={positions} or less")
-
-
-def check_encoding(encoding: str, source: str, local_text: bool) -> None:
-    """Refuse ``encoding=`` where it cannot apply, or a codec Python does not know."""
-    import codecs
-
-    if not local_text:
-        raise ValueError(f"encoding= is for local text files (csv, json, jsonl, txt); {source!r} is not one")
-    try:
-        codecs.lookup(encoding)
-    except LookupError:
-        raise ValueError(f"unknown encoding {encoding!r}; e.g. 'utf-8', 'latin-1', 'cp1252'") from None
-
-
-def check_eval_labels(train_labels: set, eval_counts: dict, data_name: str) -> None:
-    """Refuse eval labels the training split never has (the model could never predict them)."""
-    only = [(v, n) for v, n in eval_counts.items() if v not in train_labels]
-    if only:
-        one = len(only) == 1
-        what = ", ".join(f"{v!r} ({n} row{'s' if n > 1 else ''})" for v, n in only[:5])
-        them = "it" if one else "them"
-        raise ValueError(f"label{'' if one else 's'} {what} {'is' if one else 'are'} in the eval split of "
-                         f"{data_name!r} but never in train: the model cannot learn {them}. "
-                         f"Add training rows with {them}, or drop those eval rows")
-
-
-def check_split(rows: int, eval_fraction: float, data_name: str, class_counts: dict | None) -> None:
-    """Refuse data that a train/eval split (stratified by class, given ``class_counts``) cannot split."""
-    n_eval = math.ceil(eval_fraction * rows)  # as datasets' train_test_split counts
-    if rows - n_eval < 1:
-        raise ValueError(f"{data_name!r} has {rows} row{'s' if rows != 1 else ''}: too few to split into "
-                         f"train and eval (eval_fraction={eval_fraction}); use more rows")
-    if not class_counts:
-        return
-    single = [repr(c) for c, n in class_counts.items() if n < 2]
-    if single:
-        raise ValueError(f"class {', '.join(single[:5])} has 1 row in {data_name!r}: a stratified train/eval "
-                         f"split needs at least 2 rows of each class (one for each split). Add rows of that "
-                         f"class, drop it, or give a dataset with its own eval split")
-    classes, smaller = len(class_counts), min(n_eval, rows - n_eval)
-    if smaller < classes:
-        side, fix = (("eval", f"eval_fraction={math.ceil(classes * 100 / rows) / 100:g} or more")
-                     if n_eval < classes else ("training", "a smaller eval_fraction"))
-        raise ValueError(f"{data_name!r} has {classes} classes, but eval_fraction={eval_fraction} of its "
-                         f"{rows} rows gives {smaller} {side} rows, fewer than one per class: pass {fix}, "
-                         f"or use more rows")
 
 
 def check_cache_latents(cache_latents, task: str, model_name: str, crop: str, flip: bool) -> None:
@@ -263,31 +198,3 @@ def training_arguments(a: dict, device, task: str, run_path: Path, optim: str) -
             targs["ddp_find_unused_parameters"] = device.backend.ddp_find_unused_parameters
     targs.update(a["trainer_overrides"])
     return targs
-
-
-def accuracy(pred) -> dict[str, float]:
-    """compute_metrics for classification: accuracy over real rows."""
-    import numpy as np
-
-    logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
-    labels = np.asarray(pred.label_ids)
-    keep = labels != -100  # dummy rows that fill static-shape batches do not count
-    return {"accuracy": float((np.asarray(logits).argmax(-1)[keep] == labels[keep]).mean())}
-
-
-def check_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
-    """``overrides`` if every name is a TrainingArguments field; else one error naming the
-    bad ones (a run's model and data are fixed: a new run takes new ones)."""
-    import dataclasses
-
-    import transformers
-
-    fields = {f.name for f in dataclasses.fields(transformers.TrainingArguments)}
-    bad = sorted(k for k in overrides if k not in fields)
-    if bad:
-        import difflib
-
-        hints = [f"{k} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(k, fields, 1)) else k for k in bad]
-        raise ValueError(f"not TrainingArguments fields: {', '.join(hints)}. resume() takes max_steps and "
-                         f"TrainingArguments fields; a new model or dataset needs a new run (wb.train)")
-    return overrides

@@ -1,58 +1,249 @@
-"""A run's spec: the arguments of ``wb.train`` checked and completed, the run directory written.
+"""A run's arguments: every name ``wb.train`` takes, its default and its check, stated once.
 
-``prepare`` is what ``wb.train``, ``wb.launch`` and ``wb.launch_command`` share: it trains
-nothing. The engine turns its result into a live ``Run``; torchrun workers rebuild the run
-from the directory it writes.
+``RunArgs`` is the record ``wb.train``, ``wb.launch``, ``wb.launch_command``, ``wb.profile``,
+the pickers and the train form share: they read their defaults from ``FIELDS`` when they are
+called, so a default changed here is a default changed everywhere. A name transformers'
+``TrainingArguments`` spells differently (``learning_rate`` for ``lr``) is an alias of the
+record's field: it is checked as the field is, never passed through unchecked.
+
+Checks here need only the values; the ones that need the model, the data or the device
+(a task the data does not have, a precision the chip cannot run) live in ``recipe``.
 """
 
 from __future__ import annotations
 
+import inspect
+import math
+import numbers
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from ..backends.registry import device_in_mode
-from ..catalog import ModelSpec
-from ..catalog import model as as_model
-from ..data import DataSpec
-from ..data import dataset as as_dataset
-from ..rundir import run as runs
-from ..rundir.writer import create
-from ..views.progress import quiet_libraries
-from . import recipe
+from .batching import PACKINGS
+
+# The one padding vocabulary: wb.train's ``padding=``, the shape statistics and the pickers.
+PADDINGS = ("auto", "longest", "max_length", "bucketed", "packed")
+MODES = ("eager", "lazy", "compile")
 
 
-def prepare(model: str | ModelSpec, data: str | DataSpec, *, max_steps: int | None = None, epochs: float | None = None,
-            batch_size: int = 16, lr: float | None = None, precision: str = "auto", device: str = "auto",
-            eval_every: int | None = None, save_every: int | None = None, log_every: int | None = None,
-            run_dir: str | Path | None = None, name: str | None = None, max_length: int = 128, padding: str = "auto",
-            buckets: int = 8, packing: str = "concat", seed: int = 0, compile: bool | None = None, mode: str | None = None,
-            throughput_warmup_steps: int | None = None, report_to: str | list[str] | None = None,
-            extra_spec: dict | None = None, sample_prompts: list[str] | None = None, sample_every: int | None = None,
-            sample_steps: int = 10, cache_latents: bool = False, **trainer_overrides) -> Path:
-    """Check the arguments (``wb.train`` documents them), create the run directory with its
-    spec.json and a "prepared" summary; its path. Everything is checked before anything is
-    written."""
-    mspec, dspec = as_model(model), as_dataset(data)
-    recipe.check(mspec.task, dspec.task, (mspec.name, dspec.name), max_steps=max_steps, batch_size=batch_size,
-                 padding=padding, buckets=buckets, packing=packing, lr=lr, max_length=max_length)
-    sampling = recipe.samples(mspec.task, sample_prompts, sample_every, sample_steps, eval_every)
-    dev = device_in_mode(device, mode)
-    recipe.check_precision(precision, dev)
-    padding = recipe.default_padding(mspec.task, dev.kind) if padding == "auto" else padding
-    recipe.check_padding(padding, mspec.task, mspec.name)
-    recipe.check_cache_latents(cache_latents, mspec.task, mspec.name, dspec.crop, dspec.flip)
-    lr = (5e-5 if mspec.is_pretrained else 1e-3) if lr is None else lr
-    with quiet_libraries():  # the data read and the model's config checked before the run directory
-        rows = dspec.load()["train"].num_rows
-        recipe.check_fit(batch_size=batch_size, rows=rows, data_name=dspec.name, padding=padding,
-                         max_length=max_length, positions=mspec.max_positions, model_name=mspec.name)
-    cadence = recipe.cadence(recipe.total_steps(max_steps, epochs, rows, batch_size), log_every, save_every)
-    args = {"max_steps": max_steps, "epochs": epochs, "batch_size": batch_size, "lr": lr,
-            "precision": precision, "device": dev.kind if device == "auto" else device,
-            "eval_every": eval_every, **cadence, "max_length": max_length, "padding": padding,
-            "buckets": buckets, "packing": packing, "seed": seed, "compile": compile, "mode": mode,
-            "throughput_warmup_steps": max(3, cadence["log_every"]) if throughput_warmup_steps is None else throughput_warmup_steps,
-            "report_to": report_to, **sampling, "cache_latents": cache_latents, "trainer_overrides": trainer_overrides}
-    path = runs.new_run_dir(name or f"{mspec.name}-{dspec.name}", run_dir)
-    spec = {"model": mspec.to_dict(), "data": dspec.to_dict(), "args": args, **(extra_spec or {})}
-    create(path, spec)  # the summary ("prepared") first, then the spec
-    return path
+def _positive_int(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value}")
+
+
+def _optional_positive_int(name: str, value) -> None:
+    if value is not None:
+        _positive_int(name, value)
+
+
+def _optional_int_at_least_0(name: str, value) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)
+                              or value < 0):
+        raise ValueError(f"{name} must be a whole number, 0 or more; got {value!r}")
+
+
+def _epochs(name: str, value) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)
+                              or not value > 0 or math.isinf(value)):
+        raise ValueError(f"{name} must be a number of epochs above 0; got {value!r}")
+
+
+def _lr(name: str, value) -> None:
+    if value is not None and not (isinstance(value, numbers.Real) and not isinstance(value, bool)
+                                  and value > 0 and math.isfinite(value)):  # nor NaN
+        raise ValueError(f"{name}={value!r} is not a learning rate: it must be a number above 0 "
+                         f"(typical: 1e-3 for a model trained from scratch, 5e-5 to fine-tune)")
+
+
+def _one_of(*known):
+    def check(name: str, value) -> None:
+        if value not in known:
+            raise ValueError(f"unknown {name} {value!r}; known: {', '.join(map(str, known))}")
+    return check
+
+
+def _optional_one_of(*known):
+    inner = _one_of(*known)
+    return lambda name, value: None if value is None else inner(name, value)
+
+
+def _optional_bool(name: str, value) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"{name} must be True, False or None; got {value!r}")
+
+
+def _bool(name: str, value) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False; got {value!r}")
+
+
+def _seed(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"{name} must be a whole number, 0 or more; got {value!r}")
+
+
+def _anything(name: str, value) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Field:
+    """One argument of a run: its default, its check, and the TrainingArguments names that
+    mean the same thing."""
+
+    default: Any
+    check: Any = _anything  # check(name, value) raises with the fix; None is the default's
+    aliases: tuple[str, ...] = ()
+    annotation: Any = Any
+
+
+# The arguments of a run, in wb.train's order. The spec of a run keeps them under "args".
+FIELDS: dict[str, Field] = {
+    "max_steps": Field(None, _optional_positive_int, annotation=int | None),
+    "epochs": Field(None, _epochs, ("num_train_epochs",), float | None),
+    "batch_size": Field(16, _positive_int, ("per_device_train_batch_size",), int),
+    "lr": Field(None, _lr, ("learning_rate",), float | None),
+    "precision": Field("auto", _one_of("auto", "fp32", "bf16", "fp16"), annotation=str),
+    "device": Field("auto", annotation=str),  # checked by the device table (names the known ones)
+    "eval_every": Field(None, _optional_positive_int, ("eval_steps",), int | None),
+    "save_every": Field(None, _optional_positive_int, ("save_steps",), int | None),
+    "log_every": Field(None, _optional_positive_int, ("logging_steps",), int | None),
+    "run_dir": Field(None, annotation=str | Path | None),  # checked where it is made
+    "name": Field(None, annotation=str | None),
+    "max_length": Field(128, _positive_int, annotation=int),
+    "padding": Field("auto", _one_of(*PADDINGS), annotation=str),
+    "buckets": Field(8, _positive_int, annotation=int),
+    "packing": Field("concat", _one_of(*PACKINGS), annotation=str),
+    "seed": Field(0, _seed, annotation=int),
+    "compile": Field(None, _optional_bool, annotation=bool | None),
+    "mode": Field(None, _optional_one_of(*MODES), annotation=str | None),
+    "throughput_warmup_steps": Field(None, _optional_int_at_least_0, annotation=int | None),
+    "report_to": Field(None, annotation=str | list | None),
+    "sample_prompts": Field(None, annotation=list | None),  # checked with the model's task
+    "sample_every": Field(None, annotation=int | None),
+    "sample_steps": Field(10, annotation=int),
+    "cache_latents": Field(False, _bool, annotation=bool),
+}
+ALIASES = {alias: name for name, f in FIELDS.items() for alias in f.aliases}
+
+
+def default(name: str) -> Any:
+    """The default of argument ``name`` (read when asked: the pickers and the form call it)."""
+    return FIELDS[name].default
+
+
+def check_value(name: str, value: Any) -> None:
+    """Refuse a bad value of argument ``name`` (or of one of its aliases), with the fix."""
+    canonical = ALIASES.get(name, name)
+    FIELDS[canonical].check(name, value)
+
+
+class RunArgs:
+    """The arguments of one run: every field of ``FIELDS`` (defaults filled in) and the
+    TrainingArguments overrides, checked when made.
+
+    ``RunArgs.from_options(options)`` takes the keywords a user passed to ``wb.train``;
+    ``to_dict`` / ``from_dict`` round-trip it. Values are read as attributes (``args.lr``).
+    """
+
+    __slots__ = ("values", "trainer_overrides")
+
+    def __init__(self, values: dict[str, Any], trainer_overrides: dict[str, Any] | None = None):
+        object.__setattr__(self, "values", dict(values))
+        object.__setattr__(self, "trainer_overrides", dict(trainer_overrides or {}))
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> RunArgs:
+        """Split ``options`` into the run's fields and TrainingArguments overrides; an alias
+        becomes its field; every value is checked; the defaults fill the rest."""
+        values, overrides = {}, {}
+        for key, value in options.items():
+            if key in FIELDS:
+                values[key] = value
+            elif key in ALIASES:
+                field = ALIASES[key]
+                if field in options:
+                    raise ValueError(f"{key}= and {field}= name the same argument; pass only "
+                                     f"{field}={options[field]!r}")
+                values[field] = value
+            else:
+                overrides[key] = value
+        for key, value in values.items():
+            FIELDS[key].check(key if key in options else _alias_used(key, options), value)
+        full = {name: values.get(name, f.default) for name, f in FIELDS.items()}
+        return cls(full, overrides)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.values, "trainer_overrides": dict(self.trainer_overrides)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunArgs:
+        d = dict(d)
+        overrides = d.pop("trainer_overrides", {})
+        return cls({name: d.get(name, f.default) for name, f in FIELDS.items()}, overrides)
+
+    def replace(self, **changes) -> RunArgs:
+        """A copy with ``changes`` (fields), each checked."""
+        for key, value in changes.items():
+            FIELDS[key].check(key, value)
+        return RunArgs({**self.values, **changes}, self.trainer_overrides)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name, value):
+        raise AttributeError("RunArgs is read-only: use replace(...)")
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, RunArgs) and other.to_dict() == self.to_dict()
+
+    def __repr__(self) -> str:
+        changed = {k: v for k, v in self.values.items() if v != FIELDS[k].default}
+        parts = [f"{k}={v!r}" for k, v in {**changed, **self.trainer_overrides}.items()]
+        return f"RunArgs({', '.join(parts)})"
+
+
+def _alias_used(field: str, options: dict[str, Any]) -> str:
+    return next(a for a in FIELDS[field].aliases if a in options)
+
+
+def check_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
+    """Check a resume's overrides: run fields (and their aliases) by their checks, the rest
+    must be TrainingArguments fields; one error naming the bad ones (a run's model and data
+    are fixed: a new run takes new ones). Returns (fields, TrainingArguments overrides)."""
+    import dataclasses
+    import difflib
+
+    import transformers
+
+    split = RunArgs.from_options(overrides)  # checks fields and aliases
+    fields = {f.name for f in dataclasses.fields(transformers.TrainingArguments)}
+    bad = sorted(k for k in split.trainer_overrides if k not in fields)
+    if bad:
+        hints = [f"{k} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(k, fields, 1))
+                 else k for k in bad]
+        raise ValueError(f"not TrainingArguments fields: {', '.join(hints)}. resume() takes "
+                         f"max_steps and TrainingArguments fields; a new model or dataset needs "
+                         f"a new run (wb.train)")
+    given = {ALIASES.get(k, k) for k in overrides} & set(FIELDS)
+    return {k: split.values[k] for k in given}, split.trainer_overrides
+
+
+def signature(func, *, before: tuple[str, ...] = ("model", "data")) -> inspect.Signature:
+    """``func``'s signature with every run argument shown as a keyword with its default
+    (``help(wb.train)``, IDEs); ``func`` itself takes them as ``**options``."""
+    own = inspect.signature(func)
+    params = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    names = {p.name for p in params}
+    keyword = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                                 annotation=f.annotation)
+               for n, f in FIELDS.items() if n not in names]
+    positional = [p for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    own_keywords = [p for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    tail = inspect.Parameter("trainer_overrides", inspect.Parameter.VAR_KEYWORD)
+    return own.replace(parameters=[*positional, *own_keywords, *keyword, tail])

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-STRATEGIES = ("pad_to_max", "dynamic", "bucketed", "packed")
+STRATEGIES = ("max_length", "longest", "bucketed", "packed")
 LABEL_PAD = -100  # CrossEntropyLoss's default ignore_index: such labels add no loss
 
 
@@ -245,9 +245,9 @@ def padding_stats(lengths, strategy: str, batch_size: int, max_length: int | Non
     ----------
     lengths : array-like of int
         Token length of every example (truncated at ``max_length``, except for packing).
-    strategy : {"pad_to_max", "dynamic", "bucketed", "packed"}
-        pad_to_max: every batch padded to ``max_length`` (the last one has fewer rows).
-        dynamic: random batches padded to their longest. bucketed: ``BucketBatchSampler``
+    strategy : {"max_length", "longest", "bucketed", "packed"}
+        max_length: every batch padded to ``max_length`` (the last one has fewer rows).
+        longest: random batches padded to their longest. bucketed: ``BucketBatchSampler``
         and ``BucketCollator`` with ``buckets(..., batch_size=batch_size)``. packed:
         documents plus one EOS each, packed into blocks of ``max_length``, tail dropped,
         the last batch filled with dummy rows.
@@ -268,11 +268,11 @@ def padding_stats(lengths, strategy: str, batch_size: int, max_length: int | Non
     x = np.minimum(raw, max_length)
     extra: dict[str, Any] = {}
     useful = int(x.sum())
-    if strategy == "pad_to_max":
+    if strategy == "max_length":
         sizes = [min(batch_size, len(x) - s) for s in range(0, len(x), batch_size)]
         shapes = [(rows, max_length) for rows in sizes]
         computed = len(x) * max_length
-    elif strategy == "dynamic":
+    elif strategy == "longest":
         order = np.random.default_rng(seed).permutation(len(x))
         shapes = [(len(b), int(x[b].max())) for b in np.split(order, range(batch_size, len(x), batch_size))]
         computed = sum(rows * length for rows, length in shapes)

@@ -10,6 +10,7 @@ import sys
 import threading
 
 from ..backends.registry import DeviceInfo
+from ..backends.torchrun import world
 from ..catalog import ModelSpec
 from ..data import DataSpec
 from ..rundir.run import STOP_FILE, RunDir
@@ -66,7 +67,7 @@ def _batches(a: dict, task: str, prepared, tok, model):
     if padding == "bucketed":  # at most k static shapes (on Gaudi: at most k graph compiles)
         from .shapes import BucketBatchSampler, buckets, lengths_of
 
-        rank, size = recipe.world()
+        rank, size = world()
         lengths = lengths_of(prepared["train"])
         bounds = buckets(lengths, k=a.get("buckets", 8), max_length=a["max_length"], batch_size=a["batch_size"])
         if bounds[-1] < a["max_length"]:  # eval rows may be longer than every training row
@@ -146,7 +147,7 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
     args = transformers.TrainingArguments(**targs)
     # Gradient clipping stays the Trainer's (max_grad_norm): transformers computes the norm at
     # every optimizer step anyway, to log it, so a fused clip on top would compute it twice.
-    rank, size = recipe.world()
+    rank, size = world()
     events = as_callback(Events(run.log, stop, mspec.task, device, counter, a["batch_size"],
                                 a["throughput_warmup_steps"], size,
                                 min_interval=recipe.log_interval(a, device, size),
@@ -163,7 +164,7 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
         model=model, args=args, train_dataset=prepared["train"], eval_dataset=prepared["eval"],
         data_collator=counter, processing_class=tok if mspec.task not in ("diffusion", "text_to_image") else None,
         callbacks=callbacks + list(extra_callbacks), optimizer_cls_and_kwargs=fused_optimizer(device, args),
-        compute_metrics=recipe.accuracy if mspec.task == "classification" else None,
+        compute_metrics=accuracy if mspec.task == "classification" else None,
     )
     trainer.remove_callback(transformers.PrinterCallback)  # events replace its printed dicts
     if sampler is not None:
@@ -212,3 +213,13 @@ def error_text(e: BaseException, device: DeviceInfo) -> str:
         text += (f" -- out of {device.kind} memory: wb.plan_memory(...) names the cheapest fix "
                  f"(a smaller batch_size, gradient_checkpointing=True, precision='bf16')")
     return text
+
+
+def accuracy(pred) -> dict[str, float]:
+    """compute_metrics for classification: accuracy over real rows."""
+    import numpy as np
+
+    logits = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
+    labels = np.asarray(pred.label_ids)
+    keep = labels != -100  # dummy rows that fill static-shape batches do not count
+    return {"accuracy": float((np.asarray(logits).argmax(-1)[keep] == labels[keep]).mean())}

@@ -16,6 +16,7 @@ from .. import bundled
 from ..backends.registry import ORDER, PRECISIONS
 from ..catalog import FAMILIES, ModelSpec
 from ..data import DataSpec, infer_task
+from ..training.runargs import default
 from .composite import Composite, control_style, error_html, error_text
 from .pickers import DataPicker, ModelPicker, pick_dataset, pick_model
 
@@ -141,8 +142,8 @@ class TrainForm(Composite):
                 kw["lr"] = float(self.lr.value)
             except ValueError:
                 raise ValueError(f"lr must be a number such as 1e-3 (blank: auto), got {self.lr.value!r}") from None
-        for key, default in (("precision", "auto"), ("device", "auto"), ("max_length", 128)):
-            if getattr(self, key).value != default:
+        for key in ("precision", "device", "max_length"):
+            if getattr(self, key).value != default(key):
                 kw[key] = getattr(self, key).value
         kw["background"] = True
         return model, data, kw

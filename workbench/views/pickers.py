@@ -26,6 +26,7 @@ from ..hub import offline_switch
 from ..planning.memory import plan_memory
 from ..planning.planner import plan as plan_cost
 from ..planning.trainingplan import fmt_hours, fmt_money
+from ..training.runargs import default
 from .composite import (
     GREEN,
     RED,
@@ -43,7 +44,7 @@ LOCAL, HUB_DATA = "local file", "hub id"
 COLUMN_ROLES = ("text", "label", "target")
 # task -> the family whose bundled tokenizer measures token lengths (None: images)
 TASK_TOKENIZER = {"classification": "bert", "causal_lm": "gpt2", "seq2seq": "t5", "diffusion": None}
-STRATEGY_NAMES = {"pad_to_max": "pad to max_length", "dynamic": "dynamic padding", "bucketed": "bucketed (k=8)"}
+STRATEGY_NAMES = {"max_length": "pad to max_length", "longest": "dynamic padding", "bucketed": "bucketed (k=8)"}
 BUCKET_KS = (4, 8, 16)
 
 
@@ -56,14 +57,14 @@ class ModelPicker(Composite):
     ``"offline"``: cannot load; None: no hub) and ``error`` the message shown instead.
     """
 
-    def __init__(self, family: str = "bert", size: str = "tiny", batch_size: int = 16,
+    def __init__(self, family: str = "bert", size: str = "tiny", batch_size: int | None = None,
                  seq_len: int | None = None, precision: str = "auto", task: str | None = None,
                  tokens: int = 0):
         if family not in FAMILIES:  # a catalog name such as "gpt2-small" (unknown: lists the known)
             spec = as_model(family)
             family, size = spec.family, spec.source if spec.size == "custom" else spec.size
         info = FAMILIES[family]
-        self._hold, self._seq_len = False, seq_len or 128  # the text length, kept across the UNet
+        self._hold, self._seq_len = False, seq_len or default("max_length")  # the text length, kept across the UNet
         self.value: ModelSpec | None = None
         self.plan = None
         self.fits: bool | None = None
@@ -79,6 +80,7 @@ class ModelPicker(Composite):
                              disabled=named, **control_style())
         self.task = w.Dropdown(options=info["tasks"], value=task or info["tasks"][0],
                                description="task", **control_style())
+        batch_size = default("batch_size") if batch_size is None else batch_size
         self.batch_size = w.IntText(value=batch_size, description="batch size", **control_style())
         self.seq_len = w.IntText(value=seq_len or self._unet_side() or 128,
                                  description="image side" if family == "unet" else "seq len", **control_style())
@@ -201,7 +203,7 @@ class ModelPicker(Composite):
                 f"{self.seq_len.value}, {self.precision.value}: {fits})")
 
 
-def pick_model(family: str = "bert", size: str = "tiny", batch_size: int = 16, seq_len: int | None = None,
+def pick_model(family: str = "bert", size: str = "tiny", batch_size: int | None = None, seq_len: int | None = None,
                precision: str = "auto", task: str | None = None, tokens: int = 0) -> ModelPicker:
     """A model picker over the catalog, with the parameter count and where it fits.
 
@@ -247,8 +249,8 @@ class DataPicker(Composite):
     token lengths (numpy array; None for images), ``stats`` the padding statistics.
     """
 
-    def __init__(self, source: str = "docstrings-topic", tokenizer=None, max_length: int = 128,
-                 batch_size: int = 16, limit: int | None = None, task: str | None = None, rows: int = 5):
+    def __init__(self, source: str = "docstrings-topic", tokenizer=None, max_length: int | None = None,
+                 batch_size: int | None = None, limit: int | None = None, task: str | None = None, rows: int = 5):
         self._hold, self._tokenizer, self._rows = False, tokenizer, rows
         self._tokenizers: dict[str, Any] = {}
         self._inspected: dict[str, tuple[str, Any]] = {}
@@ -269,7 +271,9 @@ class DataPicker(Composite):
         self.limit = w.IntText(value=limit or 0, description="rows (0: all)", **control_style())
         self.columns = {role: w.Text(description=f"{role} column", continuous_update=False, **control_style())
                         for role in COLUMN_ROLES}
+        max_length = default("max_length") if max_length is None else max_length
         self.max_length = w.IntText(value=max_length, description="max length", **control_style())
+        batch_size = default("batch_size") if batch_size is None else batch_size
         self.batch_size = w.IntText(value=batch_size, description="batch size", **control_style())
         self.message = w.HTML()
         self.preview = w.HTML()
@@ -389,7 +393,7 @@ class DataPicker(Composite):
             return
         try:
             buckets = {k: padding_stats(self.lengths, "bucketed", batch, max_length, k=k) for k in BUCKET_KS}
-            stats = {s: padding_stats(self.lengths, s, batch, max_length) for s in ("pad_to_max", "dynamic")}
+            stats = {s: padding_stats(self.lengths, s, batch, max_length) for s in ("max_length", "longest")}
         except Exception as e:  # e.g. no rows left: a message, never a traceback
             self.padding.value = error_html(error_text(e))
             return
@@ -410,8 +414,8 @@ class DataPicker(Composite):
         return f"DataPicker({self.value!r})"
 
 
-def pick_dataset(source: str = "docstrings-topic", tokenizer=None, max_length: int = 128,
-                 batch_size: int = 16, limit: int | None = None, task: str | None = None) -> DataPicker:
+def pick_dataset(source: str = "docstrings-topic", tokenizer=None, max_length: int | None = None,
+                 batch_size: int | None = None, limit: int | None = None, task: str | None = None) -> DataPicker:
     """A dataset picker: preview, column mapping, token lengths and padding waste.
 
     Parameters

@@ -1,0 +1,70 @@
+"""The backend record: what the workbench needs to know about one kind of device, and its
+policies. ``hpu.py``, ``cuda.py`` and ``cpu.py`` each build one from named functions; every
+choice that depends on the device reads it (never an ``if device == "hpu"``)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .monitor import Vendor
+
+
+def version(dist: str) -> str | None:
+    """The installed version of distribution ``dist``, or None."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def noop(*_a: Any) -> None:
+    """What a backend does where another one has work to do (``mark_step`` off lazy mode)."""
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Backend:
+    """What the workbench needs to know about one kind of device, and its policies."""
+
+    kind: str
+    title: str
+    torch_device: str
+    dist_backend: str
+    compile_backend: str | None  # backend for torch.compile; None = opt-in inductor
+    optimizer: str  # "hpex_fused_adamw" or a transformers `optim` name
+    available: Callable[[], bool]
+    count: Callable[[], int]
+    name: Callable[[int], str]
+    memory: Callable[[int], dict[str, int]]
+    reset_peak: Callable[[int], None]
+    synchronize: Callable[[int], None]
+    mark_step: Callable[[], None]
+    precision: Callable[[int], str]
+    generation: Callable[[], str | None] = lambda: None
+    mode: Callable[[], str | None] = lambda: None
+    versions: Callable[[], dict[str, str | None]] = dict
+    compiles: Callable[[], int | None] = lambda: None  # graph compilations so far
+    # every device of this kind, read through its management library (never torch)
+    monitor: Callable[[], list[dict[str, Any]]] = list
+    vendor: Vendor | None = None  # the management library (HLML, NVML); None: the OS (psutil)
+    # (driver version or None, where it was read or why not)
+    driver_version: Callable[[], tuple[str | None, str]] = lambda: (None, "no driver")
+    oom_marker: str = "out of memory"
+    # Default least seconds between a run's events: reading the loss at a logging step makes
+    # the host wait for every step queued on the device (0 where nothing runs ahead: CPU).
+    log_interval_s: float = 0.5
+    static_shapes: bool = False  # pad batches to a few fixed shapes (each new shape recompiles)
+    compile_default: Callable[[str | None], bool] = lambda mode: False  # torch.compile unasked
+    # DDP's search for unused parameters (None: the Trainer's default)
+    ddp_find_unused_parameters: bool | None = None
+    profiler_activities: tuple[str, ...] = ("cpu",)  # torch.profiler.ProfilerActivity names
+    # the model ready to evaluate
+    inference: Callable[[Any, str | None], Any] = lambda model, mode: model.eval()
+    # under torchrun, rank r uses device index LOCAL_RANK (else: the one it sees)
+    rank_index: bool = False
+    k8s_resource: str | None = None  # the extended resource a Kubernetes pod requests one device by
+    # Slurm's GRES name for one device (None: no standard one; Gaudi's is per site)
+    slurm_gres: str | None = None

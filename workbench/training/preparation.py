@@ -1,0 +1,106 @@
+"""A run's spec made: the arguments checked against the model, the data and the device, and
+the run directory written; the spec of a resume and of a run prepared for other machines.
+
+``prepare`` is what ``wb.train``, ``wb.launch`` and ``wb.launch_command`` share: it trains
+nothing. The engine turns its result into a live ``Run``; torchrun workers rebuild the run
+from the directory it writes. Everything is checked before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..backends.registry import backend, device_in_mode
+from ..backends.registry import device as pick_device
+from ..catalog import ModelSpec
+from ..catalog import model as as_model
+from ..data import DataSpec
+from ..data import dataset as as_dataset
+from ..rundir import run as runs
+from ..rundir.writer import create
+from ..views.progress import quiet_libraries
+from . import recipe
+from .runargs import RunArgs, check_overrides
+
+
+def prepare(model: str | ModelSpec, data: str | DataSpec, *, extra_spec: dict | None = None,
+            target: str | None = None, **options) -> Path:
+    """Check the arguments (``wb.train`` documents them), create the run directory with its
+    spec.json and a "prepared" summary; its path.
+
+    ``target`` is the device kind of the machines that will train it (``wb.launch_command``
+    for other nodes): the spec's device and its defaults are that kind's, and this
+    machine's devices are not asked about it.
+    """
+    a = RunArgs.from_options(options)
+    mspec, dspec = as_model(model), as_dataset(data)
+    recipe.check(mspec.task, dspec.task, (mspec.name, dspec.name))
+    sampling = recipe.samples(mspec.task, a.sample_prompts, a.sample_every, a.sample_steps,
+                              a.eval_every)
+    if target is not None:
+        kind = backend(target).kind
+        if a.mode is not None:
+            recipe.check_mode_for(a.mode, kind)
+    else:
+        dev = device_in_mode(a.device, a.mode)
+        recipe.check_precision(a.precision, dev)
+        kind = dev.kind
+    padding = recipe.default_padding(mspec.task, kind) if a.padding == "auto" else a.padding
+    recipe.check_padding(padding, mspec.task, mspec.name)
+    recipe.check_cache_latents(a.cache_latents, mspec.task, mspec.name, dspec.crop, dspec.flip)
+    lr = (5e-5 if mspec.is_pretrained else 1e-3) if a.lr is None else a.lr
+    with quiet_libraries():  # the data read and the model's config checked before the run directory
+        rows = dspec.load()["train"].num_rows
+        recipe.check_fit(batch_size=a.batch_size, rows=rows, data_name=dspec.name, padding=padding,
+                         max_length=a.max_length, positions=mspec.max_positions,
+                         model_name=mspec.name)
+    total = recipe.total_steps(a.max_steps, a.epochs, rows, a.batch_size)
+    cadence = recipe.cadence(total, a.log_every, a.save_every)
+    warmup = a.throughput_warmup_steps
+    args = {**a.to_dict(), "lr": lr, "padding": padding, **cadence, **sampling,
+            "device": kind if target is not None or a.device == "auto" else a.device,
+            "throughput_warmup_steps": max(3, cadence["log_every"]) if warmup is None else warmup}
+    for key in ("run_dir", "name"):  # where the run is, not how it trains
+        args.pop(key)
+    path = runs.new_run_dir(a.name or f"{mspec.name}-{dspec.name}", a.run_dir)
+    spec = {"model": mspec.to_dict(), "data": dspec.to_dict(), "args": args, **(extra_spec or {})}
+    create(path, spec)  # the summary ("prepared") first, then the spec
+    return path
+
+
+def resume_spec(run: runs.RunDir, ckpt: Path, max_steps: int | None, overrides: dict) -> dict:
+    """The run's spec for a resume from ``ckpt``, every override checked as ``wb.train``
+    checks it (names and values) before anything is written; the previous arguments stay in
+    the spec's ``resumes`` list."""
+    import transformers
+
+    spec = run.spec
+    step = int(ckpt.name.split("-")[-1])
+    if max_steps is not None and max_steps <= step:
+        raise ValueError(f"resume(max_steps={max_steps}): {ckpt.name} is already at step {step}; "
+                         f"pass a larger max_steps (or leave it out for the original "
+                         f"{spec['args']['max_steps']})")
+    fields, trainer_overrides = check_overrides(overrides)
+    previous = json.loads(json.dumps(spec["args"]))
+    args = spec["args"]
+    if max_steps is not None:
+        args["max_steps"] = max_steps
+    args.update(fields)
+    args["trainer_overrides"].update(trainer_overrides)
+    targs = recipe.training_arguments(args, pick_device(args["device"]), spec["model"]["task"],
+                                      run.path, "adamw_torch")
+    try:
+        transformers.TrainingArguments(**targs)
+    except (TypeError, ValueError) as e:
+        shown = ", ".join(f"{k}={v!r}" for k, v in overrides.items())
+        raise ValueError(f"resume({shown}) would not run: {e}") from None
+    spec.setdefault("resumes", []).append({"from": ckpt.name, "max_steps": max_steps,
+                                           "at": runs.now(), "previous_args": previous})
+    return spec
+
+
+def launch_extra(devices: int, strategy: str, zero_stage: int | None) -> dict[str, Any]:
+    """The spec's ``launch`` entry: how many workers, and how they share the model."""
+    return {"launch": {"devices": devices, "strategy": strategy, "zero_stage": zero_stage}}
