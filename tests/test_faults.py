@@ -191,6 +191,27 @@ def test_a_bad_resume_override_changes_nothing(done, overrides, message):
     assert Run.open(done.path).status == "completed"
 
 
+@pytest.mark.parametrize("max_steps, overrides, message", [
+    (20, {"learning_rate": -1e-3}, r"learning_rate=-0.001 is not a learning rate"),
+    (20, {"lr": 0}, r"lr=0 is not a learning rate"),
+    (20, {"per_device_train_batch_size": 0}, r"per_device_train_batch_size must be at least 1"),
+    (20.5, {}, r"max_steps must be a whole number, got 20.5"),
+])
+def test_a_bad_override_value_is_refused_as_train_refuses_it_and_the_run_stays_as_it_was(
+        done, max_steps, overrides, message):
+    """A value wb.train would refuse (here: an alias of lr, below 0) is refused by resume()
+    before anything is written: the completed run stays completed, and its spec does not
+    keep the value (else every plain resume() would fail with it)."""
+    from workbench.rundir.lock import WriterLock
+
+    files = ("spec.json", "summary.json", "events.jsonl")
+    before = {f: (done.path / f).read_text() for f in files}
+    with pytest.raises(ValueError, match=message):
+        Run.open(done.path).resume(max_steps=max_steps, live=False, **overrides)
+    assert {f: (done.path / f).read_text() for f in files} == before
+    assert Run.open(done.path).status == "completed" and not WriterLock(done.path).busy()
+
+
 def test_resume_keeps_the_previous_arguments_and_train_refuses_a_foreign_checkpoint(done, tmp_path):
     run = Run.open(done.path).resume(max_steps=14, live=False, learning_rate=1e-4)
     record = run.spec["resumes"][-1]

@@ -133,9 +133,10 @@ def test_batch_size_larger_than_the_training_rows(tmp_path):
              model="bert-tiny", data=spec, batch_size=64)
 
 
+@pytest.mark.parametrize("name", ["lr", "learning_rate"])  # TrainingArguments' name is lr's alias: checked too
 @pytest.mark.parametrize("lr", [0, -1e-3, float("nan")])
-def test_learning_rate_must_be_positive(tmp_path, lr):
-    _refused(tmp_path, ValueError, rf"lr={lr!r} .*must be a number above 0", lr=lr)
+def test_learning_rate_must_be_positive(tmp_path, lr, name):
+    _refused(tmp_path, ValueError, rf"^{name}={lr!r} .*must be a number above 0", **{name: lr})
 
 
 def test_max_length_above_the_model_positions_is_refused(tmp_path):
