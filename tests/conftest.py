@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -210,3 +211,57 @@ class RecordingFrontend:
     def deltas(self) -> list[tuple[dict, list[bytes]]]:
         return [(d["content"], b) for d, b in self.messages
                 if d.get("method") == "custom" and d["content"].get("type") == "delta"]
+
+
+class SmallDisk:
+    """A real tmpfs of ``mb`` megabytes mounted at ``path``: a disk that fills for real.
+
+    ``fill(leave)`` writes a filler file until ``leave`` bytes are free (0: until the kernel
+    refuses another byte), so a test can make the next write the one that runs out;
+    ``make_room(mb)`` deletes the filler and grows the mount, as a user freeing space would.
+    """
+
+    def __init__(self, path: Path, mb: int):
+        self.path, self.mb = path, mb
+        self.filler = path / "filler"
+
+    @property
+    def free(self) -> int:
+        st = os.statvfs(self.path)
+        return st.f_bavail * st.f_frsize
+
+    def fill(self, leave: int = 0) -> None:
+        with open(self.filler, "ab", buffering=0) as f:
+            try:
+                while self.free > leave:
+                    f.write(b"\0" * min(self.free - leave, 1 << 20))
+            except OSError:  # ENOSPC: full to the last page
+                pass
+
+    def make_room(self, mb: int = 64) -> None:
+        self.filler.unlink(missing_ok=True)
+        subprocess.run(["mount", "-o", f"remount,size={mb}m", str(self.path)], check=True)
+        self.mb = mb
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """``small_disk(mb)``: a fresh tmpfs of ``mb`` MB for this test (root only), unmounted after."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root (the tests of a full disk fill a real one)")
+    mounted: list[Path] = []
+
+    def mount(mb: int, options: str = "") -> SmallDisk:
+        path = tmp_path / f"disk{len(mounted)}-{mb}m"
+        path.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={mb}m{options}", "tmpfs", str(path)],
+                              capture_output=True, text=True)
+        if done.returncode:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        mounted.append(path)
+        return SmallDisk(path, mb)
+
+    yield mount
+    for path in reversed(mounted):
+        if subprocess.run(["umount", str(path)], capture_output=True).returncode:
+            subprocess.run(["umount", "-l", str(path)], check=False)  # a file still open: detach it

@@ -110,3 +110,12 @@ def test_unknown_role_and_task():
 def test_hub_dataset_offline_says_so_and_how_to_use_a_local_file():
     with pytest.raises(RuntimeError, match=r"(?s)'someone/reviews'.*HF_HUB_OFFLINE.*local file or directory"):
         wb.dataset("someone/reviews", label="label").load()
+
+
+def test_a_misspelt_bundled_dataset_suggests_the_bundled_name_not_a_download():
+    with pytest.raises(ValueError, match=r"^unknown dataset 'docstrings-topics': did you mean the bundled "
+                                         r"'docstrings-topic'\? Bundled: docstrings-lm, docstrings-topic"):
+        wb.dataset("docstrings-topics")
+    with pytest.raises(ValueError, match=r"did you mean the bundled 'digits'\?.*owner/name"):
+        wb.dataset("digit", image="image")
+    assert wb.dataset("someone/docstrings-topics").kind == "hub", "an owner's hub id is taken as written"

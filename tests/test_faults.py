@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import errno
 import json
+import os
+import re
 import signal
 import subprocess
 import sys
@@ -40,7 +42,17 @@ VICTIM = textwrap.dedent("""
         real_write(path, data)
         if point == "spec" and path.name == "spec.json":
             die()
+        if point == "created" and path.name == "summary.json" and data["status"] == "prepared":
+            die()  # the run directory's first file, before its spec
     writer.write_json = write_json
+
+    from workbench.backends.registry import DeviceInfo
+    real_reset = DeviceInfo.reset_peak_memory
+    def reset_peak_memory(self):
+        if point == "setup":
+            die()  # the lock claimed, the device being set up: nothing says "running" yet
+        real_reset(self)
+    DeviceInfo.reset_peak_memory = reset_peak_memory
 
     saves = {"weights": 0, "state": 0}
     real_save = transformers.modeling_utils.safe_save_file
@@ -84,7 +96,9 @@ def _killed_at(point, tmp_path) -> Run:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point, status, resumes_from", [
-    ("spec", "prepared", None),                    # killed before training started
+    ("created", "failed", None),                   # killed as its summary appeared, before its spec
+    ("spec", "failed", None),                      # killed as its spec was written
+    ("setup", "failed", None),                     # killed setting up the device, before "running"
     ("first_checkpoint", "failed", "checkpoint-4"),
     ("mid_checkpoint", "failed", "checkpoint-4"),  # checkpoint-8's weights are cut short
     ("empty_state", "failed", "checkpoint-4"),     # checkpoint-8's trainer_state.json is 0 bytes
@@ -93,6 +107,7 @@ def _killed_at(point, tmp_path) -> Run:
 def test_a_run_killed_at_any_moment_tells_the_truth_and_resumes(tmp_path, point, status, resumes_from, capsys):
     run = _killed_at(point, tmp_path)
     assert run.status == status, f"killed at {point}: reads {run.status}"
+    assert wb.runs(tmp_path / "runs")["status"].tolist() == [status], "wb.runs() lists it as it is"
     assert not list(run.path.glob(".*.tmp")) or point == "summary"
     if resumes_from is None:
         assert run.last_checkpoint is None
@@ -107,6 +122,22 @@ def test_a_run_killed_at_any_moment_tells_the_truth_and_resumes(tmp_path, point,
     assert run.status == "completed" and run.summary["step"] == 16 and run.step == 16
     if point in ("mid_checkpoint", "empty_state"):
         assert "checkpoint-8 cannot be resumed from" in capsys.readouterr().err
+
+
+def test_a_run_prepared_for_other_machines_stays_prepared_after_its_creator_exits(tmp_path):
+    """wb.launch_command prepares a run that torchrun starts elsewhere, later: the notebook
+    that prepared it exiting is no failure (unlike wb.train's process dying in setup)."""
+    script = textwrap.dedent("""
+        import workbench as wb
+        wb.launch_command("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), nodes=2, devices_per_node=1,
+                          hosts=["a", "b"], max_steps=2)
+    """)
+    subprocess.run([sys.executable, "-c", script], cwd=tmp_path, check=True, capture_output=True, timeout=300)
+    (path,) = (tmp_path / "runs").iterdir()
+    assert Run.open(path).status == "prepared"
+    with pytest.raises(FileNotFoundError, match="no checkpoint to resume from"):
+        Run.open(path).resume(live=False)
+    assert Run.open(path).status == "prepared", "a refused resume does not mark it started"
 
 
 STOPPABLE = textwrap.dedent("""
@@ -160,6 +191,27 @@ def test_a_bad_resume_override_changes_nothing(done, overrides, message):
     assert Run.open(done.path).status == "completed"
 
 
+@pytest.mark.parametrize("max_steps, overrides, message", [
+    (20, {"learning_rate": -1e-3}, r"learning_rate=-0.001 is not a learning rate"),
+    (20, {"lr": 0}, r"lr=0 is not a learning rate"),
+    (20, {"per_device_train_batch_size": 0}, r"per_device_train_batch_size must be at least 1"),
+    (20.5, {}, r"max_steps must be a whole number, got 20.5"),
+])
+def test_a_bad_override_value_is_refused_as_train_refuses_it_and_the_run_stays_as_it_was(
+        done, max_steps, overrides, message):
+    """A value wb.train would refuse (here: an alias of lr, below 0) is refused by resume()
+    before anything is written: the completed run stays completed, and its spec does not
+    keep the value (else every plain resume() would fail with it)."""
+    from workbench.rundir.lock import WriterLock
+
+    files = ("spec.json", "summary.json", "events.jsonl")
+    before = {f: (done.path / f).read_text() for f in files}
+    with pytest.raises(ValueError, match=message):
+        Run.open(done.path).resume(max_steps=max_steps, live=False, **overrides)
+    assert {f: (done.path / f).read_text() for f in files} == before
+    assert Run.open(done.path).status == "completed" and not WriterLock(done.path).busy()
+
+
 def test_resume_keeps_the_previous_arguments_and_train_refuses_a_foreign_checkpoint(done, tmp_path):
     run = Run.open(done.path).resume(max_steps=14, live=False, learning_rate=1e-4)
     record = run.spec["resumes"][-1]
@@ -198,6 +250,175 @@ def test_a_full_disk_is_named_and_the_last_good_checkpoint_stays(tmp_path, monke
     monkeypatch.setattr(mu, "safe_save_file", real)
     run.resume(live=False)
     assert run.status == "completed" and run.step == 12
+
+
+DISK = dict(max_steps=8, batch_size=4, max_length=32, save_every=4, log_every=2, live=False)
+
+
+def _run_out_of_space(monkeypatch, disk, where: str) -> list[str]:
+    """Make the write at ``where`` the one that finds ``disk`` full: the filler tops the disk up
+    just before it (``optimizer``: no filler, the 30 MB disk holds checkpoint-4 and
+    checkpoint-8's weights but not its optimizer state). Returns the list of the writes that
+    raised, filled in as they do."""
+    import torch
+    import transformers
+    import transformers.modeling_utils as mu
+
+    from workbench.rundir import run as runfiles
+    from workbench.rundir import writer
+
+    raised, calls = [], {"weights": 0, "trainer_state": 0}
+
+    def witness(name, real, before=None):
+        def wrapped(*args, **kwargs):
+            if before is not None and not raised:  # once: after the first failure, the run ends as it may
+                before(*args, **kwargs)
+            try:
+                return real(*args, **kwargs)
+            except Exception:
+                raised.append(name)
+                raise
+        return wrapped
+
+    def weights(tensors, filename, metadata=None):
+        calls["weights"] += 1
+        if where == "weights" and calls["weights"] == 2:  # checkpoint-8's model.safetensors
+            disk.fill(leave=1 << 20)
+
+    def trainer_state(self, path):
+        calls["trainer_state"] += 1
+        if where == "trainer_state" and calls["trainer_state"] == 2:
+            disk.fill()
+
+    def event(self, e):
+        # the first event past checkpoint-4 (on 3 MB: the first of all) that needs a new page of
+        # the file: the tail of the page it has left takes a line even on a full disk
+        line = len(json.dumps(runfiles._clean(e), sort_keys=True)) + 1
+        size, page = (self.path.stat().st_size if self.path.exists() else 0), os.statvfs(disk.path).f_frsize
+        past = e.get("step", 0) > (4 if disk.mb > 3 else -1)
+        if where == "events" and past and (size % page == 0 or size % page + line > page):
+            disk.fill()
+
+    def summary(path, data):
+        if where == "summary" and path.name == "summary.json" and data.get("status") == "running":
+            disk.fill()
+
+    monkeypatch.setattr(mu, "safe_save_file", witness("weights", mu.safe_save_file, weights))
+    real_save = torch.save
+    monkeypatch.setattr(torch, "save", lambda obj, f, *a, **k: (witness("optimizer", real_save) if
+                                                                str(f).endswith("optimizer.pt") else real_save)(obj, f, *a, **k))
+    monkeypatch.setattr(transformers.TrainerState, "save_to_json",
+                        witness("trainer_state", transformers.TrainerState.save_to_json, trainer_state))
+    monkeypatch.setattr(runfiles.EventLog, "emit", witness("events", runfiles.EventLog.emit, event))
+    monkeypatch.setattr(writer, "write_json", witness("summary", writer.write_json, summary))
+    return raised
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where, mb, steps, good", [
+    ("weights", 30, 8, "checkpoint-4"),        # checkpoint-8's model.safetensors
+    ("optimizer", 30, 8, "checkpoint-4"),      # checkpoint-8's optimizer.pt: the disk is simply too small
+    ("trainer_state", 45, 8, "checkpoint-4"),  # checkpoint-8's trainer_state.json, its last file
+    ("events", 45, 12, "checkpoint-8"),        # an event past checkpoint-8 (step 10, logging every step)
+    ("events", 3, 8, None),                    # the first event, before any checkpoint
+    ("summary", 3, 8, None),                   # the "running" summary, before training
+])
+def test_a_full_disk_is_named_the_run_reads_failed_and_the_last_good_checkpoint_resumes(
+        small_disk, monkeypatch, where, mb, steps, good):
+    disk = small_disk(mb)
+    raised = _run_out_of_space(monkeypatch, disk, where)
+    last = f"the last good checkpoint is {good}" if good else "there is no good checkpoint yet"
+    args = {**DISK, "max_steps": steps, "log_every": 1 if steps == 12 else 2}
+    with pytest.raises(OSError, match=rf"^disk full at {re.escape(str(disk.path))}/\S+: \d+ MB free; {last}\. Free some space") as e:
+        wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), run_dir=disk.path, **args)
+    assert raised[:1] == [where], f"the disk filled in {raised}, not in the {where}"
+    assert e.value.errno == errno.ENOSPC
+    (path,) = (p for p in disk.path.iterdir() if p.is_dir())
+    on_disk = json.loads((path / "summary.json").read_text())
+    assert on_disk["status"] == "failed" and on_disk["error"] == str(e.value)
+    run = Run.open(path)
+    assert run.status == "failed"
+    left = sorted((p.name for p in (path / "checkpoints").glob("*")), key=lambda n: int(n.split("-")[1]))
+    assert left == [c.name for c in run.checkpoints] and left[-1:] == ([good] if good else []), \
+        "the checkpoint the full disk cut short is removed"
+    assert not list(path.glob(".*.tmp")) and not (path / ".reserve").exists()
+    assert all(json.loads(line) for line in (path / "events.jsonl").read_text().splitlines()), "no half-written event"
+    assert run.events[-1] == {"phase": "end", "step": run.events[-1]["step"], "status": "failed"}
+
+    monkeypatch.undo()  # the hooks go; and the user frees some space
+    disk.make_room(64)
+    if good is None:
+        with pytest.raises(FileNotFoundError, match="no checkpoint to resume from"):
+            run.resume(live=False)
+        return
+    run.resume(live=False)
+    assert run.status == "completed" and run.step == steps
+    assert [c.name for c in run.checkpoints] == [f"checkpoint-{steps - 4}", f"checkpoint-{steps}"]
+
+
+@pytest.mark.parametrize("first", ["events", "summary"])
+def test_a_disk_too_full_for_even_the_last_summary_reads_failed(small_disk, monkeypatch, first):
+    """The reserve gives the final summary room, unless something else takes that room too:
+    the summary on disk then stays as it was (``running``, or ``prepared`` when not even the
+    running one could be written), and readers still see a run that failed."""
+    from workbench.rundir import writer
+
+    disk = small_disk(3)
+    _run_out_of_space(monkeypatch, disk, first)
+    real_write = writer.write_json
+
+    def no_room_at_the_end(path, data):
+        if path.name == "summary.json" and data.get("ended"):
+            disk.fill()
+        real_write(path, data)
+
+    monkeypatch.setattr(writer, "write_json", no_room_at_the_end)
+    with pytest.raises(OSError, match=r"^disk full at .*there is no good checkpoint yet"):
+        wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), run_dir=disk.path, **DISK)
+    (path,) = (p for p in disk.path.iterdir() if p.is_dir())
+    on_disk = json.loads((path / "summary.json").read_text())["status"]
+    assert on_disk == ("running" if first == "events" else "prepared")
+    assert Run.open(path).status == "failed"
+    assert wb.runs(disk.path)["status"].tolist() == ["failed"]
+    from workbench.rundir.writer import RunWriter
+
+    RunWriter(Run.open(path)).claim().release()  # the lock was released
+
+
+@pytest.mark.parametrize("failure", ["display", "disk"])
+def test_a_resume_that_fails_releases_the_lock_and_changes_nothing(tmp_path, small_disk, monkeypatch, failure):
+    """A resume refused or failed after it took the run's lock (its display raised; the disk
+    was full for the new spec) leaves the run as it was, free: the next resume() trains."""
+    from workbench.rundir import writer
+    from workbench.rundir.lock import WriterLock
+
+    disk = small_disk(45) if failure == "disk" else None
+    run = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), run_dir=disk.path if disk else tmp_path,
+                   **{**DISK, "max_steps": 4})
+    before = {f: (run.path / f).read_text() for f in ("spec.json", "summary.json", "events.jsonl")}
+    if failure == "display":
+        def live(r):
+            raise RuntimeError("the display broke")
+        with pytest.raises(RuntimeError, match="the display broke"):
+            run.resume(max_steps=6, live=live)
+    else:
+        real_write = writer.write_json
+
+        def full(path, data):
+            if path.name == "spec.json":
+                disk.fill()
+            real_write(path, data)
+
+        monkeypatch.setattr(writer, "write_json", full)
+        with pytest.raises(OSError, match=r"^disk full at .*spec\.json: 0 MB free; the last good checkpoint is checkpoint-4"):
+            run.resume(max_steps=6, live=False)
+        monkeypatch.undo()
+        disk.make_room()
+    assert not WriterLock(run.path).busy(), "the failed resume kept the run's lock"
+    assert {f: (run.path / f).read_text() for f in before} == before
+    assert Run.open(run.path).status == "completed"
+    run.resume(max_steps=6, live=False)  # not "being trained by pid <this one>"
+    assert run.status == "completed" and run.step == 6
 
 
 def test_a_run_that_fails_before_training_ends_failed_and_says_so(tmp_path, monkeypatch):

@@ -4,6 +4,7 @@ directory exists; and a run's output holds only what the user asked for."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -132,9 +133,10 @@ def test_batch_size_larger_than_the_training_rows(tmp_path):
              model="bert-tiny", data=spec, batch_size=64)
 
 
+@pytest.mark.parametrize("name", ["lr", "learning_rate"])  # TrainingArguments' name is lr's alias: checked too
 @pytest.mark.parametrize("lr", [0, -1e-3, float("nan")])
-def test_learning_rate_must_be_positive(tmp_path, lr):
-    _refused(tmp_path, ValueError, rf"lr={lr!r} .*must be a number above 0", lr=lr)
+def test_learning_rate_must_be_positive(tmp_path, lr, name):
+    _refused(tmp_path, ValueError, rf"^{name}={lr!r} .*must be a number above 0", **{name: lr})
 
 
 def test_max_length_above_the_model_positions_is_refused(tmp_path):
@@ -176,6 +178,32 @@ def test_run_name_longer_than_the_filesystem_allows_is_shortened(tmp_path):
     with pytest.warns(UserWarning, match="shortened"):
         run = prepare("gpt2-tiny", "docstrings-lm", max_steps=2, name="x" * 300)
     assert (run.path / "spec.json").exists()
+
+
+@pytest.mark.parametrize("where", ["proc", "under_a_file", "read_only", "env"])
+def test_an_unusable_run_dir_is_named_before_anything_is_written(tmp_path, small_disk, monkeypatch, where):
+    """/proc, a path under a file, a read-only filesystem (root ignores permission bits: a
+    read-only mount), or $WORKBENCH_RUNS under a file: one error naming the argument, the path
+    and why, before the data is read or anything is written."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a directory\n")
+    named, why = "run_dir", f"{re.escape(str(notes))} is a file, not a directory"
+    if where == "proc":
+        run_dir, why = "/proc/x", "cannot create a directory in /proc: No such file or directory"
+    elif where == "under_a_file":
+        run_dir = notes / "runs"
+    elif where == "read_only":
+        run_dir, why = small_disk(1, ",ro").path / "runs", r"cannot create a directory in .*: Read-only file system"
+    else:
+        run_dir, named = None, "WORKBENCH_RUNS"
+        monkeypatch.setenv("WORKBENCH_RUNS", str(notes / "runs"))
+    shown = re.escape(repr(str(run_dir if run_dir is not None else notes / "runs")))
+    read = []
+    monkeypatch.setattr(wb.DataSpec, "load", lambda self: read.append(self) or pytest.fail("the data was read"))
+    with pytest.raises(ValueError, match=rf"^{named}={shown} cannot hold run directories: {why}\. Pass run_dir="):
+        wb.train("gpt2-tiny", "docstrings-lm", max_steps=2, run_dir=run_dir, live=False)
+    assert not read and notes.read_text() == "not a directory\n"
+    _no_run_dir(tmp_path)
 
 
 # ---------------------------------------------------------------- workbench run -p

@@ -401,6 +401,7 @@ def dataset(source: str | DataSpec, *, task: str | None = None, eval_fraction: f
     else:
         cols = dict(columns)
         spec = DataSpec(source=source, encoding=encoding)
+        _check_not_misspelt(spec)
         if spec.kind == "local" and not Path(source).expanduser().exists():
             raise FileNotFoundError(f"dataset file {source!r} does not exist")
         if not cols and spec.kind == "local":
@@ -408,6 +409,18 @@ def dataset(source: str | DataSpec, *, task: str | None = None, eval_fraction: f
         task = infer_task(cols, task)
     return DataSpec(source=source, task=task, columns=cols, eval_fraction=eval_fraction, seed=seed,
                     limit=limit, config=config, encoding=encoding, crop=crop, flip=flip)
+
+
+def _check_not_misspelt(spec: DataSpec) -> None:
+    """Refuse a hub id without an owner that is one slip from a bundled name: it is that name
+    misspelt, not a dataset to download."""
+    import difflib
+
+    close = difflib.get_close_matches(spec.source, bundled.BUNDLED, 1, cutoff=0.8)
+    if spec.kind == "hub" and "/" not in spec.source and close:
+        raise ValueError(f"unknown dataset {spec.source!r}: did you mean the bundled {close[0]!r}? Bundled: "
+                         f"{', '.join(bundled.BUNDLED)} (wb.datasets()). A hub dataset is named owner/name "
+                         f"(e.g. 'stanfordnlp/imdb')")
 
 
 def _guess_columns(spec: DataSpec) -> dict[str, str]:

@@ -45,9 +45,12 @@ class WriterLock:
             raise RunBusy(f"cannot {action} {self.path.parent.name}: it is being trained by {holder}. "
                           f"Stop it first (wb.Run.open(path).stop() works from any process) or wait "
                           f"for it to end.") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
         self._fd = fd
+        try:  # who holds it, for the refusal above: on a full disk it stays unsaid
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
+        except OSError:
+            pass
         return self
 
     def release(self) -> None:

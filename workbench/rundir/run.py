@@ -52,8 +52,10 @@ def write_json(path: Path, data: dict) -> None:
     try:
         tmp.write_text(json.dumps(_clean(data), indent=2, sort_keys=True, default=str) + "\n")
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.filename is None:  # a failed write names no file: this one
+            e.filename = str(path)
         raise
 
 
@@ -66,13 +68,26 @@ class EventLog:
         self._lock = threading.Lock()
 
     def emit(self, event: dict) -> None:
+        """Append ``event`` as one whole line and hand it to the subscribers. A write that
+        fails (a full disk) is taken back to the last whole line, the subscribers still get
+        the event, and the error is raised."""
         event = _clean(event)
-        line = json.dumps(event, sort_keys=True)
-        with self._lock, open(self.path, "a") as f:
-            f.write(line + "\n")
-            f.flush()
+        data = (json.dumps(event, sort_keys=True) + "\n").encode()
+        failed = None
+        with self._lock, open(self.path, "ab", buffering=0) as f:
+            start = f.seek(0, os.SEEK_END)
+            try:
+                view = memoryview(data)
+                while view:  # an unbuffered write may take part of the line
+                    view = view[f.write(view):]
+            except OSError as e:
+                os.truncate(self.path, start)  # never half a line: the next one would be lost with it
+                e.filename = e.filename or str(self.path)
+                failed = e
         for fn in list(self.subscribers):
             fn(event)
+        if failed is not None:
+            raise failed
 
     def read(self) -> list[dict]:
         if not self.path.exists():
@@ -89,8 +104,12 @@ class EventLog:
         """Drop events past ``step`` (those logged after the checkpoint a resume starts from)."""
         keep = [e for e in self.read() if e.get("step", 0) <= step]
         tmp = self.path.with_name(".events.tmp")
-        tmp.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in keep))
-        os.replace(tmp, self.path)
+        try:
+            tmp.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in keep))
+            os.replace(tmp, self.path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
 
 class NullLog(EventLog):
@@ -102,6 +121,32 @@ class NullLog(EventLog):
     def emit(self, event: dict) -> None:
         for fn in list(self.subscribers):
             fn(_clean(event))
+
+
+def check_root(run_dir: str | Path | None = None) -> Path:
+    """The directory new runs go under (``run_dir``, else ``$WORKBENCH_RUNS``, else ``./runs``),
+    checked before anything is written: it is a directory this process can create directories
+    in, or can be made one. Else one error naming the argument, the path and why."""
+    env = os.environ.get("WORKBENCH_RUNS")
+    root = Path(run_dir or env or DEFAULT_ROOT).expanduser()
+    base = root.absolute()
+    while not base.exists() and base != base.parent:  # the part of the path that exists
+        base = base.parent
+    why = None
+    if not base.is_dir():
+        why = f"{base} is a file, not a directory"
+    else:
+        import tempfile
+
+        try:  # only trying tells (/proc says it is writable; root ignores permission bits)
+            os.rmdir(tempfile.mkdtemp(prefix=".workbench-probe-", dir=base))
+        except OSError as e:
+            why = f"cannot create a directory in {base}: {e.strerror}"
+    if why is not None:
+        named = "run_dir" if run_dir is not None else "WORKBENCH_RUNS" if env else f"run_dir (default {DEFAULT_ROOT!r})"
+        raise ValueError(f"{named}={str(root)!r} cannot hold run directories: {why}. Pass run_dir= a directory "
+                         f"you can write to")
+    return root
 
 
 def new_run_dir(name: str, root: str | Path | None = None) -> Path:
@@ -165,9 +210,9 @@ class RunDir:
     def open(cls, path: str | Path):
         """Reopen a run directory (after a kernel restart, or from another process)."""
         path = Path(path)
-        if not (path / "spec.json").exists():
+        if not (path / "spec.json").exists() and not (path / "summary.json").exists():
             raise FileNotFoundError(f"{str(path)!r} is not a run directory (no spec.json)")
-        return cls(path)
+        return cls(path)  # a summary without a spec: a run killed as it was created (it reads failed)
 
     @property
     def name(self) -> str:
@@ -177,7 +222,11 @@ class RunDir:
     def spec(self) -> dict[str, Any]:
         """spec.json, parsed once (a copy: editing it changes nothing on disk)."""
         if self._spec is None:
-            self._spec = json.loads((self.path / "spec.json").read_text())
+            try:
+                self._spec = json.loads((self.path / "spec.json").read_text())
+            except FileNotFoundError:
+                raise FileNotFoundError(f"{self.name} has no spec.json: the process creating it died before "
+                                        f"writing it (the run reads {self.status}); start a new run") from None
         return json.loads(json.dumps(self._spec))
 
     @property
@@ -205,11 +254,20 @@ class RunDir:
 
         A run is ``running`` only while a process holds its write lock: one that says
         ``running`` with nobody holding the lock died without writing its end (SIGKILL,
-        power loss, a full disk) and reads ``failed``.
+        power loss, a full disk) and reads ``failed``. So does one still ``prepared`` that was
+        started: its lock file shows that a trainer claimed it (then died, or found the disk
+        too full for the ``running`` summary), or the process that prepared it to start it
+        (``wb.train``) is gone. A run prepared for others to start (``wb.launch_command``)
+        names no process and stays ``prepared``.
         """
-        status = self.summary.get("status", "running")
-        if status == "running" and not WriterLock(self.path).busy():
-            return "failed"
+        summary = self.summary
+        status = summary.get("status", "running")
+        if status in ("running", "prepared"):
+            lock = WriterLock(self.path)
+            if lock.busy():
+                return "running"
+            if status == "running" or lock.path.exists() or not _alive(summary):
+                return "failed"
         return status
 
     @property
@@ -314,9 +372,11 @@ class RunDir:
     def row(self) -> dict[str, Any]:
         """The run in one row, as ``runs()`` and ``compare()`` show it (eval metrics too)."""
         s = self.summary
-        return {"run": self.name, "status": self.status,
-                "model": self.spec["model"]["family"] + "-" + self.spec["model"]["size"],
-                "data": self.spec["data"]["source"], "step": self.step,
+        # a run killed as it was made has a summary and no spec yet
+        spec = self.spec if (self.path / "spec.json").exists() else {"model": {}, "data": {}}
+        model = "-".join(str(spec["model"][k]) for k in ("family", "size")) if spec["model"] else None
+        return {"run": self.name, "status": self.status, "model": model,
+                "data": spec["data"].get("source"), "step": self.step,
                 "train_loss": s.get("train_loss"), "samples_per_s": s.get("samples_per_s"),
                 "tokens_per_s": s.get("tokens_per_s"), "peak_memory": s.get("mem_peak"),
                 "device": (s.get("device") or {}).get("kind"), "wall_time_s": s.get("wall_time_s"),
@@ -328,6 +388,22 @@ class RunDir:
                 "train loss": s.get("train_loss"), "eval": s.get("eval"), "tokens/s": s.get("tokens_per_s"),
                 "wall time (s)": s.get("wall_time_s"), "path": str(self.path)}
         return markup.key_values((k, _fmt(v)) for k, v in rows.items())
+
+
+def _alive(summary: dict) -> bool:
+    """Whether the process a summary names is still alive (True when none is named, or it runs
+    on another host: nothing here can tell)."""
+    import socket
+
+    pid = summary.get("pid")
+    if not isinstance(pid, int) or summary.get("host") != socket.gethostname():
+        return True
+    import psutil
+
+    try:
+        return abs(psutil.Process(pid).create_time() - float(summary.get("pid_started") or 0)) < 1.0
+    except (psutil.Error, ValueError, TypeError):  # gone, or never readable
+        return False
 
 
 def _fmt(v: Any) -> str:
@@ -345,7 +421,8 @@ def runs(root: str | Path | None = None):
     root = Path(root or os.environ.get("WORKBENCH_RUNS", DEFAULT_ROOT))
     columns = ["run", "status", "model", "data", "step", "train_loss", "tokens_per_s", "device",
                "wall_time_s", "path"]
-    rows = [RunDir(path.parent).row() for path in sorted(root.glob("*/spec.json"), reverse=True)]
+    found = {p.parent for p in root.glob("*/spec.json")} | {p.parent for p in root.glob("*/summary.json")}
+    rows = [RunDir(path).row() for path in sorted(found, reverse=True)]
     return pd.DataFrame([{k: r[k] for k in columns} for r in rows], columns=columns)
 
 

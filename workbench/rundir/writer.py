@@ -25,10 +25,27 @@ RESERVE_BYTES = 256 * 1024
 
 
 def create(path: Path, spec: dict[str, Any]) -> None:
-    """Write a new run's summary (``prepared``) and then its spec: a run directory is never
-    seen without a summary, so a process killed in between leaves no ``running`` run."""
-    write_json(path / "summary.json", {"status": "prepared", "error": None, "created": now()})
+    """Write a new run's summary (``prepared``, naming this process) and then its spec: a run
+    directory is never seen without a summary. Until a trainer claims the run, the process
+    named is the one that will start it: if it dies first, the run reads ``failed``
+    (``hand_over`` names none, for a run that others start)."""
+    write_json(path / "summary.json", {"status": "prepared", "error": None, "created": now(), **this_process()})
     write_json(path / "spec.json", spec)
+
+
+def hand_over(run: RunDir) -> None:
+    """A prepared run this process will not start (``wb.launch_command``: torchrun starts it,
+    elsewhere, later): its summary names no process, so it reads ``prepared`` until claimed."""
+    summary = {k: v for k, v in run.summary.items() if k not in ("pid", "host", "pid_started")}
+    write_json(run.path / "summary.json", summary)
+    run.refresh()
+
+
+def this_process() -> dict[str, Any]:
+    """The summary's fields that name this process (its start time tells a reused pid apart)."""
+    import psutil
+
+    return {"pid": os.getpid(), "host": socket.gethostname(), "pid_started": psutil.Process().create_time()}
 
 
 class RunWriter:
@@ -55,18 +72,15 @@ class RunWriter:
 
     def begin(self, info: dict[str, Any]) -> None:
         """The ``running`` summary, and room kept for the final one."""
-        import psutil
-
         reserve = self.run.path / RESERVE
         try:
             with open(reserve, "wb") as f:
-                f.truncate(RESERVE_BYTES)
+                f.write(bytes(RESERVE_BYTES))  # written, not truncated: a sparse file keeps no room
                 os.fsync(f.fileno())
         except OSError:
-            reserve.unlink(missing_ok=True)  # already full: the checkpoint save will say so
+            reserve.unlink(missing_ok=True)  # already full: the next write says so
         previous = self.run.summary
-        self._write({**previous, **info, "status": "running", "error": None, "pid": os.getpid(),
-                     "host": socket.gethostname(), "pid_started": psutil.Process().create_time(),
+        self._write({**previous, **info, "status": "running", "error": None, **this_process(),
                      "started": previous.get("started") or now()})
 
     def begin_on(self, device, size: int) -> None:
@@ -84,22 +98,72 @@ class RunWriter:
                 shutil.rmtree(self.run.path / "checkpoints" / name, ignore_errors=True)
         self._write({**self.run.summary, **update, "ended": now()})
 
+    def finish(self, update: dict[str, Any], log, ended=None) -> OSError | None:
+        """End the run whatever fails: the final summary (``end``), then ``ended()``, the end
+        event and the lock released. Returns the error of a write that failed (the disk is
+        full even after the reserve): the summary on disk then still says ``running`` (or
+        ``prepared``), which readers of a run whose lock is free read as ``failed``."""
+        failed = None
+        try:
+            try:
+                self.end(update)
+            except OSError as e:
+                failed = e
+            if ended is not None:
+                ended()
+            try:
+                log.emit({"phase": "end", "step": update.get("step", 0), "status": update["status"]})
+            except OSError as e:  # the subscribers had it all the same
+                failed = failed or e
+        finally:
+            self.release()
+        return failed
+
     def _write(self, summary: dict[str, Any]) -> None:
         write_json(self.run.path / "summary.json", summary)
         self.run.refresh()
 
 
+class DiskFull(OSError):
+    """A run's disk filled up (errno ENOSPC): the message says where, how much is free, and
+    which checkpoint resumes; the error the write raised is its ``__cause__``."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.errno = errno.ENOSPC
+
+
+LOW = 2**20  # bytes free under which a write error is the disk's (torch's writer loses the errno)
+_NO_SPACE = ("No space left on device", "os error 28")  # safetensors' error keeps only the text
+_WRITE_FAILED = ("iostream error", "file write failed", "unexpected pos", "PytorchStreamWriter")
+
+
+def _out_of_space(error: BaseException, free: int) -> BaseException | None:
+    """The error in ``error``'s chain that says the disk is full; None if none does."""
+    chain, e = [], error
+    while e is not None and e not in chain:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    for e in chain:
+        if (isinstance(e, OSError) and e.errno == errno.ENOSPC) or any(m in str(e) for m in _NO_SPACE):
+            return e
+    if free < LOW:  # a write that failed, without saying why, on a disk with nothing left
+        return next((e for e in chain if any(m in str(e) for m in _WRITE_FAILED)
+                     or (isinstance(e, OSError) and e.errno in (None, errno.EIO))), None)
+    return None
+
+
 def disk_full_message(error: BaseException, run: RunDir) -> str | None:
     """For an out-of-space error anywhere in ``error``'s chain: where, how much is free, and
     which checkpoint is the last good one; None for any other error."""
-    e: BaseException | None = error
-    while e is not None and not (isinstance(e, OSError) and e.errno == errno.ENOSPC):
-        e = e.__cause__ or e.__context__
+    free = shutil.disk_usage(run.path).free
+    e = _out_of_space(error, free)
     if e is None:
         return None
-    free = shutil.disk_usage(run.path).free
-    where = getattr(e, "filename", None) or run.path
+    broken = [run.path / "checkpoints" / name for name in run.broken_checkpoints]
+    where = getattr(e, "filename", None) or (broken[-1] if broken else run.path)  # the file, else the checkpoint
     good = run.last_checkpoint
     last = f"the last good checkpoint is {good.name}" if good else "there is no good checkpoint yet"
-    return (f"disk full at {where}: {free / 2**20:.0f} MB free; {last}. Free some space, then "
-            f"wb.Run.open({str(run.path)!r}).resume()")
+    then = f"wb.Run.open({str(run.path)!r}).resume()" if good else "train again"
+    return f"disk full at {where}: {free / 2**20:.0f} MB free; {last}. Free some space, then {then}"
+

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..backends.registry import backend
 from ..rundir.run import STOP_FILE
-from ..rundir.writer import RunWriter
+from ..rundir.writer import RunWriter, hand_over
 from ..training import runargs
 from ..training.engine import Run, prepare, training
 from ..training.interrupts import Interrupts
@@ -292,6 +292,7 @@ def launch_command(model, data, *, nodes: int, devices_per_node: int, hosts: lis
     kind = backend(accelerator).kind if accelerator is not None else None
     # the nodes' devices, not this machine's: the workers train on what the job files request
     run = _prepare(model, data, nodes * devices_per_node, strategy, zero_stage, train_args, kind)
+    hand_over(run)  # torchrun starts it elsewhere, later: this process exiting is no failure
     kind = run.spec["args"]["device"].split(":")[0]
     return LaunchCommand(str(run.path.resolve()), nodes, devices_per_node,
                          list(hosts) if hosts else None, strategy,

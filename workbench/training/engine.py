@@ -21,7 +21,7 @@ from ..catalog import ModelSpec
 from ..data import DataSpec
 from ..liblogs import quiet_libraries
 from ..rundir import run as runs
-from ..rundir.writer import RunWriter, disk_full_message
+from ..rundir.writer import DiskFull, RunWriter, disk_full_message
 from ..views.dashboard import attach
 from . import preparation, runargs
 from .interrupts import Interrupts
@@ -118,31 +118,37 @@ def execute(run: Run, resume_from: Path | None = None, writer: RunWriter | None 
     """Train ``run`` from its spec in this process (a torchrun worker calls this too).
 
     Rank 0 is the run's one writer: it holds the run's lock (``writer``, if the caller
-    claimed it already) until the end and writes the summary and events."""
+    claimed it already) until the end and writes the summary and events. However the run
+    ends, its summary says so and the lock is released; a full disk raises ``DiskFull``."""
     rank, size = world()
-    main = rank == 0
-    if main:
+    if rank == 0:
         writer = writer or RunWriter(run).claim()
     else:  # only rank 0 writes the run's events and summary
-        run.log = runs.NullLog()
+        run.log, writer = runs.NullLog(), None
+    try:
+        return _train(run, resume_from, writer, size)
+    finally:
+        if writer is not None:  # released already, unless something failed on the way
+            writer.release()
+
+
+def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: int) -> Run:
     try:
         device = _device_for(run.spec, size)
-        if main:
+        if writer is not None:
             writer.begin_on(device, size)
     except BaseException as e:  # before training: the run ends failed, and says why
-        run.error = e
-        if main:
-            try:
-                writer.end({"status": "failed", "error": f"{type(e).__name__}: {e}",
-                            "traceback": traceback.format_exc()})
-                run.log.emit({"phase": "end", "step": 0, "status": "failed"})
-            finally:
-                writer.release()
-        raise
+        if writer is None:
+            run.error = e
+            raise
+        error = disk_full_message(e, run) or f"{type(e).__name__}: {e}"
+        run.error = _ending(e, writer.finish({"status": "failed", "error": error, "traceback": traceback.format_exc()},
+                                             run.log), error)
+        raise run.error  # noqa: B904 (_ending set its cause: the error itself, or the one it names)
     run.stop_flag.clear()
     run.error = None
     t0 = runs.monotonic()
-    status, error, tb, events, restore = "completed", None, None, None, None
+    status, error, tb, events, restore, raised, lost = "completed", None, None, None, None, None, None
     with training(run), quiet_libraries():
         try:
             trainer, events, restore = build(run, device, run.stop_flag, run.callbacks)
@@ -155,25 +161,34 @@ def execute(run: Run, resume_from: Path | None = None, writer: RunWriter | None 
                 status, error = outcome(run, run.stop_flag, events, status) if error is None else (status, error)
                 if status != "failed" and error is None:
                     trainer.evaluate()
-        except BaseException as e:  # recorded, then re-raised
+        except BaseException as e:  # recorded, then raised
             status, error, tb = "failed", disk_full_message(e, run) or error_text(e, device), traceback.format_exc()
-            run.error = e
+            run.error = raised = e
             if isinstance(e, KeyboardInterrupt):
                 status = "stopped"
-            raise
-        finally:
-            if restore is not None:  # the model leaves as it came (generation pads prompts: masks needed)
-                restore()
-            if main:
-                summary = end_summary(run, run.trainer, device, events, status, error, tb, runs.monotonic() - t0)
-                try:
-                    writer.end(summary)
-                    if run in _ACTIVE:  # the end event's subscribers see a run that has ended
-                        _ACTIVE.remove(run)
-                    run.log.emit({"phase": "end", "step": summary["step"], "status": status})
-                finally:
-                    writer.release()
+        if restore is not None:  # the model leaves as it came (generation pads prompts: masks needed)
+            restore()
+        if writer is not None:
+            summary = end_summary(run, run.trainer, device, events, status, error, tb, runs.monotonic() - t0)
+            # the end event's subscribers see a run that has ended
+            lost = writer.finish(summary, run.log, ended=lambda: run in _ACTIVE and _ACTIVE.remove(run))
+    if raised is not None or lost is not None:
+        run.error = _ending(raised, lost, error if raised is not None else disk_full_message(lost, run))
+        raise run.error
     return run
+
+
+def _ending(raised: BaseException | None, lost: OSError | None, error: str | None) -> BaseException:
+    """What ended a run, to raise: ``DiskFull`` (from the error) if the disk filled, else the
+    error; ``lost``: the final summary could not be written (the disk filled at the very end)."""
+    cause = raised if raised is not None else lost
+    if error is not None and error.startswith("disk full"):
+        full = DiskFull(error)
+        full.__cause__, full.__suppress_context__ = cause, True  # as `raise full from cause`
+        return full
+    if lost is not None and raised is not None:
+        raised.add_note(f"(the run's summary could not be written either: {lost}; it reads failed)")
+    return cause
 
 
 def _start(run: Run, resume_from: Path | None, background: bool, writer: RunWriter | None = None) -> Run:
@@ -185,7 +200,12 @@ def _start(run: Run, resume_from: Path | None, background: bool, writer: RunWrit
             execute(run, resume_from, writer)
 
     run.thread = threading.Thread(target=target, name=f"workbench-{run.name}", daemon=True)
-    run.thread.start()
+    try:
+        run.thread.start()
+    except BaseException:
+        if writer is not None:
+            writer.release()
+        raise
     return run
 
 
@@ -288,6 +308,7 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, **options) -> Run:
     """Check the arguments, create the run directory and its spec.json; train nothing
     (``preparation.prepare`` checks; ``wb.train`` runs the result here, ``wb.launch`` in
     torchrun workers)."""
+    runs.check_root(options.get("run_dir"))  # before the data is read
     return Run(preparation.prepare(model, data, **options))
 
 
@@ -298,8 +319,10 @@ def resume(run: Run, max_steps: int | None = None, *, live: str | bool = "auto",
     Everything is checked before anything is written: the run's lock (one writer at a
     time), a checkpoint whose files parse, and the overrides (names and values).
     """
+    if run.status == "prepared":  # claiming its lock would mark it as started
+        raise FileNotFoundError(f"{run.name} has no checkpoint to resume from: it never started")
     writer = RunWriter(run).claim("resume")
-    try:
+    try:  # every way out of here but training releases the lock
         ckpt = run.last_checkpoint
         if ckpt is None:
             raise FileNotFoundError(f"{run.name} has no checkpoint to resume from; start a new run with wb.train(...)")
@@ -307,11 +330,14 @@ def resume(run: Run, max_steps: int | None = None, *, live: str | bool = "auto",
             if int(name.split("-")[-1]) > int(ckpt.name.split("-")[-1]):
                 print(f"{name} cannot be resumed from ({why}): resuming from {ckpt.name}", file=sys.stderr)
         spec = preparation.resume_spec(run, ckpt, max_steps, overrides)
-    except BaseException:
+        run.callbacks = list(callbacks or [])
+        run.dashboard = attach(run, live, background)  # before the writes: a display that fails changes nothing
+        writer.respec(spec)
+        run.log.truncate_after(int(ckpt.name.split("-")[-1]))
+    except BaseException as e:
         writer.release()
+        full = disk_full_message(e, run)
+        if full is not None:
+            raise DiskFull(full) from e
         raise
-    writer.respec(spec)
-    run.log.truncate_after(int(ckpt.name.split("-")[-1]))
-    run.callbacks = list(callbacks or [])
-    run.dashboard = attach(run, live, background)
     return _start(run, ckpt, background, writer)

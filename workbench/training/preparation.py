@@ -22,7 +22,7 @@ from ..liblogs import quiet_libraries
 from ..rundir import run as runs
 from ..rundir.writer import create
 from . import recipe
-from .runargs import RunArgs, check_overrides
+from .runargs import RunArgs, check_overrides, check_value
 
 
 def prepare(model: str | ModelSpec, data: str | DataSpec, *, extra_spec: dict | None = None,
@@ -78,6 +78,7 @@ def resume_spec(run: runs.RunDir, ckpt: Path, max_steps: int | None, overrides: 
 
     spec = run.spec
     step = int(ckpt.name.split("-")[-1])
+    check_value("max_steps", max_steps)  # as wb.train checks it
     if max_steps is not None and max_steps <= step:
         raise ValueError(f"resume(max_steps={max_steps}): {ckpt.name} is already at step {step}; "
                          f"pass a larger max_steps (or leave it out for the original "
