@@ -276,3 +276,51 @@ def test_the_package_keeps_its_names_and_command_line():
     proc = subprocess.run([sys.executable, "-m", "workbench.bench", "--help"], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and "engine --json out.json" in proc.stdout
+
+
+@pytest.mark.slow
+def test_prompts_bench_scores_a_trained_run_from_its_directory(tmp_path):
+    """``prompts --run RUN_DIR``: prompt_accuracy of a run already trained, as a bench result
+    (notebook 06 scores its run so); one tiny step of SD, one sample per digit, one DDIM step."""
+    pytest.importorskip("diffusers")
+    pytest.importorskip("sklearn")
+    import workbench as wb
+    from workbench.bench.prompts import prompt_accuracy
+
+    run = wb.train(wb.model("sd"), wb.dataset("digits-captioned", limit=32), max_steps=1, batch_size=8,
+                   live=False)
+    assert run.status == "completed", run.summary.get("error")
+    out = tmp_path / "prompts.json"
+    proc = subprocess.run([sys.executable, "-m", "workbench.bench", "prompts", "--run", str(run.path),
+                           "--per-digit", "1", "--sample-steps", "1", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["bench"] == "prompts" and result["device"]["kind"] == "cpu"
+    assert result["config"] | {"run": None} == {"run": None, "steps": 1, "per_digit": 1, "sample_steps": 1,
+                                                 "guidance": 7.5, "seed": 0}
+    score = result["results"][run.name]
+    assert score == {**prompt_accuracy(wb.Run.open(run.path), per_digit=1, steps=1), "run": str(run.path)}
+    assert 0 <= score["accuracy"] <= 1 and len(score["per_digit"]) == 10 and score["reader_accuracy"] > 0.9
+    assert result["figures"]["accuracy"] == score["accuracy"]
+    assert "accuracy_vs_chance" in proc.stdout
+
+
+def test_bench_options_that_apply_to_other_benchmarks_are_refused(monkeypatch, capsys):
+    from workbench.bench import cli
+
+    for argv, message in [(["engine", "--run", "runs/x"], "prompts benchmark only"),
+                          (["prompts", "--run", "runs/x", "--steps", "3"], "--run scores a trained run"),
+                          (["plan", "--warmup", "1"], "--warmup applies to engine, dashboard, shapes")]:
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(argv)
+        assert exit_.value.code == 2 and message in capsys.readouterr().err, argv
+    seen = {}
+
+    def fake(**kwargs):
+        seen.update(kwargs)
+        return {"bench": "engine", "device": {"kind": "cpu", "name": "cpu"}, "results": {}, "ratios": {}}
+
+    monkeypatch.setitem(cli.BENCHES, "engine", fake)
+    assert cli.main(["engine", "--warmup", "0", "--steps", "3"]) == 0
+    assert seen == {"device": "auto", "warmup": 0, "steps": 3}, "--warmup 0 is no warm-up, not the default"

@@ -9,6 +9,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+import workbench
+
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 
 
@@ -44,3 +46,39 @@ def _code(source: str) -> str:
 
 def test_the_reader_finds_preset_names():
     assert _preset_names('x = 1\n# SIZE, MAX_STEPS = "8b", 1000\n# plain comment') == ["SIZE", "MAX_STEPS"]
+
+
+def _private_uses(source: str) -> list[str]:
+    """What a cell takes from inside the package: ``import workbench.X``, ``from workbench.X
+    import ...``, ``from workbench import NAME`` or ``wb.NAME`` where NAME is no public name
+    (``workbench.__all__``: what ``import workbench as wb`` serves)."""
+    found = []
+    for node in ast.walk(ast.parse(_code(source))):
+        if isinstance(node, ast.Import):
+            found += [f"import {a.name}" for a in node.names if a.name.startswith("workbench.")]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "workbench":
+            names = [a.name for a in node.names if node.module != "workbench" or a.name not in workbench.__all__]
+            found += [f"from {node.module} import {', '.join(names)}"] if names else []
+        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "wb"
+              and node.attr not in workbench.__all__):
+            found.append(f"wb.{node.attr}")
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_notebook_uses_only_the_public_api(path):
+    """A lesson teaches what a user can rely on: ``import workbench as wb`` and what ``wb.``
+    serves (the CLIs run in a subprocess), never a module inside the package."""
+    nb = nbformat.read(str(path), as_version=4)
+    found = [use for c in nb.cells if c.cell_type == "code" for use in _private_uses(c.source)]
+    assert not found, f"{path.name} uses the package's insides: {found}"
+
+
+def test_the_reader_finds_what_a_cell_takes_from_inside_the_package():
+    source = ("import workbench as wb\nimport workbench\nimport workbench.bench as b\nimport workbenchy\n"
+              "from workbench import bench\nfrom workbench.training.shapes import padding_stats\n"
+              "from workbench import record, bundled\n%load_ext workbench\nfrom workbenchy import x\n"
+              "wb.train(wb.model('bert'), wb.dataset('digits'))\nwb.bundled.caption(3)\nrun.bundled")
+    assert _private_uses(source) == ["import workbench.bench", "from workbench import bench",
+                                     "from workbench.training.shapes import padding_stats",
+                                     "from workbench import bundled", "wb.bundled"]

@@ -90,13 +90,14 @@ def _first_look(ns, shown, out):
 
 
 def _models_and_datasets(ns, shown, out):
-    gpt2_small, catalog, splits, preview, lengths = shown
+    gpt2_small, catalog, splits, preview, lengths, padding = shown
     assert gpt2_small == 124_439_808, "the count the page quotes"
     assert sum(p.numel() for p in ns["model"].parameters()) < 5_000_000, "tiny: < 5 M parameters"
     assert {"bert", "gpt2", "t5", "llama", "unet"} <= set(catalog["family"])
     assert set(splits) == {"train", "eval"} and splits["train"].num_rows > splits["eval"].num_rows > 0
     assert len(preview) == 3 and list(preview.columns) == ["text", "label"]
     assert lengths["count"] == splits["train"].num_rows and 0 < lengths["min"] <= lengths["max"]
+    assert padding["strategy"] == "bucketed" and 0 <= padding["waste_pct"] < 100 and padding["shapes"] <= 8
 
 
 def _training(ns, shown, out):

@@ -341,6 +341,20 @@ def test_padding_stats_on_docstrings_topic(topic):
         padding_stats(lengths, "greedy", 16, 128)
 
 
+def test_a_datasets_length_stats_give_the_padding_of_each_strategy():
+    """``data.lengths(tok).padding(...)``: the public way to padding_stats (notebook 03)."""
+    tok = wb.model("gpt2").load_tokenizer()
+    stats = wb.dataset("docstrings-lm").lengths(tok)
+    for strategy in STRATEGIES:
+        assert stats.padding(strategy, batch_size=16, max_length=128) == padding_stats(
+            stats.lengths, strategy, 16, 128)
+    assert stats.padding("bucketed", batch_size=16, max_length=128, k=4)["boundaries"] == padding_stats(
+        stats.lengths, "bucketed", 16, 128, k=4)["boundaries"]
+    assert stats.padding("packed", batch_size=16, max_length=128)["shapes"] == 1
+    with pytest.raises(ValueError, match="unknown strategy 'greedy'; known: max_length, longest"):
+        stats.padding("greedy", batch_size=16)
+
+
 def test_tradeoff_waste_falls_as_shapes_grow(topic):
     _, _, lengths = topic
     df = tradeoff(lengths, 16, 128, ks=(2, 4, 8, 16))

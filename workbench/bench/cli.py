@@ -10,6 +10,7 @@ reports medians and their ratios. The JSON has ``results`` and ``ratios``.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -27,6 +28,8 @@ from .shapes import shapes
 BENCHES = {"engine": engine, "dashboard": dashboard, "scaling": scaling, "shapes": shapes, "mfu": mfu,
            "plan": plan, "prompts": prompts, "sdcache": sdcache}
 BASELINES = Path("benchmarks") / "baselines"
+# the benchmarks that warm their contenders up (a ``warmup`` argument)
+WARMUP_BENCHES = tuple(name for name, bench in BENCHES.items() if "warmup" in inspect.signature(bench).parameters)
 
 
 def save_baseline(result: dict, root: Path = BASELINES, key: str | None = None) -> Path:
@@ -76,6 +79,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto")
     p.add_argument("--steps", type=int, help="timed steps per repeat")
     p.add_argument("--repeats", type=int, help="interleaved rounds")
+    p.add_argument("--warmup", type=int, help="untimed steps per contender and round "
+                                              "(" + ", ".join(WARMUP_BENCHES) + ")")
     p.add_argument("--model", help="model shape for engine and mfu: " + ", ".join(SHAPES))
     p.add_argument("--batch-size", type=int)
     p.add_argument("--seq-len", type=int)
@@ -92,6 +97,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--train-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="mfu: a wb.train / TrainingArguments field for wb.train (repeatable), "
                         "e.g. torch_compile_mode=max-autotune")
+    p.add_argument("--run", type=Path, metavar="RUN_DIR",
+                   help="prompts: score this text-to-image run (its last checkpoint) instead of training one")
+    p.add_argument("--per-digit", type=int, help="prompts: samples per digit's prompt (default 20)")
+    p.add_argument("--sample-steps", type=int, help="prompts: sampling (DDIM) steps per image (default 25)")
     p.add_argument("--save-baseline", nargs="?", const="", metavar="KEY",
                    help="record as benchmarks/baselines/<device>.json (under KEY, default the bench's name)")
     return p
@@ -103,8 +112,16 @@ def _kwargs(p: argparse.ArgumentParser, args: argparse.Namespace) -> dict:
         p.error("--config, --ways and --train-arg apply to the mfu benchmark only")
     if args.size and args.bench != "shapes":
         p.error("--size applies to the shapes benchmark only")
+    if (args.run or args.per_digit or args.sample_steps) and args.bench != "prompts":
+        p.error("--run, --per-digit and --sample-steps apply to the prompts benchmark only")
+    if args.run and (args.steps or args.repeats or args.batch_size):
+        p.error("--run scores a trained run: --steps, --repeats and --batch-size would train one "
+                "(--sample-steps sets the sampling steps)")
+    if args.warmup is not None and args.bench not in WARMUP_BENCHES:
+        p.error(f"--warmup applies to {', '.join(WARMUP_BENCHES)}, not {args.bench}")
     kwargs = {"device": args.device}
-    for key in ("model", "batch_size", "seq_len", "precision", "log_every", "size"):
+    for key in ("model", "batch_size", "seq_len", "precision", "log_every", "size", "warmup", "run",
+                "per_digit", "sample_steps"):
         if getattr(args, key) is not None:
             kwargs[key] = getattr(args, key)
     if args.compile:

@@ -1,13 +1,15 @@
 """Does a text-to-image model draw what the prompt says? Digits-prompt accuracy, offline.
 
     python -m workbench.bench prompts --json prompts.json
+    python -m workbench.bench prompts --run runs/RUN --per-digit 2 --sample-steps 10 --json prompts.json
 
 Trains the tiny VAE, then tiny Stable Diffusion on its latents (``digits-captioned``),
 samples ``per_digit`` images for each prompt "a handwritten N" and lets a classifier trained
 on the real digits (scikit-learn's SVC on the 8x8 originals) read each sample, downsampled
 to 8x8 by averaging 4x4 blocks. Accuracy: how often a sample for N is read as N (chance:
 10%). The classifier's own accuracy on held-out real digits is reported beside it: it is
-the ceiling of what this reader can tell.
+the ceiling of what this reader can tell. ``--run RUN_DIR`` scores a run already trained
+(its last checkpoint, sampled where it loads: the CPU) instead of training one.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from ..backends.registry import device as pick
 from ..bundled import DIGIT_WORDS, caption
 from ..catalog import model as as_model
 from ..data import dataset as as_dataset
-from ..training.engine import train
+from ..training.engine import Run, train
 
 CHANCE = 0.1
 
@@ -65,10 +67,29 @@ def prompt_accuracy(run, per_digit: int = 10, steps: int = 25, guidance: float =
             "confusion": confusion.tolist(), "chance": CHANCE}
 
 
+def scored(path: str | Path, per_digit: int = 20, sample_steps: int = 25, guidance: float = 7.5,
+           seed: int = 0) -> dict[str, Any]:
+    """The digits-prompt accuracy of a text-to-image run already trained, read from its directory."""
+    run = Run.open(path)
+    if run.task != "text_to_image":
+        raise ValueError(f"{run.name} is a {run.task} run; the prompts benchmark scores text-to-image runs")
+    score = prompt_accuracy(run, per_digit=per_digit, steps=sample_steps, guidance=guidance, seed=seed)
+    dev = pick(next(run.model.parameters()).device.type)  # where its checkpoint loaded and sampled
+    return {"bench": "prompts", "device": dev.to_dict(), "precision": run.spec["args"].get("precision", "auto"),
+            "config": {"run": str(run.path), "steps": run.step, "per_digit": per_digit,
+                       "sample_steps": sample_steps, "guidance": guidance, "seed": seed},
+            "results": {run.name: {**score, "run": str(run.path)}},
+            "figures": {"accuracy": score["accuracy"], "chance": CHANCE},
+            "ratios": {"accuracy_vs_chance": score["accuracy"] / CHANCE}}
+
+
 def prompts(steps: int = 1500, repeats: int = 1, batch_size: int = 16, device: str = "auto",
             vae_steps: int = 400, per_digit: int = 20, sample_steps: int = 25, guidance: float = 7.5,
-            run_dir: str | Path | None = None) -> dict[str, Any]:
-    """Train the tiny VAE and tiny SD (``steps``), then measure the digits-prompt accuracy."""
+            run_dir: str | Path | None = None, run: str | Path | None = None) -> dict[str, Any]:
+    """Train the tiny VAE and tiny SD (``steps``), then measure the digits-prompt accuracy;
+    with ``run`` (a run directory), measure that text-to-image run instead and train nothing."""
+    if run is not None:
+        return scored(run, per_digit=per_digit, sample_steps=sample_steps, guidance=guidance)
     dev = pick(device)
     data = as_dataset("digits-captioned")
     results, times = {}, {}

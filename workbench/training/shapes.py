@@ -9,8 +9,8 @@ padding. This module takes the middle road:
   programming over the length histogram);
 - ``BucketBatchSampler`` groups examples of similar length into batches (the collators
   that pad each batch to its bucket, and packing, are in ``batching``);
-- ``padding_stats`` and ``tradeoff`` measure what each strategy wastes (``python -m
-  workbench.bench shapes`` times it).
+- ``padding_stats`` (for a dataset: ``data.lengths(tok).padding(...)``) and ``tradeoff``
+  measure what each strategy wastes (``python -m workbench.bench shapes`` times it).
 """
 
 from __future__ import annotations
@@ -38,6 +38,32 @@ class LengthStats:
 
     def __getitem__(self, key: str) -> float:
         return self.to_dict()[key]
+
+    def padding(self, strategy: str, batch_size: int, max_length: int | None = None, k: int = 8,
+                seed: int = 0) -> dict[str, Any]:
+        """Padding waste and static shapes of one epoch of these lengths under a batching strategy.
+
+        Parameters
+        ----------
+        strategy : {"max_length", "longest", "bucketed", "packed"}
+            How batches are shaped, as ``wb.train(padding=...)`` shapes them.
+        batch_size, max_length, k, seed
+            Batch rows, truncation length (or block length, for packing), buckets,
+            shuffling seed.
+
+        Returns
+        -------
+        dict
+            ``waste_pct`` (pad tokens / tokens computed, in %), ``shapes`` (distinct batch
+            shapes), ``useful_tokens_per_step``, ``steps``, ``useful_tokens``,
+            ``computed_tokens``, and ``boundaries`` (bucketed) or ``lost_tokens`` (packed).
+
+        Examples
+        --------
+        >>> LengthStats(np.array([3, 5, 8, 8])).padding("max_length", batch_size=2, max_length=8)["waste_pct"]
+        25.0
+        """
+        return padding_stats(self.lengths, strategy, batch_size, max_length, k=k, seed=seed)
 
     def __repr__(self) -> str:
         return "LengthStats(" + ", ".join(f"{k}={v:g}" for k, v in self.to_dict().items()) + ")"
