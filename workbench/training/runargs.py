@@ -41,13 +41,13 @@ def _optional_positive_int(name: str, value) -> None:
 def _optional_int_at_least_0(name: str, value) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)
                               or value < 0):
-        raise ValueError(f"{name} must be a whole number, 0 or more; got {value!r}")
+        raise ValueError(f"{name} must be a whole number, 0 or more, got {value!r}")
 
 
 def _epochs(name: str, value) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)
                               or not value > 0 or math.isinf(value)):
-        raise ValueError(f"{name} must be a number of epochs above 0; got {value!r}")
+        raise ValueError(f"{name} must be a number of epochs above 0, got {value!r}")
 
 
 def _lr(name: str, value) -> None:
@@ -71,17 +71,17 @@ def _optional_one_of(*known):
 
 def _optional_bool(name: str, value) -> None:
     if value is not None and not isinstance(value, bool):
-        raise TypeError(f"{name} must be True, False or None; got {value!r}")
+        raise TypeError(f"{name} must be True, False or None, got {value!r}")
 
 
 def _bool(name: str, value) -> None:
     if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False; got {value!r}")
+        raise TypeError(f"{name} must be True or False, got {value!r}")
 
 
 def _seed(name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"{name} must be a whole number, 0 or more; got {value!r}")
+        raise ValueError(f"{name} must be a whole number, 0 or more, got {value!r}")
 
 
 def _anything(name: str, value) -> None:
