@@ -26,7 +26,8 @@ class Html(str):
 def cell(value: Any, style: str = "", tag: str = "td") -> str:
     """One cell: ``value`` escaped (unless it is ``Html``), with ``style`` after the padding."""
     text = value if isinstance(value, Html) else html.escape("" if value is None else str(value))
-    return f"<{tag} style='{PAD};{style}'>{text}</{tag}>" if style else f"<{tag} style='{PAD}'>{text}</{tag}>"
+    css = f"{PAD};{style}" if style else PAD
+    return f"<{tag} style='{css}'>{text}</{tag}>"
 
 
 def table(rows: Iterable[Sequence[Any]], head: Sequence[Any] | None = None, *,

@@ -259,6 +259,13 @@ def device(kind: str | DeviceInfo | None = None) -> DeviceInfo:
     return info
 
 
+def check_mode(mode: str | None, kind: str) -> None:
+    """Refuse an execution mode the device kind has not got (lazy mode is Gaudi's)."""
+    if mode == "lazy" and kind != "hpu":
+        raise ValueError(f"mode='lazy' is Gaudi's graph mode; this run is on {kind}: "
+                         f"use mode='eager' or 'compile'")
+
+
 def device_in_mode(kind: str = "auto", mode: str | None = None) -> DeviceInfo:
     """``device(kind)``, with Gaudi's execution mode set first where ``mode`` asks for one (the
     bridge reads the mode once, when it loads); ``mode="lazy"`` off Gaudi is refused."""
@@ -266,11 +273,13 @@ def device_in_mode(kind: str = "auto", mode: str | None = None) -> DeviceInfo:
     if mode is not None:
         hpu.set_hpu_mode(mode)  # before the device probe below loads the bridge
     dev = device(kind)  # fails early, with the fix, on an unavailable device
-    if mode == "lazy" and dev.kind != "hpu":
-        os.environ.pop("PT_HPU_LAZY_MODE", None)
+    try:
+        check_mode(mode, dev.kind)
+    except ValueError:
+        os.environ.pop("PT_HPU_LAZY_MODE", None)  # the lazy mode asked for is not this run's
         if before is not None:
             os.environ["PT_HPU_LAZY_MODE"] = before
-        raise ValueError(f"mode='lazy' is Gaudi's graph mode; this run is on {dev.kind}: use mode='eager' or 'compile'")
+        raise
     return dev
 
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..backends.registry import backend, device_in_mode
+from ..backends.registry import backend, check_mode, device_in_mode
 from ..backends.registry import device as pick_device
 from ..catalog import ModelSpec
 from ..catalog import model as as_model
@@ -42,7 +42,7 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, extra_spec: dict | 
     if target is not None:
         kind = backend(target).kind
         if a.mode is not None:
-            recipe.check_mode_for(a.mode, kind)
+            check_mode(a.mode, kind)
     else:
         dev = device_in_mode(a.device, a.mode)
         recipe.check_precision(a.precision, dev)

@@ -50,13 +50,6 @@ def check(task: str, data_task: str, names: tuple[str, str]) -> None:
                          f"wb.model('{family}', task='{data_task}') if the family supports it")
 
 
-def check_mode_for(mode: str, kind: str) -> None:
-    """Refuse an execution mode the device kind has not got (lazy mode is Gaudi's)."""
-    if mode == "lazy" and kind != "hpu":
-        raise ValueError(f"mode='lazy' is Gaudi's graph mode; this run is on {kind}: "
-                         f"use mode='eager' or 'compile'")
-
-
 def samples(task: str, prompts, every: int | None, steps: int, eval_every: int | None) -> dict[str, Any]:
     """The spec's sampling arguments, checked: no prompts, no grids; ``every`` defaults to
     ``eval_every`` (None: a grid at the last step only)."""

@@ -19,11 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..backends.hpu import MODES
 from .batching import PACKINGS
 
 # The one padding vocabulary: wb.train's ``padding=``, the shape statistics and the pickers.
 PADDINGS = ("auto", "longest", "max_length", "bucketed", "packed")
-MODES = ("eager", "lazy", "compile")
+
+
+def _optional(check):
+    """``check``, letting None (the field's "not given") through."""
+    return lambda name, value: None if value is None else check(name, value)
 
 
 def _positive_int(name: str, value) -> None:
@@ -33,26 +38,20 @@ def _positive_int(name: str, value) -> None:
         raise ValueError(f"{name} must be at least 1, got {value}")
 
 
-def _optional_positive_int(name: str, value) -> None:
-    if value is not None:
-        _positive_int(name, value)
-
-
-def _optional_int_at_least_0(name: str, value) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)
-                              or value < 0):
+def _int_at_least_0(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
         raise ValueError(f"{name} must be a whole number, 0 or more, got {value!r}")
 
 
 def _epochs(name: str, value) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)
-                              or not value > 0 or math.isinf(value)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0 \
+            or math.isinf(value):
         raise ValueError(f"{name} must be a number of epochs above 0, got {value!r}")
 
 
 def _lr(name: str, value) -> None:
-    if value is not None and not (isinstance(value, numbers.Real) and not isinstance(value, bool)
-                                  and value > 0 and math.isfinite(value)):  # nor NaN
+    if not (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and value > 0 and math.isfinite(value)):  # nor NaN
         raise ValueError(f"{name}={value!r} is not a learning rate: it must be a number above 0 "
                          f"(typical: 1e-3 for a model trained from scratch, 5e-5 to fine-tune)")
 
@@ -64,24 +63,9 @@ def _one_of(*known):
     return check
 
 
-def _optional_one_of(*known):
-    inner = _one_of(*known)
-    return lambda name, value: None if value is None else inner(name, value)
-
-
-def _optional_bool(name: str, value) -> None:
-    if value is not None and not isinstance(value, bool):
-        raise TypeError(f"{name} must be True, False or None, got {value!r}")
-
-
 def _bool(name: str, value) -> None:
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be True or False, got {value!r}")
-
-
-def _seed(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"{name} must be a whole number, 0 or more, got {value!r}")
 
 
 def _anything(name: str, value) -> None:
@@ -101,25 +85,25 @@ class Field:
 
 # The arguments of a run, in wb.train's order. The spec of a run keeps them under "args".
 FIELDS: dict[str, Field] = {
-    "max_steps": Field(None, _optional_positive_int, annotation=int | None),
-    "epochs": Field(None, _epochs, ("num_train_epochs",), float | None),
+    "max_steps": Field(None, _optional(_positive_int), annotation=int | None),
+    "epochs": Field(None, _optional(_epochs), ("num_train_epochs",), float | None),
     "batch_size": Field(16, _positive_int, ("per_device_train_batch_size",), int),
-    "lr": Field(None, _lr, ("learning_rate",), float | None),
+    "lr": Field(None, _optional(_lr), ("learning_rate",), float | None),
     "precision": Field("auto", _one_of("auto", "fp32", "bf16", "fp16"), annotation=str),
     "device": Field("auto", annotation=str),  # checked by the device table (names the known ones)
-    "eval_every": Field(None, _optional_positive_int, ("eval_steps",), int | None),
-    "save_every": Field(None, _optional_positive_int, ("save_steps",), int | None),
-    "log_every": Field(None, _optional_positive_int, ("logging_steps",), int | None),
+    "eval_every": Field(None, _optional(_positive_int), ("eval_steps",), int | None),
+    "save_every": Field(None, _optional(_positive_int), ("save_steps",), int | None),
+    "log_every": Field(None, _optional(_positive_int), ("logging_steps",), int | None),
     "run_dir": Field(None, annotation=str | Path | None),  # checked where it is made
     "name": Field(None, annotation=str | None),
     "max_length": Field(128, _positive_int, annotation=int),
     "padding": Field("auto", _one_of(*PADDINGS), annotation=str),
     "buckets": Field(8, _positive_int, annotation=int),
     "packing": Field("concat", _one_of(*PACKINGS), annotation=str),
-    "seed": Field(0, _seed, annotation=int),
-    "compile": Field(None, _optional_bool, annotation=bool | None),
-    "mode": Field(None, _optional_one_of(*MODES), annotation=str | None),
-    "throughput_warmup_steps": Field(None, _optional_int_at_least_0, annotation=int | None),
+    "seed": Field(0, _int_at_least_0, annotation=int),
+    "compile": Field(None, _optional(_bool), annotation=bool | None),
+    "mode": Field(None, _optional(_one_of(*MODES)), annotation=str | None),
+    "throughput_warmup_steps": Field(None, _optional(_int_at_least_0), annotation=int | None),
     "report_to": Field(None, annotation=str | list | None),
     "sample_prompts": Field(None, annotation=list | None),  # checked with the model's task
     "sample_every": Field(None, annotation=int | None),
@@ -234,7 +218,7 @@ def check_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     return {k: split.values[k] for k in given}, split.trainer_overrides
 
 
-def signature(func, *, before: tuple[str, ...] = ("model", "data")) -> inspect.Signature:
+def signature(func) -> inspect.Signature:
     """``func``'s signature with every run argument shown as a keyword with its default
     (``help(wb.train)``, IDEs); ``func`` itself takes them as ``**options``."""
     own = inspect.signature(func)

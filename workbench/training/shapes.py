@@ -41,26 +41,14 @@ class LengthStats:
 
     def padding(self, strategy: str, batch_size: int, max_length: int | None = None, k: int = 8,
                 seed: int = 0) -> dict[str, Any]:
-        """Padding waste and static shapes of one epoch of these lengths under a batching strategy.
-
-        Parameters
-        ----------
-        strategy : {"max_length", "longest", "bucketed", "packed"}
-            How batches are shaped, as ``wb.train(padding=...)`` shapes them.
-        batch_size, max_length, k, seed
-            Batch rows, truncation length (or block length, for packing), buckets,
-            shuffling seed.
-
-        Returns
-        -------
-        dict
-            ``waste_pct`` (pad tokens / tokens computed, in %), ``shapes`` (distinct batch
-            shapes), ``useful_tokens_per_step``, ``steps``, ``useful_tokens``,
-            ``computed_tokens``, and ``boundaries`` (bucketed) or ``lost_tokens`` (packed).
+        """``padding_stats`` of these lengths: the padding waste and static shapes of one epoch
+        under ``strategy`` (``"max_length"``, ``"longest"``, ``"bucketed"``, ``"packed"``, as
+        ``wb.train(padding=...)`` shapes batches); the same arguments and the same dict.
 
         Examples
         --------
-        >>> LengthStats(np.array([3, 5, 8, 8])).padding("max_length", batch_size=2, max_length=8)["waste_pct"]
+        >>> stats = LengthStats(np.array([3, 5, 8, 8]))
+        >>> stats.padding("max_length", batch_size=2, max_length=8)["waste_pct"]
         25.0
         """
         return padding_stats(self.lengths, strategy, batch_size, max_length, k=k, seed=seed)
