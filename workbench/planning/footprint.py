@@ -70,6 +70,11 @@ def dims(spec) -> dict[str, Any]:
     )
     extra = (d["positions"] or 0) + _first(cfg, "type_vocab_size", default=0)
     d["embedding_params"] = (d["vocab"] + extra) * h  # input embeddings: looked up, never cast
+    if spec.lora is not None:  # peft: the adapters train, the model's own weights stay frozen
+        from .flops import lora_trainable
+
+        trainable = lora_trainable(spec)
+        d.update(trainable=trainable, frozen_base=spec.num_params, params=spec.num_params + trainable)
     return d
 
 
@@ -220,7 +225,10 @@ def estimate(d, batch: int, seq: int, precision: str, optimizer: str, zero: int,
     mixed = precision != "fp32"
     N = d.get("trainable", d["params"])  # sd: the UNet (or its LoRA adapters); frozen parts are weights alone
     base = d.get("frozen_unet", 0)  # sd with LoRA: the UNet's own weights, frozen in fp32
-    frozen = (d["params"] - N - base) * (2 if mixed else 4) + 4 * base
+    # a transformer with LoRA: its own weights, frozen, kept as the model is (fp32 under the
+    # Trainer, 16-bit under DeepSpeed) and sharded by ZeRO-3 like the rest
+    lora_base = d.get("frozen_base", 0)
+    frozen = (d["params"] - N - base - lora_base) * (2 if mixed else 4) + 4 * base
     p = 2 if mixed else 4  # activation bytes
     r = 4 if (not mixed or zero == 0) else 2  # autocast keeps norms and residuals in fp32
     wb = 2 if (mixed and zero) else 4  # DeepSpeed's model is 16-bit; the Trainer's is fp32
@@ -237,12 +245,13 @@ def estimate(d, batch: int, seq: int, precision: str, optimizer: str, zero: int,
         acts, redo = _transformer_acts(d, tokens, seq, p, r, dropout_mask, ckpt, kernels)
         acts += max(_loss_bytes(d, tokens, p), redo)  # the loss's backward comes first
         head = d["vocab"] * h if (d["tied"] and d["lm_head"]) else 0
-        matmul = N - d["embedding_params"] + head  # weights that autocast casts to 16 bits
-        layer_params = (N - d["embedding_params"]) / (d["layers"] + (d["dec_layers"] if d["family"] == "t5" else 0))
+        full = N + lora_base  # autocast casts the frozen weights too
+        matmul = full - d["embedding_params"] + head  # weights that autocast casts to 16 bits
+        layer_params = (full - d["embedding_params"]) / (d["layers"] + (d["dec_layers"] if d["family"] == "t5" else 0))
         tail = 2 * 4 * d["vocab"] * h if head else 0  # tied embedding: dense grad + accumulation
     if mixed and zero == 0:
         acts += 2 * matmul  # autocast's 16-bit weight copies, saved for backward
-    weights = wb * N / (devices if zero >= 3 else 1) + frozen
+    weights = wb * (N + lora_base) / (devices if zero >= 3 else 1) + frozen
     if zero >= 3:
         weights += 2 * wb * layer_params  # the gathered layer and the prefetched one
     grads = wb * N / (devices if zero >= 2 else 1)

@@ -35,7 +35,7 @@ from ..catalog import ModelSpec
 from ..catalog import model as as_model
 from ..rundir.run import DEFAULT_ROOT, RunDir
 from . import references as refs
-from .flops import flops_per_token
+from .flops import UNETS, flops_per_sample, flops_per_token
 from .memory import plan_memory
 from .trainingplan import TrainingPlan
 
@@ -137,38 +137,60 @@ def _from_runs(runs: list[dict], chip_name: str, precision: str, params: int) ->
 
 
 # --------------------------------------------------------------------------- references
-def _from_references(data: dict, found, precision: str, params: int) -> dict | None:
-    """The reference nearest in size among ``found``'s chip and the chips with the same peak
-    (the chip's own on a tie)."""
+ENCODERS = ("bert",)  # catalog families that are encoders; unet/sd are "unet"; the rest decode
+
+
+def kind_of(spec, seq_len: int | None) -> dict[str, Any]:
+    """What the planner matches a reference on: size, sequence length, architecture, LoRA."""
+    arch = "unet" if spec.family in UNETS else "encoder" if spec.family in ENCODERS else "decoder"
+    return {"params": spec.num_params, "seq_len": seq_len if arch != "unet" else None, "arch": arch,
+            "lora": spec.lora is not None}
+
+
+def _distance(e: dict, run: dict) -> tuple:
+    """How far reference ``e`` is from ``run``: another architecture first, then LoRA against
+    full training, then |ln| of the size ratio + |ln| of the sequence-length ratio."""
+    seq = 0.0 if not (e.get("seq_len") and run.get("seq_len")) else abs(math.log(e["seq_len"] / run["seq_len"]))
+    return (e.get("arch", "decoder") != run["arch"], bool(e.get("lora")) != run["lora"],
+            round(abs(math.log(e["params"] / run["params"])) + seq, 6))
+
+
+def _from_references(data: dict, found, precision: str, run: dict) -> dict | None:
+    """The reference nearest ``run`` (``kind_of``) among ``found``'s chip and the chips with
+    the same peak (the chip's own on a tie); a UNet takes only UNet references, and a
+    transformer never takes one."""
     peak = found.tflops.get(precision)
     pool = [e for e in data["mfu"] if e.get("precision") == precision
+            and (e.get("arch") == "unet") == (run["arch"] == "unet")
             and (e["chip"] == found.name or CHIPS[e["chip"]].tflops.get(precision) == peak)]
     if not pool:
         return None
-    e = min(pool, key=lambda e: (round(abs(math.log(e["params"] / params)), 6), e["chip"] != found.name))
+    e = min(pool, key=lambda e: (*_distance(e, run), e["chip"] != found.name))
     how = "" if e["chip"] == found.name else f" (applied to {found.name}: the same {peak:g} TFLOP/s {precision} peak)"
-    ratio = e["params"] / params
+    ratio = e["params"] / run["params"]
     if not 1 / SIMILAR <= ratio <= SIMILAR:  # say how far the nearest figure is from this model
         how += f"; a model {ratio:.3g}x the size of this one: the MFU of a model so {'much larger' if ratio > 1 else 'much smaller'} may not carry over"
+    if e.get("arch", "decoder") != run["arch"]:
+        how += f"; no {run['arch']} reference on this chip: an {e.get('arch', 'decoder')}'s figure"
     what = "measured by this project" if e["kind"] == "measured" else "published"
     return {"mfu": e["mfu"], "kind": what, "checkpointing": bool(e.get("checkpointing")),
             "source": f"{what}: {e['chip']}, {e['model']}, {e['measures']}{how}; {e['source']}, "
                       f"{e['url']} (dated {e['date']}, read {e['read']})"}
 
 
-def _mfu_for(found, precision: str, params: int, asked: dict, runs: list, data: dict, key: str) -> dict | None:
+def _mfu_for(found, precision: str, run: dict, asked: dict, runs: list, data: dict, key: str) -> dict | None:
     """Achieved FLOP/s per device and where it came from, by the planner's order; None if unknown."""
     peak = found.tflops.get(precision) if found is not None else None
     if key in asked or ("*" in asked and key != "detected"):
         if peak:
             mfu = asked.get(key, asked.get("*"))
             return {"achieved": mfu * peak * 1e12, "kind": "your mfu", "source": f"your mfu={mfu:g} argument"}
-    fitted = _from_runs(runs, found.name, precision, params) if found is not None else None
+    fitted = _from_runs(runs, found.name, precision, run["params"]) if found is not None else None
     if fitted is not None:
         return fitted
     if not peak:
         return None
-    ref = _from_references(data, found, precision, params)
+    ref = _from_references(data, found, precision, run)
     if ref is None:
         d = data["default"]
         ref = {"mfu": d["mfu"], "kind": "default", "source": f"default MFU {d['mfu']:g}: {d['measures']}"}
@@ -205,7 +227,8 @@ def _target(key: str):
 
 
 def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str, ctx: dict) -> dict:
-    """One device's row: memory, strategy, throughput, time, cost and their sources."""
+    """One device's row: memory, strategy, throughput, time, cost and their sources
+    (``tokens`` and ``per_token``: images and FLOPs an image for a UNet)."""
     found, target, title = _target(key)
     prec = precision if key != "detected" or ctx["requested"] != "auto" else device().precision
     row = {"device": key, "name": title, "precision": prec, "fits_one": mp.fits(target)}
@@ -214,11 +237,16 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
     if picked is None:
         return {**row, "note": f"does not fit even over {MAX_DEVICES} devices", "sources": sources}
     n, zero, ckpt = picked
+    asked = ctx["num_devices"]
+    if asked and asked > n:  # more devices than the fewest that hold a step: data parallel over them
+        n = asked
+    elif asked and asked < n:
+        row["note"] = f"num_devices={asked} do not hold a step: planned on {n}, the fewest that do"
     row.update(devices=n, strategy=_strategy_text(n, zero, ckpt),
                memory_gib=round(mp.replan(zero_stage=zero, devices=n, grad_checkpointing=ckpt).per_device / 2**30, 2))
     if per_token is None:
         return {**row, "note": ctx["why_no_flops"], "sources": sources}
-    got = _mfu_for(found, prec, spec.num_params, ctx["mfu"], ctx["runs"], ctx["refs"], key)
+    got = _mfu_for(found, prec, kind_of(spec, mp.seq_len), ctx["mfu"], ctx["runs"], ctx["refs"], key)
     if got is None:
         why = (f"no throughput: {found.name if found else title} has no {prec} peak in device.CHIPS and you have "
                f"no completed run of a model of similar size on it (train one, and plan again)")
@@ -230,7 +258,10 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
     scaling = ctx["refs"]["scaling"]["efficiency"] if n > 1 else 1.0
     total = per_device * n * scaling
     hours = tokens / total / 3600
-    sources.update(flops=f"flops_per_token: 6N + 12·L·d·S = {per_token:.4g} FLOPs a token",
+    count = (f"flops_per_sample: {'2' if spec.lora is not None else '3'} x the UNet's forward (counted on the "
+             f"meta device) = {per_token:.4g} FLOPs an image" if spec.family in UNETS
+             else f"flops_per_token: 6N + 12·L·d·S = {per_token:.4g} FLOPs a token")
+    sources.update(flops=count,
                    peak=f"device.CHIPS: {peak:g} TFLOP/s dense {prec}" if peak else "no peak: a CPU",
                    mfu=got["source"])
     if n > 1:
@@ -257,7 +288,8 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
 # --------------------------------------------------------------------------- wb.plan
 def plan(model, tokens: int, batch_size: int, seq_len: int | None = None, precision: str = "auto",
          devices=None, *, prices: dict | str | Path | None = None, mfu: float | dict | None = None,
-         runs: str | Path | None = None, references: str | Path | None = None) -> TrainingPlan:
+         runs: str | Path | None = None, references: str | Path | None = None,
+         num_devices: int | None = None) -> TrainingPlan:
     """Time and cost of training ``model`` on ``tokens`` tokens, per device, with sources.
 
     Parameters
@@ -284,6 +316,9 @@ def plan(model, tokens: int, batch_size: int, seq_len: int | None = None, precis
         Where your runs are (default ``./runs``, or ``$WORKBENCH_RUNS``).
     references : path, optional
         A references file in the form of ``workbench/assets/plan_references.json``.
+    num_devices : int, optional
+        Devices per row (e.g. 8, one server): data parallel over them. Default, and where
+        fewer do not hold a step: the fewest that do.
 
     Returns
     -------
@@ -300,6 +335,8 @@ def plan(model, tokens: int, batch_size: int, seq_len: int | None = None, precis
     if not isinstance(model, (ModelSpec, str)):
         raise TypeError(f"model must be a ModelSpec or a catalog name such as 'gpt2-small', got {type(model).__name__}")
     tokens = int(_positive("tokens", tokens, float))  # 1e9 reads as well as 10**9
+    if num_devices is not None:
+        _positive("num_devices", num_devices)
     if precision not in PLAN_PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PLAN_PRECISIONS)}")
     spec = as_model(model)
@@ -307,15 +344,18 @@ def plan(model, tokens: int, batch_size: int, seq_len: int | None = None, precis
     # fp8 (Transformer Engine, Intel's fp8) keeps 16-bit weights and fp32 optimizer state: memory as bf16
     mp = plan_memory(spec, batch_size=batch_size, seq_len=seq_len, precision="bf16" if precision == "fp8" else precision)
     try:
-        per_token, why = flops_per_token(spec, mp.seq_len), ""
-    except ValueError as e:
-        per_token, why = None, f"no throughput: {e}"
+        per_unit, why = flops_per_sample(spec) if spec.family in UNETS else flops_per_token(spec, mp.seq_len), ""
+    except (ValueError, ImportError) as e:
+        per_unit, why = None, f"no throughput: {e}"
     ctx = {"mfu": _mfu_asked(mfu), "runs": your_runs(runs), "refs": refs.references(references),
-           "prices": refs.prices(prices), "requested": precision, "why_no_flops": why}
+           "prices": refs.prices(prices), "requested": precision, "why_no_flops": why,
+           "num_devices": num_devices}
     prec = "fp8" if precision == "fp8" else mp.precision
-    rows = [_row(k, spec, mp, tokens, per_token, prec, ctx) for k in keys]
+    rows = [_row(k, spec, mp, tokens, per_unit, prec, ctx) for k in keys]
+    image = spec.family in UNETS
     return TrainingPlan(model=spec.name, num_params=mp.num_params, tokens=tokens, batch_size=batch_size,
-                        seq_len=mp.seq_len, precision=prec, flops_per_token=per_token, rows=rows)
+                        seq_len=mp.seq_len, precision=prec, flops_per_token=None if image else per_unit,
+                        rows=rows, unit="image" if image else "token", flops_per_image=per_unit if image else None)
 
 
 # --------------------------------------------------------------------------- accuracy
@@ -325,7 +365,9 @@ def _predicted_mfu(data: dict, target: dict) -> dict | None:
     found = CHIPS[refs.chip_name(target["chip"], "references")]
     if not found.tflops.get(target["precision"]):
         return None
-    got = _from_references(data, found, target["precision"], target["params"])
+    run = {"params": target["params"], "seq_len": target.get("seq_len"), "arch": target.get("arch", "decoder"),
+           "lora": bool(target.get("lora"))}
+    got = _from_references(data, found, target["precision"], run)
     if got is None:
         return None
     recompute = (RECOMPUTE if target.get("checkpointing") else 1.0) / (RECOMPUTE if got["checkpointing"] else 1.0)
@@ -344,18 +386,42 @@ def _scored(data: dict, target: dict) -> dict[str, Any]:
 
 def leave_one_out(references: str | Path | None = None) -> list[dict[str, Any]]:
     """Each reference predicted from the others, as ``wb.plan`` would: the MFU it would take
-    (nearest in size on the same chip or a chip of the same peak and precision) against the
-    reference's own. ``error`` = predicted / actual - 1, which is also the error in tokens/s
-    (the planner's tokens/s = MFU x peak / FLOPs a token, the count the MFUs use)."""
+    (the nearest in architecture, LoRA, size and sequence length on the same chip or a chip
+    of the same peak and precision) against the reference's own. Its twins go out with it:
+    the same run on another number of devices (same chip, precision, size and sequence
+    length) would predict it almost exactly. ``error`` = predicted / actual - 1, which is
+    also the error in tokens/s (the planner's tokens/s = MFU x peak / FLOPs a token, the
+    count the MFUs use)."""
     data = refs.references(references)
     out = []
-    for i, e in enumerate(data["mfu"]):
-        rest = {**data, "mfu": data["mfu"][:i] + data["mfu"][i + 1:]}
+    for e in data["mfu"]:
+        rest = {**data, "mfu": [r for r in data["mfu"] if not _twin(r, e)]}
         out.append(_scored(rest, e))
     return out
+
+
+def _twin(a: dict, b: dict) -> bool:
+    """The same run (chip, precision, model size, sequence length), on any number of devices."""
+    return all(a.get(k) == b.get(k) for k in ("chip", "precision", "params", "seq_len"))
 
 
 def held_out(references: str | Path | None = None) -> list[dict[str, Any]]:
     """The references file's held-out published results predicted from its references."""
     data = refs.references(references)
     return [_scored(data, e) for e in data.get("held_out", {}).get("results", [])]
+
+
+FAMILIES = {"A100": ("A100",), "H100/H200": ("H100", "H200"), "Gaudi": ("Gaudi",)}
+
+
+def by_family(scored: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Median and worst absolute error per chip family (A100, H100/H200, Gaudi) of
+    ``leave_one_out()`` or ``held_out()`` rows; rows without a prediction are counted apart."""
+    out = {}
+    for family, prefixes in FAMILIES.items():
+        rows = [r for r in scored if r["chip"].startswith(prefixes)]
+        errors = [abs(r["error"]) for r in rows if r["error"] is not None]
+        out[family] = {"n": len(errors), "unpredicted": len(rows) - len(errors),
+                       "median_abs_error": round(statistics.median(errors), 4) if errors else None,
+                       "worst_abs_error": round(max(errors), 4) if errors else None}
+    return out

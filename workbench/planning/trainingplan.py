@@ -47,6 +47,9 @@ class TrainingPlan:
     ----------
     model, num_params, tokens, batch_size, seq_len, precision, flops_per_token
         The inputs, and the FLOPs of one token (None for a UNet).
+    unit, flops_per_image
+        ``"token"``, or ``"image"`` for a UNet: then ``tokens`` counts images, the
+        ``tokens_per_s`` columns are images/s and ``flops_per_image`` is the count.
     rows : list of dict
         One per device, the columns of ``table()`` plus ``sources``: figure -> where it came from.
     """
@@ -59,6 +62,8 @@ class TrainingPlan:
     precision: str
     flops_per_token: int | None
     rows: list[dict[str, Any]] = field(default_factory=list)
+    unit: str = "token"
+    flops_per_image: int | None = None
 
     def table(self, sources: bool = False):
         """The rows as a DataFrame (``sources=True``: one more column, where each figure came from)."""
@@ -94,12 +99,13 @@ class TrainingPlan:
     def _title(self) -> str:
         other = {r["device"]: r["precision"] for r in self.rows if r.get("precision") not in (None, self.precision)}
         also = "".join(f" ({d}: {p})" for d, p in other.items())
-        return (f"{self.model} ({self.num_params / 1e6:,.1f}M params): {self.tokens:,} tokens, "
-                f"batch {self.batch_size} x {self.seq_len} per device, {self.precision}{also}")
+        shape = f"{self.batch_size}" if self.unit == "image" else f"{self.batch_size} x {self.seq_len}"
+        return (f"{self.model} ({self.num_params / 1e6:,.1f}M params): {self.tokens:,} {self.unit}s, "
+                f"batch {shape} per device, {self.precision}{also}")
 
     def __repr__(self) -> str:
         lines = [f"TrainingPlan: {self._title()}",
-                 f"  {'device':<11}{'devices':>8}  {'tokens/s':>12}  {'time':>11}  {'cost':>10}  MFU from"]
+                 f"  {'device':<11}{'devices':>8}  {self.unit + 's/s':>12}  {'time':>11}  {'cost':>10}  MFU from"]
         for r in self.rows:
             lines.append(f"  {r['device']:<11}{r.get('devices') or '-':>8}  {_num(r.get('tokens_per_s')):>12}  "
                          f"{fmt_hours(r.get('hours')):>11}  {fmt_money(r.get('cost_usd')):>10}  "
@@ -135,7 +141,8 @@ class TrainingPlan:
         return "".join(out) + "</svg>"
 
     def _repr_html_(self) -> str:
-        heads = ("device", "fits one", "devices, strategy", "tokens/s", "time", "cost", "$/M tokens", "MFU", "from")
+        heads = ("device", "fits one", "devices, strategy", f"{self.unit}s/s", "time", "cost", f"$/M {self.unit}s",
+                 "MFU", "from")
         body, notes = [], []
         for r in self.rows:
             colour = KINDS.get(r.get("mfu_from"), markup.LABEL)
