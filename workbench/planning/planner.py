@@ -425,3 +425,36 @@ def by_family(scored: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                        "median_abs_error": round(statistics.median(errors), 4) if errors else None,
                        "worst_abs_error": round(max(errors), 4) if errors else None}
     return out
+
+
+def plan_accuracy(references: str | Path | None = None):
+    """How far ``wb.plan``'s MFU is from published ones, as a DataFrame: each reference
+    predicted from the others (``check`` = ``"leave-one-out"``) and each held-out published
+    result from the references (``"held-out"``), with the chip family, the published and
+    predicted MFU, the error (predicted / published - 1, also the error in tokens/s), what
+    the prediction came from and where the published figure is.
+
+    Examples
+    --------
+    >>> import workbench as wb
+    >>> acc = wb.plan_accuracy()
+    >>> acc[acc.check == "leave-one-out"].groupby("family").error.apply(lambda e: e.abs().median()).round(3)
+    family
+    A100         0.078
+    Gaudi        0.216
+    H100/H200    0.166
+    Name: error, dtype: float64
+    """
+    import pandas as pd
+
+    data = refs.references(references)
+    sources = {(e["chip"], e["precision"], e["model"]): f"{e['source']}, {e['url']} (read {e['read']})"
+               for e in data["mfu"] + data.get("held_out", {}).get("results", [])}
+    rows = []
+    for check, scored in (("leave-one-out", leave_one_out(references)), ("held-out", held_out(references))):
+        for r in scored:
+            family = next((f for f, prefixes in FAMILIES.items() if r["chip"].startswith(prefixes)), "other")
+            rows.append({"check": check, "family": family, **{k: r[k] for k in (
+                "chip", "precision", "model", "devices", "mfu", "predicted_mfu", "error", "from")},
+                "source": sources[(r["chip"], r["precision"], r["model"])]})
+    return pd.DataFrame(rows)
