@@ -416,3 +416,40 @@ def test_a_references_file_of_your_own_replaces_the_shipped_one(tmp_path):
     broken.write_text(json.dumps({"mfu": []}))
     with pytest.raises(ValueError, match="references: .* has no 'scaling' entry"):
         wb.plan("gpt2-small", tokens=10**9, batch_size=8, seq_len=512, references=broken)
+
+
+README_RUNS = {  # the README's planner table: run -> (model, per-device batch, sequence length, budget)
+    "BERT-large": (("bert-large",), 32, 512, 10**9),
+    "GPT-2-XL": (("gpt2-xl",), 8, 1024, 10**9),
+    "Llama 2 7B": (("llama-7b",), 4, 2048, 10**9),
+    "Llama 2 7B LoRA": (("llama", "7b"), 4, 2048, 10**9),
+    "Llama 3 70B LoRA": (("llama", "3-70b"), 1, 4096, 10**9),
+    "SD 1.5 UNet": (("unet-sd15",), 8, None, 10**6),
+}
+
+
+def readme_planner_table() -> str:
+    """The README's table, as wb.plan gives it today on 8 devices of each chip (``*``: the
+    stated default MFU)."""
+    heads = {"Gaudi2": "Gaudi 2", "Gaudi3": "Gaudi 3", "A100 80GB": "A100", "H100 SXM": "H100", "H200": "H200"}
+
+    def cell(r):
+        h = r["hours"]
+        t = f"{h * 60:.0f} min" if h < 1 else f"{h:.1f} h" if h < 48 else f"{h / 24:.1f} d"
+        return f"{t}, ${r['cost_usd']:,.0f}" + (" *" if r["mfu_from"] == "default" else "")
+
+    lines = ["| 8 x | " + " | ".join(heads.values()) + " |", "|---" * (len(heads) + 1) + "|"]
+    for name, (m, b, s, budget) in README_RUNS.items():
+        model = wb.model(m[0], size=m[1], lora={"r": 8}) if len(m) == 2 else m[0]
+        p = wb.plan(model, tokens=budget, batch_size=b, seq_len=s, devices=list(heads), num_devices=8,
+                    runs="/nonexistent")
+        lines.append(f"| {name} | " + " | ".join(cell(r) for r in p.rows) + " |")
+    return "\n".join(lines)
+
+
+def test_the_readme_planner_table_is_what_the_planner_says():
+    readme = (ROOT / "README.md").read_text()
+    table = readme_planner_table()
+    assert table in readme, "README's planner table is stale; paste:\n" + table
+    gaudi2 = [line.split(" | ")[1] for line in table.splitlines()[2:]]
+    assert all("*" not in cell and "$" in cell for cell in gaudi2)
