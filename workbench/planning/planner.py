@@ -6,11 +6,13 @@ Per device (Gaudi 2, Gaudi 3, A100 80 GB, H100 SXM, H200 and this machine):
 * **memory** from ``wb.plan_memory``: does one device hold a step, else the fewest devices
   and the strategy that do (ZeRO stage, gradient checkpointing);
 * **throughput** = MFU x the chip's dense peak at the run's precision (``device.CHIPS``) /
-  the FLOPs of a token (``flops.flops_per_token``, the count the MFU benchmark uses). The
+  the FLOPs of a token (``flops.flops_per_token``, the count the MFU benchmark uses; for a
+  UNet the FLOPs of an image, ``flops.flops_per_sample``, and ``tokens`` counts images). The
   MFU comes, in this order, from your ``mfu=`` argument; your own completed runs of a model
   of similar size on that chip (``runs=``, default ``./runs``); a published or
-  project-measured reference (``assets/plan_references.json``: the chip's entry nearest in
-  parameter count, else that of a chip with the same peak); a stated default. On a CPU,
+  project-measured reference (``assets/plan_references.json``: among the chip's entries, else
+  those of a chip with the same peak, the nearest in architecture, LoRA, then size and
+  sequence length); a stated default. On a CPU,
   which has no peak in the table, only your runs give a throughput (their achieved FLOP/s).
   More than one device multiplies by the devices and a sourced scaling efficiency;
   gradient checkpointing costs a forward pass more (8N instead of 6N FLOPs a token);
