@@ -19,5 +19,20 @@ from .scaling import scaling
 from .sdcache import sdcache
 from .shapes import shapes
 
-__all__ = ["BASELINES", "BENCHES", "SHAPES", "dashboard", "engine", "engine_setup", "main",
-           "mfu", "parser", "plan", "prompts", "save_baseline", "scaling", "sdcache", "shapes"]
+__all__ = [
+    "BASELINES",
+    "BENCHES",
+    "SHAPES",
+    "dashboard",
+    "engine",
+    "engine_setup",
+    "main",
+    "mfu",
+    "parser",
+    "plan",
+    "prompts",
+    "save_baseline",
+    "scaling",
+    "sdcache",
+    "shapes",
+]

@@ -26,7 +26,9 @@ def flops_per_token(spec, seq_len: int) -> int:
     ``spec`` is a ModelSpec of a transformer (a UNet has no tokens: ValueError).
     """
     if spec.family in ("unet", "sd", "vae"):
-        raise ValueError(f"{spec.name} is a UNet: FLOPs per token (6N + attention) count transformers only")
+        raise ValueError(
+            f"{spec.name} is a UNet: FLOPs per token (6N + attention) count transformers only"
+        )
     cfg = spec.config()
     layers, width = cfg.num_hidden_layers, cfg.hidden_size
     table = 0
@@ -52,7 +54,9 @@ def _trainable(spec_json: str) -> int:
 
     spec = ModelSpec.from_dict(json.loads(spec_json))
     with torch.device("meta"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # peft on GPT-2's Conv1D: fan_in_fan_out, its own fix
+        warnings.simplefilter(
+            "ignore", UserWarning
+        )  # peft on GPT-2's Conv1D: fan_in_fan_out, its own fix
         model = spec._from_config(spec.config())
         try:
             model = spec.wrap_lora(model)
@@ -107,8 +111,10 @@ def _unet_forward(spec_json: str) -> int:
             args.append(torch.empty(1, context, c.cross_attention_dim))
             if c.addition_embed_type == "text_time":  # SDXL: pooled text and the size/crop ids
                 pooled = c.projection_class_embeddings_input_dim - 6 * c.addition_time_embed_dim
-                kwargs["added_cond_kwargs"] = {"text_embeds": torch.empty(1, pooled),
-                                               "time_ids": torch.empty(1, 6)}
+                kwargs["added_cond_kwargs"] = {
+                    "text_embeds": torch.empty(1, pooled),
+                    "time_ids": torch.empty(1, 6),
+                }
         with FlopCounterMode(display=False) as counter:
             unet(*args, **kwargs)
     return int(counter.get_total_flops())
