@@ -13,7 +13,6 @@ and a two-rank ``wb.launch``; a short profile. (Not named ``doctor.py``: importi
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from ..backends.registry import DeviceInfo, backend, fmt_bytes
 from ..backends.registry import device as pick_device
+from ..backends.torchrun import child_env
 from ..catalog import model as model_spec
 from ..data import dataset
 from ..scaleout.launcher import launch
@@ -224,8 +224,8 @@ def _all_reduce(v: _Visit) -> list[Check]:
     out = v.out / "all-reduce"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    env = {**os.environ, "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(_free_port())}
+    env = child_env({"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                     "MASTER_PORT": str(_free_port())})  # without this kernel's HLS_MODULE_ID
     code = f"from workbench.checks.checkup import all_reduce_rank; all_reduce_rank({v.kind!r}, {str(out)!r})"
     procs = []
     for rank in range(2):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backends.registry import backend
+from ..backends.torchrun import child_env
 from ..rundir.run import STOP_FILE
 from ..rundir.writer import RunWriter, hand_over
 from ..training import runargs
@@ -245,7 +246,7 @@ def launch(model, data, *, devices: int = 2, strategy: str = "ddp", zero_stage: 
     log_path = run.path / "launcher.log"
     run.dashboard = attach(run, live, background)
     log = open(log_path, "w")
-    env = {**os.environ, **launchfiles.restart_env(max_restarts)}
+    env = child_env(launchfiles.restart_env(max_restarts))  # no HLS_MODULE_ID of this kernel
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=Path.cwd(), env=env,
                             preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     run.process = proc

@@ -1,0 +1,62 @@
+"""Faults a Gaudi user would hit, found reading the bridge's, optimum-habana's and Intel's
+sources (issue 28, section 3); each test failed on the code before its fix."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+import workbench as wb
+
+pytestmark = pytest.mark.usefixtures("runs_in_tmp")
+
+
+class _Spawned(Exception):
+    """Raised by the recording Popen: the child's command and environment were seen."""
+
+
+@pytest.fixture
+def spawned(monkeypatch):
+    """Every child process this test starts: its environment is recorded, and it is not run."""
+    seen = []
+
+    def popen(cmd, *args, env=None, **kw):
+        seen.append(dict(env) if env is not None else None)
+        raise _Spawned(cmd)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    return seen
+
+
+# ------------------------------------------------------------ 1. children's device environment
+@pytest.fixture
+def kernel_took_a_card(monkeypatch):
+    """The kernel ran on the HPU: torch.hpu.set_device / the hccl import set these
+    (gaudi-pytorch-bridge @ 5a56187 hpu/__init__.py, distributed/hccl/__init__.py)."""
+    monkeypatch.setenv("HLS_MODULE_ID", "0")
+    monkeypatch.setenv("ID", "0")
+    monkeypatch.setenv("HABANA_VISIBLE_MODULES", "2,3")
+
+
+def test_launch_workers_do_not_inherit_the_kernels_card(kernel_took_a_card, spawned):
+    with pytest.raises(_Spawned):
+        wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), devices=2, max_steps=1,
+                  live=False)
+    (env,) = spawned
+    assert env is not None, "torchrun must get an explicit environment"
+    assert "HLS_MODULE_ID" not in env and "ID" not in env
+    assert env["HABANA_VISIBLE_MODULES"] == "2,3"  # the caller's choice of cards passes
+
+
+def test_doctor_ranks_do_not_inherit_the_kernels_card(kernel_took_a_card, spawned, tmp_path):
+    from workbench.backends.registry import device
+    from workbench.checks import checkup
+
+    visit = checkup._Visit(dev=device("cpu"), error=None, spec="cpu", out=tmp_path, multi=True,
+                           versions={})
+    with pytest.raises(_Spawned):
+        checkup._all_reduce(visit)
+    (env,) = spawned
+    assert "HLS_MODULE_ID" not in env and "ID" not in env
+    assert env["HABANA_VISIBLE_MODULES"] == "2,3" and env["LOCAL_RANK"] == "0"
