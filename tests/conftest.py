@@ -101,10 +101,13 @@ def no_network(monkeypatch):
 
 
 def _drop_fake_modules():
-    for name in [m for m in sys.modules if m == "habana_frameworks" or m.startswith("habana_frameworks.")]:
-        del sys.modules[name]
     import torch
 
+    undo = getattr(torch.profiler.profile, "undo", None)  # the double's activity profiler
+    if undo is not None:
+        undo()
+    for name in [m for m in sys.modules if m == "habana_frameworks" or m.startswith("habana_frameworks.")]:
+        del sys.modules[name]
     if hasattr(torch, "hpu") and getattr(torch.hpu, "__file__", "").startswith(str(FAKES)):
         del torch.hpu
     if getattr(sys.modules.get("torch.hpu"), "__file__", "").startswith(str(FAKES)):

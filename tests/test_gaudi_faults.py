@@ -60,3 +60,32 @@ def test_doctor_ranks_do_not_inherit_the_kernels_card(kernel_took_a_card, spawne
     (env,) = spawned
     assert "HLS_MODULE_ID" not in env and "ID" not in env
     assert env["HABANA_VISIBLE_MODULES"] == "2,3" and env["LOCAL_RANK"] == "0"
+
+
+# ------------------------------------------------------------ 2. the profiler under the 1.19 bridge
+def test_hpu_profile_asks_for_cpu_and_hpu_in_the_bridges_enum(fake_hpu):
+    import importlib
+
+    import torch
+
+    from workbench.backends._bridge import bridge
+    from workbench.training.profiler import _activities
+
+    assert bridge() is not None  # the double replaced torch.profiler's enum, as 1.19 does
+    enum = torch.profiler.ProfilerActivity
+    assert enum is not torch.autograd.ProfilerActivity
+    activities = _activities("hpu")
+    assert activities == [enum.CPU, enum.HPU]
+    native = importlib.import_module("habana_frameworks.torch.utils._activity_profiler_C")
+    with torch.profiler.profile(activities=activities) as prof:
+        torch.ones(4).sum()
+    assert ("start",) in native.calls and ("stop",) in native.calls  # HPU profiling ran
+    assert any(e.key == "aten::sum" for e in prof.key_averages())  # and CPU time too
+
+
+def test_cpu_profile_activities_are_torchs_own():
+    import torch
+
+    from workbench.training.profiler import _activities
+
+    assert _activities("cpu") == [torch.profiler.ProfilerActivity.CPU]

@@ -286,7 +286,10 @@ def _profile(v: _Visit) -> list[Check]:
                        "torch.profiler recorded nothing: " + REPORT_IT)]
     top = prof.table.iloc[0]
     text = f"{len(events)} trace events; top op {top['op']} {top['self_ms']:.2f} ms; trace {prof.trace}"
-    if v.kind == "hpu" and not prof.table["self_ms"].any():
+    if v.kind == "hpu" and "hpu" not in prof.activities:
+        text += " (CPU time only: this torch cannot record the HPU activity)"
+    elif v.kind == "hpu" and not prof.table["self_ms"].any():
+        # the bridge merges its device events into the exported trace file only
         text += " (HPU device times reach only the trace: open it in ui.perfetto.dev)"
     return [passed("profile", text, trace=str(prof.trace), events=len(events))]
 
