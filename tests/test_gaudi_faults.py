@@ -89,3 +89,79 @@ def test_cpu_profile_activities_are_torchs_own():
     from workbench.training.profiler import _activities
 
     assert _activities("cpu") == [torch.profiler.ProfilerActivity.CPU]
+
+
+# ------------------------------------------------------------ 5. a bridge that fails to import
+@pytest.fixture
+def broken_bridge(tmp_path, monkeypatch):
+    """habana_frameworks as a pip-replaced torch leaves it: its import fails in the bridge's
+    own version check (gaudi-pytorch-bridge @ 5a56187, habana_frameworks/torch/__init__.py)."""
+    import sys
+
+    from workbench.backends.registry import clear_cache
+
+    root = tmp_path / "site"
+    (root / "habana_frameworks" / "torch").mkdir(parents=True)
+    (root / "habana_frameworks" / "__init__.py").write_text("")
+    (root / "habana_frameworks" / "torch" / "__init__.py").write_text(
+        "raise AssertionError('Error: Compile-time major/minor PyTorch version 2.5.1 differs from "
+        "run-time 2.13.0.')\n")
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.delenv("WORKBENCH_DEVICE", raising=False)
+    clear_cache()
+    yield
+    for name in [m for m in sys.modules if m.split(".")[0] == "habana_frameworks"]:
+        del sys.modules[name]
+    clear_cache()
+
+
+@pytest.fixture
+def hlml_cards(monkeypatch):
+    """HLML (the pyhlml double) lists ``n`` Gaudi cards."""
+    import importlib.util
+    import sys
+
+    from conftest import FAKES
+
+    path = FAKES / "pyhlml_double.py"
+    spec = importlib.util.spec_from_file_location("pyhlml_double_faults", path)
+    double = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "pyhlml_double_faults", double)
+    spec.loader.exec_module(double)
+    monkeypatch.setitem(sys.modules, "pyhlml", double)
+
+    def cards(n: int):
+        double.CARDS[:] = [double.Card() for _ in range(n)]
+        return double
+
+    return cards
+
+
+def test_a_bridge_that_fails_on_a_gaudi_machine_is_an_error_not_the_cpu(broken_bridge, hlml_cards):
+    hlml_cards(8)
+    with pytest.raises(RuntimeError) as caught:
+        wb.device("auto")
+    message = str(caught.value)
+    assert "HLML lists 8 Gaudi cards" in message
+    assert "Compile-time major/minor PyTorch version" in message  # the cause
+    assert "never pip install torch over it" in message and "device='cpu'" in message  # the fix
+
+
+def test_device_files_alone_show_the_cards(broken_bridge, hlml_cards, tmp_path, monkeypatch):
+    from workbench.backends import _bridge
+
+    hlml_cards(0)
+    (tmp_path / "accel").mkdir()
+    (tmp_path / "accel" / "accel0").write_text("")
+    files = (str(tmp_path / "accel" / "accel[0-9]*"),)
+    monkeypatch.setattr(_bridge, "DEVICE_FILES", files, raising=False)
+    with pytest.raises(RuntimeError, match="1 device file such as .*accel0"):
+        wb.device("auto")
+
+
+def test_a_broken_bridge_without_cards_still_means_no_hpu(broken_bridge, hlml_cards, monkeypatch):
+    from workbench.backends import _bridge
+
+    hlml_cards(0)
+    monkeypatch.setattr(_bridge, "DEVICE_FILES", (), raising=False)
+    assert wb.device("auto").kind == "cpu"

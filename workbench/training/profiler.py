@@ -49,7 +49,8 @@ def _activities(kind: str) -> list:
     missing = [n for n in names if n not in have]
     if missing:
         warnings.warn(f"this torch build cannot record {', '.join(missing)} activity: the profile "
-                      f"holds CPU time only (on Gaudi, use the torch of Intel's container)", stacklevel=3)
+                      f"holds CPU time only (on Gaudi, use the torch of Intel's container)",
+                      stacklevel=3)
     return [getattr(enum, n) for n in names if n in have]
 
 

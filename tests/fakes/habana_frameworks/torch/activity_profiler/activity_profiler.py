@@ -27,7 +27,8 @@ class DebugActivity(Enum):
 
 def register_habana_activity_profiler():
     original_activity = torch.profiler.ProfilerActivity
-    originals = (torch.profiler.profile, torch.profiler.ProfilerActivity, torch.autograd.profiler.profile)
+    originals = (torch.profiler.profile, torch.profiler.ProfilerActivity,
+                 torch.autograd.profiler.profile)
 
     class habana_autograd_profile_wrapper(torch.autograd.profiler.profile):
         def export_chrome_trace(self, path):
@@ -35,20 +36,23 @@ def register_habana_activity_profiler():
             hpu_profiler._export_logs(path)
 
     class habana_profile(torch.profiler.profile):
-        def __init__(self, *, activities=None, debug_activities=None, schedule=None, on_trace_ready=None,
-                     record_shapes=False, profile_memory=False, with_stack=False, with_flops=False,
-                     with_modules=False, experimental_config=None):
-            activities = ((torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.HPU)
-                          if activities is None else activities)
-            self.hpu_profiling_active = torch.profiler.ProfilerActivity.HPU in activities
+        def __init__(self, *, activities=None, debug_activities=None, schedule=None,
+                     on_trace_ready=None, record_shapes=False, profile_memory=False,
+                     with_stack=False, with_flops=False, with_modules=False,
+                     experimental_config=None):
+            own = torch.profiler.ProfilerActivity
+            activities = (own.CPU, own.HPU) if activities is None else activities
+            self.hpu_profiling_active = own.HPU in activities
             exchanged = [self._exchange_activity(a) for a in activities]
-            synapse = debug_activities is not None and DebugActivity.SYNAPSE_FUNCTION_CALLS in debug_activities
-            bridge = debug_activities is not None and DebugActivity.BRIDGE_FUNCTION_CALLS in debug_activities
-            hpu_profiler._setup_activity_profiler_sources(synapse, bridge, profile_memory,
-                                                          ["SyncTensorsGraphInternal", "hpu_lazy"])
-            super().__init__(activities=[a for a in exchanged if a is not None], schedule=schedule,
-                             on_trace_ready=on_trace_ready, record_shapes=record_shapes,
-                             profile_memory=profile_memory, with_stack=with_stack, with_flops=with_flops,
+            debug = set(debug_activities or ())
+            hpu_profiler._setup_activity_profiler_sources(
+                DebugActivity.SYNAPSE_FUNCTION_CALLS in debug,
+                DebugActivity.BRIDGE_FUNCTION_CALLS in debug, profile_memory,
+                ["SyncTensorsGraphInternal", "hpu_lazy"])
+            super().__init__(activities=[a for a in exchanged if a is not None],
+                             schedule=schedule, on_trace_ready=on_trace_ready,
+                             record_shapes=record_shapes, profile_memory=profile_memory,
+                             with_stack=with_stack, with_flops=with_flops,
                              with_modules=with_modules, experimental_config=experimental_config)
 
         def _exchange_activity(self, activity):
@@ -75,7 +79,8 @@ def register_habana_activity_profiler():
 
     def undo():
         """Put torch's own back (the tests' fake_hpu fixture does, after each test)."""
-        torch.profiler.profile, torch.profiler.ProfilerActivity, torch.autograd.profiler.profile = originals
+        (torch.profiler.profile, torch.profiler.ProfilerActivity,
+         torch.autograd.profiler.profile) = originals
 
     habana_profile.undo = staticmethod(undo)
     torch.profiler.profile = habana_profile

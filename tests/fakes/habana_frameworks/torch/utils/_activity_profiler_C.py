@@ -10,7 +10,8 @@ into the Chrome trace file; the double leaves the file as torch wrote it.
 calls: list[tuple] = []  # (function name, arguments), in call order
 
 
-def _setup_activity_profiler_sources(synapse_logger, bridge_profile, profile_memory, mandatory_events):
+def _setup_activity_profiler_sources(synapse_logger, bridge_profile, profile_memory,
+                                     mandatory_events):
     calls.append(("setup", synapse_logger, bridge_profile, profile_memory, tuple(mandatory_events)))
 
 
