@@ -165,3 +165,47 @@ def test_a_broken_bridge_without_cards_still_means_no_hpu(broken_bridge, hlml_ca
     hlml_cards(0)
     monkeypatch.setattr(_bridge, "DEVICE_FILES", (), raising=False)
     assert wb.device("auto").kind == "cpu"
+
+
+# ------------------------------------------------------------ 4. the recipe cache in eager mode
+def _python(code: str, env: dict) -> subprocess.CompletedProcess:
+    import sys
+
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture
+def eager_env(fake_env, tmp_path):
+    """A fresh Python with the double installed, eager mode, no recipe cache chosen yet."""
+    from conftest import ROOT
+
+    env = {**fake_env, "WORKBENCH_CACHE": str(tmp_path / "cache"), "PT_HPU_LAZY_MODE": "0",
+           "PYTHONPATH": f"{fake_env['PYTHONPATH']}:{ROOT}"}  # this checkout's workbench
+    env.pop("PT_HPU_RECIPE_CACHE_CONFIG", None)
+    return env
+
+
+SEEN = ("import habana_frameworks.torch._recipe_cache_config as c; "
+        "print('bridge saw', c.CONFIG)")
+
+
+def test_the_bridge_autoloaded_by_import_torch_sees_the_recipe_cache(eager_env, tmp_path):
+    # the notebook's first cell: workbench, then torch (which loads the bridge in eager mode)
+    done = _python("import sys, workbench as wb, torch\n"
+                   "assert 'habana_frameworks.torch' in sys.modules  # autoloaded by torch\n"
+                   "wb.device('hpu')\n" + SEEN, eager_env)
+    assert done.returncode == 0, done.stderr
+    assert f"bridge saw {tmp_path / 'cache' / 'hpu-recipes'},false,4096" in done.stdout
+
+
+def test_a_bridge_loaded_before_workbench_says_the_cache_is_off(eager_env):
+    done = _python("import torch, warnings, workbench as wb\n"
+                   "with warnings.catch_warnings(record=True) as w:\n"
+                   "    warnings.simplefilter('always')\n"
+                   "    wb.device('hpu')\n"
+                   "print('warned:', *[str(x.message) for x in w])\n" + SEEN, eager_env)
+    assert done.returncode == 0, done.stderr
+    assert "bridge saw None" in done.stdout  # torch loaded it before anything set the variable
+    assert "the HPU recipe cache is off in this process" in done.stdout
+    assert "Import workbench before torch" in done.stdout

@@ -92,6 +92,34 @@ def recipe_cache() -> Path:
     return cache_dir() / "hpu-recipes"
 
 
+RECIPE_VARIABLE = "PT_HPU_RECIPE_CACHE_CONFIG"
+_CACHE_OFF = (
+    "the HPU recipe cache is off in this process: the Habana bridge loaded before {variable} "
+    "was set (in eager mode `import torch` loads it), and the bridge reads it as it loads, so "
+    "every graph compiles again in each new process. Import workbench before torch, or set "
+    "{variable}={value} before Python starts.")
+
+
+def _recipe_value() -> str:
+    # path, keep what is there (false), at most 4096 MB: the three fields Intel's Runtime
+    # Flags page documents and the 1.19 bridge accepts (recipe_cache_config.cpp asserts 1 to 3)
+    return f"{recipe_cache()},false,4096"
+
+
+def prepare_recipe_cache() -> None:
+    """Keep compiled HPU graphs (recipes) on disk between runs and processes: set
+    ``PT_HPU_RECIPE_CACHE_CONFIG`` (unless it is set) where a Habana bridge is installed and
+    not loaded yet.
+
+    ``import workbench`` calls this, because the bridge reads the variable as it loads, and in
+    eager mode ``import torch`` loads it (a ``torch.backends`` entry point): a notebook that
+    imports workbench first keeps the cache, one that imported torch first is told it has none.
+    Workers inherit the variable, so all ranks share one cache.
+    """
+    if has_bridge() and not loaded():
+        os.environ.setdefault(RECIPE_VARIABLE, _recipe_value())
+
+
 # --------------------------------------------------------------------------- bridge
 @cache
 def bridge():
@@ -101,10 +129,12 @@ def bridge():
     if not loaded():
         # Unset, the mode is lazy to 1.19-era bridges and eager to current ones: say which.
         os.environ.setdefault("PT_HPU_LAZY_MODE", "0")
-        # Read once, when the bridge loads (the first device probe, before any run directory
-        # exists): a cache shared by all runs, so later runs skip recompiling the same graphs.
-        os.environ.setdefault("PT_HPU_RECIPE_CACHE_CONFIG", f"{recipe_cache()},false,4096")
-        _warn_if_nfs(os.environ["PT_HPU_RECIPE_CACHE_CONFIG"].split(",")[0])
+        prepare_recipe_cache()  # normally done at `import workbench` already
+    elif RECIPE_VARIABLE not in os.environ:
+        warnings.warn(_CACHE_OFF.format(variable=RECIPE_VARIABLE, value=_recipe_value()),
+                      stacklevel=3)
+    if os.environ.get(RECIPE_VARIABLE):
+        _warn_if_nfs(os.environ[RECIPE_VARIABLE].split(",")[0])
     try:
         module = importlib.import_module("habana_frameworks.torch")
     except Exception as e:

@@ -13,6 +13,7 @@ from .record import Backend
 
 MODES = _bridge.MODES
 hpu_mode, set_hpu_mode, recipe_cache = _bridge.hpu_mode, _bridge.set_hpu_mode, _bridge.recipe_cache
+prepare_recipe_cache = _bridge.prepare_recipe_cache
 
 HLML_TEMPERATURE_ON_AIP = 0  # the chip's own sensor: pyhlml_types_generated.py HLML_TEMPERATURE_SENSORS
 

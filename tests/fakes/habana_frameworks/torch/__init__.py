@@ -17,6 +17,7 @@ from habana_frameworks.torch.utils.internal import is_lazy  # noqa: E402
 
 is_lazy()  # the mode is read here, once: the plugin library it selects cannot change
 
+import habana_frameworks.torch._recipe_cache_config  # noqa: E402,F401 (read once, here)
 import habana_frameworks.torch.activity_profiler  # noqa: E402,F401 (replaces torch.profiler's enum)
 import habana_frameworks.torch.core  # noqa: E402,F401
 import habana_frameworks.torch.distributed.hccl  # noqa: E402,F401
