@@ -123,9 +123,15 @@ def fake_hpu(monkeypatch):
     monkeypatch.setenv("FAKE_HPU_GENERATION", "2")
     monkeypatch.setenv("FAKE_HPU_COUNT", "8")
     for name in ("PT_HPU_LAZY_MODE", "PT_HPU_RECIPE_CACHE_CONFIG", "HLS_MODULE_ID"):
-        monkeypatch.delenv(name, raising=False)  # the workbench and the double set them: restored after
+        monkeypatch.setitem(os.environ, name, "")  # the workbench and the double set them:
+        del os.environ[name]  # restored after the test, also where they were unset
     _drop_fake_modules()
     clear_cache()
+    # What `import workbench` does in a kernel with the bridge installed (this process
+    # imported workbench before the double was on the path)
+    from workbench.backends.hpu import prepare_recipe_cache
+
+    prepare_recipe_cache()
     yield FAKES
     _drop_fake_modules()
     clear_cache()

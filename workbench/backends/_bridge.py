@@ -172,11 +172,11 @@ def cards_seen() -> str | None:
     files = sorted(f for pattern in DEVICE_FILES for f in glob.glob(pattern))
     if files:
         return f"{len(files)} device file{'s' * (len(files) > 1)} such as {files[0]}"
-    from . import hpu  # HLML's record lives there; imported here because hpu imports this module
+    from .hlml import HLML
     from .monitor import Unavailable, read_vendor
 
     try:
-        found = len(read_vendor(hpu.HLML))
+        found = len(read_vendor(HLML))
     except Unavailable:
         return None
     return f"HLML lists {found} Gaudi card{'s' * (found > 1)}" if found else None

@@ -8,21 +8,14 @@ and of the recipe cache's place (``recipe_cache``).
 from __future__ import annotations
 
 from . import _bridge
-from .monitor import Vendor, driver_from_tool, read_vendor
+from .hlml import HLML
+from .monitor import driver_from_tool, read_vendor
 from .record import Backend
 
 MODES = _bridge.MODES
 hpu_mode, set_hpu_mode, recipe_cache = _bridge.hpu_mode, _bridge.set_hpu_mode, _bridge.recipe_cache
 prepare_recipe_cache = _bridge.prepare_recipe_cache
 
-HLML_TEMPERATURE_ON_AIP = 0  # the chip's own sensor: pyhlml_types_generated.py HLML_TEMPERATURE_SENSORS
-
-HLML = Vendor(
-    kind="hpu", module="pyhlml", package="habana-pyhlml", extra="gaudi", library="HLML",
-    driver="Gaudi", prefix="hlml", error="HLMLError", util_field="aip",
-    sensor=HLML_TEMPERATURE_ON_AIP, what="Gaudi cards", fallback_name="Gaudi",
-    driver_call="hlmlGetDriverVersion",
-)
 HL_SMI = ("hl-smi", "-Q", "driver_version", "-f", "csv,noheader")
 
 
