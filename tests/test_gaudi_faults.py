@@ -209,3 +209,30 @@ def test_a_bridge_loaded_before_workbench_says_the_cache_is_off(eager_env):
     assert "bridge saw None" in done.stdout  # torch loaded it before anything set the variable
     assert "the HPU recipe cache is off in this process" in done.stdout
     assert "Import workbench before torch" in done.stdout
+
+
+# ------------------------------------------------------------ 8. what the doctor and the docs say
+def test_the_clipping_hint_names_what_computes_the_norm():
+    from workbench.checks.diagnosis import clip_ran
+
+    check = clip_ran("bert.clip", [{"step": 1}])
+    assert check.status == "fail"
+    assert "FusedClipNorm" not in check.fix  # not called since the Trainer clips alone
+    assert "clip_grad_norm_" in check.fix
+
+
+def test_the_panel_doc_quotes_the_missing_library_message_as_it_is(monkeypatch):
+    import sys
+
+    from conftest import ROOT
+    from workbench.backends import monitor
+    from workbench.backends.registry import monitor_all
+
+    monkeypatch.setitem(sys.modules, "pyhlml", None)  # not installed: import fails
+    monitor.clear_cache()
+    try:
+        notes = {n["kind"]: f"{n['title']}: {n['why']}" for n in monitor_all()["notes"]}
+    finally:
+        monitor.clear_cache()
+    assert "habana-pyhlml not installed" in notes["hpu"]  # the PyPI name, not the module's
+    assert notes["hpu"] in (ROOT / "docs" / "lab-panel.md").read_text().replace("\n    ", " ")
