@@ -224,9 +224,10 @@ def test_the_clipping_hint_names_what_computes_the_norm():
 def test_the_panel_doc_quotes_the_missing_library_message_as_it_is(monkeypatch):
     import sys
 
-    from conftest import ROOT
     from workbench.backends import monitor
     from workbench.backends.registry import monitor_all
+
+    from conftest import ROOT
 
     monkeypatch.setitem(sys.modules, "pyhlml", None)  # not installed: import fails
     monitor.clear_cache()
