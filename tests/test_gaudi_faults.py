@@ -237,3 +237,59 @@ def test_the_panel_doc_quotes_the_missing_library_message_as_it_is(monkeypatch):
         monitor.clear_cache()
     assert "habana-pyhlml not installed" in notes["hpu"]  # the PyPI name, not the module's
     assert notes["hpu"] in (ROOT / "docs" / "lab-panel.md").read_text().replace("\n    ", " ")
+
+
+# ------------------------------------------------------------ 3. sampling loops mark each step
+@pytest.fixture
+def steps_marked(monkeypatch):
+    """Every mark_step the CPU backend record is asked for (the loops reach the device's
+    mark_step through its record, so the CPU's record shows how often they would on a Gaudi)."""
+    import dataclasses
+
+    from workbench.backends.registry import BACKENDS
+
+    marks = []
+    record = dataclasses.replace(BACKENDS["cpu"], mark_step=lambda: marks.append(1))
+    monkeypatch.setitem(BACKENDS, "cpu", record)
+    return marks
+
+
+def test_the_unet_sampler_marks_each_denoising_step(steps_marked):
+    from diffusers import UNet2DModel
+
+    from workbench.diffusion.denoising import DiffusionModel
+
+    unet = UNet2DModel(sample_size=8, in_channels=1, out_channels=1, layers_per_block=1,
+                       block_out_channels=(8, 8), norm_num_groups=4,
+                       down_block_types=("DownBlock2D", "DownBlock2D"),
+                       up_block_types=("UpBlock2D", "UpBlock2D"))
+    images = DiffusionModel(unet, num_train_timesteps=20).sample(n=1, steps=4)
+    assert len(images) == 1 and len(steps_marked) == 4
+
+
+def test_text_to_image_sampling_and_its_grid_mark_each_step(steps_marked):
+    from workbench.diffusion.texttoimage import from_spec, sample_grid
+
+    model = from_spec(wb.model("sd"))
+    assert len(model.sample(["a seven"], steps=3, guidance=1.0)) == 1
+    assert len(steps_marked) == 3
+    png, columns = sample_grid(model, ["a one", "a two"], steps=2)
+    assert png.startswith(b"\x89PNG") and columns == 2 and len(steps_marked) == 5
+
+
+def test_generation_marks_each_new_token(steps_marked, make_run, runs_in_tmp):
+    from workbench.rundir.run import RunDir
+
+    run = RunDir(make_run(runs_in_tmp, "lm", model="gpt2-tiny", data="docstrings-lm"))
+    run.hold(*wb.model("gpt2-tiny").build())  # the model as the training process holds it
+    texts = run.generate(["Return the", "If the"], max_new_tokens=5, min_new_tokens=5)
+    assert len(texts) == 2 and all(t.startswith(("Return the", "If the")) for t in texts)
+    assert len(steps_marked) == 10  # 5 tokens for each of 2 prompts
+
+
+def test_generation_is_for_language_models(make_run, runs_in_tmp):
+    from workbench.rundir.run import RunDir
+
+    run = RunDir(make_run(runs_in_tmp, "unet", model="unet", data="digits"))
+    with pytest.raises(ValueError, match="language-model runs .* use run.sample"):
+        run.generate("hello")
