@@ -293,3 +293,62 @@ def test_generation_is_for_language_models(make_run, runs_in_tmp):
     run = RunDir(make_run(runs_in_tmp, "unet", model="unet", data="digits"))
     with pytest.raises(ValueError, match="language-model runs .* use run.sample"):
         run.generate("hello")
+
+
+# ------------------------------------------------------------ 7. Kubernetes manifests for Gaudi
+def _device_pods(cmd) -> dict:
+    """Every pod template that drives devices, by role, from the printed manifests."""
+    import yaml
+
+    pytorchjob, mpijob = yaml.safe_load_all(cmd.kubernetes)
+    replicas = pytorchjob["spec"]["pytorchReplicaSpecs"]
+    pods = {f"PyTorchJob {k}": v["template"] for k, v in replicas.items()}
+    pods["MPIJob Worker"] = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+    return pods
+
+
+def test_gaudi_pods_ask_for_what_intels_manifests_set():
+    kubernetes = pytest.importorskip("kubernetes", reason="the kubernetes client (dev extra)")
+    cmd = wb.launch_command("gpt2-tiny", "docstrings-lm", nodes=2, devices_per_node=8,
+                            format="kubernetes", accelerator="hpu", image="registry.example/wb:1")
+    api = kubernetes.client.ApiClient()
+    for role, pod in _device_pods(cmd).items():
+        # Kubernetes' own core/v1 models read every field (a misspelt one would be dropped)
+        typed = api.deserialize(_Response(pod), "V1PodTemplateSpec")
+        assert api.sanitize_for_serialization(typed) == pod, role
+        spec, (container,) = pod["spec"], pod["spec"]["containers"]
+        assert spec.get("hostIPC") is True, role
+        assert "SYS_NICE" in container["securityContext"]["capabilities"]["add"], role
+        limits, requests = container["resources"]["limits"], container["resources"]["requests"]
+        assert limits["habana.ai/gaudi"] == "8" and limits["hugepages-2Mi"] == "95000Mi", role
+        assert requests["hugepages-2Mi"] == limits["hugepages-2Mi"] and "memory" in limits, role
+        shm = [m["name"] for m in container["volumeMounts"] if m["mountPath"] == "/dev/shm"]
+        assert shm and {"name": shm[0], "emptyDir": {"medium": "Memory"}} in spec["volumes"], role
+
+
+def test_mpijob_workers_make_ssh_host_keys_before_sshd():
+    import yaml
+
+    cmd = wb.launch_command("gpt2-tiny", "docstrings-lm", nodes=2, devices_per_node=8,
+                            format="kubernetes", accelerator="hpu", image="registry.example/wb:1")
+    mpijob = list(yaml.safe_load_all(cmd.kubernetes))[1]
+    worker = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    line = " ".join(worker["command"] + worker["args"])
+    assert "ssh-keygen -A" in line and line.index("ssh-keygen -A") < line.index("sshd -De")
+
+
+def test_gpu_pods_get_none_of_gaudis_needs():
+    cmd = wb.launch_command("gpt2-tiny", "docstrings-lm", nodes=1, devices_per_node=4,
+                            format="kubernetes", accelerator="cuda", image="x")
+    for role, pod in _device_pods(cmd).items():
+        assert "hostIPC" not in pod["spec"], role
+        assert pod["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "4"}}
+
+
+class _Response:
+    """What the kubernetes client's deserialize() reads: a body with ``.data``."""
+
+    def __init__(self, body):
+        import json
+
+        self.data = json.dumps(body)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from . import _bridge
 from .hlml import HLML
 from .monitor import driver_from_tool, read_vendor
-from .record import Backend
+from .record import Backend, PodNeeds
 
 MODES = _bridge.MODES
 hpu_mode, set_hpu_mode, recipe_cache = _bridge.hpu_mode, _bridge.set_hpu_mode, _bridge.recipe_cache
@@ -46,4 +46,10 @@ RECORD = Backend(
     ddp_find_unused_parameters=False,  # optimum-habana's default; the search walks the graph every step
     inference=_bridge.inference_model,  # HPU graphs in lazy mode
     k8s_resource="habana.ai/gaudi",  # Intel's device plugin
+    # Intel's Kubernetes quick start (docs.habana.ai, Quick_Start_Guides/Kubernetes_Quick_Start,
+    # 1.24 images): hostIPC, the SYS_NICE capability, and memory and hugepages-2Mi limits of
+    # 409Gi and 95000Mi; optimum-habana's chart (examples/kubernetes @ 1d8504c) asks for
+    # hugepages-2Mi too and notes the 64 MB default /dev/shm is too small beyond one card.
+    k8s_pod=PodNeeds(hugepages_2mi="95000Mi", memory="409Gi", shm=True, host_ipc=True,
+                     capabilities=("SYS_NICE",)),
 )
