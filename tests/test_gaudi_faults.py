@@ -352,3 +352,63 @@ class _Response:
         import json
 
         self.data = json.dumps(body)
+
+
+# ------------------------------------------------------------ 6. the Python and torch claimed
+def _floor(spec: str) -> tuple[int, ...]:
+    """The lower bound of a ``>=`` specifier, as a version tuple."""
+    from packaging.specifiers import SpecifierSet
+
+    (low,) = [s.version for s in SpecifierSet(spec) if s.operator == ">="]
+    return tuple(int(p) for p in low.split(".")[:2])
+
+
+def _pyproject() -> dict:
+    import tomllib
+
+    from conftest import ROOT
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_the_python_and_torch_declared_are_what_transformers_needs():
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+
+    project = _pyproject()
+    theirs = importlib.metadata.metadata("transformers")["Requires-Python"]
+    assert _floor(project["project"]["requires-python"]) >= _floor(theirs) == (3, 11)
+    assert project["tool"]["ruff"]["target-version"] == "py311"
+    # transformers takes torch only from 2.6 (its "torch" extra; utils/import_utils.py
+    # is_torch_available is False below 2.6): a lower floor here would be a false claim
+    ours = [Requirement(r) for r in project["project"]["dependencies"]]
+    (torch_req,) = [r for r in ours if r.name == "torch"]
+    extra = [Requirement(r) for r in importlib.metadata.requires("transformers")
+             if r.startswith("torch>=") and 'extra == "torch"' in r]
+    assert _floor(str(torch_req.specifier)) >= _floor(str(extra[0].specifier)) == (2, 6)
+
+
+@pytest.mark.parametrize("version,ok", [("3.10", False), ("3.12", True)])
+def test_make_stops_at_once_on_an_unsupported_python(tmp_path, version, ok):
+    import shutil
+
+    from conftest import ROOT
+
+    if shutil.which("make") is None:
+        pytest.skip("no make on this machine")
+    fake = tmp_path / "python"  # answers the Makefile's two questions as that Python would
+    minor = int(version.split(".")[1])
+    fake.write_text(f"#!/bin/sh\ncase \"$*\" in *'>= (3, 11)'*) echo {int(minor >= 11)} ;; "
+                    f"*) echo {version} ;; esac\n")
+    fake.chmod(0o755)
+    # -n: nothing is run, and the check is made as the Makefile is read
+    done = subprocess.run(["make", "-n", "-C", str(ROOT), f"PYTHON={fake}", "python"],
+                          capture_output=True, text=True, timeout=60)
+    if ok:
+        assert done.returncode == 0, done.stderr
+        assert f"Python {version}" in done.stdout
+    else:
+        assert done.returncode != 0
+        assert f"is Python {version}; gaudi-workbench needs Python 3.11 or newer" in done.stderr
+        assert "Ubuntu 24.04 (Python 3.12" in done.stderr and "1.24 torch 2.10" in done.stderr
