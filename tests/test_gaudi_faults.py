@@ -200,9 +200,10 @@ def test_the_bridge_autoloaded_by_import_torch_sees_the_recipe_cache(eager_env, 
 
 
 def test_a_bridge_loaded_before_workbench_says_the_cache_is_off(eager_env):
-    done = _python("import torch, warnings, workbench as wb\n"
+    done = _python("import torch, warnings\n"
                    "with warnings.catch_warnings(record=True) as w:\n"
                    "    warnings.simplefilter('always')\n"
+                   "    import workbench as wb\n"
                    "    wb.device('hpu')\n"
                    "print('warned:', *[str(x.message) for x in w])\n" + SEEN, eager_env)
     assert done.returncode == 0, done.stderr

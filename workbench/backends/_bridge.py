@@ -116,8 +116,13 @@ def prepare_recipe_cache() -> None:
     imports workbench first keeps the cache, one that imported torch first is told it has none.
     Workers inherit the variable, so all ranks share one cache.
     """
-    if has_bridge() and not loaded():
-        os.environ.setdefault(RECIPE_VARIABLE, _recipe_value())
+    if not has_bridge() or RECIPE_VARIABLE in os.environ:
+        return
+    if loaded():  # too late: say so now rather than run without the cache in silence
+        warnings.warn(_CACHE_OFF.format(variable=RECIPE_VARIABLE, value=_recipe_value()),
+                      stacklevel=2)
+        return
+    os.environ[RECIPE_VARIABLE] = _recipe_value()
 
 
 # --------------------------------------------------------------------------- bridge
@@ -130,9 +135,6 @@ def bridge():
         # Unset, the mode is lazy to 1.19-era bridges and eager to current ones: say which.
         os.environ.setdefault("PT_HPU_LAZY_MODE", "0")
         prepare_recipe_cache()  # normally done at `import workbench` already
-    elif RECIPE_VARIABLE not in os.environ:
-        warnings.warn(_CACHE_OFF.format(variable=RECIPE_VARIABLE, value=_recipe_value()),
-                      stacklevel=3)
     if os.environ.get(RECIPE_VARIABLE):
         _warn_if_nfs(os.environ[RECIPE_VARIABLE].split(",")[0])
     try:
