@@ -103,9 +103,9 @@ def no_network(monkeypatch):
 def _drop_fake_modules():
     import torch
 
-    undo = getattr(torch.profiler.profile, "undo", None)  # the double's activity profiler
-    if undo is not None:
-        undo()
+    profiler = sys.modules.get("habana_frameworks.torch.activity_profiler.activity_profiler")
+    if profiler is not None:  # the double replaced torch.profiler's enum and profile: undo it
+        profiler.undo()
     for name in [m for m in sys.modules if m == "habana_frameworks" or m.startswith("habana_frameworks.")]:
         del sys.modules[name]
     if hasattr(torch, "hpu") and getattr(torch.hpu, "__file__", "").startswith(str(FAKES)):

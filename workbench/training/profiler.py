@@ -43,8 +43,8 @@ def _activities(kind: str) -> list:
     have = {a.name for a in torch.profiler.supported_activities()}
     if enum is not torch.autograd.ProfilerActivity and hasattr(enum, "HPU"):
         have.add("HPU")
-    # Every torch build defines ProfilerActivity.HPU, but kineto records it only where the
-    # bridge registered its profiler (Intel's build); asking for it elsewhere is an error.
+    # Recent torch builds define ProfilerActivity.HPU (2.6 does not), but kineto records it
+    # only where the bridge registered its profiler (Intel's build); elsewhere it is refused.
     names = [n.upper() for n in backend(kind).profiler_activities if hasattr(enum, n.upper())]
     missing = [n for n in names if n not in have]
     if missing:

@@ -31,8 +31,10 @@ def register_habana_activity_profiler():
                  torch.autograd.profiler.profile)
 
     class habana_autograd_profile_wrapper(torch.autograd.profiler.profile):
-        def export_chrome_trace(self, path):
-            super().export_chrome_trace(path)
+        def export_chrome_trace(self, path, *args, **kwargs):
+            # the bridge's takes (self, path): torch 2.5's caller passed only that; torch
+            # 2.13's passes its trace metadata too, so the double hands it on
+            super().export_chrome_trace(path, *args, **kwargs)
             hpu_profiler._export_logs(path)
 
     class habana_profile(torch.profiler.profile):
@@ -82,7 +84,7 @@ def register_habana_activity_profiler():
         (torch.profiler.profile, torch.profiler.ProfilerActivity,
          torch.autograd.profiler.profile) = originals
 
-    habana_profile.undo = staticmethod(undo)
+    globals()["undo"] = undo  # a test hook, not the bridge's API
     torch.profiler.profile = habana_profile
     torch.profiler.ProfilerActivity = HabanaProfilerActivity
     torch.autograd.profiler.profile = habana_autograd_profile_wrapper
