@@ -256,8 +256,8 @@ def test_fused_adamw_gets_the_trainers_groups_betas_and_eps(hpu_trains_on_cpu):
 
 def test_profile_on_the_double_asks_for_hpu_activity_where_torch_records_it(hpu_trains_on_cpu, monkeypatch):
     """``wb.profile`` on the HPU asks for the backend record's activities (CPU and HPU) where
-    the torch build can record them (Intel's; kineto refuses HPU elsewhere). On this CPU build
-    it says the profile holds CPU time only, and still profiles the steps after warm-up, with
+    they can be recorded: in torch's own enum where kineto lists HPU, in the bridge's enum where
+    the bridge replaced it (1.19, as the double does); it profiles the steps after warm-up, with
     the trace in the run directory."""
     import torch.profiler as tp
 
