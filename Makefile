@@ -2,6 +2,19 @@
 # Each (re)creates .venv when it is missing or older than pyproject.toml/constraints.txt.
 
 PYTHON ?= python3
+# transformers 5.24 requires Python 3.11 or newer: stop at once on an older one, before
+# anything is created. Intel's Gaudi images on Ubuntu 24.04 ship Python 3.12; their Ubuntu
+# 22.04 images ship 3.10 and cannot run this project.
+PY_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PY_OK := $(shell $(PYTHON) -c 'import sys; print(int(sys.version_info >= (3, 11)))' 2>/dev/null)
+ifneq ($(PY_OK),1)
+ifneq ($(MAKECMDGOALS),clean)
+$(error $(PYTHON) is Python $(or $(PY_VERSION),(not found)); gaudi-workbench needs Python 3.11 or \
+newer (transformers 5.24 does). On Gaudi use an Intel image on Ubuntu 24.04 (Python 3.12: \
+1.22 has torch 2.7, 1.23 torch 2.9, 1.24 torch 2.10), not an Ubuntu 22.04 one (Python 3.10); \
+elsewhere pass PYTHON=python3.11 or newer)
+endif
+endif
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
@@ -18,7 +31,7 @@ EXTRAS ?= dev
 GAUDI  := $(shell $(PYTHON) -c "import habana_frameworks" >/dev/null 2>&1 && echo 1)
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: lab test venv lint constraints clean js
+.PHONY: lab test venv lint constraints clean js python
 
 venv: $(STAMP) $(JS) $(LABEXT)
 
@@ -32,6 +45,10 @@ $(JS) $(LABEXT) &: $(JS_SOURCES) | $(STAMP)
 	touch $(JS) $(LABEXT)
 
 js: $(JS) $(LABEXT)
+
+# The interpreter the venv is made from (the check above has passed when this runs)
+python:
+	@echo "$(PYTHON): Python $(PY_VERSION)"
 
 $(STAMP): pyproject.toml constraints.txt
 ifeq ($(GAUDI),1)

@@ -101,10 +101,13 @@ def no_network(monkeypatch):
 
 
 def _drop_fake_modules():
-    for name in [m for m in sys.modules if m == "habana_frameworks" or m.startswith("habana_frameworks.")]:
-        del sys.modules[name]
     import torch
 
+    profiler = sys.modules.get("habana_frameworks.torch.activity_profiler.activity_profiler")
+    if profiler is not None:  # the double replaced torch.profiler's enum and profile: undo it
+        profiler.undo()
+    for name in [m for m in sys.modules if m == "habana_frameworks" or m.startswith("habana_frameworks.")]:
+        del sys.modules[name]
     if hasattr(torch, "hpu") and getattr(torch.hpu, "__file__", "").startswith(str(FAKES)):
         del torch.hpu
     if getattr(sys.modules.get("torch.hpu"), "__file__", "").startswith(str(FAKES)):
@@ -120,9 +123,15 @@ def fake_hpu(monkeypatch):
     monkeypatch.setenv("FAKE_HPU_GENERATION", "2")
     monkeypatch.setenv("FAKE_HPU_COUNT", "8")
     for name in ("PT_HPU_LAZY_MODE", "PT_HPU_RECIPE_CACHE_CONFIG", "HLS_MODULE_ID"):
-        monkeypatch.delenv(name, raising=False)  # the workbench and the double set them: restored after
+        monkeypatch.setitem(os.environ, name, "")  # the workbench and the double set them:
+        del os.environ[name]  # restored after the test, also where they were unset
     _drop_fake_modules()
     clear_cache()
+    # What `import workbench` does in a kernel with the bridge installed (this process
+    # imported workbench before the double was on the path)
+    from workbench.backends.hpu import prepare_recipe_cache
+
+    prepare_recipe_cache()
     yield FAKES
     _drop_fake_modules()
     clear_cache()

@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -255,8 +256,8 @@ def test_fused_adamw_gets_the_trainers_groups_betas_and_eps(hpu_trains_on_cpu):
 
 def test_profile_on_the_double_asks_for_hpu_activity_where_torch_records_it(hpu_trains_on_cpu, monkeypatch):
     """``wb.profile`` on the HPU asks for the backend record's activities (CPU and HPU) where
-    the torch build can record them (Intel's; kineto refuses HPU elsewhere). On this CPU build
-    it says the profile holds CPU time only, and still profiles the steps after warm-up, with
+    they can be recorded: in torch's own enum where kineto lists HPU, in the bridge's enum where
+    the bridge replaced it (1.19, as the double does); it profiles the steps after warm-up, with
     the trace in the run directory."""
     import torch.profiler as tp
 
@@ -265,13 +266,17 @@ def test_profile_on_the_double_asks_for_hpu_activity_where_torch_records_it(hpu_
     with monkeypatch.context() as m:
         m.setattr(tp, "supported_activities", lambda: {tp.ProfilerActivity.CPU, tp.ProfilerActivity.HPU})
         assert profiler._activities("hpu") == [tp.ProfilerActivity.CPU, tp.ProfilerActivity.HPU]
+    # The double, like the 1.19 bridge, replaces torch.profiler's enum and profile as it loads
+    # (activity_profiler.py): HPU is then recordable, in the bridge's enum, with no warning.
+    assert wb.device("hpu").mode == "eager"  # loads the double
     asked = []
     real = tp.profile
-    monkeypatch.setattr(tp, "profile", lambda *a, **k: asked.append(k["activities"]) or real(*a, **k))
-    with pytest.warns(UserWarning, match="cannot record HPU activity: the profile holds CPU time only"):
+    with monkeypatch.context() as m, warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m.setattr(tp, "profile", lambda *a, **k: asked.append(k["activities"]) or real(*a, **k))
         prof = wb.profile("gpt2-tiny", wb.dataset("docstrings-lm", limit=120), steps=2, warmup=1, device="hpu",
                           mode="eager", batch_size=2, max_length=32, precision="fp32", live=False, use_cpu=True)
-    assert asked == [[tp.ProfilerActivity.CPU]]
+    assert asked == [[tp.ProfilerActivity.CPU, tp.ProfilerActivity.HPU]] and prof.activities == ("cpu", "hpu")
     assert prof.run.status == "completed" and prof.run.summary["device"]["kind"] == "hpu"
     assert prof.trace.exists() and prof.trace.parent == prof.run.path / "profile"
     assert len(prof.table) > 0 and (prof.table["calls"] > 0).all()

@@ -11,7 +11,14 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+from .backends.hpu import prepare_recipe_cache  # noqa: E402
 from .backends.registry import DeviceInfo, device, devices  # noqa: E402  (light: imports no torch)
+
+# The Habana bridge reads PT_HPU_RECIPE_CACHE_CONFIG as it loads, and in eager mode
+# `import torch` loads it: this line runs before a notebook that imports workbench first
+# imports torch (a no-op without a bridge, or when it is loaded already).
+prepare_recipe_cache()
+del prepare_recipe_cache
 
 # Public names served lazily from their modules, so that `import workbench` pulls in
 # nothing heavy. name -> module. A module never bears the name of a public function:

@@ -8,6 +8,7 @@ probe (``bridge()``), after the execution mode and the recipe cache have been ch
 
 from __future__ import annotations
 
+import glob
 import importlib
 import importlib.metadata
 import importlib.util
@@ -92,6 +93,41 @@ def recipe_cache() -> Path:
     return cache_dir() / "hpu-recipes"
 
 
+RECIPE_VARIABLE = "PT_HPU_RECIPE_CACHE_CONFIG"
+_CACHE_OFF = (
+    "the HPU recipe cache is off in this process: the Habana bridge loaded before {variable} "
+    "was set (in eager mode `import torch` loads it), and the bridge reads it as it loads, so "
+    "every graph compiles again in each new process. Import workbench before torch, or set "
+    "{variable}={value} before Python starts."
+)
+
+
+def _recipe_value() -> str:
+    # path, keep what is there (false), at most 4096 MB: the three fields Intel's Runtime
+    # Flags page documents and the 1.19 bridge accepts (recipe_cache_config.cpp asserts 1 to 3)
+    return f"{recipe_cache()},false,4096"
+
+
+def prepare_recipe_cache() -> None:
+    """Keep compiled HPU graphs (recipes) on disk between runs and processes: set
+    ``PT_HPU_RECIPE_CACHE_CONFIG`` (unless it is set) where a Habana bridge is installed and
+    not loaded yet.
+
+    ``import workbench`` calls this, because the bridge reads the variable as it loads, and in
+    eager mode ``import torch`` loads it (a ``torch.backends`` entry point): a notebook that
+    imports workbench first keeps the cache, one that imported torch first is told it has none.
+    Workers inherit the variable, so all ranks share one cache.
+    """
+    if not has_bridge() or RECIPE_VARIABLE in os.environ:
+        return
+    if loaded():  # too late: say so now rather than run without the cache in silence
+        warnings.warn(
+            _CACHE_OFF.format(variable=RECIPE_VARIABLE, value=_recipe_value()), stacklevel=2
+        )
+        return
+    os.environ[RECIPE_VARIABLE] = _recipe_value()
+
+
 # --------------------------------------------------------------------------- bridge
 @cache
 def bridge():
@@ -101,18 +137,55 @@ def bridge():
     if not loaded():
         # Unset, the mode is lazy to 1.19-era bridges and eager to current ones: say which.
         os.environ.setdefault("PT_HPU_LAZY_MODE", "0")
-        # Read once, when the bridge loads (the first device probe, before any run directory
-        # exists): a cache shared by all runs, so later runs skip recompiling the same graphs.
-        os.environ.setdefault("PT_HPU_RECIPE_CACHE_CONFIG", f"{recipe_cache()},false,4096")
-        _warn_if_nfs(os.environ["PT_HPU_RECIPE_CACHE_CONFIG"].split(",")[0])
+        prepare_recipe_cache()  # normally done at `import workbench` already
+    if os.environ.get(RECIPE_VARIABLE):
+        _warn_if_nfs(os.environ[RECIPE_VARIABLE].split(",")[0])
     try:
         module = importlib.import_module("habana_frameworks.torch")
-    except Exception:  # a broken install counts as "no HPU", never a crash at probe time
-        return None
+    except Exception as e:
+        # Where no Gaudi card is visible, a broken install counts as "no HPU". Where one is,
+        # "no HPU" would let device="auto" train on the CPU without a word: say why instead.
+        seen = cards_seen()
+        if seen is None:
+            return None
+        raise RuntimeError(_BROKEN.format(seen=seen, error=f"{type(e).__name__}: {e}")) from e
     # Libraries that read the variable (transformers, accelerate: unset = lazy) must agree
     # with the mode the bridge fixed, also when something loaded it before we could set it.
     os.environ["PT_HPU_LAZY_MODE"] = "1" if _is_lazy() else "0"
     return module
+
+
+# The bridge's own check (habana_frameworks/torch/__init__.py @ 5a56187): torch's major.minor
+# must be the one it was built against, so a `pip install torch` (or a package that pulls
+# another torch in) over the container's breaks it.
+_BROKEN = (
+    "the Habana bridge (habana_frameworks.torch) failed to import on a machine with Gaudi cards "
+    "({seen}): {error}. Without it nothing would run on the cards. The usual cause is a torch "
+    "that is not the one Intel's container ships (the bridge refuses another major.minor "
+    "version): check `pip list | grep -i -e torch -e habana`, reinstall the container's torch "
+    "(or start a fresh container) and never pip install torch over it. To train on the CPU "
+    "anyway, pass device='cpu'."
+)
+
+# Where the driver shows Gaudi cards: /dev/accel/accel<N>, older drivers /dev/hl<N>
+# (Intel's Gaudi installation docs; the HLML and hl-smi read the same driver).
+DEVICE_FILES = ("/dev/accel/accel[0-9]*", "/dev/hl[0-9]*")
+
+
+def cards_seen() -> str | None:
+    """What shows Gaudi cards on this machine without taking one (device files, else HLML);
+    None when nothing does."""
+    files = sorted(f for pattern in DEVICE_FILES for f in glob.glob(pattern))
+    if files:
+        return f"{len(files)} device file{'s' * (len(files) > 1)} such as {files[0]}"
+    from .hlml import HLML
+    from .monitor import Unavailable, read_vendor
+
+    try:
+        found = len(read_vendor(HLML))
+    except Unavailable:
+        return None
+    return f"HLML lists {found} Gaudi card{'s' * (found > 1)}" if found else None
 
 
 def filesystem(path, mounts="/proc/mounts") -> str | None:

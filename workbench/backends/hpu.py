@@ -8,31 +8,14 @@ and of the recipe cache's place (``recipe_cache``).
 from __future__ import annotations
 
 from . import _bridge
-from .monitor import Vendor, driver_from_tool, read_vendor
-from .record import Backend
+from .hlml import HLML
+from .monitor import driver_from_tool, read_vendor
+from .record import Backend, PodNeeds
 
 MODES = _bridge.MODES
 hpu_mode, set_hpu_mode, recipe_cache = _bridge.hpu_mode, _bridge.set_hpu_mode, _bridge.recipe_cache
+prepare_recipe_cache = _bridge.prepare_recipe_cache
 
-HLML_TEMPERATURE_ON_AIP = (
-    0  # the chip's own sensor: pyhlml_types_generated.py HLML_TEMPERATURE_SENSORS
-)
-
-HLML = Vendor(
-    kind="hpu",
-    module="pyhlml",
-    package="habana-pyhlml",
-    extra="gaudi",
-    library="HLML",
-    driver="Gaudi",
-    prefix="hlml",
-    error="HLMLError",
-    util_field="aip",
-    sensor=HLML_TEMPERATURE_ON_AIP,
-    what="Gaudi cards",
-    fallback_name="Gaudi",
-    driver_call="hlmlGetDriverVersion",
-)
 HL_SMI = ("hl-smi", "-Q", "driver_version", "-f", "csv,noheader")
 
 
@@ -77,4 +60,11 @@ RECORD = Backend(
     ddp_find_unused_parameters=False,
     inference=_bridge.inference_model,  # HPU graphs in lazy mode
     k8s_resource="habana.ai/gaudi",  # Intel's device plugin
+    # Intel's Kubernetes quick start (docs.habana.ai, Quick_Start_Guides/Kubernetes_Quick_Start,
+    # 1.24 images): hostIPC, the SYS_NICE capability, and memory and hugepages-2Mi limits of
+    # 409Gi and 95000Mi; optimum-habana's chart (examples/kubernetes @ 1d8504c) asks for
+    # hugepages-2Mi too and notes the 64 MB default /dev/shm is too small beyond one card.
+    k8s_pod=PodNeeds(
+        hugepages_2mi="95000Mi", memory="409Gi", shm=True, host_ipc=True, capabilities=("SYS_NICE",)
+    ),
 )

@@ -41,6 +41,17 @@ def noop(*_a: Any) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PodNeeds:
+    """What a Kubernetes pod that drives these devices needs besides the devices themselves."""
+
+    hugepages_2mi: str | None = None  # hugepages-2Mi, requested and limited (a quantity)
+    memory: str | None = None  # memory, requested and limited (pods with hugepages need one)
+    shm: bool = False  # a memory-backed /dev/shm (emptyDir, medium Memory) instead of 64 MB
+    host_ipc: bool = False  # share the host's IPC namespace (hostIPC)
+    capabilities: tuple[str, ...] = ()  # Linux capabilities the container adds
+
+
+@dataclass(frozen=True, kw_only=True)
 class Backend:
     """What the workbench needs to know about one kind of device, and its policies."""
 
@@ -81,5 +92,6 @@ class Backend:
     # under torchrun, rank r uses device index LOCAL_RANK (else: the one it sees)
     rank_index: bool = False
     k8s_resource: str | None = None  # the extended resource a Kubernetes pod requests one device by
+    k8s_pod: PodNeeds = PodNeeds()  # what else such a pod asks for
     # Slurm's GRES name for one device (None: no standard one; Gaudi's is per site)
     slurm_gres: str | None = None

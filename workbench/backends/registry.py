@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -34,6 +35,20 @@ def backend(kind: str) -> Backend:
         return BACKENDS[kind]
     except KeyError:
         raise ValueError(f"unknown device {kind!r}; known: {', '.join(ORDER)}") from None
+
+
+def step_marker(torch_device) -> Callable[[], None]:
+    """The ``mark_step`` of the backend a tensor or module sits on (``torch_device``: a
+    ``torch.device`` or its string): in HPU lazy mode it runs the graph accumulated so far, on
+    every other device it does nothing. Loops that are not training steps (sampling,
+    generation) call it once per step, as optimum-habana's pipelines do."""
+    kind = str(torch_device).split(":")[0]
+    found = BACKENDS.get(kind)
+    return found.mark_step if found is not None else _no_step
+
+
+def _no_step() -> None:
+    return None
 
 
 # --------------------------------------------------------------------------- chips

@@ -13,7 +13,6 @@ and a two-rank ``wb.launch``; a short profile. (Not named ``doctor.py``: importi
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from ..backends.registry import DeviceInfo, backend, fmt_bytes
 from ..backends.registry import device as pick_device
+from ..backends.torchrun import child_env
 from ..catalog import model as model_spec
 from ..data import dataset
 from ..scaleout.launcher import launch
@@ -335,13 +335,15 @@ def _all_reduce(v: _Visit) -> list[Check]:
     out = v.out / "all-reduce"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    env = {
-        **os.environ,
-        "WORLD_SIZE": "2",
-        "LOCAL_WORLD_SIZE": "2",
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(_free_port()),
-    }
+    # without this kernel's HLS_MODULE_ID
+    env = child_env(
+        {
+            "WORLD_SIZE": "2",
+            "LOCAL_WORLD_SIZE": "2",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(_free_port()),
+        }
+    )
     code = (
         "from workbench.checks.checkup import all_reduce_rank; "
         f"all_reduce_rank({v.kind!r}, {str(out)!r})"
@@ -462,7 +464,10 @@ def _profile(v: _Visit) -> list[Check]:
         f"{len(events)} trace events; top op {top['op']} {top['self_ms']:.2f} ms; "
         f"trace {prof.trace}"
     )
-    if v.kind == "hpu" and not prof.table["self_ms"].any():
+    if v.kind == "hpu" and "hpu" not in prof.activities:
+        text += " (CPU time only: this torch cannot record the HPU activity)"
+    elif v.kind == "hpu" and not prof.table["self_ms"].any():
+        # the bridge merges its device events into the exported trace file only
         text += " (HPU device times reach only the trace: open it in ui.perfetto.dev)"
     return [passed("profile", text, trace=str(prof.trace), events=len(events))]
 

@@ -161,8 +161,8 @@ def clip_ran(name: str, steps: list[dict]) -> Check:
     return failed(
         name,
         f"grad_norm in the step events: {norms or 'none'}",
-        "gradient clipping did not run or reported no norm: keep max_grad_norm > 0 (default 1.0); "
-        "on Gaudi FusedClipNorm should give the norm; " + REPORT_IT,
+        "gradient clipping did not run or reported no norm: the Trainer computes it at "
+        "every optimizer step through accelerate's clip_grad_norm_, on every device; " + REPORT_IT,
     )
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..backends.registry import step_marker
+
 
 class DiffusionModel(nn.Module):
     """A UNet plus a DDPM noise schedule; ``forward(pixel_values)`` returns the loss."""
@@ -70,9 +72,14 @@ class DiffusionModel(nn.Module):
         sched = DDIMScheduler.from_config(self.scheduler.config)
         sched.set_timesteps(steps)
         ctx = self._context(n, param.device, param.dtype)
+        # HPU lazy mode: run each denoising step's graph on its own, as optimum-habana's
+        # pipelines do (pipeline_stable_diffusion.py @ 1d8504c, lines 561-562), rather than
+        # piling every step into one graph; a no-op on other devices
+        mark_step = step_marker(param.device)
         for t in sched.timesteps:
             eps = self.unet(x, t.to(param.device), **ctx).sample
             x = sched.step(eps, t, x).prev_sample
+            mark_step()
         self.train(was_training)
         images = (
             ((x.float().clamp(-1, 1) + 1) * 127.5)

@@ -21,6 +21,7 @@ import io
 import torch
 from torch import nn
 
+from ..backends.registry import step_marker
 from .pipeline import VAE_OPTIONS, Captions, Parts, options
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -301,6 +302,14 @@ class TextToImage(nn.Module):
             )
             pipe.set_progress_bar_config(disable=True)
             gen = torch.Generator(device="cpu").manual_seed(seed)
+            # HPU lazy mode: one graph per denoising step (optimum-habana's pipelines mark each
+            # step: pipeline_stable_diffusion.py @ 1d8504c, lines 561-562); a no-op elsewhere
+            mark_step = step_marker(next(self.unet.parameters()).device)
+
+            def each_step(pipeline, i, t, tensors):
+                mark_step()
+                return tensors
+
             return pipe(
                 prompts,
                 num_inference_steps=steps,
@@ -308,6 +317,7 @@ class TextToImage(nn.Module):
                 generator=gen,
                 negative_prompt=negative_prompt,
                 output_type="pil",
+                callback_on_step_end=each_step,
             ).images
         finally:
             for m, d in zip(self.frozen, frozen):

@@ -397,9 +397,52 @@ class RunDir:
             raise ValueError(
                 "run.sample() is for diffusion runs (and text-to-image runs); for language models "
                 "use "
-                "run.model.generate(...) with run.tokenizer"
+                "run.generate(prompts)"
             )
         return self.model.sample(n, steps=steps or 50, seed=seed)
+
+    def generate(self, prompts: str | list[str], max_new_tokens: int = 32, **options) -> list[str]:
+        """Continue each prompt with the trained language model (``causal_lm`` and ``seq2seq``
+        runs); ``options`` go to transformers' ``generate`` (``do_sample=True``,
+        ``temperature``, ``top_k``, ...). Returns the decoded texts, one per prompt.
+
+        In HPU lazy mode each new token ends its graph with ``mark_step``, as optimum-habana's
+        generation loop does; elsewhere that is a no-op.
+        """
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        from ..backends.registry import step_marker
+
+        if self.task not in ("causal_lm", "seq2seq"):
+            raise ValueError(
+                f"run.generate() is for language-model runs (causal_lm, seq2seq), not "
+                f"{self.task!r} runs; for images use run.sample()"
+            )
+        prompts = [prompts] if isinstance(prompts, str) else list(prompts)
+        model, tok = self.model.eval(), self.tokenizer
+        mark_step = step_marker(model.device)
+
+        class EachToken(StoppingCriteria):
+            # Called once per generated token, after it is appended; never stops generation.
+            # optimum-habana marks each step of its loop in lazy mode
+            # (transformers/generation/utils.py @ 1d8504c, lines 2776-2778).
+            def __call__(self, input_ids, scores, **kw):
+                mark_step()
+                return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+        out = []
+        for prompt in prompts:
+            ids = tok(prompt, return_tensors="pt").input_ids.to(model.device)
+            tokens = model.generate(
+                ids,
+                max_new_tokens=max_new_tokens,
+                pad_token_id=tok.pad_token_id,
+                stopping_criteria=StoppingCriteriaList([EachToken()]),
+                **options,
+            )
+            out.append(tok.decode(tokens[0], skip_special_tokens=True))
+        return out
 
     def __repr__(self) -> str:
         s = self.summary

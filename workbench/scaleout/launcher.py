@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backends.registry import backend
+from ..backends.torchrun import child_env
 from ..rundir.run import STOP_FILE
 from ..rundir.writer import RunWriter, hand_over
 from ..training import runargs
@@ -303,7 +304,7 @@ def launch(
     log_path = run.path / "launcher.log"
     run.dashboard = attach(run, live, background)
     log = open(log_path, "w")
-    env = {**os.environ, **launchfiles.restart_env(max_restarts)}
+    env = child_env(launchfiles.restart_env(max_restarts))  # no HLS_MODULE_ID of this kernel
     proc = subprocess.Popen(
         cmd,
         stdout=log,

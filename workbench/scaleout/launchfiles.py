@@ -238,21 +238,46 @@ class LaunchCommand:
         return "\n".join(lines + [text]) + "\n"
 
     # ------------------------------------------------------------------ Kubernetes
-    def _limits(self) -> dict[str, Any]:
-        resource = backend(self.accelerator).k8s_resource
-        return (
-            {"resources": {"limits": {resource: str(self.devices_per_node)}}} if resource else {}
-        )  # a quantity
-
-    def _pod(self, container: dict[str, Any]) -> dict[str, Any]:
-        """A pod template with the run directories' volume mounted where the run directory is."""
-        mount = {"name": "runs", "mountPath": str(Path(self.run_dir).parent)}
-        return {
-            "spec": {
-                "containers": [{**container, "image": self.image, "volumeMounts": [mount]}],
-                "volumes": [{"name": "runs", "persistentVolumeClaim": {"claimName": self.claim}}],
+    def _devices(self) -> dict[str, Any]:
+        """A device container's resources and security context: the devices, plus what the
+        backend's pods need beside them (``k8s_pod``: hugepages, memory, capabilities)."""
+        b = backend(self.accelerator)
+        if not b.k8s_resource:
+            return {}
+        needs = b.k8s_pod
+        limits = {b.k8s_resource: str(self.devices_per_node)}  # a quantity
+        # hugepages are requested and limited alike, and a pod with them needs a memory figure
+        # (Kubernetes' hugepages rules); the device is an extended resource, limits only
+        pairs = (("memory", needs.memory), ("hugepages-2Mi", needs.hugepages_2mi))
+        sized = {k: v for k, v in pairs if v}
+        out: dict[str, Any] = {
+            "resources": {
+                "limits": {**limits, **sized},
+                **({"requests": dict(sized)} if sized else {}),
             }
         }
+        if needs.capabilities:
+            out["securityContext"] = {"capabilities": {"add": list(needs.capabilities)}}
+        return out
+
+    def _pod(self, container: dict[str, Any], devices: bool = False) -> dict[str, Any]:
+        """A pod template with the run directories' volume mounted where the run directory is;
+        ``devices``: the pod drives the devices, with what the backend's pods need."""
+        needs = backend(self.accelerator).k8s_pod if devices else None
+        mounts = [{"name": "runs", "mountPath": str(Path(self.run_dir).parent)}]
+        volumes: list[dict[str, Any]] = [
+            {"name": "runs", "persistentVolumeClaim": {"claimName": self.claim}}
+        ]
+        if needs is not None and needs.shm:  # the default /dev/shm is 64 MB
+            mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+            volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory"}})
+        spec: dict[str, Any] = {
+            "containers": [{**container, "image": self.image, "volumeMounts": mounts}],
+            "volumes": volumes,
+        }
+        if needs is not None and needs.host_ipc:
+            spec = {"hostIPC": True, **spec}
+        return {"spec": spec}
 
     def pytorchjob(self) -> dict[str, Any]:
         """A Kubeflow training-operator PyTorchJob (kubeflow.org/v1): one Master and
@@ -272,9 +297,13 @@ class LaunchCommand:
                     else {}
                 ),
                 "ports": [{"name": "pytorchjob-port", "containerPort": TORCHRUN_PORT}],
-                **self._limits(),
+                **self._devices(),
             }
-            return {"replicas": n, "restartPolicy": "Never", "template": self._pod(container)}
+            return {
+                "replicas": n,
+                "restartPolicy": "Never",
+                "template": self._pod(container, devices=True),
+            }
 
         specs = {
             "Master": replicas(1),
@@ -321,11 +350,13 @@ class LaunchCommand:
                 agent,
             ],
         }
+        # An image's sshd has no host keys until they are made (Intel's MPIJob examples run
+        # ssh-keygen -A before sshd); Debian and Ubuntu's sshd also needs /run/sshd.
         worker = {
             "name": "mpi-worker",
-            "command": ["/usr/sbin/sshd"],
-            "args": ["-De"],
-            **self._limits(),
+            "command": ["/bin/bash", "-c"],
+            "args": ["ssh-keygen -A && mkdir -p /run/sshd && exec /usr/sbin/sshd -De"],
+            **self._devices(),
         }
         return {
             "apiVersion": "kubeflow.org/v2beta1",
@@ -345,7 +376,7 @@ class LaunchCommand:
                     "Worker": {
                         "replicas": self.nodes,
                         "restartPolicy": "Never",
-                        "template": self._pod(worker),
+                        "template": self._pod(worker, devices=True),
                     },
                 },
             },
@@ -355,9 +386,17 @@ class LaunchCommand:
     def kubernetes(self) -> str:
         """Both manifests as YAML documents: apply one of them, for the operator your cluster
         runs."""
+        needs = backend(self.accelerator).k8s_pod
+        sizes = (
+            f"# device pods ask for memory {needs.memory} and hugepages-2Mi "
+            f"{needs.hugepages_2mi} (Intel's Kubernetes quick start): set them to what your "
+            "nodes reserve\n"
+            if needs.hugepages_2mi
+            else ""
+        )
         return (
-            "# PyTorchJob for Kubeflow's training operator; the run directory on PVC "
-            f"{self.claim!r}\n"
+            f"# PyTorchJob for Kubeflow's training operator; the run directory on PVC "
+            f"{self.claim!r}\n{sizes}"
             f"{_yaml(self.pytorchjob())}---\n"
             "# or: MPIJob for the MPI operator (Intel's Gaudi-on-Kubernetes guide uses this form)\n"
             f"{_yaml(self.mpijob())}"

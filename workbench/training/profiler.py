@@ -32,21 +32,30 @@ def _activities(kind: str) -> list:
     build can record; a warning names any it cannot (the trace then lacks device time)."""
     import warnings
 
-    from torch.profiler import ProfilerActivity, supported_activities
+    import torch.autograd
+    import torch.profiler
 
-    # Every torch build defines ProfilerActivity.HPU, but kineto records it only where the
-    # bridge registered its profiler (Intel's build); asking for it elsewhere is an error.
-    names = [n.upper() for n in backend(kind).profiler_activities]
-    wanted = [getattr(ProfilerActivity, n) for n in names if hasattr(ProfilerActivity, n)]
-    have = set(supported_activities())
-    missing = [a.name for a in wanted if a not in have]
+    # Read at call time: the 1.19 bridge replaces torch.profiler.ProfilerActivity with its own
+    # Enum (CPU, CUDA, HPU) and torch.profiler.profile with a subclass that takes it, starts
+    # its HPU profiler when HPU is asked for and hands CPU and CUDA on to torch
+    # (gaudi-pytorch-bridge @ 5a56187, activity_profiler/activity_profiler.py). Its members are
+    # never in supported_activities(), which lists torch's own: compare by name, and take HPU
+    # as recordable when the bridge's enum is the one in place.
+    enum = torch.profiler.ProfilerActivity
+    have = {a.name for a in torch.profiler.supported_activities()}
+    if enum is not torch.autograd.ProfilerActivity and hasattr(enum, "HPU"):
+        have.add("HPU")
+    # Recent torch builds define ProfilerActivity.HPU (2.6 does not), but kineto records it
+    # only where the bridge registered its profiler (Intel's build); elsewhere it is refused.
+    names = [n.upper() for n in backend(kind).profiler_activities if hasattr(enum, n.upper())]
+    missing = [n for n in names if n not in have]
     if missing:
         warnings.warn(
             f"this torch build cannot record {', '.join(missing)} activity: the profile "
             f"holds CPU time only (on Gaudi, use the torch of Intel's container)",
             stacklevel=3,
         )
-    return [a for a in wanted if a in have]
+    return [getattr(enum, n) for n in names if n in have]
 
 
 class _ProfileSteps:
@@ -54,7 +63,7 @@ class _ProfileSteps:
 
     def __init__(self, kind: str, warmup: int, steps: int, out: Path):
         self.kind, self.warmup, self.steps, self.out = kind, warmup, steps, out
-        self.prof = None
+        self.prof, self.recorded = None, ()
         self.quiet = contextlib.ExitStack()  # the profiler's own lines held back while it records
 
     def _ready(self, prof) -> None:
@@ -75,8 +84,10 @@ class _ProfileSteps:
         from torch.profiler import profile, schedule
 
         self.out.mkdir(parents=True, exist_ok=True)
+        activities = _activities(self.kind)
+        self.recorded = tuple(a.name.lower() for a in activities)
         self.prof = profile(
-            activities=_activities(self.kind),
+            activities=activities,
             record_shapes=True,
             profile_memory=True,
             schedule=schedule(wait=0, warmup=self.warmup, active=self.steps, repeat=1),
@@ -103,6 +114,7 @@ class Profile:
     table: Any  # pandas DataFrame
     trace: Path
     tensorboard: Path
+    activities: tuple[str, ...] = ()  # what was recorded: "cpu", plus "hpu" or "cuda" where it can
 
     def _repr_html_(self) -> str:
         head = (
@@ -197,6 +209,7 @@ def profile(
         table=top_ops(prof, top, kind),
         trace=out / "trace.json",
         tensorboard=out / "tensorboard",
+        activities=steps_cb.recorded,
     )
 
 

@@ -1,0 +1,29 @@
+"""HLML, Habana's management library (NVML's counterpart for Gaudi): its ``Vendor`` record.
+
+``hpu`` reads the cards' monitor and driver through it, and ``_bridge`` asks it whether this
+machine has Gaudi cards at all (without taking one) when the bridge fails to import.
+"""
+
+from __future__ import annotations
+
+from .monitor import Vendor
+
+HLML_TEMPERATURE_ON_AIP = (
+    0  # the chip's own sensor: pyhlml_types_generated.py HLML_TEMPERATURE_SENSORS
+)
+
+HLML = Vendor(
+    kind="hpu",
+    module="pyhlml",
+    package="habana-pyhlml",
+    extra="gaudi",
+    library="HLML",
+    driver="Gaudi",
+    prefix="hlml",
+    error="HLMLError",
+    util_field="aip",
+    sensor=HLML_TEMPERATURE_ON_AIP,
+    what="Gaudi cards",
+    fallback_name="Gaudi",
+    driver_call="hlmlGetDriverVersion",
+)
