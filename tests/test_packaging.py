@@ -27,7 +27,9 @@ def test_environment_yml_has_every_runtime_dependency():
 
 def test_torch_has_only_a_lower_bound():
     torch = [d for d in _pyproject()["project"]["dependencies"] if _name(d) == "torch"]
-    assert torch == ["torch>=2.4"], "Gaudi containers bring their own torch: never pin it"
+    assert len(torch) == 1 and re.fullmatch(r"torch>=[\d.]+", torch[0]), (
+        "Gaudi containers bring their own torch: never pin it"
+    )
 
 
 def test_constraints_pin_every_runtime_dependency():
