@@ -59,6 +59,7 @@ RECORD = Backend(
     kind="cpu", title="CPU", torch_device="cpu", dist_backend="gloo", compile_backend=None,
     optimizer="adamw_torch_fused",  # torch's AdamW, fused kernel: CPU support since torch 2.4
     available=lambda: True, count=lambda: 1, name=name, memory=memory,
+    total_memory=lambda i: memory(i)["total"],
     reset_peak=noop,  # the peak RSS of a process cannot be reset
     synchronize=noop, mark_step=noop,
     precision=lambda i: "fp32",  # bf16 autocast on most CPUs is slower than fp32

@@ -7,8 +7,14 @@ and of the recipe cache's place (``recipe_cache``).
 
 from __future__ import annotations
 
+import glob
+import os
+import re
+
 from . import _bridge
-from .monitor import Vendor, driver_from_tool, read_vendor
+from .cards import Card, with_holders
+from .chips import match
+from .monitor import Unavailable, Vendor, driver_from_tool, inventory, read_vendor
 from .record import Backend
 
 MODES = _bridge.MODES
@@ -21,8 +27,82 @@ HLML = Vendor(
     driver="Gaudi", prefix="hlml", error="HLMLError", util_field="aip",
     sensor=HLML_TEMPERATURE_ON_AIP, what="Gaudi cards", fallback_name="Gaudi",
     driver_call="hlmlGetDriverVersion",
+    module_call="hlmlDeviceGetModuleID",  # pyhlml main.py:625
+    minor_call="hlmlDeviceGetMinorNumber",  # pyhlml main.py:474
 )
 HL_SMI = ("hl-smi", "-Q", "driver_version", "-f", "csv,noheader")
+
+
+# Where the cards' device files are: the driver's /dev/accel/accel<N> (older drivers /dev/hl<N>).
+# A container that mounts them elsewhere names its globs in WORKBENCH_HPU_DEVICE_FILES
+# (separated by os.pathsep). Nothing else in the workbench looks for them.
+DEVICE_FILES_ENV = "WORKBENCH_HPU_DEVICE_FILES"
+DEVICE_FILES = ("/dev/accel/accel*", "/dev/hl[0-9]*")
+_NUMBERED = re.compile(r"^(?:accel|hl)(\d+)$")  # not accel_controlD<N>, hl_controlD<N>
+VISIBLE_ENV = "HABANA_VISIBLE_MODULES"  # the modules a process may take (the driver's filter)
+
+
+def device_files() -> dict[int, str]:
+    """The cards' device files by number (the minor of ``/dev/accel/accel<N>``)."""
+    chosen = os.environ.get(DEVICE_FILES_ENV, "").strip()
+    patterns = [p for p in chosen.split(os.pathsep) if p] if chosen else DEVICE_FILES
+    out: dict[int, str] = {}
+    for pattern in patterns:
+        for path in sorted(glob.glob(pattern)):
+            found = _NUMBERED.match(os.path.basename(path))
+            if found:
+                out.setdefault(int(found.group(1)), path)
+    return out
+
+
+def _inventory() -> list[dict]:
+    """The cards as HLML lists them, else one per device file; never through the bridge,
+    whose device calls take a card (its lazy init acquires one)."""
+    try:
+        return inventory(HLML)
+    except Unavailable:
+        return [{"index": i, "name": HLML.fallback_name, "total": 0, "module": None, "minor": n}
+                for i, n in enumerate(sorted(device_files()))]
+
+
+def cards() -> list[Card]:
+    """Every Gaudi card of this machine, with the processes that hold it."""
+    files = device_files()
+    return with_holders([
+        Card("hpu", r["index"], r["name"], "Gaudi", r["module"], r["total"],
+             files.get(r["index"] if r["minor"] is None else r["minor"]))
+        for r in _inventory()])
+
+
+def count() -> int:
+    """Cards on this machine (HLML, else device files, else the bridge's count, which reads
+    the driver without acquiring: ``device_count``)."""
+    return len(_inventory()) or _bridge.count()
+
+
+def _row(index: int) -> dict:
+    _bridge.one_device(index)
+    rows = _inventory()
+    return rows[index] if index < len(rows) else {"name": HLML.fallback_name, "total": 0}
+
+
+def name(index: int) -> str:
+    """The card's model name as HLML reports it (``"HL-225"``)."""
+    return str(_row(index)["name"])
+
+
+def total_memory(index: int) -> int:
+    """Bytes of HBM on the card (HLML); 0 where only the device files are known."""
+    return int(_row(index)["total"])
+
+
+def generation() -> str | None:
+    """``"Gaudi1"``, ``"Gaudi2"`` or ``"Gaudi3"`` from HLML's product name (``chips``)."""
+    rows = _inventory()
+    if not rows or rows[0]["name"] == HLML.fallback_name:
+        return None
+    found = match(rows[0]["name"], "hpu")
+    return found.name if found is not None else None
 
 
 def monitor() -> list[dict]:
@@ -40,9 +120,10 @@ RECORD = Backend(
     kind="hpu", title="Intel Gaudi", torch_device="hpu", dist_backend="hccl",
     compile_backend="hpu_backend",  # inductor is not supported on HPU
     optimizer="hpex_fused_adamw",
-    available=_bridge.available, count=_bridge.count, name=_bridge.name, memory=_bridge.memory,
+    available=_bridge.available, count=count, name=name, memory=_bridge.memory,
+    total_memory=total_memory, cards=cards, visible_env=VISIBLE_ENV,
     reset_peak=_bridge.reset_peak, synchronize=_bridge.synchronize, mark_step=_bridge.mark_step,
-    precision=_bridge.precision, generation=_bridge.generation, mode=_bridge.hpu_mode,
+    precision=_bridge.precision, generation=generation, mode=_bridge.hpu_mode,
     versions=_bridge.versions, compiles=_bridge.compiles, monitor=monitor, vendor=HLML,
     driver_version=driver_version,
     oom_marker="PT_DEVMEM Allocation failed",
