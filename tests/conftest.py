@@ -112,14 +112,19 @@ def _drop_fake_modules():
 
 
 @pytest.fixture
-def fake_hpu(monkeypatch):
-    """Put the Habana bridge TEST DOUBLE (tests/fakes) on the path for one test."""
+def fake_hpu(monkeypatch, tmp_path_factory):
+    """Put the Habana bridge TEST DOUBLE (tests/fakes) on the path for one test.
+
+    Its cards' device files go in a fresh folder, so no card is held by an earlier test
+    (a reloaded double would otherwise find this process's own lock on card 0)."""
     from workbench.backends.registry import clear_cache
 
     monkeypatch.syspath_prepend(str(FAKES))
     monkeypatch.setenv("FAKE_HPU_GENERATION", "2")
     monkeypatch.setenv("FAKE_HPU_COUNT", "8")
-    for name in ("PT_HPU_LAZY_MODE", "PT_HPU_RECIPE_CACHE_CONFIG", "HLS_MODULE_ID"):
+    monkeypatch.setenv("FAKE_HPU_DEV_DIR", str(tmp_path_factory.mktemp("accel")))
+    for name in ("PT_HPU_LAZY_MODE", "PT_HPU_RECIPE_CACHE_CONFIG", "HLS_MODULE_ID",
+                 "HABANA_VISIBLE_MODULES"):
         monkeypatch.delenv(name, raising=False)  # the workbench and the double set them: restored after
     _drop_fake_modules()
     clear_cache()
@@ -129,9 +134,11 @@ def fake_hpu(monkeypatch):
 
 
 @pytest.fixture
-def fake_env():
-    """Environment for a subprocess that should see the HPU test double."""
+def fake_env(tmp_path_factory):
+    """Environment for a subprocess that should see the HPU test double (its cards' device
+    files in a fresh folder)."""
     env = dict(os.environ)
+    env["FAKE_HPU_DEV_DIR"] = str(tmp_path_factory.mktemp("accel"))
     env["PYTHONPATH"] = os.pathsep.join([str(FAKES), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
 

@@ -10,6 +10,7 @@ import os
 
 import torch
 
+from habana_frameworks.torch import _card
 from habana_frameworks.torch.utils.internal import is_lazy
 
 from .metrics import metric_global  # noqa: F401  (hpu/__init__.py re-exports hpu.metrics)
@@ -87,6 +88,25 @@ def fake_to(obj, device):
     return obj
 
 
+_initialized = False
+
+
+def init() -> None:
+    """Acquire this process's card (``_lazy_init`` -> ``_hpu_C.init()``, hpu/__init__.py)."""
+    _lazy_init()
+
+
+def _lazy_init() -> None:
+    global _initialized
+    if not _initialized:
+        _card.acquire()  # raises the bridge's "Device acquire failed" when the card is taken
+        _initialized = True
+
+
+def is_initialized() -> bool:
+    return _initialized
+
+
 def is_available() -> bool:
     return _count() > 0
 
@@ -96,6 +116,7 @@ def device_count() -> int:
 
 
 def current_device() -> int:
+    _lazy_init()  # hpu/__init__.py: current_device() calls _lazy_init()
     return 0
 
 
@@ -133,6 +154,7 @@ class device:  # noqa: N801 (the bridge's name)
 
 
 def get_device_name(device=None) -> str:
+    _lazy_init()  # hpu/__init__.py: get_device_name() calls _lazy_init()
     _check_index(device)
     gen = os.environ.get("FAKE_HPU_GENERATION", "2")
     return "GAUDI" if gen == "1" else f"GAUDI{gen}"
@@ -143,6 +165,7 @@ def is_bf16_supported() -> bool:
 
 
 def synchronize() -> None:
+    _lazy_init()  # hpu/__init__.py: synchronize() calls _lazy_init()
     CALLS.append("synchronize")
 
 
@@ -155,7 +178,8 @@ def fake_allocate(nbytes: int) -> None:
 
 def memory_stats(device=None) -> dict:
     # keys and meaning from hpu/memory.py @ 5a56187; "Limit" is the allocator's pool, less
-    # than the HBM (FAKE_HPU_MEMORY sets it)
+    # than the HBM (FAKE_HPU_MEMORY sets it); every function of memory.py calls hpu.init()
+    init()
     _check_index(device)
     return {
         "Limit": int(os.environ.get("FAKE_HPU_MEMORY", str(96 * _GiB))),
@@ -174,6 +198,7 @@ def max_memory_allocated(device=None) -> int:
 
 
 def reset_peak_memory_stats(device=None) -> None:
+    init()  # memory.py: hpu.init()
     _check_index(device)
     _state["max_in_use"] = _state["in_use"]
 
