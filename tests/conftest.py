@@ -122,7 +122,12 @@ def fake_hpu(monkeypatch, tmp_path_factory):
     monkeypatch.syspath_prepend(str(FAKES))
     monkeypatch.setenv("FAKE_HPU_GENERATION", "2")
     monkeypatch.setenv("FAKE_HPU_COUNT", "8")
-    monkeypatch.setenv("FAKE_HPU_DEV_DIR", str(tmp_path_factory.mktemp("accel")))
+    dev_dir = tmp_path_factory.mktemp("accel")
+    monkeypatch.setenv("FAKE_HPU_DEV_DIR", str(dev_dir))
+    # the workbench finds the emulated cards' device files there (docs/devices.md), and HLML
+    # (the pyhlml double, tests/fakes/pyhlml) lists the same FAKE_HPU_COUNT cards
+    monkeypatch.setenv("WORKBENCH_HPU_DEVICE_FILES", str(dev_dir / "accel*"))
+    monkeypatch.delitem(sys.modules, "pyhlml", raising=False)
     for name in ("PT_HPU_LAZY_MODE", "PT_HPU_RECIPE_CACHE_CONFIG", "HLS_MODULE_ID",
                  "HABANA_VISIBLE_MODULES"):
         monkeypatch.delenv(name, raising=False)  # the workbench and the double set them: restored after
@@ -139,6 +144,7 @@ def fake_env(tmp_path_factory):
     files in a fresh folder)."""
     env = dict(os.environ)
     env["FAKE_HPU_DEV_DIR"] = str(tmp_path_factory.mktemp("accel"))
+    env["WORKBENCH_HPU_DEVICE_FILES"] = os.path.join(env["FAKE_HPU_DEV_DIR"], "accel*")
     env["PYTHONPATH"] = os.pathsep.join([str(FAKES), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
 

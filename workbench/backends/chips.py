@@ -44,13 +44,18 @@ def _peaks(bf16: float | None, fp16: float | None = None, fp32: float | None = N
 # white papers, as tabulated in Bekman's ML Engineering), H100 SXM and H200 1979 (NVIDIA's 3,958
 # with sparsity / 2, as composer's speed monitor has it); sources quoted in
 # assets/plan_references.json "peaks" and docs/planner-sources.md. A100: no fp8.
+# HLML names the product, not the generation (pyhlml hlmlDeviceGetName): HL-205 is the first
+# Gaudi's mezzanine card, HL-225 the Gaudi 2 OAM, HL-325L / HL-338 Gaudi 3 (Intel's product names).
 CHIPS: dict[str, Chip] = {c.name: c for c in (
     # Gaudi1: ~60 bf16 TFLOP/s is reported but uncertain: no MFU rather than a wrong one.
     # fp16 is not available on Gaudi1 (bf16 is on every generation).
     # usable: the allocator's pool (Gaudi2: as logged; Gaudi1: unverified; Gaudi3: unknown; docs/gaudi.md)
-    Chip("Gaudi1", "hpu", "Intel Gaudi", 32 * GiB, _peaks(None), r"gaudi(1|(?![23]))", fp16=False, usable=int(29.9 * GiB)),
-    Chip("Gaudi2", "hpu", "Intel Gaudi 2", 96 * GiB, _peaks(432, fp8=865), "gaudi2", usable=int(94.62 * GiB)),
-    Chip("Gaudi3", "hpu", "Intel Gaudi 3", 128 * GiB, _peaks(1835, fp8=1835), "gaudi3"),
+    Chip("Gaudi1", "hpu", "Intel Gaudi", 32 * GiB, _peaks(None), r"gaudi(1|(?![23]))|^hl20\d",
+         fp16=False, usable=int(29.9 * GiB)),
+    Chip("Gaudi2", "hpu", "Intel Gaudi 2", 96 * GiB, _peaks(432, fp8=865), r"gaudi2|^hl22\d",
+         usable=int(94.62 * GiB)),
+    Chip("Gaudi3", "hpu", "Intel Gaudi 3", 128 * GiB, _peaks(1835, fp8=1835),
+         r"gaudi3|^hl3\d\d"),
     Chip("A100 40GB", "cuda", "NVIDIA A100 40GB", 40 * GiB, _peaks(312, 312, 19.5), "a100.*40g"),
     Chip("A100 80GB", "cuda", "NVIDIA A100 80GB", 80 * GiB, _peaks(312, 312, 19.5), "a100"),
     # the PCIe and NVL boards run slower clocks: not this row

@@ -246,7 +246,10 @@ def launch(model, data, *, devices: int = 2, strategy: str = "ddp", zero_stage: 
     log_path = run.path / "launcher.log"
     run.dashboard = attach(run, live, background)
     log = open(log_path, "w")
-    env = child_env(launchfiles.restart_env(max_restarts))  # no HLS_MODULE_ID of this kernel
+    # no HLS_MODULE_ID of this kernel; HABANA_VISIBLE_MODULES naming free cards when some
+    # are held (prepare chose them, or refused before anything was written)
+    env = child_env({**launchfiles.restart_env(max_restarts),
+                     **run.spec["launch"].get("env", {})})
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=Path.cwd(), env=env,
                             preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     run.process = proc
