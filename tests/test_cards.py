@@ -11,12 +11,12 @@ import os
 import subprocess
 import sys
 import textwrap
-
 from pathlib import Path
 
 import pytest
 
 import workbench as wb
+
 from conftest import FAKES
 
 pytestmark = pytest.mark.usefixtures("runs_in_tmp")

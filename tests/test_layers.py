@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "workbench"
 # one of them (the test says so).
 LAYERS = [
     {"backends.registry", "backends.record", "backends.hpu", "backends.cuda", "backends.cpu",
-     "backends.chips", "backends.torchrun", "backends._bridge", "backends.monitor", "bundled",
+     "backends.chips", "backends.cards", "backends.torchrun", "backends._bridge", "backends.monitor", "bundled",
      "views.progress", "nbrecord", "training.interrupts", "families", "rundir.lock",
      "planning.references", "hub", "diffusion.pipeline", "markup", "liblogs"},
     {"catalog", "data", "training.shapes", "training.batching", "planning.memory",
