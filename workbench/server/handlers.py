@@ -14,6 +14,7 @@ import tornado.web
 from jupyter_server.base.handlers import APIHandler
 
 from ..backends.registry import monitor_all
+from .holders import server_cards
 from .runs import BadPath, NotFound, NotRunning, RunTable
 
 PATH_HINT = 'send {"path": "<run directory relative to the server root>"}, as workbench/runs lists it'
@@ -48,6 +49,15 @@ class DevicesHandler(_Handler):
     @tornado.web.authenticated
     def get(self) -> None:
         self.reply(monitor_all())
+
+
+class CardsHandler(_Handler):
+    """``GET workbench/cards``: every card, free or held (pid, command line, and the kernel
+    and notebook when the holder is one of this server's kernels)."""
+
+    @tornado.web.authenticated
+    async def get(self) -> None:
+        self.reply(await server_cards(self.kernel_manager, self.session_manager))
 
 
 class RunsHandler(_Handler):
@@ -90,5 +100,5 @@ def handlers(base_url: str, table: RunTable) -> list[tuple[str, type, dict]]:
 
     kwargs = {"table": table}
     return [(url_path_join(base_url, "workbench", name), cls, kwargs)
-            for name, cls in (("devices", DevicesHandler), ("runs", RunsHandler), ("run", RunHandler),
-                              ("stop", StopHandler))]
+            for name, cls in (("devices", DevicesHandler), ("cards", CardsHandler),
+                              ("runs", RunsHandler), ("run", RunHandler), ("stop", StopHandler))]
