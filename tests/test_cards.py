@@ -111,12 +111,14 @@ def test_device_files_come_from_one_documented_place(fake_hpu, monkeypatch, tmp_
 def test_a_process_that_trained_knows_its_card_and_says_so(fake_hpu):
     code = textwrap.dedent("""
         import json, workbench as wb
+        from workbench.views.dashboard import holding
         dev = wb.device("hpu")
         before = dev.held
         dev.memory()  # what training reads first: the bridge takes a card
         dev = wb.device("hpu")
         print(json.dumps({"before": before, "held": dev.held.title, "says": dev.holding,
-                          "repr": repr(dev), "html": dev._repr_html_()}))
+                          "repr": repr(dev), "html": dev._repr_html_(),
+                          "header": holding("hpu"), "cpu": holding("cpu")}))
     """)
     done = _run(code)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -125,6 +127,7 @@ def test_a_process_that_trained_knows_its_card_and_says_so(fake_hpu):
     assert out["says"].startswith("this process holds Gaudi 0 (module 0) since ")
     assert out["says"].endswith("; it frees it when it exits")
     assert out["says"] in out["repr"] and out["says"] in out["html"]
+    assert out["header"] == out["says"] and out["cpu"] == "", "the dashboard's header says it"
 
 
 def test_devices_and_the_cli_name_the_holder_and_its_notebook(process):
