@@ -47,6 +47,9 @@ CHECKS = {
     "10_memory_planning": lambda r: r["llama_70b_fits_one_h200"] is False and r["plans"] >= 20,
     "11_what_will_it_cost": lambda r: r["models_planned"] == 5 and r["llama_3_70b_h100_devices"] > 1
     and r["sd15_hours"] is None and r["every_row_sourced"],
+    # the worker freed its card (the kernel holds none after it); the in-kernel run trained
+    "13_gaudi_node": lambda r: r["worker_status"] == "completed" and r["kernel_held_after_worker"] is False
+    and r["in_kernel_status"] == "completed" and 0 <= r["free_cards"] <= r["cards"],
 }
 TRAINING_CELLS = ("wb.train(", "wb.launch(", "wb.profile(")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
