@@ -205,3 +205,18 @@ def test_placement_honours_the_callers_visible_modules(process, monkeypatch):
     assert launch_env(dev, 2) == {"HABANA_VISIBLE_MODULES": "3,5"}
     with pytest.raises(RuntimeError, match=r"needs 3 free Gaudi cards; 2 are free here"):
         launch_env(dev, 3)
+
+
+def test_the_doctor_says_what_this_process_holds(fake_hpu, tmp_path):
+    code = textwrap.dedent(f"""
+        import json, workbench as wb
+        wb.device("hpu").memory()  # as a kernel that trained
+        d = wb.doctor({str(tmp_path / "doctor")!r}, device="hpu", only="device", echo=False)
+        print(json.dumps({{"detail": d.check("device").detail, "status": d.check("device").status}}))
+    """)
+    done = _run(code)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["status"] == "pass" and "7 of 8 cards free" in out["detail"]
+    assert "this process holds Gaudi 0 (module 0) since " in out["detail"], out["detail"]
+    assert "Gaudi 0 (module 0): held by pid" in out["detail"]
