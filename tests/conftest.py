@@ -123,6 +123,9 @@ def fake_hpu(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("FAKE_HPU_GENERATION", "2")
     monkeypatch.setenv("FAKE_HPU_COUNT", "8")
     monkeypatch.setenv("FAKE_HPU_DEV_DIR", str(tmp_path_factory.mktemp("accel")))
+    # the Python API only: the emulated device would make "hpu" this process's accelerator
+    # for every later test (tests/fakes/README.md); tests that need it use a subprocess
+    monkeypatch.setenv("FAKE_HPU_DEVICE", "0")
     for name in ("PT_HPU_LAZY_MODE", "PT_HPU_RECIPE_CACHE_CONFIG", "HLS_MODULE_ID",
                  "HABANA_VISIBLE_MODULES"):
         monkeypatch.delenv(name, raising=False)  # the workbench and the double set them: restored after
