@@ -11,7 +11,8 @@ import os
 
 import torch
 
-from habana_frameworks.torch import _card, _device
+from habana_frameworks import _device
+from habana_frameworks.torch import _card
 from habana_frameworks.torch.utils.internal import is_lazy
 
 from .metrics import metric_global  # noqa: F401  (hpu/__init__.py re-exports hpu.metrics)
@@ -41,6 +42,8 @@ _state = {"in_use": 0, "max_in_use": 0, "num_allocs": 0}  # without the device (
 # hook) leaves it out: the pytest process itself must not get an "hpu" accelerator, so tests
 # there see the Python API only, and any HPU tensor fails as on a CPU build of torch.
 _ext = _device.load() if os.environ.get("FAKE_HPU_DEVICE", "1") != "0" else None
+if _ext is not None:
+    _ext.set_bridge_loaded(True)
 
 
 def _count() -> int:

@@ -19,7 +19,7 @@ _loaded = {}
 
 
 def build_dir() -> Path:
-    root = Path(__file__).resolve().parents[5]  # <root>/tests/fakes/habana_frameworks/...
+    root = Path(__file__).resolve().parents[4]  # <root>/tests/fakes/habana_frameworks/_device
     default = root / ".fake_hpu_build"
     digest = hashlib.sha256(SOURCE.read_bytes() + torch.__version__.encode()).hexdigest()[:12]
     return Path(os.environ.get("FAKE_HPU_BUILD_DIR") or default) / digest

@@ -9,6 +9,7 @@
 // Rules that follow the bridge cite HabanaAI/gaudi-pytorch-bridge @ 5a56187 (1.19.0).
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/detail/HPUHooksInterface.h>
 #include <ATen/native/CPUFallback.h>
@@ -31,6 +32,17 @@
 namespace fake_hpu {
 
 constexpr c10::DeviceType kHPU = c10::DeviceType::HPU;
+
+// The library is loaded when torch is imported (the double's autoload entry point), since
+// torch caches its HPU hooks on first use; the device exists only once the bridge's Python
+// API (habana_frameworks.torch) has been imported and says so through set_bridge_loaded.
+// Before that, as on a machine where the bridge has not loaded, torch sees no HPU.
+std::atomic<bool> bridge_loaded{false};
+
+void check_loaded() {
+  TORCH_CHECK(bridge_loaded.load(),
+              "hpu (emulated): the device is not loaded; import habana_frameworks.torch first");
+}
 
 // ----------------------------------------------------------------------- device guard
 // One device per process, index 0: HABANAGuardImpl fails for any other index and reports
@@ -138,13 +150,30 @@ REGISTER_ALLOCATOR(kHPU, &allocator);
 struct Hooks final : at::HPUHooksInterface {
   explicit Hooks(at::HPUHooksArgs) {}
   void init() const override {}
-  bool hasHPU() const override { return true; }
-  bool isBuilt() const override { return true; }
-  bool isAvailable() const override { return true; }
+  bool hasHPU() const override { return bridge_loaded.load(); }
+  bool isBuilt() const override { return bridge_loaded.load(); }
+  bool isAvailable() const override { return bridge_loaded.load(); }
   c10::Device getDeviceFromPtr(void*) const override { return c10::Device(kHPU, 0); }
   bool isPinnedPtr(const void*) const override { return false; }
   c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  c10::DeviceIndex deviceCount() const override { return bridge_loaded.load() ? 1 : 0; }
+  void setCurrentDevice(c10::DeviceIndex d) const override { check_index(d); }
+  c10::DeviceIndex getCurrentDevice() const override { return 0; }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex d) const override {
+    check_index(d);
+    return 0;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override {
+    return exchangeDevice(d);
+  }
+  // ops run their CPU kernels, which draw from the CPU generator
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
+    return at::detail::getDefaultCPUGenerator();
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex) const override {
+    return at::detail::createCPUGenerator();
+  }
 };
 
 // ----------------------------------------------------------------------- ops
@@ -152,6 +181,7 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
                                std::optional<c10::Layout> layout,
                                std::optional<c10::Device> device, std::optional<bool> pin,
                                std::optional<c10::MemoryFormat> memory_format) {
+  check_loaded();
   if (device) check_index(device->index());
   TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
               "hpu (emulated): only strided tensors");
@@ -164,6 +194,7 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                          std::optional<c10::ScalarType> dtype,
                          std::optional<c10::Layout> layout,
                          std::optional<c10::Device> device, std::optional<bool> pin) {
+  check_loaded();
   if (device) check_index(device->index());
   constexpr c10::DispatchKeySet keys(c10::DispatchKey::HPU);
   return at::detail::empty_strided_generic(size, stride, &allocator, keys,
@@ -285,6 +316,7 @@ void clear_stats() {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("memory_stats", &memory_stats);
+  m.def("set_bridge_loaded", [](bool v) { fake_hpu::bridge_loaded = v; });
   m.def("reset_peak_memory_stats", &reset_peak);
   m.def("clear_memory_stats", &clear_stats);
 }
