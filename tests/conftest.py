@@ -146,6 +146,16 @@ def fake_env(tmp_path_factory):
     return env
 
 
+@pytest.fixture
+def on_hpu(tmp_path):
+    """``on_hpu(body, **env)``: run ``body`` on the emulated Gaudi in a fresh Python (never in
+    this process: the device would stay its accelerator); the dict it leaves in ``out``."""
+    from emulated_hpu import run_on_hpu
+
+    count = iter(range(1000))
+    return lambda body, **env: run_on_hpu(tmp_path / f"hpu-{next(count)}", body, **env)
+
+
 # ---------------------------------------------------------------- run directories
 @pytest.fixture
 def runs_in_tmp(tmp_path, monkeypatch):
