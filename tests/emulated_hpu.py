@@ -80,3 +80,30 @@ def marks(source: str = "workbench") -> int:
     from habana_frameworks.torch.core.step_closure import MARKS
 
     return sum(1 for m in MARKS if m.startswith(source))
+
+
+class Spy:
+    """A TrainerCallback (added after the workbench's own) that notes, at each event, how many
+    mark_steps the workbench has run so far."""
+
+    EVENTS = ("on_substep_end", "on_pre_optimizer_step", "on_optimizer_step",
+              "on_prediction_step")
+
+    def __init__(self):
+        from transformers import TrainerCallback
+
+        self.seen: list[tuple[str, int]] = []
+        spy = self
+
+        class _Callback(TrainerCallback):
+            pass
+
+        for name in self.EVENTS:
+            setattr(_Callback, name,
+                    lambda self_, *a, _n=name, **k: spy.seen.append((_n, marks())))
+        self.callback = _Callback()
+
+
+def compiles(run) -> list[int]:
+    """The compile counter at each logged training step."""
+    return [e["compiles"] for e in run.events if e.get("phase") in ("warmup", "train")]

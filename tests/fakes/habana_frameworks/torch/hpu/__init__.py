@@ -86,16 +86,6 @@ def _guard(device) -> int:
     return index
 
 
-def fake_to(obj, device):
-    """Test hook (not bridge API): what ``obj.to(device)`` does on the real bridge, minus the
-    copy. An HPU index other than 0 fails as the guard makes it fail; the object stays on
-    the CPU and remembers where it was sent (``obj.fake_device``)."""
-    if torch.device(device).type == "hpu":
-        _guard(device)
-    obj.fake_device = str(device)
-    return obj
-
-
 _initialized = False
 
 
@@ -105,6 +95,8 @@ def init() -> None:
 
 
 def _lazy_init() -> None:
+    """The bridge's lazy init: acquires the card (bindings.cpp ``hpu_init``). torch calls it
+    too before the first HPU tensor of a process (torch/csrc/utils/device_lazy_init)."""
     global _initialized
     if not _initialized:
         _card.acquire()  # raises the bridge's "Device acquire failed" when the card is taken
