@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -268,14 +269,7 @@ def test_compile_is_refused_in_lazy_mode(hpu, monkeypatch):
     assert not recipe.compile_on({"mode": None, "compile": None}, dev)
 
 
-# ----------------------------------------------------------------------------- (6) FusedAdamW
-
-
-
-
 # ----------------------------------------------------------------------------- smaller items
-
-
 def test_deepspeed_owns_the_optimizer_and_clipping(hpu, tmp_path):
     """Under DeepSpeed the workbench hands over no FusedAdamW (ZeRO wraps the Trainer's own
     optimizer) and leaves max_grad_norm to DeepSpeed's gradient_clipping ("auto")."""
@@ -284,7 +278,7 @@ def test_deepspeed_owns_the_optimizer_and_clipping(hpu, tmp_path):
     from workbench.scaleout.launcher import deepspeed_config
 
     dev = wb.device("hpu")
-    args = transformers.TrainingArguments(output_dir=str(tmp_path), use_cpu=True, adam_beta1=0.8)
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), adam_beta1=0.8)
     cls, kw = trainer.fused_optimizer(dev, args)
     assert cls.__name__ == "FusedAdamW" and kw == {"lr": 5e-5, "betas": (0.8, 0.999), "eps": 1e-8}
     assert trainer.fused_optimizer(wb.device("cpu"), args) is None
@@ -396,5 +390,19 @@ def test_the_double_is_as_strict_as_the_bridge(hpu, monkeypatch):
     assert compiled(torch.ones(1, 2)).shape == (1, 2)
 
 
-
-
+def test_no_test_switches_the_hpu_off():
+    """The HPU tests run with nothing switched off underneath: no Trainer told to use the CPU,
+    no patched device string, no forced-off detection in transformers, accelerate or DeepSpeed
+    (issue 28; the patterns are assembled so that this file does not match itself)."""
+    patterns = ["use" + "_cpu=True", "\"use" + "_cpu\": True", "torch_device" + "\", property",
+                "torch_device" + "\", lambda", "torch_device" + " = property",
+                "is_torch_hpu_available" + ".cache_clear",
+                "is_hpu_available" + ".cache_clear"]
+    for var, value in (("ACCELERATE_TORCH_DEVICE", "cpu"), ("ACCELERATE_BYPASS_DEVICE_MAP", "true"),
+                       ("DS_ACCELERATOR", "cpu")):
+        patterns += [f'setenv("{var}", "{value}")', f'["{var}"] = "{value}"', f'{var}="{value}"']
+    tests = Path(__file__).parent
+    found = [f"{path.relative_to(tests)}: {pattern}" for path in sorted(tests.rglob("*.py"))
+             for pattern in patterns if pattern in path.read_text()]
+    found += [str(p.relative_to(tests)) for p in tests.glob("fakes_workers/*")]
+    assert not found, found
