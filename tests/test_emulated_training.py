@@ -68,3 +68,27 @@ def test_lazy_mode_trains_on_hpu_with_a_mark_step_after_each_backward(on_hpu):
     for name in ("bert", "gpt2"):
         assert out[name]["args_device"] == "hpu:0" and out[name]["params"] == ["hpu:0"], out
     assert out["gpt2_marks"] >= 2 * 2 + 2, "a mark_step after each backward and each step"
+
+
+def test_t5_llama_lora_and_tiny_sd_train_on_hpu(on_hpu):
+    """T5 (bf16, accumulation, evaluation), Llama with LoRA (the adapters on the device too)
+    and tiny SD with cached latents and sample grids, each on hpu:0. SD's convolutions reach
+    the device through ``convolution_overrideable`` (the double runs them on host copies)."""
+    out = on_hpu("""
+        import workbench as wb
+        t5 = train(wb.model("t5"), wb.dataset("docstrings-summary", limit=32), mode="eager",
+                   precision="bf16", eval_every=1, gradient_accumulation_steps=2)
+        out["t5"] = placed(t5)
+        lora = train(wb.model("llama", lora={"r": 4}), mode="eager", precision="bf16")
+        out["lora"] = placed(lora)
+        out["adapters"] = sorted({str(p.device) for p in lora.trainer.model.parameters()
+                                  if p.requires_grad})
+        sd = train(wb.model("sd"), wb.dataset("digits-captioned", limit=32), mode="eager",
+                   batch_size=4, cache_latents=True, sample_prompts=["a handwritten seven"],
+                   sample_every=1, sample_steps=2)
+        out["sd"] = placed(sd)
+        out["grids"] = [e["step"] for e in sd.events if e["phase"] == "samples"]
+    """)
+    for name in ("t5", "lora", "sd"):
+        assert out[name]["args_device"] == "hpu:0" and out[name]["params"] == ["hpu:0"], out
+    assert out["adapters"] == ["hpu:0"] and out["grids"] == [1, 2]

@@ -234,6 +234,32 @@ at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size,
   return at::cpu::as_strided_symint(self, size, stride, std::move(offset));
 }
 
+// Convolutions reach backends other than CPU/CUDA through convolution_overrideable, whose
+// default kernel raises: the double runs torch's CPU convolution on host copies.
+at::Tensor on_host(const at::Tensor& t) { return t.defined() ? t.to(c10::kCPU) : t; }
+at::Tensor on_hpu(const at::Tensor& t) { return t.defined() ? t.to(c10::Device(kHPU, 0)) : t; }
+
+at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                       at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                       at::IntArrayRef output_padding, int64_t groups) {
+  std::optional<at::Tensor> host_bias;
+  if (bias && bias->defined()) host_bias = on_host(*bias);
+  return on_hpu(at::convolution(on_host(input), on_host(weight), host_bias, stride, padding,
+                                dilation, transposed, output_padding, groups));
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+    at::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
+  std::vector<int64_t> bias_sizes{transposed ? weight.size(1) * groups : weight.size(0)};
+  auto grads = at::convolution_backward(on_host(grad_output), on_host(input), on_host(weight),
+                                        bias_sizes, stride, padding, dilation, transposed,
+                                        output_padding, groups, output_mask);
+  return {on_hpu(std::get<0>(grads)), on_hpu(std::get<1>(grads)), on_hpu(std::get<2>(grads))};
+}
+
 void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // every other op runs its CPU kernel on host copies of the inputs, and the results come
   // back to hpu; a view op that has no HPU kernel here is refused (a copy would not alias)
@@ -259,6 +285,8 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("_reshape_alias", &at::native::_reshape_alias);
   m.impl("unfold", &at::native::unfold);
   m.impl("resize_", &at::native::resize_);
+  m.impl("convolution_overrideable", &fake_hpu::convolution);
+  m.impl("convolution_backward_overrideable", &fake_hpu::convolution_backward);
 }
 
 TORCH_LIBRARY_IMPL(_, HPU, m) {
@@ -267,7 +295,11 @@ TORCH_LIBRARY_IMPL(_, HPU, m) {
 
 // Autocast: the bridge registers AutocastHPU kernels from its default lower-precision list
 // (hpu_ops/autocast_helpers.h:34 @ 5a56187); the double casts the matrix-multiply family of
-// that list to the autocast dtype and lets every other op through unchanged.
+// that list to the autocast dtype and lets every other op through unchanged. The norms of
+// that list the bridge runs with only their first input lowered (lower_first_ops, line 113);
+// the CPU kernels cannot take a bf16 input with fp32 weights in backward ("Expected scalar
+// types of X and dY are same"), so here every input is lowered: the output dtype (bf16) is
+// the bridge's, the weights are rounded to bf16 for the op.
 TORCH_LIBRARY_IMPL(_, AutocastHPU, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
 TORCH_LIBRARY_IMPL(aten, AutocastHPU, m) {
@@ -284,6 +316,10 @@ TORCH_LIBRARY_IMPL(aten, AutocastHPU, m) {
   KERNEL(c10::DeviceType::HPU, conv2d, lower_precision_fp)
   KERNEL(c10::DeviceType::HPU, conv3d, lower_precision_fp)
   KERNEL(c10::DeviceType::HPU, scaled_dot_product_attention, lower_precision_fp)
+  KERNEL(c10::DeviceType::HPU, group_norm, lower_precision_fp)
+  KERNEL(c10::DeviceType::HPU, layer_norm, lower_precision_fp)
+  KERNEL(c10::DeviceType::HPU, instance_norm, lower_precision_fp)
+  KERNEL(c10::DeviceType::HPU, batch_norm, lower_precision_fp)
 }
 
 namespace {
