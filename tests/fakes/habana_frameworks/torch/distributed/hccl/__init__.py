@@ -105,6 +105,16 @@ def _opts(opts):
     return () if opts is None else (opts,)
 
 
+def _opaque_to_dynamo() -> None:
+    """The bridge's ProcessGroupHCCL is C++, which dynamo never traces into; this Python one
+    would be traced (DDP under torch.compile calls its broadcast), so dynamo must skip it."""
+    import torch._dynamo
+
+    for name in ("allreduce", "broadcast", "allgather", "allreduce_coalesced", "reduce",
+                 "all_gather_single", "reduce_scatter", "reduce_scatter_single", "barrier"):
+        setattr(_HostCollectives, name, torch._dynamo.disable(getattr(_HostCollectives, name)))
+
+
 def _is_opts(x) -> bool:
     return not isinstance(x, (torch.Tensor, list, tuple))
 
@@ -133,4 +143,5 @@ def _create_process_group_hccl(store, rank, size, timeout):
 # hccl/__init__.py:120 @ 5a56187 registers "hccl" for the "hpu" device only: a collective on
 # CPU tensors of an "hccl" group fails, as it does on a Gaudi
 if torch.distributed.is_available() and not hasattr(torch.distributed.Backend, "HCCL"):
+    _opaque_to_dynamo()
     torch.distributed.Backend.register_backend("hccl", _create_process_group_hccl, devices=["hpu"])
