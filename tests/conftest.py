@@ -128,6 +128,9 @@ def fake_hpu(monkeypatch, tmp_path_factory):
     # (the pyhlml double, tests/fakes/pyhlml) lists the same FAKE_HPU_COUNT cards
     monkeypatch.setenv("WORKBENCH_HPU_DEVICE_FILES", str(dev_dir / "accel*"))
     monkeypatch.delitem(sys.modules, "pyhlml", raising=False)
+    # the Python API only: the emulated device would make "hpu" this process's accelerator
+    # for every later test (tests/fakes/README.md); tests that need it use a subprocess
+    monkeypatch.setenv("FAKE_HPU_DEVICE", "0")
     for name in ("PT_HPU_LAZY_MODE", "PT_HPU_RECIPE_CACHE_CONFIG", "HLS_MODULE_ID",
                  "HABANA_VISIBLE_MODULES"):
         monkeypatch.delenv(name, raising=False)  # the workbench and the double set them: restored after
@@ -147,6 +150,16 @@ def fake_env(tmp_path_factory):
     env["WORKBENCH_HPU_DEVICE_FILES"] = os.path.join(env["FAKE_HPU_DEV_DIR"], "accel*")
     env["PYTHONPATH"] = os.pathsep.join([str(FAKES), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
+
+
+@pytest.fixture
+def on_hpu(tmp_path):
+    """``on_hpu(body, **env)``: run ``body`` on the emulated Gaudi in a fresh Python (never in
+    this process: the device would stay its accelerator); the dict it leaves in ``out``."""
+    from emulated_hpu import run_on_hpu
+
+    count = iter(range(1000))
+    return lambda body, **env: run_on_hpu(tmp_path / f"hpu-{next(count)}", body, **env)
 
 
 # ---------------------------------------------------------------- run directories
