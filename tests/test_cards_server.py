@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 
 import pytest
@@ -19,7 +20,10 @@ from pytest_jupyter.jupyter_server import *  # noqa: F403  (the fixtures, for th
 
 from conftest import FAKES, ROOT, wait_for
 
-TAKE = "import workbench as wb\nwb.device('hpu').memory()  # what training reads first: takes a card"
+TRAIN = ("import workbench as wb\n"
+         "run = wb.train('gpt2-tiny', wb.dataset('docstrings-lm', limit=32), device='hpu', "
+         "max_steps=2, batch_size=2, max_length=32, live=False)\n"
+         "assert run.status == 'completed', run.summary.get('error')")
 
 
 @pytest.fixture
@@ -36,6 +40,7 @@ def node(fake_hpu, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
     monkeypatch.setenv("PT_HPU_LAZY_MODE", "0")
     monkeypatch.setenv("FAKE_HPU_COUNT", "3")
+    monkeypatch.delenv("FAKE_HPU_DEVICE")  # the kernels run on the emulated device itself
 
 
 @pytest.fixture
@@ -73,9 +78,21 @@ def notebook(http, jp_serverapp, jp_root_dir):
                 elif msg["msg_type"] == "error":
                     err.append(f"{msg['content']['ename']}: {msg['content']['evalue']}")
 
-            client.execute_interactive(code, timeout=300, output_hook=hook)
+            client.execute_interactive(code, timeout=600, output_hook=hook)
             return "".join(out), "\n".join(err) or None
 
+        def submit(code: str):
+            """Start ``code`` without waiting; the returned call waits for its reply."""
+            msg_id = client.execute(code)
+
+            def reply() -> dict:
+                while True:
+                    msg = client.get_shell_msg(timeout=600)
+                    if msg["parent_header"].get("msg_id") == msg_id:
+                        return msg["content"]
+            return reply
+
+        run.submit = submit
         return kid, run
 
     yield start
@@ -87,18 +104,25 @@ def test_two_notebooks_share_a_node_and_the_panel_names_their_cards(node, http, 
                                                                     jp_asyncio_loop):
     kid_a, run_a = notebook("course/05_llama_lora.ipynb")
     kid_b, run_b = notebook("course/07_multi_device.ipynb")
-    assert run_a(TAKE)[1] is None
-    assert run_b(TAKE)[1] is None, "the second notebook takes a free card, not the first's"
+    # both train at the same time, each on its own card (the second never fails on the first's)
+    replies = [run_a.submit(TRAIN), run_b.submit(TRAIN)]
+    for reply in replies:
+        content = reply()
+        assert content["status"] == "ok", content.get("evalue")
     out, err = run_a("print(wb.device('hpu').holding)")
-    assert err is None and out.startswith("this kernel holds Gaudi 0 (module 0) since ")
-    assert "restart the kernel to free it" in out
+    mine = re.match(r"this kernel holds Gaudi (\d) \(module \1\) since \d\d:\d\d; "
+                    r"restart the kernel to free it", out or "")
+    assert err is None and mine, out
 
     cards = http("workbench", "cards")["cards"]
-    assert [c["free"] for c in cards] == [False, False, True]
-    held = {c["index"]: c["holders"][0] for c in cards if not c["free"]}
-    assert held[0]["kernel_id"] == kid_a and held[0]["notebook"] == "course/05_llama_lora.ipynb"
-    assert held[1]["kernel_id"] == kid_b and held[1]["notebook"] == "course/07_multi_device.ipynb"
-    assert all(h["this_server"] and "ipykernel" in h["command"] for h in held.values())
+    assert sorted(c["free"] for c in cards) == [False, False, True]
+    held = {c["holders"][0]["kernel_id"]: (c["index"], c["holders"][0]) for c in cards
+            if not c["free"]}
+    assert set(held) == {kid_a, kid_b}, "each notebook's kernel holds its own card"
+    assert held[kid_a][0] == int(mine.group(1))
+    assert held[kid_a][1]["notebook"] == "course/05_llama_lora.ipynb"
+    assert held[kid_b][1]["notebook"] == "course/07_multi_device.ipynb"
+    assert all(h["this_server"] and "ipykernel" in h["command"] for _, h in held.values())
 
     _, run_c = notebook(f"third-{uuid.uuid4().hex[:6]}.ipynb")
     out, err = run_c("import workbench as wb\nwb.launch('gpt2-tiny', 'docstrings-lm', devices=2, device='hpu', max_steps=1)")
@@ -107,4 +131,5 @@ def test_two_notebooks_share_a_node_and_the_panel_names_their_cards(node, http, 
     assert "wb.launch(devices=1)" in err
 
     http("api", "kernels", kid_a, method="DELETE")  # what the panel's button does
-    wait_for(lambda: http("workbench", "cards")["cards"][0]["free"], 60, "card 0 freed")
+    index = held[kid_a][0]
+    wait_for(lambda: http("workbench", "cards")["cards"][index]["free"], 60, "its card freed")
