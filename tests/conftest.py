@@ -115,14 +115,27 @@ def _drop_fake_modules():
 
 
 @pytest.fixture
-def fake_hpu(monkeypatch):
-    """Put the Habana bridge TEST DOUBLE (tests/fakes) on the path for one test."""
+def fake_hpu(monkeypatch, tmp_path_factory):
+    """Put the Habana bridge TEST DOUBLE (tests/fakes) on the path for one test.
+
+    Its cards' device files go in a fresh folder, so no card is held by an earlier test
+    (a reloaded double would otherwise find this process's own lock on card 0)."""
     from workbench.backends.registry import clear_cache
 
     monkeypatch.syspath_prepend(str(FAKES))
     monkeypatch.setenv("FAKE_HPU_GENERATION", "2")
     monkeypatch.setenv("FAKE_HPU_COUNT", "8")
-    for name in ("PT_HPU_LAZY_MODE", "PT_HPU_RECIPE_CACHE_CONFIG", "HLS_MODULE_ID"):
+    dev_dir = tmp_path_factory.mktemp("accel")
+    monkeypatch.setenv("FAKE_HPU_DEV_DIR", str(dev_dir))
+    # the workbench finds the emulated cards' device files there (docs/devices.md), and HLML
+    # (the pyhlml double, tests/fakes/pyhlml) lists the same FAKE_HPU_COUNT cards
+    monkeypatch.setenv("WORKBENCH_HPU_DEVICE_FILES", str(dev_dir / "accel*"))
+    monkeypatch.delitem(sys.modules, "pyhlml", raising=False)
+    # the Python API only: the emulated device would make "hpu" this process's accelerator
+    # for every later test (tests/fakes/README.md); tests that need it use a subprocess
+    monkeypatch.setenv("FAKE_HPU_DEVICE", "0")
+    for name in ("PT_HPU_LAZY_MODE", "PT_HPU_RECIPE_CACHE_CONFIG", "HLS_MODULE_ID",
+                 "HABANA_VISIBLE_MODULES"):
         monkeypatch.setitem(os.environ, name, "")  # the workbench and the double set them:
         del os.environ[name]  # restored after the test, also where they were unset
     _drop_fake_modules()
@@ -138,11 +151,24 @@ def fake_hpu(monkeypatch):
 
 
 @pytest.fixture
-def fake_env():
-    """Environment for a subprocess that should see the HPU test double."""
+def fake_env(tmp_path_factory):
+    """Environment for a subprocess that should see the HPU test double (its cards' device
+    files in a fresh folder)."""
     env = dict(os.environ)
+    env["FAKE_HPU_DEV_DIR"] = str(tmp_path_factory.mktemp("accel"))
+    env["WORKBENCH_HPU_DEVICE_FILES"] = os.path.join(env["FAKE_HPU_DEV_DIR"], "accel*")
     env["PYTHONPATH"] = os.pathsep.join([str(FAKES), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
+
+
+@pytest.fixture
+def on_hpu(tmp_path):
+    """``on_hpu(body, **env)``: run ``body`` on the emulated Gaudi in a fresh Python (never in
+    this process: the device would stay its accelerator); the dict it leaves in ``out``."""
+    from emulated_hpu import run_on_hpu
+
+    count = iter(range(1000))
+    return lambda body, **env: run_on_hpu(tmp_path / f"hpu-{next(count)}", body, **env)
 
 
 # ---------------------------------------------------------------- run directories

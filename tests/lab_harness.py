@@ -64,6 +64,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _link_this_build(data_dir: Path) -> None:
+    """This checkout's built extension at the head of JUPYTER_PATH (the venv's
+    share/jupyter/labextensions links one checkout's build; a test runs its own)."""
+    built = ROOT / "workbench" / "server" / "labextension"
+    link = data_dir / "labextensions" / "gaudi-workbench"
+    if built.is_dir() and not link.exists():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(built, target_is_directory=True)
+
+
 def _write_kernel_spec(data_dir: Path) -> None:
     """A `python3` kernel spec running this interpreter, for the head of JUPYTER_PATH."""
     spec = data_dir / "kernels" / KERNEL
@@ -126,6 +136,7 @@ def jupyterlab(workdir: Path):
     settings.mkdir(exist_ok=True)  # a second server on the same directory: a restart
     (settings / "overrides.json").write_text(json.dumps(OVERRIDES))
     _write_kernel_spec(workdir / ".jupyter-data")
+    _link_this_build(workdir / ".jupyter-data")
     cmd = [str(Path(sys.executable).with_name("jupyter")), "lab", "--no-browser",
            "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={workdir}",
@@ -136,7 +147,10 @@ def jupyterlab(workdir: Path):
         cmd.append("--allow-root")
     # JUPYTER_PATH is searched before every other data dir (in a venv jupyter_core puts the
     # venv's share/jupyter before JUPYTER_DATA_DIR), so our kernel spec wins.
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(workdir / ".jupyter-config"),
+    # the server extension and the kernels import this checkout's package, wherever the
+    # venv's editable install points
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "JUPYTER_CONFIG_DIR": str(workdir / ".jupyter-config"),
            "JUPYTER_PATH": str(workdir / ".jupyter-data"), "JUPYTER_DATA_DIR": str(workdir / ".jupyter-data"),
            "JUPYTER_RUNTIME_DIR": str(workdir / ".jupyter-runtime")}
     log_path = workdir / "lab.log"

@@ -138,7 +138,7 @@ def test_resolve_precision_on_cpu():
 def test_hpu_detected_through_test_double(fake_hpu):
     d = wb.device()
     assert d.kind == "hpu" and d.available and d.count == 8
-    assert d.generation == "Gaudi2" and d.name == "GAUDI2"
+    assert d.generation == "Gaudi2" and d.name == "HL-225"  # HLML's product name (no card taken)
     assert d.precision == "bf16" and d.dist_backend == "hccl"
     assert d.mode == "eager"  # the workbench's choice when PT_HPU_LAZY_MODE is unset (current Gaudi default)
     assert d.torch_device == "hpu:0"
@@ -159,6 +159,7 @@ def test_gaudi1_refuses_fp16_through_the_chip_table(fake_hpu, monkeypatch):
     with pytest.raises(ValueError, match="Gaudi1 has no fp16: use precision='bf16'"):
         d.resolve_precision("fp16")
     monkeypatch.setenv("FAKE_HPU_GENERATION", "2")
+    sys.modules["pyhlml"].emulate()  # the emulated node's HLML lists the new cards
     d = wb.device("hpu")
     assert d.chip is CHIPS["Gaudi2"] and d.resolve_precision("fp16") == "fp16"
     assert peak_tflops(d) == 432

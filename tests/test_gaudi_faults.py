@@ -148,22 +148,19 @@ def test_a_bridge_that_fails_on_a_gaudi_machine_is_an_error_not_the_cpu(broken_b
 
 
 def test_device_files_alone_show_the_cards(broken_bridge, hlml_cards, tmp_path, monkeypatch):
-    from workbench.backends import _bridge
 
     hlml_cards(0)
     (tmp_path / "accel").mkdir()
     (tmp_path / "accel" / "accel0").write_text("")
-    files = (str(tmp_path / "accel" / "accel[0-9]*"),)
-    monkeypatch.setattr(_bridge, "DEVICE_FILES", files, raising=False)
+    monkeypatch.setenv("WORKBENCH_HPU_DEVICE_FILES", str(tmp_path / "accel" / "accel[0-9]*"))
     with pytest.raises(RuntimeError, match="1 device file such as .*accel0"):
         wb.device("auto")
 
 
 def test_a_broken_bridge_without_cards_still_means_no_hpu(broken_bridge, hlml_cards, monkeypatch):
-    from workbench.backends import _bridge
 
     hlml_cards(0)
-    monkeypatch.setattr(_bridge, "DEVICE_FILES", (), raising=False)
+    monkeypatch.setenv("WORKBENCH_HPU_DEVICE_FILES", "/nonexistent/accel*")
     assert wb.device("auto").kind == "cpu"
 
 

@@ -22,7 +22,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "workbench"
 # one of them (the test says so).
 LAYERS = [
     {"backends.registry", "backends.record", "backends.hpu", "backends.cuda", "backends.cpu",
-     "backends.chips", "backends.torchrun", "backends._bridge", "backends.monitor", "backends.hlml", "bundled",
+     "backends.chips", "backends.cards", "backends.devicefiles", "backends.torchrun", "backends._bridge",
+     "backends.monitor", "backends.hlml", "bundled",
      "views.progress", "nbrecord", "training.interrupts", "families", "rundir.lock",
      "planning.references", "hub", "diffusion.pipeline", "markup", "liblogs"},
     {"catalog", "data", "training.shapes", "training.batching", "planning.memory",

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import uuid
 
@@ -193,3 +194,22 @@ def test_monitor_all_reads_every_backend_of_the_table_and_notes_the_missing(hlml
     assert snap["notes"] == [{"kind": "cuda", "title": "NVIDIA GPU",
                               "why": "nvidia-ml-py not installed: pip install 'gaudi-workbench[cuda]'"}]
     assert isinstance(snap["time"], float)
+
+
+def test_nvidia_cards_and_their_holders_come_from_nvmls_process_list(nvml):
+    """NVML's running-process list names who uses each GPU (no CUDA context is made)."""
+    nvml.GPUS[1].pids = [os.getpid()]
+    cards = backend("cuda").cards()
+    assert [c.title for c in cards] == ["GPU 0", "GPU 1"] and cards[0].free
+    assert cards[1].describe() == f"GPU 1: held by pid {os.getpid()}, this process"
+    assert cards[1].path == "/dev/nvidia1" and cards[1].total_memory == 80 * GiB
+    assert backend("cuda").visible_env is None, "GPUs are shared: launches are not placed"
+
+
+def test_gaudi_cards_carry_hlmls_module_ids(hlml, monkeypatch, tmp_path):
+    hlml.CARDS[0].module_id, hlml.CARDS[1].module_id = 3, 1
+    monkeypatch.setenv("WORKBENCH_HPU_DEVICE_FILES", str(tmp_path / "accel*"))
+    cards = backend("hpu").cards()
+    assert [(c.title, c.free) for c in cards] == [("Gaudi 0 (module 3)", True),
+                                                 ("Gaudi 1 (module 1)", True)]
+    assert cards[0].path is None, "no device file: no holder can be read"

@@ -10,6 +10,7 @@ with a deadline (tests/lab_harness.py); screenshots go to test-artifacts/.
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -22,7 +23,10 @@ from lab_harness import (
     require_chromium,
     run_all_cells,
     wait_ui,
+    write_notebook,
 )
+
+from conftest import FAKES
 
 pytestmark = pytest.mark.browser
 
@@ -146,3 +150,44 @@ def test_panel_shows_devices_and_runs_and_stops_a_run(tmp_path, make_run):
     summary = json.loads(runs[0].read_text())
     assert summary["status"] == "stopped" and summary["step"] > first
     assert (runs[0].parent / "checkpoints" / f"checkpoint-{summary['step']}").exists()
+
+
+def test_panel_names_the_kernel_that_holds_a_card_and_shutting_it_down_frees_it(tmp_path,
+                                                                                 monkeypatch):
+    """On the emulated Gaudi node (tests/fakes): a notebook's kernel takes a card; the panel's
+    Cards list names that notebook with a Shut down kernel button; after the confirmation the
+    kernel is shut down and the card reads free."""
+    import nbformat
+    from playwright.sync_api import sync_playwright
+
+    require_chromium()
+    dev_dir = tmp_path / "accel"
+    dev_dir.mkdir()
+    paths = [str(FAKES), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
+    for name, value in (("FAKE_HPU_DEV_DIR", str(dev_dir)), ("FAKE_HPU_COUNT", "2"),
+                        ("WORKBENCH_HPU_DEVICE_FILES", str(dev_dir / "accel*")),
+                        ("PT_HPU_LAZY_MODE", "0")):
+        monkeypatch.setenv(name, value)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import workbench as wb\nwb.device('hpu').memory()  # takes a card, as training does\n"
+        "print(wb.device('hpu').holding)")])
+    write_notebook(nb, tmp_path / "holder.ipynb")
+    card0 = f"{PANEL} .wbp-card[data-kind='hpu'][data-index='0']"
+    with jupyterlab(tmp_path) as lab, sync_playwright() as p, \
+            browser_page(p, "cards", viewport={"width": 1400, "height": 950}) as page:
+        open_notebook(page, lab, "holder.ipynb")
+        run_all_cells(page, "holder.ipynb")
+        page.locator(".wbp-status-item").click()
+        wait_ui(page, f"""() => /held by pid \\d+, kernel of holder.ipynb/
+                    .test(document.querySelector("{card0}")?.textContent || '')""",
+                "card 0 to be held by the kernel of holder.ipynb", 240_000)
+        assert page.locator(f"{PANEL} .wbp-card[data-index='1']").get_attribute("data-free") == "true"
+        page.locator(PANEL).screenshot(path=str(ARTIFACTS / "panel-cards.png"))
+        page.locator(f"{card0} .wbp-card-shutdown").click()
+        page.locator(".jp-Dialog").wait_for(timeout=30_000)  # the confirmation comes first
+        assert "holds Gaudi 0 (module 0)" in page.locator(".jp-Dialog").inner_text()
+        page.locator(".jp-Dialog .jp-mod-accept").click()
+        page.locator(".jp-Dialog").wait_for(state="detached", timeout=30_000)
+        wait_ui(page, f"() => document.querySelector(\"{card0}\")?.dataset.free === 'true'",
+                "card 0 to read free once its kernel is shut down", 120_000)

@@ -85,8 +85,13 @@ def _first_look(ns, shown, out):
     kind_line, memory_line = out.splitlines()
     assert kind_line.split()[0] == dev.kind
     assert kind_line.split()[-1] == {"hpu": "hccl", "cuda": "nccl", "cpu": "gloo"}[dev.kind]
-    memory = ast.literal_eval(memory_line)
-    assert set(memory) == {"allocated", "peak", "total"} and memory["total"] > 2**30, "bytes"
+    assert int(memory_line) == dev.total_memory and dev.total_memory > 2**30, "bytes"
+
+
+def _worker_frees_its_card(ns, shown, out):
+    run = ns["run"]
+    assert out.strip() == "completed" and run.status == "completed"
+    assert run.spec["launch"]["devices"] == 1 and run.summary["world_size"] == 1
 
 
 def _models_and_datasets(ns, shown, out):
@@ -188,6 +193,7 @@ def _profiling(ns, shown, out):
 CHECKS = {
     ("README.md", "A first training cell"): _training,
     ("docs/devices.md", "Devices: `wb.device()` and `workbench devices`"): _first_look,
+    ("docs/devices.md", "One Gaudi card per process"): _worker_frees_its_card,
     ("docs/models-and-data.md", "Models and datasets, offline"): _models_and_datasets,
     ("docs/multi-node.md", "Past one device"): _past_one_device,
     ("docs/pickers.md", "Pickers and a training form"): _pickers,

@@ -24,6 +24,11 @@ def _cmd_devices(args: argparse.Namespace) -> int:
             f"{d.dist_backend:<7}{d.name}"
             + (f" ({d.generation}, {d.mode} mode)" if d.kind == "hpu" and d.available else "")
         )
+    for d in infos:  # who holds each card, from the OS (processes with its device file open)
+        if d.cards:
+            print(f"\n{d.backend.title} cards:")
+            for c in d.cards:
+                print(f"  {c.describe()}")
     v = infos[0].versions
     print("versions: " + ", ".join(f"{k} {val or '-'}" for k, val in v.items()))
     return 0

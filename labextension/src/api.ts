@@ -29,6 +29,31 @@ export interface IDevices {
   notes: INote[];
 }
 
+/** A process holding a card (from the OS); a kernel of this server has its id and notebook. */
+export interface ICardHolder {
+  pid: number;
+  command: string;
+  kernel_id: string | null;
+  notebook: string | null;
+  this_server: boolean;
+}
+
+/** One device card, free or held (workbench/cards). */
+export interface ICard {
+  kind: string;
+  index: number;
+  name: string;
+  title: string;
+  module: number | null;
+  free: boolean;
+  holders: ICardHolder[];
+}
+
+export interface ICards {
+  cards: ICard[];
+  notes: INote[];
+}
+
 /** One run directory under the server's root, as the panel lists it. */
 export interface IRun {
   path: string;
@@ -89,6 +114,7 @@ export async function request<T>(endpoint: string, init: RequestInit = {}): Prom
 
 export const api = {
   devices: () => request<IDevices>('devices'),
+  cards: () => request<ICards>('cards'),
   runs: () => request<{ runs: IRun[] }>('runs'),
   run: (path: string) => request<IRunDetail>(`run?path=${encodeURIComponent(path)}`),
   stop: (path: string) =>

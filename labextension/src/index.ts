@@ -74,7 +74,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
         }
         app.shell.add(widget, 'main');
       },
-      insertCode
+      insertCode,
+      shutdownKernel: id => app.serviceManager.kernels.shutdown(id)
     });
     panel.title.icon = workbenchIcon;
     panel.title.caption = 'Gaudi Workbench: devices and runs';

@@ -8,7 +8,7 @@
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { api, IDevice, IDevices, INote, IRun } from './api';
+import { api, ICard, IDevice, IDevices, INote, IRun } from './api';
 
 /** Seconds of device history the sparklines keep (one sample a second). */
 export const HISTORY = 120;
@@ -20,6 +20,8 @@ export interface ISeries {
 
 export class DevicesModel {
   devices: IDevice[] = [];
+  /** Every card and who holds it (workbench/cards), read with the devices. */
+  cards: ICard[] = [];
   notes: INote[] = [];
   error = '';
   readonly history = new Map<string, ISeries>();
@@ -64,8 +66,9 @@ export class DevicesModel {
 
   private async _fetch(): Promise<IDevices> {
     try {
-      const reply = await api.devices();
+      const [reply, cards] = await Promise.all([api.devices(), api.cards()]);
       this.devices = reply.devices;
+      this.cards = cards.cards;
       this.notes = reply.notes;
       this.error = '';
       for (const d of reply.devices) {

@@ -1,10 +1,10 @@
 // The Workbench side panel: the live device monitor above, every run under the server's
 // root below. Cards are keyed (device kind:index, run path) and updated in place, so a
 // button never moves or is rebuilt under the pointer between two polls.
-import { Notification } from '@jupyterlab/apputils';
+import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
-import { api, IDevice, IRun } from './api';
+import { api, ICard, ICardHolder, IDevice, IRun } from './api';
 import { drawSparkline, el, fmtBytes, fmtBytesOf, fmtDuration, fmtNumber, fmtThroughput, sparkline } from './format';
 import { describe, DevicesModel, RunsModel } from './model';
 
@@ -14,6 +14,8 @@ export interface IPanelActions {
   openSummary(run: IRun): void;
   /** Insert code into the active notebook (``paths`` are run paths under the server root). */
   insertCode(kind: 'open' | 'compare', paths: string[]): void;
+  /** Shut down one of this server's kernels (it frees the card it holds). */
+  shutdownKernel(kernelId: string): Promise<void>;
 }
 
 const TITLES: Record<string, string> = { hpu: 'Gaudi', cuda: 'GPU', cpu: 'CPU' };
@@ -33,6 +35,7 @@ export class WorkbenchPanel extends Widget {
     const dev = root.appendChild(el('section', 'wbp-section wbp-devices'));
     dev.appendChild(el('h3', 'wbp-section-title', 'Devices'));
     this._deviceList = dev.appendChild(el('div', 'wbp-device-list'));
+    this._cardList = dev.appendChild(el('div', 'wbp-card-list'));
     this._notes = dev.appendChild(el('div', 'wbp-notes'));
     this._devError = dev.appendChild(el('div', 'wbp-error'));
 
@@ -88,6 +91,7 @@ export class WorkbenchPanel extends Widget {
         this._deviceCards.delete(key);
       }
     }
+    this._cardList.replaceChildren(...this.devices.cards.map(c => this._cardRow(c)));
     this._notes.replaceChildren(
       ...this.devices.notes.map(n => {
         const line = el('div', 'wbp-note');
@@ -97,6 +101,53 @@ export class WorkbenchPanel extends Widget {
       })
     );
     this._devError.textContent = this.devices.error;
+  }
+
+  /** One card: free, or each holder (pid, and the notebook when it is a kernel of this
+   *  server, with a button that shuts that kernel down after a confirmation). */
+  private _cardRow(c: ICard): HTMLElement {
+    const row = el('div', 'wbp-card');
+    row.dataset.kind = c.kind;
+    row.dataset.index = String(c.index);
+    row.dataset.free = String(c.free);
+    row.appendChild(el('span', 'wbp-card-title', `${c.title} · `));
+    if (c.free) {
+      row.appendChild(el('span', 'wbp-card-free', 'free'));
+      return row;
+    }
+    for (const h of c.holders) {
+      const who = h.notebook
+        ? `held by pid ${h.pid}, kernel of ${h.notebook}`
+        : `held by pid ${h.pid} (${h.command})`;
+      const line = row.appendChild(el('span', 'wbp-card-holder', who));
+      line.title = h.command;
+      if (h.this_server && h.kernel_id) {
+        const button = row.appendChild(
+          el('button', 'jp-mod-styled jp-mod-warn wbp-card-shutdown', 'Shut down kernel')
+        );
+        button.title = 'Shut this kernel down: it frees the card (its variables are lost)';
+        button.onclick = () => void this._shutdown(c, h, button);
+      }
+    }
+    return row;
+  }
+
+  private async _shutdown(c: ICard, h: ICardHolder, button: HTMLButtonElement): Promise<void> {
+    const answer = await showDialog({
+      title: 'Shut down this kernel?',
+      body: `The kernel of ${h.notebook ?? 'pid ' + h.pid} holds ${c.title}. Shutting it down frees the card; the notebook's variables are lost.`,
+      buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Shut down' })]
+    });
+    if (!answer.button.accept || !h.kernel_id) {
+      return;
+    }
+    button.disabled = true;
+    try {
+      await this.actions.shutdownKernel(h.kernel_id);
+    } catch (error) {
+      button.disabled = false;
+      Notification.error(`Could not shut down the kernel: ${describe(error)}`, { autoClose: 8000 });
+    }
   }
 
   private _deviceCard(d: IDevice): IDeviceCard {
@@ -253,6 +304,7 @@ export class WorkbenchPanel extends Widget {
   }
 
   private _deviceList: HTMLElement;
+  private _cardList: HTMLElement;
   private _notes: HTMLElement;
   private _devError: HTMLElement;
   private _runList: HTMLElement;

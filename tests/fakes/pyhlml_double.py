@@ -12,12 +12,15 @@ API reference (docs.habana.ai, "HLML C API": ``hlml_return_t``); exception class
 
 A test loads a fresh copy, sets ``CARDS`` (and ``DRIVER_LOADED``) and installs it with
 ``monkeypatch.setitem(sys.modules, "pyhlml", double)``. Test hooks (not pyhlml API):
-``Card``, ``CARDS``, ``DRIVER_LOADED``, ``UTILIZATION_AS_INT``, ``CALLS``.
+``Card``, ``CARDS``, ``DRIVER_LOADED``, ``UTILIZATION_AS_INT``, ``CALLS``, ``PRODUCTS``,
+``emulate()`` (the cards of the emulated node; the package ``tests/fakes/pyhlml`` installs
+the double under its real name with them, for subprocesses and the ``fake_hpu`` fixture).
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 from dataclasses import dataclass, field
 
 # ---------------------------------------------------------------- test hooks
@@ -39,10 +42,26 @@ class Card:
     power_mw: int = 0  # milliwatts
     temp_aip_c: int = 0  # Celsius, sensor HLML_TEMPERATURE_ON_AIP
     temp_board_c: int = 0  # Celsius, sensor HLML_TEMPERATURE_ON_BOARD
+    module_id: int | None = None  # the module id; None: the card's index
+    minor: int | None = None  # /dev/accel/accel<minor>; None: the card's index
     unsupported: set[str] = field(default_factory=set)
 
 
 CARDS: list[Card] = []
+
+# The product name HLML reports per generation (Intel's product names: HL-205 is the first
+# Gaudi's mezzanine card, HL-225 the Gaudi 2 OAM, HL-325L the Gaudi 3 OAM).
+PRODUCTS = {"1": b"HL-205", "2": b"HL-225", "3": b"HL-325L"}
+
+
+def emulate() -> None:
+    """Fill ``CARDS`` with the emulated node of the bridge double (``tests/fakes/
+    habana_frameworks``): ``FAKE_HPU_COUNT`` cards (default 8) of ``FAKE_HPU_GENERATION``
+    (default 2) with ``FAKE_HPU_MEMORY`` bytes each, card i on module i, device file accel{i}."""
+    gen = os.environ.get("FAKE_HPU_GENERATION", "2")
+    total = int(os.environ.get("FAKE_HPU_MEMORY", str(96 * 2**30)))
+    CARDS[:] = [Card(name=PRODUCTS.get(gen, b"HL-225"), mem_total=total)
+                for _ in range(int(os.environ.get("FAKE_HPU_COUNT", "8")))]
 
 
 # ---------------------------------------------------------------- errors (hlml_error.py)
@@ -199,3 +218,15 @@ def hlmlDeviceGetTemperature(device, sensor_type) -> int:
 def hlmlDeviceGetPowerUsage(device) -> int:
     """main.py:351: "power usage for the device in mW" (an int)."""
     return _card("hlmlDeviceGetPowerUsage", device).power_mw
+
+
+def hlmlDeviceGetMinorNumber(device) -> int:
+    """main.py:474: the minor number ("maps to device node file at /sys/class/accel/accel[minor]")."""
+    card = _card("hlmlDeviceGetMinorNumber", device)
+    return _hlmlOBJ.handles[device.value] if card.minor is None else card.minor
+
+
+def hlmlDeviceGetModuleID(device) -> int:
+    """main.py:625: the module id configured on the device (HABANA_VISIBLE_MODULES' numbers)."""
+    card = _card("hlmlDeviceGetModuleID", device)
+    return _hlmlOBJ.handles[device.value] if card.module_id is None else card.module_id

@@ -36,6 +36,7 @@ class Gpu:
     mem_total: int = 80 * 2**30
     power_mw: int = 0  # milliwatts
     temp_c: int = 0
+    pids: list[int] = field(default_factory=list)  # processes running compute work on it
     unsupported: set[str] = field(default_factory=set)
 
 
@@ -191,3 +192,24 @@ def nvmlDeviceGetTemperature(handle, sensor) -> int:
     if sensor != NVML_TEMPERATURE_GPU:
         raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
     return gpu.temp_c
+
+
+def nvmlDeviceGetMinorNumber(handle) -> int:
+    """pynvml.py:3580: the minor of /dev/nvidia<N> (the double: the index)."""
+    _gpu("nvmlDeviceGetMinorNumber", handle)
+    return handle.contents.index
+
+
+class _ProcessInfo:
+    """pynvml.py:4193 nvmlStructToFriendlyObject(c_nvmlProcessInfo_v3_t): ``.pid``,
+    ``.usedGpuMemory`` (None where not available), ``.gpuInstanceId``, ``.computeInstanceId``."""
+
+    def __init__(self, pid: int):
+        self.pid, self.usedGpuMemory = pid, None
+        self.gpuInstanceId = self.computeInstanceId = 0xFFFFFFFF
+
+
+def nvmlDeviceGetComputeRunningProcesses(handle) -> list:
+    """pynvml.py:4228 (-> _v3, :4193): the processes with a compute context on the GPU; an
+    empty list when there are none."""
+    return [_ProcessInfo(pid) for pid in _gpu("nvmlDeviceGetComputeRunningProcesses", handle).pids]

@@ -8,7 +8,6 @@ probe (``bridge()``), after the execution mode and the recipe cache have been ch
 
 from __future__ import annotations
 
-import glob
 import importlib
 import importlib.metadata
 import importlib.util
@@ -17,6 +16,8 @@ import sys
 import warnings
 from functools import cache
 from pathlib import Path
+
+from .devicefiles import device_files
 
 MODES = ("eager", "lazy", "compile")
 
@@ -167,15 +168,11 @@ _BROKEN = (
     "anyway, pass device='cpu'."
 )
 
-# Where the driver shows Gaudi cards: /dev/accel/accel<N>, older drivers /dev/hl<N>
-# (Intel's Gaudi installation docs; the HLML and hl-smi read the same driver).
-DEVICE_FILES = ("/dev/accel/accel[0-9]*", "/dev/hl[0-9]*")
-
 
 def cards_seen() -> str | None:
     """What shows Gaudi cards on this machine without taking one (device files, else HLML);
     None when nothing does."""
-    files = sorted(f for pattern in DEVICE_FILES for f in glob.glob(pattern))
+    files = sorted(device_files().values())
     if files:
         return f"{len(files)} device file{'s' * (len(files) > 1)} such as {files[0]}"
     from .hlml import HLML
@@ -247,10 +244,12 @@ def available() -> bool:
 
 
 def count() -> int:
+    """Cards the driver shows this process (``device_count`` reads the driver and, unlike the
+    calls that reach the bridge's lazy init, takes no card)."""
     return int(torch_hpu().device_count())
 
 
-def _only_device_0(index: int) -> int:
+def one_device(index: int) -> int:
     # Each process drives one Gaudi, index 0: the card comes from the environment
     # (HLS_MODULE_ID, which importing the bridge sets from LOCAL_RANK under torchrun), and the
     # bridge's device guard fails for any other index (HPUGuardImpl.h). No "hpu:{rank}".
@@ -262,29 +261,11 @@ def _only_device_0(index: int) -> int:
     return index
 
 
-def name(index: int) -> str:
-    return str(torch_hpu().get_device_name(_only_device_0(index)))
-
-
-def generation() -> str | None:
-    """``"Gaudi1"``, ``"Gaudi2"`` or ``"Gaudi3"``; None when the bridge cannot say."""
-    try:
-        htexp = importlib.import_module("habana_frameworks.torch.utils.experimental")
-        names = {
-            htexp.synDeviceType.synDeviceGaudi: "Gaudi1",
-            htexp.synDeviceType.synDeviceGaudi2: "Gaudi2",
-            htexp.synDeviceType.synDeviceGaudi3: "Gaudi3",
-        }
-        return names.get(htexp._get_device_type())
-    except Exception:
-        return None
-
-
 def memory(index: int) -> dict[str, int]:
     """allocated / peak / total bytes of one HPU."""
     # memory_stats() is the source of truth on Gaudi: hl-smi does not see tensor
     # allocations. Keys: InUse, MaxInUse, Limit (bytes).
-    stats = torch_hpu().memory_stats(_only_device_0(index))
+    stats = torch_hpu().memory_stats(one_device(index))
     return {
         "allocated": int(stats.get("InUse", 0)),
         "peak": int(stats.get("MaxInUse", 0)),
@@ -293,7 +274,7 @@ def memory(index: int) -> dict[str, int]:
 
 
 def reset_peak(index: int) -> None:
-    torch_hpu().reset_peak_memory_stats(_only_device_0(index))
+    torch_hpu().reset_peak_memory_stats(one_device(index))
 
 
 def synchronize(index: int) -> None:

@@ -51,6 +51,8 @@ def _peaks(
 # (= bf16; Intel's white papers, as tabulated in Bekman's ML Engineering), H100 SXM and H200
 # 1979 (NVIDIA's 3,958 with sparsity / 2, as composer's speed monitor has it); sources quoted in
 # assets/plan_references.json "peaks" and docs/planner-sources.md. A100: no fp8.
+# HLML names the product, not the generation (pyhlml hlmlDeviceGetName): HL-205 is the first
+# Gaudi's mezzanine card, HL-225 the Gaudi 2 OAM, HL-325L / HL-338 Gaudi 3 (Intel's product names).
 CHIPS: dict[str, Chip] = {
     c.name: c
     for c in (
@@ -64,7 +66,7 @@ CHIPS: dict[str, Chip] = {
             "Intel Gaudi",
             32 * GiB,
             _peaks(None),
-            r"gaudi(1|(?![23]))",
+            r"gaudi(1|(?![23]))|^hl20\d",
             fp16=False,
             usable=int(29.9 * GiB),
         ),
@@ -74,10 +76,12 @@ CHIPS: dict[str, Chip] = {
             "Intel Gaudi 2",
             96 * GiB,
             _peaks(432, fp8=865),
-            "gaudi2",
+            r"gaudi2|^hl22\d",
             usable=int(94.62 * GiB),
         ),
-        Chip("Gaudi3", "hpu", "Intel Gaudi 3", 128 * GiB, _peaks(1835, fp8=1835), "gaudi3"),
+        Chip(
+            "Gaudi3", "hpu", "Intel Gaudi 3", 128 * GiB, _peaks(1835, fp8=1835), r"gaudi3|^hl3\d\d"
+        ),
         Chip(
             "A100 40GB", "cuda", "NVIDIA A100 40GB", 40 * GiB, _peaks(312, 312, 19.5), "a100.*40g"
         ),

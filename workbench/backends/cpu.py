@@ -81,6 +81,7 @@ RECORD = Backend(
     count=lambda: 1,
     name=name,
     memory=memory,
+    total_memory=lambda i: memory(i)["total"],
     reset_peak=noop,  # the peak RSS of a process cannot be reset
     synchronize=noop,
     mark_step=noop,

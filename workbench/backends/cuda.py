@@ -3,7 +3,8 @@ library (NVML, ``nvidia-ml-py``) for the panel's readings and the driver's versi
 
 from __future__ import annotations
 
-from .monitor import Vendor, driver_from_tool, read_vendor
+from .cards import Card, holder
+from .monitor import Unavailable, Vendor, driver_from_tool, inventory, read_vendor
 from .record import Backend, noop
 
 NVML_TEMPERATURE_GPU = 0  # the GPU die: nvidia-ml-py pynvml.py NVML_TEMPERATURE_GPU
@@ -22,6 +23,8 @@ NVML = Vendor(
     what="GPUs",
     fallback_name="NVIDIA GPU",
     driver_call="nvmlSystemGetDriverVersion",
+    minor_call="nvmlDeviceGetMinorNumber",
+    processes_call="nvmlDeviceGetComputeRunningProcesses",  # nvidia-ml-py pynvml.py
 )
 NVIDIA_SMI = ("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader")
 
@@ -45,6 +48,33 @@ def count() -> int:
 
 def name(index: int) -> str:
     return str(_cuda().get_device_name(index))
+
+
+def total_memory(index: int) -> int:
+    # the device's properties come from the driver: no CUDA context is made for them
+    return int(_cuda().get_device_properties(index).total_memory)
+
+
+def cards() -> list[Card]:
+    """Every NVIDIA GPU with the processes NVML says use it (NVML's running-process list:
+    the driver's answer, no CUDA context); none where NVML cannot be read."""
+    try:
+        rows = inventory(NVML)
+    except Unavailable:
+        return []
+    return [
+        Card(
+            "cuda",
+            r["index"],
+            r["name"],
+            "GPU",
+            None,
+            r["total"],
+            f"/dev/nvidia{r['minor']}" if r["minor"] is not None else None,
+            [holder(pid) for pid in r["pids"]],
+        )
+        for r in rows
+    ]
 
 
 def memory(index: int) -> dict[str, int]:
@@ -90,6 +120,8 @@ RECORD = Backend(
     name=name,
     memory=memory,
     reset_peak=reset_peak,
+    total_memory=total_memory,
+    cards=cards,
     synchronize=synchronize,
     mark_step=noop,
     precision=precision,

@@ -26,4 +26,6 @@ HLML = Vendor(
     what="Gaudi cards",
     fallback_name="Gaudi",
     driver_call="hlmlGetDriverVersion",
+    module_call="hlmlDeviceGetModuleID",  # pyhlml main.py:625
+    minor_call="hlmlDeviceGetMinorNumber",  # pyhlml main.py:474
 )

@@ -8,8 +8,11 @@ and of the recipe cache's place (``recipe_cache``).
 from __future__ import annotations
 
 from . import _bridge
+from .cards import Card, with_holders
+from .chips import match
+from .devicefiles import device_files
 from .hlml import HLML
-from .monitor import driver_from_tool, read_vendor
+from .monitor import Unavailable, driver_from_tool, inventory, read_vendor
 from .record import Backend, PodNeeds
 
 MODES = _bridge.MODES
@@ -17,6 +20,71 @@ hpu_mode, set_hpu_mode, recipe_cache = _bridge.hpu_mode, _bridge.set_hpu_mode, _
 prepare_recipe_cache = _bridge.prepare_recipe_cache
 
 HL_SMI = ("hl-smi", "-Q", "driver_version", "-f", "csv,noheader")
+
+
+VISIBLE_ENV = "HABANA_VISIBLE_MODULES"  # the modules a process may take (the driver's filter)
+
+
+def _inventory() -> list[dict]:
+    """The cards as HLML lists them, else one per device file; never through the bridge,
+    whose device calls take a card (its lazy init acquires one)."""
+    try:
+        return inventory(HLML)
+    except Unavailable:
+        return [
+            {"index": i, "name": HLML.fallback_name, "total": 0, "module": None, "minor": n}
+            for i, n in enumerate(sorted(device_files()))
+        ]
+
+
+def cards() -> list[Card]:
+    """Every Gaudi card of this machine, with the processes that hold it."""
+    files = device_files()
+    return with_holders(
+        [
+            Card(
+                "hpu",
+                r["index"],
+                r["name"],
+                "Gaudi",
+                r["module"],
+                r["total"],
+                files.get(r["index"] if r["minor"] is None else r["minor"]),
+            )
+            for r in _inventory()
+        ]
+    )
+
+
+def count() -> int:
+    """Cards on this machine (HLML, else device files, else the bridge's count, which reads
+    the driver without acquiring: ``device_count``)."""
+    return len(_inventory()) or _bridge.count()
+
+
+def _row(index: int) -> dict:
+    _bridge.one_device(index)
+    rows = _inventory()
+    return rows[index] if index < len(rows) else {"name": HLML.fallback_name, "total": 0}
+
+
+def name(index: int) -> str:
+    """The card's model name as HLML reports it (``"HL-225"``)."""
+    return str(_row(index)["name"])
+
+
+def total_memory(index: int) -> int:
+    """Bytes of HBM on the card (HLML); 0 where only the device files are known."""
+    return int(_row(index)["total"])
+
+
+def generation() -> str | None:
+    """``"Gaudi1"``, ``"Gaudi2"`` or ``"Gaudi3"`` from HLML's product name (``chips``)."""
+    rows = _inventory()
+    if not rows or rows[0]["name"] == HLML.fallback_name:
+        return None
+    found = match(rows[0]["name"], "hpu")
+    return found.name if found is not None else None
 
 
 def monitor() -> list[dict]:
@@ -38,14 +106,17 @@ RECORD = Backend(
     compile_backend="hpu_backend",  # inductor is not supported on HPU
     optimizer="hpex_fused_adamw",
     available=_bridge.available,
-    count=_bridge.count,
-    name=_bridge.name,
+    count=count,
+    name=name,
     memory=_bridge.memory,
+    total_memory=total_memory,
+    cards=cards,
+    visible_env=VISIBLE_ENV,
     reset_peak=_bridge.reset_peak,
     synchronize=_bridge.synchronize,
     mark_step=_bridge.mark_step,
     precision=_bridge.precision,
-    generation=_bridge.generation,
+    generation=generation,
     mode=_bridge.hpu_mode,
     versions=_bridge.versions,
     compiles=_bridge.compiles,

@@ -1,7 +1,7 @@
 """Device readings for the side panel: utilisation, memory, power and temperature, per device.
 
 One reader for the management libraries shaped like NVML (HLML is NVML's counterpart for
-Gaudi), driven by each backend's ``Vendor`` record (``hpu.HLML``, ``cuda.NVML``); the CPU's
+Gaudi), driven by each backend's ``Vendor`` record (``hlml.HLML``, ``cuda.NVML``); the CPU's
 reader is in ``cpu.py``. Readings go through the vendor's management library, never
 through torch (a panel that polls every few seconds must not load a framework, nor touch
 a device a training process is using): HLML (``pyhlml``, PyPI ``habana-pyhlml``) on
@@ -141,6 +141,9 @@ class Vendor:
     what: str  # the devices, in a message
     fallback_name: str
     driver_call: str  # the library's function that returns the driver's version
+    module_call: str | None = None  # per handle: the module id (HLML; NVML has none)
+    minor_call: str | None = None  # per handle: the device file's minor number
+    processes_call: str | None = None  # per handle: the processes using it (NVML's list)
 
 
 def read_vendor(v: Vendor) -> list[dict[str, Any]]:
@@ -177,6 +180,39 @@ def read_vendor(v: Vendor) -> list[dict[str, Any]]:
                 power_w=None if power is None else power / 1000,
                 temp_c=call("GetTemperature", h, v.sensor),
             )
+        )
+    return out
+
+
+def inventory(v: Vendor) -> list[dict[str, Any]]:
+    """Every device the library lists, as the probe needs it and without taking any: index,
+    name, memory total (bytes), module id and device-file minor number (None where the
+    library or the device does not say), and the pids the library says use it (NVML)."""
+    lib = _start(v)
+    error = getattr(lib, v.error)
+
+    def call(name: str | None, h):
+        if name is None:
+            return None
+        return _optional(lambda: getattr(lib, name)(h), error)
+
+    try:
+        count = getattr(lib, f"{v.prefix}DeviceGetCount")()
+        handles = [getattr(lib, f"{v.prefix}DeviceGetHandleByIndex")(i) for i in range(count)]
+    except error as e:
+        raise Unavailable(f"{v.library} started but could not list the {v.what}: {e}") from None
+    out = []
+    for i, h in enumerate(handles):
+        memory = call(f"{v.prefix}DeviceGetMemoryInfo", h)
+        out.append(
+            {
+                "index": i,
+                "name": _text(call(f"{v.prefix}DeviceGetName", h) or v.fallback_name),
+                "total": int(getattr(memory, "total", 0) or 0),
+                "module": call(v.module_call, h),
+                "minor": call(v.minor_call, h),
+                "pids": [int(p.pid) for p in call(v.processes_call, h) or []],
+            }
         )
     return out
 

@@ -64,7 +64,8 @@ class Backend:
     available: Callable[[], bool]
     count: Callable[[], int]
     name: Callable[[int], str]
-    memory: Callable[[int], dict[str, int]]
+    memory: Callable[[int], dict[str, int]]  # this process's use: may take the device (HPU)
+    total_memory: Callable[[int], int]  # bytes on the device, read without taking it
     reset_peak: Callable[[int], None]
     synchronize: Callable[[int], None]
     mark_step: Callable[[], None]
@@ -75,6 +76,10 @@ class Backend:
     compiles: Callable[[], int | None] = lambda: None  # graph compilations so far
     # every device of this kind, read through its management library (never torch)
     monitor: Callable[[], list[dict[str, Any]]] = list
+    # every card of this kind with the processes that hold it (from the OS), taking none
+    cards: Callable[[], list[Any]] = list
+    # the variable that restricts the cards a child process may take (None: no such thing)
+    visible_env: str | None = None
     vendor: Vendor | None = None  # the management library (HLML, NVML); None: the OS (psutil)
     # (driver version or None, where it was read or why not)
     driver_version: Callable[[], tuple[str | None, str]] = lambda: (None, "no driver")

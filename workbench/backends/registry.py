@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .. import markup
-from . import _bridge, cpu, cuda, hpu, monitor
+from . import _bridge, cards, cpu, cuda, hpu, monitor
+from .cards import Card
 from .chips import CHIPS, Chip, match
 from .monitor import Unavailable
 from .record import Backend, library_versions
@@ -113,6 +114,14 @@ class DeviceInfo:
         Hardware name, bytes of device memory, Gaudi generation (HPU only), HPU
         execution mode (``"lazy"``/``"eager"``), preferred training precision,
         torch.distributed backend, and the versions of torch, transformers and the bridge.
+    cards : list of Card
+        Every card of this kind on the machine, each free or held by the processes the OS
+        says have it open (``"held by pid 4242, kernel of 05_llama_lora.ipynb"``).
+    held : Card or None
+        The card this process holds (on Gaudi, from the first device call until it exits).
+
+    Probing reads the management library (HLML, NVML) and the OS, never the device runtime:
+    on Gaudi a card belongs to the first process that touches it, so asking must not touch.
     """
 
     kind: str
@@ -126,6 +135,16 @@ class DeviceInfo:
     precision: str = "fp32"
     dist_backend: str = "gloo"
     versions: dict[str, str | None] = field(default_factory=dict)
+    cards: list[Card] = field(default_factory=list)
+    held: Card | None = None
+
+    @property
+    def holding(self) -> str | None:
+        """``"this kernel holds Gaudi 0 (module 3) since 10:42; restart the kernel to free
+        it"`` when this process holds a card that stays held until it exits (Gaudi)."""
+        if self.held is None or self.backend.visible_env is None:
+            return None
+        return cards.holding(self.held)
 
     @property
     def backend(self) -> Backend:
@@ -207,6 +226,11 @@ class DeviceInfo:
         rows += [(k, v) for k, v in (("generation", self.generation), ("mode", self.mode)) if v]
         rows += [("precision", self.precision), ("distributed", self.dist_backend)]
         rows += [(k, v or "-") for k, v in self.versions.items()]
+        if self.holding:
+            rows.append(("this process", self.holding))
+        if self.cards:
+            rows.append(("cards", f"{sum(c.free for c in self.cards)} of {len(self.cards)} free"))
+        rows += [("held", c.describe()) for c in self.cards if not c.free]
         return rows
 
     def __repr__(self) -> str:
@@ -248,18 +272,21 @@ def _info(kind: str, index: int = 0) -> DeviceInfo:
         raise ValueError(
             f"{kind}:{index} does not exist; this machine has {count} {kind} device(s)"
         )
+    found = b.cards()
     return DeviceInfo(
         kind=kind,
         available=True,
         count=count,
         index=index,
         name=b.name(index),
-        total_memory=b.memory(index)["total"],
+        total_memory=b.total_memory(index),
         generation=b.generation(),
         mode=b.mode(),
         precision=b.precision(index),
         dist_backend=b.dist_backend,
         versions=versions,
+        cards=found,
+        held=next((c for c in found if c.held_here()), None),
     )
 
 
@@ -330,6 +357,14 @@ def device_in_mode(kind: str = "auto", mode: str | None = None) -> DeviceInfo:
             os.environ["PT_HPU_LAZY_MODE"] = before
         raise
     return dev
+
+
+def launch_env(dev: DeviceInfo, devices: int) -> dict[str, str]:
+    """The environment that puts ``devices`` workers on free cards of ``dev``'s kind (read
+    again now): ``{}`` when none is held; a refusal naming the holders and the fixes when
+    fewer than ``devices`` are free. Reads the OS, starts nothing."""
+    b = dev.backend
+    return cards.placement(b.cards(), devices, b.visible_env)
 
 
 def inference_model(model, device: DeviceInfo | None = None):

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..backends.registry import DeviceInfo, backend, fmt_bytes
+from ..backends.registry import DeviceInfo, backend, fmt_bytes, launch_env
 from ..backends.registry import device as pick_device
 from ..backends.torchrun import child_env
 from ..catalog import model as model_spec
@@ -119,6 +119,10 @@ def _device(v: _Visit) -> list[Check]:
     text += (
         f"; chip {chip.name}" if chip else "; a chip the table (chips.CHIPS) does not know: no MFU"
     )
+    if d.cards:
+        text += f"; {sum(c.free for c in d.cards)} of {len(d.cards)} cards free"
+        text += "".join(f"; {c.describe()}" for c in d.cards if not c.free)
+    text += f"; {d.holding}" if d.holding else ""
     if d.kind == "cpu":
         import torch
 
@@ -335,13 +339,24 @@ def _all_reduce(v: _Visit) -> list[Check]:
     out = v.out / "all-reduce"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    # without this kernel's HLS_MODULE_ID
+    try:  # two free cards (this kernel may hold one since the checks above), read from the OS
+        cards = launch_env(v.dev, 2)
+    except RuntimeError as e:
+        return [
+            failed(
+                "all-reduce",
+                f"two ranks need two free cards: {e}",
+                "free a card (restart the kernel that holds it) and run the doctor again",
+            )
+        ]
+    # without this kernel's HLS_MODULE_ID, on the free cards
     env = child_env(
         {
             "WORLD_SIZE": "2",
             "LOCAL_WORLD_SIZE": "2",
             "MASTER_ADDR": "127.0.0.1",
             "MASTER_PORT": str(_free_port()),
+            **cards,
         }
     )
     code = (

@@ -304,7 +304,9 @@ def launch(
     log_path = run.path / "launcher.log"
     run.dashboard = attach(run, live, background)
     log = open(log_path, "w")
-    env = child_env(launchfiles.restart_env(max_restarts))  # no HLS_MODULE_ID of this kernel
+    # no HLS_MODULE_ID of this kernel; HABANA_VISIBLE_MODULES naming free cards when some
+    # are held (prepare chose them, or refused before anything was written)
+    env = child_env({**launchfiles.restart_env(max_restarts), **run.spec["launch"].get("env", {})})
     proc = subprocess.Popen(
         cmd,
         stdout=log,

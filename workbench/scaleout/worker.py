@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 
@@ -109,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
                     "world_size": size,
                     "step": run.trainer.state.global_step,
                     "params_sha256": digest(model),
+                    "device": str(run.trainer.args.device),
+                    "params_device": str(next(model.parameters()).device),
+                    "dist_backend": dist.get_backend() if dist.is_initialized() else None,
                 }
             )
         )

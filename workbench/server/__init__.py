@@ -3,6 +3,8 @@
 Endpoints, under the server's base URL (every one needs a logged-in user):
 
 - ``GET workbench/devices``: ``{"time", "devices": [...], "notes": [...]}`` (``device.monitor_all``)
+- ``GET workbench/cards``: ``{"cards": [...], "notes": [...]}``, each card free or held, a holder
+  that is a kernel of this server with its ``kernel_id`` and ``notebook`` (``holders``)
 - ``GET workbench/runs``: ``{"runs": [row, ...]}``, every run under the server's root, newest first
 - ``GET workbench/run?path=<rel>``: one run's summary, spec, last events, checkpoints and latest
   sample grid

@@ -14,6 +14,7 @@ import tornado.web
 from jupyter_server.base.handlers import APIHandler
 
 from ..backends.registry import monitor_all
+from .holders import server_cards
 from .runs import BadPath, NotFound, NotRunning, RunTable
 
 PATH_HINT = (
@@ -50,6 +51,15 @@ class DevicesHandler(_Handler):
     @tornado.web.authenticated
     def get(self) -> None:
         self.reply(monitor_all())
+
+
+class CardsHandler(_Handler):
+    """``GET workbench/cards``: every card, free or held (pid, command line, and the kernel
+    and notebook when the holder is one of this server's kernels)."""
+
+    @tornado.web.authenticated
+    async def get(self) -> None:
+        self.reply(await server_cards(self.kernel_manager, self.session_manager))
 
 
 class RunsHandler(_Handler):
@@ -102,6 +112,7 @@ def handlers(base_url: str, table: RunTable) -> list[tuple[str, type, dict]]:
         (url_path_join(base_url, "workbench", name), cls, kwargs)
         for name, cls in (
             ("devices", DevicesHandler),
+            ("cards", CardsHandler),
             ("runs", RunsHandler),
             ("run", RunHandler),
             ("stop", StopHandler),

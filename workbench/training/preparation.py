@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..backends.registry import backend, check_mode, device_in_mode
+from ..backends.registry import backend, check_mode, device_in_mode, launch_env
 from ..backends.registry import device as pick_device
 from ..catalog import ModelSpec
 from ..catalog import model as as_model
@@ -51,9 +51,15 @@ def prepare(
         if a.mode is not None:
             check_mode(a.mode, kind)
     else:
-        dev = device_in_mode(a.device, a.mode)
+        dev = device_in_mode(a.device, a.mode)  # reads HLML and the OS: takes no card
         recipe.check_precision(a.precision, dev)
         kind = dev.kind
+        launch = (extra_spec or {}).get("launch")
+        if launch:  # workers of this machine go on free cards, or nothing starts
+            extra_spec = {
+                **extra_spec,
+                "launch": {**launch, "env": launch_env(dev, launch["devices"])},
+            }
     padding = recipe.default_padding(mspec.task, kind) if a.padding == "auto" else a.padding
     recipe.check_padding(padding, mspec.task, mspec.name)
     recipe.check_cache_latents(a.cache_latents, mspec.task, mspec.name, dspec.crop, dspec.flip)

@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..backends.registry import BACKENDS
+from ..backends.registry import device as pick_device
 from .chart import (
     EVAL_FIELDS,
     PANELS,
@@ -309,9 +311,13 @@ class Dashboard:
         self.summary = dict(self.run.summary)  # written before the end event: read once, here
         if event and event.get("status"):
             self.summary["status"] = event["status"]
+        holds = holding(self.device)
+        if holds:  # trained in this kernel on a Gaudi: the card stays taken until it restarts
+            self.device = f"{self.device} · {holds}"
         if self.widget is not None:
             self.flush()
             w = self.widget
+            w.device = self.device
             w.history = {self.run.name: history(self.events)}
             w.summary, w.status = finite_json(self.summary), self.summary.get("status", "")
         if self.handle is not None:
@@ -328,6 +334,15 @@ class Dashboard:
     def _on_msg(self, widget, content, buffers) -> None:
         if isinstance(content, dict) and content.get("type") == "stop":
             self.run.stop()
+
+
+def holding(kind: str) -> str:
+    """What this process holds of device kind ``kind`` ("this kernel holds Gaudi 0 (module 3)
+    since 10:42; restart the kernel to free it"), read from the OS; "" where nothing stays held."""
+    b = BACKENDS.get(kind.split(":")[0])
+    if b is None or b.visible_env is None or not b.available():
+        return ""
+    return pick_device(b.kind).holding or ""
 
 
 def _nan(v: Any) -> float:

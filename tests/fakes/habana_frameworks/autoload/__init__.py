@@ -23,6 +23,14 @@ def is_autoload_enabled() -> bool:
 
 
 def __autoload():  # noqa: N807 (the bridge's entry point name)
+    # Not the bridge's rule: the double's emulated device (a C++ extension) is loaded here in
+    # every mode, because torch caches its HPU hooks the first time anything asks for the
+    # accelerator; loaded later, the device would exist but torch.accelerator (and autograd
+    # through it) would not see it. FAKE_HPU_DEVICE=0 leaves it out (tests/fakes/README.md).
+    if os.getenv("FAKE_HPU_DEVICE", "1") != "0":
+        from habana_frameworks import _device
+
+        _device.load()
     if is_loaded or not is_autoload_enabled():
         return
     import habana_frameworks.torch  # noqa: F401

@@ -3,13 +3,16 @@
 Sources: gaudi-pytorch-bridge python_packages/habana_frameworks/torch/hpu/__init__.py,
 hpu/_utils.py, hpu/memory.py, hpu/random.py @ 5a56187, and the device guard
 backend/habana_device/HPUGuardImpl.h @ 5a56187. Nothing here holds a tensor: the double
-keeps every tensor on the CPU (see tests/fakes/README.md).
+emulates the device with a C++ extension (``habana_frameworks/torch/_device``): HPU tensors
+whose storage is host memory (see tests/fakes/README.md).
 """
 
 import os
 
 import torch
 
+from habana_frameworks import _device
+from habana_frameworks.torch import _card
 from habana_frameworks.torch.utils.internal import is_lazy
 
 from .metrics import metric_global  # noqa: F401  (hpu/__init__.py re-exports hpu.metrics)
@@ -34,7 +37,13 @@ HABANA_VISIBLE_MODULES_VAR = "HABANA_VISIBLE_MODULES"
 HLS_MODULE_ID_VAR = "HLS_MODULE_ID"
 CALLS: list[str] = []
 _GiB = 1024**3
-_state = {"in_use": 0, "max_in_use": 0, "num_allocs": 0}
+_state = {"in_use": 0, "max_in_use": 0, "num_allocs": 0}  # without the device (see below)
+# The emulated device is loaded with the bridge (its plugin library). FAKE_HPU_DEVICE=0 (test
+# hook) leaves it out: the pytest process itself must not get an "hpu" accelerator, so tests
+# there see the Python API only, and any HPU tensor fails as on a CPU build of torch.
+_ext = _device.load() if os.environ.get("FAKE_HPU_DEVICE", "1") != "0" else None
+if _ext is not None:
+    _ext.set_bridge_loaded(True)
 
 
 def _count() -> int:
@@ -77,14 +86,25 @@ def _guard(device) -> int:
     return index
 
 
-def fake_to(obj, device):
-    """Test hook (not bridge API): what ``obj.to(device)`` does on the real bridge, minus the
-    copy. An HPU index other than 0 fails as the guard makes it fail; the object stays on
-    the CPU and remembers where it was sent (``obj.fake_device``)."""
-    if torch.device(device).type == "hpu":
-        _guard(device)
-    obj.fake_device = str(device)
-    return obj
+_initialized = False
+
+
+def init() -> None:
+    """Acquire this process's card (``_lazy_init`` -> ``_hpu_C.init()``, hpu/__init__.py)."""
+    _lazy_init()
+
+
+def _lazy_init() -> None:
+    """The bridge's lazy init: acquires the card (bindings.cpp ``hpu_init``). torch calls it
+    too before the first HPU tensor of a process (torch/csrc/utils/device_lazy_init)."""
+    global _initialized
+    if not _initialized:
+        _card.acquire()  # raises the bridge's "Device acquire failed" when the card is taken
+        _initialized = True
+
+
+def is_initialized() -> bool:
+    return _initialized
 
 
 def is_available() -> bool:
@@ -96,6 +116,7 @@ def device_count() -> int:
 
 
 def current_device() -> int:
+    _lazy_init()  # hpu/__init__.py: current_device() calls _lazy_init()
     return 0
 
 
@@ -133,6 +154,7 @@ class device:  # noqa: N801 (the bridge's name)
 
 
 def get_device_name(device=None) -> str:
+    _lazy_init()  # hpu/__init__.py: get_device_name() calls _lazy_init()
     _check_index(device)
     gen = os.environ.get("FAKE_HPU_GENERATION", "2")
     return "GAUDI" if gen == "1" else f"GAUDI{gen}"
@@ -143,11 +165,15 @@ def is_bf16_supported() -> bool:
 
 
 def synchronize() -> None:
+    _lazy_init()  # hpu/__init__.py: synchronize() calls _lazy_init()
     CALLS.append("synchronize")
 
 
 def fake_allocate(nbytes: int) -> None:
-    """Test hook (not bridge API): pretend tensors of ``nbytes`` were allocated."""
+    """Test hook (not bridge API): pretend tensors of ``nbytes`` were allocated (only
+    without the emulated device, whose allocator counts real tensors)."""
+    if _ext is not None:
+        raise RuntimeError("fake_allocate: the emulated device counts its own allocations")
     _state["in_use"] += nbytes
     _state["max_in_use"] = max(_state["max_in_use"], _state["in_use"])
     _state["num_allocs"] += 1
@@ -155,8 +181,11 @@ def fake_allocate(nbytes: int) -> None:
 
 def memory_stats(device=None) -> dict:
     # keys and meaning from hpu/memory.py @ 5a56187; "Limit" is the allocator's pool, less
-    # than the HBM (FAKE_HPU_MEMORY sets it)
+    # than the HBM (FAKE_HPU_MEMORY sets it); every function of memory.py calls hpu.init()
+    init()
     _check_index(device)
+    if _ext is not None:
+        return _ext.memory_stats()
     return {
         "Limit": int(os.environ.get("FAKE_HPU_MEMORY", str(96 * _GiB))),
         "InUse": _state["in_use"],
@@ -174,7 +203,10 @@ def max_memory_allocated(device=None) -> int:
 
 
 def reset_peak_memory_stats(device=None) -> None:
+    init()  # memory.py: hpu.init()
     _check_index(device)
+    if _ext is not None:
+        _ext.reset_peak_memory_stats()
     _state["max_in_use"] = _state["in_use"]
 
 

@@ -44,9 +44,104 @@ def initialize_distributed_hpu(world_size=None, rank=None, local_rank=None) -> t
 initialize_distributed_hpu()
 
 
-def _gloo(store, rank, size, timeout):
-    return torch.distributed.ProcessGroupGloo(store, rank, size, timeout)
+class _HostCollectives(torch.distributed.ProcessGroup):
+    """The double's "hccl": each collective copies its HPU tensors to host, runs gloo's
+    collective on the copies, waits, and copies the results back (the emulated device's
+    memory is host memory, so nothing faster is truer). Only the collectives DDP, accelerate
+    and DeepSpeed use are here; anything else fails as an unknown method would."""
+
+    def __init__(self, store, rank, size, timeout):
+        super().__init__(rank, size)
+        self._gloo = torch.distributed.ProcessGroupGloo(store, rank, size, timeout)
+
+    def getBackendName(self):  # noqa: N802 (c10d's name)
+        return "hccl"
+
+    def _run(self, name, *args):
+        """gloo's ``name`` over host copies; the first argument (the collective's output)
+        gets the host results back."""
+        if any(t.device.type != "hpu" for t in _flat([a for a in args if not _is_opts(a)])):
+            # c10d's message for a device the backend was not registered for (devices=["hpu"])
+            raise RuntimeError("No backend type associated with device type cpu")
+        host = _to_host(args)
+        work = getattr(self._gloo, name)(*host)
+        work.wait()
+        for dst, src in zip(_flat(args[0]), _flat(host[0])):
+            if dst is not src:
+                dst.copy_(src)
+        return work
+
+    def allreduce(self, tensors, opts=None):
+        return self._run("allreduce", tensors, *_opts(opts))
+
+    def broadcast(self, tensors, opts=None):
+        return self._run("broadcast", tensors, *_opts(opts))
+
+    def allgather(self, output_lists, inputs, opts=None):
+        return self._run("allgather", output_lists, inputs, *_opts(opts))
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        return self._run("allreduce_coalesced", tensors, *_opts(opts))
+
+    def reduce(self, tensors, opts=None):
+        return self._run("reduce", tensors, *_opts(opts))
+
+    def all_gather_single(self, output, input, opts=None):  # all_gather_into_tensor
+        return self._run("_allgather_base", output, input, *_opts(opts))
+
+    def reduce_scatter(self, outputs, input_lists, opts=None):
+        return self._run("reduce_scatter", outputs, input_lists, *_opts(opts))
+
+    def reduce_scatter_single(self, output, input, opts=None):  # reduce_scatter_tensor
+        return self._run("_reduce_scatter_base", output, input, *_opts(opts))
+
+    def barrier(self, opts=None):
+        work = self._gloo.barrier(*_opts(opts))
+        work.wait()
+        return work
 
 
+def _opts(opts):
+    return () if opts is None else (opts,)
+
+
+def _opaque_to_dynamo() -> None:
+    """The bridge's ProcessGroupHCCL is C++, which dynamo never traces into; this Python one
+    would be traced (DDP under torch.compile calls its broadcast), so dynamo must skip it."""
+    import torch._dynamo
+
+    for name in ("allreduce", "broadcast", "allgather", "allreduce_coalesced", "reduce",
+                 "all_gather_single", "reduce_scatter", "reduce_scatter_single", "barrier"):
+        setattr(_HostCollectives, name, torch._dynamo.disable(getattr(_HostCollectives, name)))
+
+
+def _is_opts(x) -> bool:
+    return not isinstance(x, (torch.Tensor, list, tuple))
+
+
+def _flat(x):
+    if isinstance(x, torch.Tensor):
+        return [x]
+    return [t for item in x for t in _flat(item)]
+
+
+def _to_host(args):
+    def host(x):
+        if isinstance(x, torch.Tensor):
+            return x.cpu() if x.device.type == "hpu" else x
+        if isinstance(x, (list, tuple)):
+            return type(x)(host(i) for i in x)
+        return x
+
+    return tuple(host(a) for a in args)
+
+
+def _create_process_group_hccl(store, rank, size, timeout):
+    return _HostCollectives(store, rank, size, timeout)
+
+
+# hccl/__init__.py:120 @ 5a56187 registers "hccl" for the "hpu" device only: a collective on
+# CPU tensors of an "hccl" group fails, as it does on a Gaudi
 if torch.distributed.is_available() and not hasattr(torch.distributed.Backend, "HCCL"):
-    torch.distributed.Backend.register_backend("hccl", _gloo, devices=["cpu"])
+    _opaque_to_dynamo()
+    torch.distributed.Backend.register_backend("hccl", _create_process_group_hccl, devices=["hpu"])

@@ -1,0 +1,358 @@
+// TEST DOUBLE: an emulated `hpu` device for CPU builds of torch (not Intel's software).
+//
+// Registers, for the built-in device type c10::DeviceType::HPU and its dispatch keys, what a
+// backend must provide (the mechanism PyTorch's out-of-tree examples use for PrivateUse1,
+// pytorch/pytorch test/cpp_extensions/open_registration_extension; written here for HPU):
+// a device guard, an allocator with statistics, empty / empty_strided, the view ops that
+// must alias, copies between CPU and HPU, a boxed CPU fallback for every other op, HPU hooks
+// (pinned memory), and autocast for AutocastHPU. An HPU tensor's storage is host memory.
+// Rules that follow the bridge cite HabanaAI/gaudi-pytorch-bridge @ 5a56187 (1.19.0).
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/detail/HPUHooksInterface.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/ops/as_strided_cpu_dispatch.h>
+#include <ATen/ops/resize_native.h>
+#include <ATen/ops/set_cpu_dispatch.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_native.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/alloc_cpu.h>
+#include <torch/extension.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+
+namespace fake_hpu {
+
+constexpr c10::DeviceType kHPU = c10::DeviceType::HPU;
+
+// The library is loaded when torch is imported (the double's autoload entry point), since
+// torch caches its HPU hooks on first use; the device exists only once the bridge's Python
+// API (habana_frameworks.torch) has been imported and says so through set_bridge_loaded.
+// Before that, as on a machine where the bridge has not loaded, torch sees no HPU.
+std::atomic<bool> bridge_loaded{false};
+
+void check_loaded() {
+  TORCH_CHECK(bridge_loaded.load(),
+              "hpu (emulated): the device is not loaded; import habana_frameworks.torch first");
+}
+
+// ----------------------------------------------------------------------- device guard
+// One device per process, index 0: HABANAGuardImpl fails for any other index and reports
+// one device (backend/habana_device/HPUGuardImpl.h @ 5a56187); the card itself is chosen
+// by HLS_MODULE_ID / HABANA_VISIBLE_MODULES (the Python side, _card.py).
+void check_index(c10::DeviceIndex index) {
+  TORCH_CHECK(index == 0 || index == -1, "habana active device: ", static_cast<int>(index),
+              " != 0");
+}
+
+struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return kHPU; }
+  c10::Device exchangeDevice(c10::Device d) const override {
+    check_index(d.index());
+    return c10::Device(kHPU, 0);
+  }
+  c10::Device getDevice() const override { return c10::Device(kHPU, 0); }
+  void setDevice(c10::Device d) const override { check_index(d.index()); }
+  void uncheckedSetDevice(c10::Device) const noexcept override {}
+  c10::Stream getStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, c10::Device(kHPU, 0));
+  }
+  c10::Stream getDefaultStream(c10::Device d) const override { return getStream(d); }
+  c10::Stream exchangeStream(c10::Stream) const override {
+    return c10::Stream(c10::Stream::DEFAULT, c10::Device(kHPU, 0));
+  }
+  c10::DeviceIndex deviceCount() const noexcept override { return 1; }
+  // Host memory: every op has finished when it returns, so events and streams are trivial.
+  void record(void**, const c10::Stream&, const c10::DeviceIndex,
+              const c10::EventFlag) const override {}
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override { return true; }
+  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
+  bool queryStream(const c10::Stream&) const override { return true; }
+  void synchronizeStream(const c10::Stream&) const override {}
+  void synchronizeDevice(const c10::DeviceIndex) const override {}
+};
+C10_REGISTER_GUARD_IMPL(HPU, GuardImpl);
+
+// ----------------------------------------------------------------------- allocator
+// Statistics as torch.hpu.memory_stats() names them (hpu/memory.py @ 5a56187): Limit, InUse,
+// MaxInUse, NumAllocs, NumFrees, ActiveAllocs, MaxAllocSize. Limit is FAKE_HPU_MEMORY
+// (default 96 GiB); an allocation past it fails with the bridge's out-of-memory text
+// ("PT_DEVMEM Allocation failed", what accelerate's memory utilities look for).
+struct Stats {
+  std::mutex lock;
+  int64_t in_use = 0, max_in_use = 0, num_allocs = 0, num_frees = 0, active = 0,
+          max_alloc = 0;
+};
+Stats& stats() {
+  static Stats s;
+  return s;
+}
+
+int64_t limit() {
+  const char* env = std::getenv("FAKE_HPU_MEMORY");
+  return env ? std::atoll(env) : int64_t(96) * 1024 * 1024 * 1024;
+}
+
+struct Block {
+  int64_t size;
+};
+
+void free_block(void* ctx) {
+  auto* block = static_cast<Block*>(ctx);
+  {
+    std::lock_guard<std::mutex> g(stats().lock);
+    stats().in_use -= block->size;
+    stats().num_frees += 1;
+    stats().active -= 1;
+  }
+  c10::free_cpu(block);
+}
+
+struct Allocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    auto& s = stats();
+    {
+      std::lock_guard<std::mutex> g(s.lock);
+      TORCH_CHECK_WITH(OutOfMemoryError, s.in_use + int64_t(nbytes) <= limit(),
+                       "PT_DEVMEM Allocation failed for ", nbytes, " bytes: ", s.in_use,
+                       " in use of the Limit ", limit(), " (FAKE_HPU_MEMORY)");
+      s.in_use += nbytes;
+      s.max_in_use = std::max(s.max_in_use, s.in_use);
+      s.num_allocs += 1;
+      s.active += 1;
+      s.max_alloc = std::max(s.max_alloc, int64_t(nbytes));
+    }
+    // a 64-byte header (data stays aligned) holds the block's size for the stats
+    char* raw = static_cast<char*>(c10::alloc_cpu(nbytes + 64));
+    reinterpret_cast<Block*>(raw)->size = int64_t(nbytes);
+    return {raw + 64, raw, &free_block, c10::Device(kHPU, 0)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void* dest, const void* src, std::size_t count) const final {
+    default_copy_data(dest, src, count);
+  }
+};
+Allocator allocator;
+REGISTER_ALLOCATOR(kHPU, &allocator);
+
+// ----------------------------------------------------------------------- hooks
+// Pinned host memory for DataLoader(pin_memory=True): the bridge pins host buffers for
+// transfers; here host memory is all there is, so pinned memory is the CPU allocator's.
+struct Hooks final : at::HPUHooksInterface {
+  explicit Hooks(at::HPUHooksArgs) {}
+  void init() const override {}
+  bool hasHPU() const override { return bridge_loaded.load(); }
+  bool isBuilt() const override { return bridge_loaded.load(); }
+  bool isAvailable() const override { return bridge_loaded.load(); }
+  c10::Device getDeviceFromPtr(void*) const override { return c10::Device(kHPU, 0); }
+  bool isPinnedPtr(const void*) const override { return false; }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  c10::DeviceIndex deviceCount() const override { return bridge_loaded.load() ? 1 : 0; }
+  void setCurrentDevice(c10::DeviceIndex d) const override { check_index(d); }
+  c10::DeviceIndex getCurrentDevice() const override { return 0; }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex d) const override {
+    check_index(d);
+    return 0;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override {
+    return exchangeDevice(d);
+  }
+  // ops run their CPU kernels, which draw from the CPU generator
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
+    return at::detail::getDefaultCPUGenerator();
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex) const override {
+    return at::detail::createCPUGenerator();
+  }
+};
+
+// ----------------------------------------------------------------------- ops
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout,
+                               std::optional<c10::Device> device, std::optional<bool> pin,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  check_loaded();
+  if (device) check_index(device->index());
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
+              "hpu (emulated): only strided tensors");
+  constexpr c10::DispatchKeySet keys(c10::DispatchKey::HPU);
+  return at::detail::empty_generic(size, &allocator, keys, c10::dtype_or_default(dtype),
+                                   memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device, std::optional<bool> pin) {
+  check_loaded();
+  if (device) check_index(device->index());
+  constexpr c10::DispatchKeySet keys(c10::DispatchKey::HPU);
+  return at::detail::empty_strided_generic(size, stride, &allocator, keys,
+                                           c10::dtype_or_default(dtype));
+}
+
+// A CPU tensor over the same host memory (no copy): what an HPU tensor is, seen as a CPU one.
+at::Tensor host_alias(const at::Tensor& t) {
+  if (!t.is_hpu()) return t;
+  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(),
+                       t.options().device(c10::kCPU));
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(self.is_hpu() || self.is_cpu(), "hpu (emulated): copy from ", self.device());
+  TORCH_CHECK(dst.is_hpu() || dst.is_cpu(), "hpu (emulated): copy to ", dst.device());
+  host_alias(dst).copy_(host_alias(self), non_blocking);
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  at::native::resize_(dst, self.sizes(), std::nullopt);
+  return copy_from(self, dst, false);
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, c10::SymInt offset,
+                        c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  return at::cpu::set__symint(self, source, offset, size, stride);
+}
+
+at::Tensor& set_source(at::Tensor& self, c10::Storage source) {
+  return at::cpu::set_(self, source);
+}
+
+at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size,
+                      c10::SymIntArrayRef stride, std::optional<c10::SymInt> offset) {
+  return at::cpu::as_strided_symint(self, size, stride, std::move(offset));
+}
+
+// Convolutions reach backends other than CPU/CUDA through convolution_overrideable, whose
+// default kernel raises: the double runs torch's CPU convolution on host copies.
+at::Tensor on_host(const at::Tensor& t) { return t.defined() ? t.to(c10::kCPU) : t; }
+at::Tensor on_hpu(const at::Tensor& t) { return t.defined() ? t.to(c10::Device(kHPU, 0)) : t; }
+
+at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                       at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                       at::IntArrayRef output_padding, int64_t groups) {
+  std::optional<at::Tensor> host_bias;
+  if (bias && bias->defined()) host_bias = on_host(*bias);
+  return on_hpu(at::convolution(on_host(input), on_host(weight), host_bias, stride, padding,
+                                dilation, transposed, output_padding, groups));
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+    at::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
+  std::vector<int64_t> bias_sizes{transposed ? weight.size(1) * groups : weight.size(0)};
+  auto grads = at::convolution_backward(on_host(grad_output), on_host(input), on_host(weight),
+                                        bias_sizes, stride, padding, dilation, transposed,
+                                        output_padding, groups, output_mask);
+  return {on_hpu(std::get<0>(grads)), on_hpu(std::get<1>(grads)), on_hpu(std::get<2>(grads))};
+}
+
+void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  // every other op runs its CPU kernel on host copies of the inputs, and the results come
+  // back to hpu; a view op that has no HPU kernel here is refused (a copy would not alias)
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+}
+
+}  // namespace fake_hpu
+
+namespace at {
+using HPUHooks = fake_hpu::Hooks;  // the name getHPUHooks() asks the registry for
+REGISTER_HPU_HOOKS(HPUHooks);
+}  // namespace at
+
+TORCH_LIBRARY_IMPL(aten, HPU, m) {
+  m.impl("empty.memory_format", &fake_hpu::empty_memory_format);
+  m.impl("empty_strided", &fake_hpu::empty_strided);
+  m.impl("_copy_from", &fake_hpu::copy_from);
+  m.impl("_copy_from_and_resize", &fake_hpu::copy_from_and_resize);
+  m.impl("set_.source_Storage_storage_offset", &fake_hpu::set_storage);
+  m.impl("set_.source_Storage", &fake_hpu::set_source);
+  m.impl("as_strided", &fake_hpu::as_strided);
+  m.impl("view", &at::native::view);
+  m.impl("_reshape_alias", &at::native::_reshape_alias);
+  m.impl("unfold", &at::native::unfold);
+  m.impl("resize_", &at::native::resize_);
+  m.impl("convolution_overrideable", &fake_hpu::convolution);
+  m.impl("convolution_backward_overrideable", &fake_hpu::convolution_backward);
+}
+
+TORCH_LIBRARY_IMPL(_, HPU, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&fake_hpu::fallback>());
+}
+
+// Autocast: the bridge registers AutocastHPU kernels from its default lower-precision list
+// (hpu_ops/autocast_helpers.h:34 @ 5a56187); the double casts the matrix-multiply family of
+// that list to the autocast dtype and lets every other op through unchanged. The norms of
+// that list the bridge runs with only their first input lowered (lower_first_ops, line 113);
+// the CPU kernels cannot take a bf16 input with fp32 weights in backward ("Expected scalar
+// types of X and dY are same"), so here every input is lowered: the output dtype (bf16) is
+// the bridge's, the weights are rounded to bf16 for the op.
+TORCH_LIBRARY_IMPL(_, AutocastHPU, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
+
+TORCH_LIBRARY_IMPL(aten, AutocastHPU, m) {
+  KERNEL(c10::DeviceType::HPU, mm, lower_precision_fp)
+  KERNEL(c10::DeviceType::HPU, addmm, lower_precision_fp)
+  KERNEL(c10::DeviceType::HPU, addbmm, lower_precision_fp)
+  KERNEL(c10::DeviceType::HPU, bmm, lower_precision_fp)
+  KERNEL(c10::DeviceType::HPU, baddbmm, lower_precision_fp)
+  KERNEL(c10::DeviceType::HPU, matmul, lower_precision_fp)
+  KERNEL(c10::DeviceType::HPU, linear, lower_precision_fp)
+  KERNEL(c10::DeviceType::HPU, dot, lower_precision_fp)
+  KERNEL(c10::DeviceType::HPU, mv, lower_precision_fp)
+  KERNEL(c10::DeviceType::HPU, conv1d, lower_precision_fp)
+  KERNEL(c10::DeviceType::HPU, conv2d, lower_precision_fp)
+  KERNEL(c10::DeviceType::HPU, conv3d, lower_precision_fp)
+  KERNEL(c10::DeviceType::HPU, scaled_dot_product_attention, lower_precision_fp)
+  KERNEL(c10::DeviceType::HPU, group_norm, lower_precision_fp)
+  KERNEL(c10::DeviceType::HPU, layer_norm, lower_precision_fp)
+  KERNEL(c10::DeviceType::HPU, instance_norm, lower_precision_fp)
+  KERNEL(c10::DeviceType::HPU, batch_norm, lower_precision_fp)
+}
+
+namespace {
+pybind11::dict memory_stats() {
+  auto& s = fake_hpu::stats();
+  std::lock_guard<std::mutex> g(s.lock);
+  pybind11::dict d;
+  d["Limit"] = fake_hpu::limit();
+  d["InUse"] = s.in_use;
+  d["MaxInUse"] = s.max_in_use;
+  d["NumAllocs"] = s.num_allocs;
+  d["NumFrees"] = s.num_frees;
+  d["ActiveAllocs"] = s.active;
+  d["MaxAllocSize"] = s.max_alloc;
+  return d;
+}
+
+void reset_peak() {
+  auto& s = fake_hpu::stats();
+  std::lock_guard<std::mutex> g(s.lock);
+  s.max_in_use = s.in_use;
+}
+
+void clear_stats() {
+  auto& s = fake_hpu::stats();
+  std::lock_guard<std::mutex> g(s.lock);
+  s.num_allocs = s.num_frees = 0;
+}
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("memory_stats", &memory_stats);
+  m.def("set_bridge_loaded", [](bool v) { fake_hpu::bridge_loaded = v; });
+  m.def("reset_peak_memory_stats", &reset_peak);
+  m.def("clear_memory_stats", &clear_stats);
+}

@@ -1,0 +1,236 @@
+"""One Gaudi card per process, made visible (issue 29), on the emulated node of the bridge
+double: a card is a device file under ``FAKE_HPU_DEV_DIR`` that the process taking it keeps
+open and locked for its life (tests/fakes/habana_frameworks/torch/_card.py).
+
+Each check that takes a card does it in a fresh process: a card is held until its process
+exits, so the pytest process itself never takes one.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import workbench as wb
+
+from conftest import FAKES
+
+pytestmark = pytest.mark.usefixtures("runs_in_tmp")
+
+ROOT = str(Path(wb.__file__).parents[1])  # this checkout's package, wherever a test's cwd is
+TAKE = "import torch, habana_frameworks.torch\ntorch.hpu.memory_stats()  # the bridge acquires\n"
+
+
+def _env(**extra) -> dict:
+    """This test's environment (the ``fake_hpu`` fixture's cards) for a fresh process."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HLS_MODULE_ID", "HABANA_VISIBLE_MODULES", "WORLD_SIZE", "LOCAL_RANK",
+                        "RANK")}
+    paths = [str(FAKES), os.environ.get("PYTHONPATH", "")]
+    env.update({"PYTHONPATH": os.pathsep.join(p for p in paths if p), "PT_HPU_LAZY_MODE": "0"})
+    env.update(extra)
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], ROOT])
+    return env
+
+
+@pytest.fixture
+def process(fake_hpu):
+    """``process(code, **env)``: a Python process that runs ``code``, prints "ready" and then
+    waits (holding whatever it took) until the test ends; returns its pid."""
+    procs = []
+
+    def start(code: str, **extra) -> int:
+        script = code + "\nprint('ready', flush=True)\nimport sys; sys.stdin.readline()\n"
+        proc = subprocess.Popen([sys.executable, "-c", script], env=_env(**extra), text=True,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        procs.append(proc)
+        line = proc.stdout.readline()
+        assert line.strip() == "ready", proc.communicate(timeout=60)
+        return proc.pid
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.communicate(input="\n", timeout=60)
+
+
+def _run(code: str, **extra) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], env=_env(**extra), capture_output=True,
+                          text=True, timeout=300)
+
+
+# ------------------------------------------------------------------ 1. probing never acquires
+PROBES = {
+    "device": "wb.device()",
+    "devices": "wb.devices()",
+    "device-hpu": "d = wb.device('hpu'); d.name, d.total_memory, d.generation, d.count",
+    "launch_command": ("wb.launch_command('gpt2-tiny', wb.dataset('docstrings-lm', limit=16), "
+                       "nodes=2, devices_per_node=1, hosts=['node-0', 'node-1'], max_steps=1)"),
+}
+
+
+@pytest.mark.parametrize("probe", list(PROBES))
+def test_after_a_probe_another_process_takes_that_card(process, probe):
+    """On a one-card node, a process that asked what devices exist (and is still alive) has
+    left the card free: another process takes it. (Before issue 29 the probe went through
+    ``torch.hpu.get_device_name`` / ``memory_stats`` and the second process failed with
+    "Device acquire failed".)"""
+    process("import workbench as wb\n" + PROBES[probe], FAKE_HPU_COUNT="1")
+    done = _run(TAKE + "print('took it')", FAKE_HPU_COUNT="1")
+    assert done.returncode == 0 and "took it" in done.stdout, done.stderr[-2000:]
+
+
+def test_the_probe_reads_hlml_for_count_name_memory_and_generation(fake_hpu, monkeypatch):
+    monkeypatch.setenv("FAKE_HPU_GENERATION", "3")
+    monkeypatch.setenv("FAKE_HPU_COUNT", "4")
+    dev = wb.device("hpu")
+    assert (dev.count, dev.name, dev.generation) == (4, "HL-325L", "Gaudi3")
+    assert dev.total_memory == 96 * 2**30 and len(dev.cards) == 4
+    assert all(c.free for c in dev.cards) and dev.held is None and dev.holding is None
+    assert "torch.hpu" not in sys.modules or not sys.modules["torch.hpu"].is_initialized()
+
+
+def test_device_files_come_from_one_documented_place(fake_hpu, monkeypatch, tmp_path):
+    from workbench.backends import devicefiles as hpu  # the one place (hpu and _bridge read it)
+
+    for name in ("accel0", "accel1", "accel_controlD0", "hl2"):
+        (tmp_path / name).touch()
+    monkeypatch.setenv(hpu.DEVICE_FILES_ENV, f"{tmp_path}/accel*{os.pathsep}{tmp_path}/hl[0-9]*")
+    assert hpu.device_files() == {0: f"{tmp_path}/accel0", 1: f"{tmp_path}/accel1",
+                                  2: f"{tmp_path}/hl2"}
+    monkeypatch.delenv(hpu.DEVICE_FILES_ENV)
+    assert hpu.DEVICE_FILES == ("/dev/accel/accel*", "/dev/hl[0-9]*")
+
+
+# ------------------------------------------------------------------ 2. what this process holds
+def test_a_process_that_trained_knows_its_card_and_says_so(fake_hpu):
+    code = textwrap.dedent("""
+        import json, workbench as wb
+        from workbench.views.dashboard import holding
+        dev = wb.device("hpu")
+        before = dev.held
+        dev.memory()  # what training reads first: the bridge takes a card
+        dev = wb.device("hpu")
+        print(json.dumps({"before": before, "held": dev.held.title, "says": dev.holding,
+                          "repr": repr(dev), "html": dev._repr_html_(),
+                          "header": holding("hpu"), "cpu": holding("cpu")}))
+    """)
+    done = _run(code)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["before"] is None and out["held"] == "Gaudi 0 (module 0)"
+    assert out["says"].startswith("this process holds Gaudi 0 (module 0) since ")
+    assert out["says"].endswith("; it frees it when it exits")
+    assert out["says"] in out["repr"] and out["says"] in out["html"]
+    assert out["header"] == out["says"] and out["cpu"] == "", "the dashboard's header says it"
+
+
+def test_devices_and_the_cli_name_the_holder_and_its_notebook(process):
+    pid = process(TAKE, JPY_SESSION_NAME="notebooks/05_llama_lora.ipynb")
+    other = process(TAKE)
+    cards = wb.device("hpu").cards
+    assert cards[0].describe() == f"Gaudi 0 (module 0): held by pid {pid}, kernel of 05_llama_lora.ipynb"
+    assert cards[1].describe().startswith(f"Gaudi 1 (module 1): held by pid {other} (")
+    assert [c.free for c in cards] == [False, False] + [True] * 6
+    assert "held by pid" in repr(wb.devices()[0])
+    done = _run("from workbench.cli import main; main(['devices'])")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"Gaudi 0 (module 0): held by pid {pid}, kernel of 05_llama_lora.ipynb" in done.stdout
+    assert "Gaudi 2 (module 2): free" in done.stdout
+
+
+LAUNCH = """
+import os
+import workbench as wb
+kw = dict(device="hpu", max_steps=2, batch_size=2, max_length=32, live=False)
+train()  # in this process, on hpu:0: it keeps its card, as a kernel that trained
+out["holding"] = wb.device("hpu").holding
+runs_before = sorted(os.listdir(os.environ["WORKBENCH_RUNS"]))
+try:
+    wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), devices=2, **kw)
+except RuntimeError as e:
+    out["refused"] = str(e)
+out["written_by_refusal"] = sorted(set(os.listdir(os.environ["WORKBENCH_RUNS"])) - set(runs_before))
+run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), devices=1, **kw)
+out["status"], out["error"] = run.status, run.summary.get("error")
+out["env"] = run.spec["launch"]["env"]
+out["cards_after"] = [c.describe() for c in wb.device("hpu").cards]
+"""
+
+
+def test_after_in_kernel_training_a_launch_uses_the_free_cards_or_refuses(on_hpu):
+    """A process that trained on one of two emulated cards keeps it; ``wb.launch(devices=2)``
+    refuses before any worker starts or anything is written, naming the card, its holder and
+    the fixes; ``wb.launch(devices=1)`` trains in a worker on the other card
+    (HABANA_VISIBLE_MODULES), which is free again when the run ends."""
+    out = on_hpu(LAUNCH, FAKE_HPU_COUNT="2")
+    assert out["holding"].startswith("this process holds Gaudi 0 (module 0) since ")
+    refused = out["refused"]
+    assert "wb.launch(devices=2) needs 2 free Gaudi cards; 1 is free here." in refused
+    assert "Gaudi 0 (module 0): held by pid" in refused and "this process" in refused
+    assert "devices=1" in refused and "wb.launch(devices=1), which trains in a worker" in refused
+    assert out["written_by_refusal"] == [], "nothing written before the refusal"
+    assert out["status"] == "completed", out["error"]
+    assert out["env"] == {"HABANA_VISIBLE_MODULES": "1"}
+    assert out["cards_after"][1] == "Gaudi 1 (module 1): free", "the worker freed its card"
+    assert out["cards_after"][0].startswith("Gaudi 0 (module 0): held by pid")
+
+
+def test_placement_without_holders_leaves_the_environment_alone(fake_hpu):
+    from workbench.backends.registry import launch_env
+
+    assert launch_env(wb.device("hpu"), 8) == {}
+    assert launch_env(wb.device("cpu"), 2) == {}
+
+
+def test_placement_honours_the_callers_visible_modules(process, monkeypatch):
+    from workbench.backends.registry import launch_env
+
+    process(TAKE)  # card 0
+    dev = wb.device("hpu")
+    monkeypatch.setenv("HABANA_VISIBLE_MODULES", "0,3,5")
+    assert launch_env(dev, 2) == {"HABANA_VISIBLE_MODULES": "3,5"}
+    with pytest.raises(RuntimeError, match=r"needs 3 free Gaudi cards; 2 are free here"):
+        launch_env(dev, 3)
+
+
+def test_the_doctor_says_what_this_process_holds(fake_hpu, tmp_path):
+    code = textwrap.dedent(f"""
+        import json, workbench as wb
+        wb.device("hpu").memory()  # as a kernel that trained
+        d = wb.doctor({str(tmp_path / "doctor")!r}, device="hpu", only="device", echo=False)
+        print(json.dumps({{"detail": d.check("device").detail, "status": d.check("device").status}}))
+    """)
+    done = _run(code)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["status"] == "pass" and "7 of 8 cards free" in out["detail"]
+    assert "this process holds Gaudi 0 (module 0) since " in out["detail"], out["detail"]
+    assert "Gaudi 0 (module 0): held by pid" in out["detail"]
+
+
+def test_notebook_13_runs_on_the_emulated_gaudi(tmp_path):
+    """Notebook 13 under papermill with DEVICE="hpu" on the emulated node: the worker frees
+    its card, the in-kernel run keeps one, and the notebook says which."""
+    import nbformat
+    from emulated_hpu import environment
+
+    out = tmp_path / "13.ipynb"
+    done = subprocess.run(
+        [sys.executable, "-m", "papermill", str(Path(ROOT, "notebooks", "13_gaudi_node.ipynb")),
+         str(out), "-p", "DEVICE", "hpu", "-k", "python3", "--cwd", str(tmp_path),
+         "--no-progress-bar"],
+        env=environment(tmp_path, FAKE_HPU_COUNT="2"), capture_output=True, text=True,
+        timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    r = wb.records(out)
+    assert r["worker_status"] == "completed" and r["kernel_held_after_worker"] is False
+    assert r["in_kernel_status"] == "completed" and (r["cards"], r["free_cards"]) == (2, 1)
+    text = "".join(o.get("text", "") for c in nbformat.read(out, as_version=4).cells
+                   if c.cell_type == "code" for o in c.outputs)
+    assert "this kernel holds Gaudi " in text and "restart the kernel to free it" in text

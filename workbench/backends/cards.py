@@ -1,0 +1,214 @@
+"""The cards of this machine and who holds them, read from the operating system.
+
+On Gaudi a card belongs to the first process that touches it, for the rest of that process's
+life, and the driver shows that ownership the one way every process can see: the owner keeps
+the card's device file open (``/dev/accel/accel<N>``, ``/dev/hl<N>`` with older drivers). So a
+card's holders are the processes with an open file descriptor on its device file
+(``/proc/<pid>/fd``), never an answer from the device runtime, which on Gaudi would take a card
+to answer. A holder that is a Jupyter kernel says which notebook it serves through
+``JPY_SESSION_NAME`` in its environment (jupyter_server sets it for each session's kernel).
+
+Processes of other users cannot be read without privileges: their holds do not show.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+PROC = Path("/proc")
+_KERNEL_FILE = re.compile(r"kernel-([0-9a-f-]{36})\.json")
+# device file -> when this process was first seen holding it (the driver keeps no time)
+_first_seen: dict[str, float] = {}
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A process that holds a card: its pid, command line, and where it is a Jupyter
+    kernel, the kernel's id and its notebook."""
+
+    pid: int
+    command: str
+    kernel_id: str | None = None
+    notebook: str | None = None
+
+    def describe(self) -> str:
+        """``"pid 4242, kernel of 05_llama_lora.ipynb"``, or the pid and its command line."""
+        if self.pid == os.getpid():
+            return f"pid {self.pid}, {'this kernel' if in_kernel() else 'this process'}"
+        if self.notebook:
+            return f"pid {self.pid}, kernel of {Path(self.notebook).name}"
+        if self.kernel_id:
+            return f"pid {self.pid}, kernel {self.kernel_id[:8]}"
+        short = self.command if len(self.command) <= 60 else self.command[:57] + "..."
+        return f"pid {self.pid} ({short})"
+
+
+@dataclass
+class Card:
+    """One device card: its index as the management library counts it, its module id (the
+    number ``HABANA_VISIBLE_MODULES`` and ``HLS_MODULE_ID`` use on Gaudi), its device file and
+    the processes that hold it (empty: free)."""
+
+    kind: str
+    index: int
+    name: str
+    label: str = "card"  # "Gaudi", "GPU"
+    module: int | None = None
+    total_memory: int = 0
+    path: str | None = None
+    holders: list[Holder] = field(default_factory=list)
+
+    @property
+    def free(self) -> bool:
+        return not self.holders
+
+    @property
+    def title(self) -> str:
+        """``"Gaudi 0 (module 3)"``."""
+        module = f" (module {self.module})" if self.module is not None else ""
+        return f"{self.label} {self.index}{module}"
+
+    @property
+    def select(self) -> int:
+        """The number a child's environment names this card by (module id, else index)."""
+        return self.index if self.module is None else self.module
+
+    def held_here(self) -> bool:
+        return any(h.pid == os.getpid() for h in self.holders)
+
+    def describe(self) -> str:
+        """``"Gaudi 0 (module 3): held by pid 4242, kernel of 05_llama_lora.ipynb"``."""
+        who = "; ".join(h.describe() for h in self.holders)
+        return f"{self.title}: {'held by ' + who if who else 'free'}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "title": self.title, "free": self.free}
+
+
+def in_kernel() -> bool:
+    """Whether this process is a Jupyter kernel (an IPython kernel is running in it)."""
+    app = sys.modules.get("ipykernel.kernelapp")
+    return bool(app is not None and getattr(app.IPKernelApp, "initialized", lambda: False)())
+
+
+# --------------------------------------------------------------------------- the OS
+def openers(paths: Iterable[str], proc: Path = PROC) -> dict[str, list[int]]:
+    """For each device file in ``paths`` (resolved), the pids that have it open."""
+    wanted = {os.path.realpath(p): p for p in paths if p}
+    found: dict[str, list[int]] = {p: [] for p in wanted.values()}
+    if not wanted:
+        return found
+    try:
+        pids = [int(d) for d in os.listdir(proc) if d.isdigit()]
+    except OSError:
+        return found
+    for pid in sorted(pids):
+        try:
+            fds = os.listdir(proc / str(pid) / "fd")
+        except OSError:  # gone, or another user's process
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(proc / str(pid) / "fd" / fd)
+            except OSError:
+                continue
+            if target in wanted and pid not in found[wanted[target]]:
+                found[wanted[target]].append(pid)
+    return found
+
+
+def holder(pid: int, proc: Path = PROC) -> Holder:
+    """What the OS says of process ``pid``: its command line, and its kernel and notebook
+    when it is a Jupyter kernel (its connection file's name, ``JPY_SESSION_NAME``)."""
+    try:
+        argv = (proc / str(pid) / "cmdline").read_bytes().split(b"\0")
+        command = " ".join(a.decode(errors="replace") for a in argv if a)
+    except OSError:
+        command = "?"
+    kernel = _KERNEL_FILE.search(command)
+    notebook = None
+    try:
+        for entry in (proc / str(pid) / "environ").read_bytes().split(b"\0"):
+            if entry.startswith(b"JPY_SESSION_NAME="):
+                notebook = entry.split(b"=", 1)[1].decode(errors="replace") or None
+    except OSError:
+        pass
+    return Holder(pid, command, kernel.group(1) if kernel else None, notebook)
+
+
+def with_holders(cards: list[Card], proc: Path = PROC) -> list[Card]:
+    """``cards`` with their holders filled in from the processes' open files."""
+    opened = openers([c.path for c in cards if c.path], proc)
+    for c in cards:
+        c.holders = [holder(pid, proc) for pid in opened.get(c.path or "", [])]
+        if c.held_here():
+            _first_seen.setdefault(os.path.realpath(c.path or ""), time.time())
+    return cards
+
+
+def since(card: Card) -> float | None:
+    """When this process was first seen holding ``card`` (unix seconds); None if it does not."""
+    return _first_seen.get(os.path.realpath(card.path)) if card.path else None
+
+
+def holding(card: Card) -> str:
+    """What this process holding ``card`` means, with the fix: ``"this kernel holds Gaudi 0
+    (module 3) since 10:42; restart the kernel to free it"``."""
+    at = since(card)
+    when = f" since {time.strftime('%H:%M', time.localtime(at))}" if at else ""
+    if in_kernel():
+        return f"this kernel holds {card.title}{when}; restart the kernel to free it"
+    return f"this process holds {card.title}{when}; it frees it when it exits"
+
+
+# --------------------------------------------------------------------------- launches
+WORKER_FIX = (
+    "wb.launch(devices=1), which trains in a worker process that frees its card when the run ends"
+)
+
+
+def placement(cards: list[Card], devices: int, visible_env: str | None) -> dict[str, str]:
+    """The environment that puts ``devices`` workers on free cards: ``{}`` when no card is
+    held (every card is free to the workers), else ``visible_env`` naming free cards.
+
+    Raises RuntimeError before anything starts when fewer than ``devices`` are free: it names
+    the cards held, their holders, and the fixes.
+    """
+    if not cards or visible_env is None:
+        return {}
+    chosen = os.environ.get(visible_env, "").strip()
+    if chosen:  # the caller already restricted the cards: only those count
+        allowed = {int(m) for m in chosen.split(",") if m.strip().isdigit()}
+        cards = [c for c in cards if c.select in allowed]
+    held = [c for c in cards if not c.free]
+    if not held and not chosen:
+        return {}
+    free = [c for c in cards if c.free]
+    if len(free) >= devices:
+        return {visible_env: ",".join(str(c.select) for c in free[:devices])}
+    label = cards[0].label if cards else "card"
+    mine = [c for c in held if c.held_here()]
+    fixes = [f"devices={len(free)}"] if free else []
+    if mine:
+        fixes.append(
+            "restart the kernel to free its card"
+            if in_kernel()
+            else "train from a process that holds no card"
+        )
+    fixes.append(f"train with {WORKER_FIX}")
+    raise RuntimeError(
+        f"wb.launch(devices={devices}) needs {devices} free {label} cards; {len(free)} "
+        f"{'is' if len(free) == 1 else 'are'} free here. "
+        + " ".join(c.describe() + "." for c in held)
+        + (" " + holding(mine[0]) + "." if mine else "")
+        + " Fixes: "
+        + "; or ".join(fixes)
+        + "."
+    )

@@ -1,0 +1,62 @@
+"""Who holds each device card, as this Jupyter server sees it: the holders the OS reports
+(``backends.cards``: processes with the card's device file open, NVML's process list on
+NVIDIA), and for a holder that is one of this server's kernels, the kernel's id and its
+notebook (the kernel manager knows each kernel's process, the session manager its notebook).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..backends.monitor import Unavailable
+from ..backends.registry import BACKENDS, ORDER
+
+
+def kernel_pids(kernel_manager: Any) -> dict[int, str]:
+    """pid -> kernel id for every kernel this server started (its provisioner's process)."""
+    out: dict[int, str] = {}
+    for kid in list(kernel_manager.list_kernel_ids()):
+        try:
+            km = kernel_manager.get_kernel(kid)
+        except KeyError:  # shut down meanwhile
+            continue
+        provisioner = getattr(km, "provisioner", None)
+        pid = getattr(provisioner, "pid", None) or getattr(
+            getattr(provisioner, "process", None), "pid", None
+        )
+        if pid:
+            out[int(pid)] = kid
+    return out
+
+
+def card_rows(
+    kernels: dict[int, str], notebooks: dict[str, str], known: set[str]
+) -> dict[str, Any]:
+    """Every card of every kind, each free or with its holders: pid, command line, and where
+    the holder is a kernel of this server (``kernels`` pid -> id, or its connection file
+    names one of ``known``), its ``kernel_id`` and ``notebook`` (``notebooks``: kernel id ->
+    path)."""
+    cards, notes = [], []
+    for kind in ORDER:
+        try:
+            found = BACKENDS[kind].cards()
+        except Unavailable as e:  # a management library that cannot start: no cards of it
+            notes.append({"kind": kind, "title": BACKENDS[kind].title, "why": e.why})
+            continue
+        for card in found:
+            row = card.to_dict()
+            for h in row["holders"]:
+                kid = kernels.get(h["pid"]) or (h["kernel_id"] if h["kernel_id"] in known else None)
+                h["kernel_id"], h["this_server"] = kid, kid is not None
+                if kid is not None:
+                    h["notebook"] = notebooks.get(kid, h["notebook"])
+            cards.append(row)
+    return {"cards": cards, "notes": notes}
+
+
+async def server_cards(kernel_manager: Any, session_manager: Any) -> dict[str, Any]:
+    """``card_rows`` for this server's kernels and sessions."""
+    sessions = await session_manager.list_sessions()
+    notebooks = {s["kernel"]["id"]: s.get("path") for s in sessions if s.get("kernel")}
+    known = set(kernel_manager.list_kernel_ids())
+    return card_rows(kernel_pids(kernel_manager), notebooks, known)
