@@ -26,5 +26,5 @@ def test_notebook_trains_on_the_emulated_hpu(name, tmp_path, monkeypatch):
     records = wb.records(out)
     assert CHECKS[name](records), records
     summaries = [json.loads(p.read_text()) for p in tmp_path.rglob("runs/*/summary.json")]
-    kinds = {s.get("device", {}).get("kind") for s in summaries}
-    assert summaries and kinds == {"hpu"}, kinds
+    kinds = {s["device"]["kind"] for s in summaries if s.get("device")}
+    assert kinds == {"hpu"}, kinds  # (a multi-node launch's summary names no device)
