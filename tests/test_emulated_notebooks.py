@@ -27,4 +27,5 @@ def test_notebook_trains_on_the_emulated_hpu(name, tmp_path, monkeypatch):
     assert CHECKS[name](records), records
     summaries = [json.loads(p.read_text()) for p in tmp_path.rglob("runs/*/summary.json")]
     kinds = {s["device"]["kind"] for s in summaries if s.get("device")}
-    assert kinds == {"hpu"}, kinds  # (a multi-node launch's summary names no device)
+    # notebook 07 leaves one summary without a device (which run: not yet checked)
+    assert kinds == {"hpu"}, kinds
