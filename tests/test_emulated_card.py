@@ -107,3 +107,10 @@ def test_counting_does_not_acquire_and_acquiring_is_once_per_process(fake_env, h
         out['held'] = _card.held()
     """, FAKE_HPU_COUNT="3")
     assert out == {"ids": [2, 2], "name": "GAUDI2", "held": 2}
+    out = _probe(fake_env, """
+        from habana_frameworks.torch import _card
+        out['before'] = _card.held()
+        out['device'] = str(torch.ones(1, device='hpu').device)  # torch calls torch.hpu._lazy_init
+        out['held'] = _card.held()
+    """, FAKE_HPU_COUNT="3")
+    assert out == {"before": None, "device": "hpu:0", "held": 2}, "the first tensor takes the card"

@@ -100,6 +100,15 @@ class TextToImage(nn.Module):
         acp = self.scheduler.alphas_cumprod.float()
         self.register_buffer("snr", acp / (1 - acp), persistent=False)
 
+    def _apply(self, fn, recurse=True):
+        # diffusers' add_noise moves the scheduler's alphas_cumprod to the samples' device on
+        # first use (scheduling_ddpm.py:594, diffusers 0.42.1): moved with the model instead, a
+        # compiled step sees it on one device from step 1 (else dynamo recompiles at step 2:
+        # one more graph compile on a Gaudi; found on the emulated HPU)
+        out = super()._apply(fn, recurse)
+        self.scheduler.alphas_cumprod = self.scheduler.alphas_cumprod.to(self.snr.device)
+        return out
+
     @property
     def captions(self) -> Captions:
         return self.parts.captions

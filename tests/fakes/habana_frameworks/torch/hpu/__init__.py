@@ -26,7 +26,14 @@ from .random import (  # noqa: F401
     set_rng_state,
     set_rng_state_all,
 )
-from .streams import Event, Stream  # noqa: F401
+from .streams import (  # noqa: F401  (hpu/__init__.py: from .streams import *)
+    Event,
+    Stream,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
 
 # HPU graphs are exported only in lazy mode (`if is_lazy(): from .graphs import *` in
 # hpu/__init__.py @ 5a56187): in eager mode `from ...hpu import wrap_in_hpu_graph` fails.
