@@ -374,7 +374,7 @@ class RunDir:
         s = self.summary
         # a run killed as it was made has a summary and no spec yet
         spec = self.spec if (self.path / "spec.json").exists() else {"model": {}, "data": {}}
-        model = "-".join(str(spec["model"][k]) for k in ("family", "size")) if spec["model"] else None
+        model = model_name(spec)
         return {"run": self.name, "status": self.status, "model": model,
                 "data": spec["data"].get("source"), "step": self.step,
                 "train_loss": s.get("train_loss"), "samples_per_s": s.get("samples_per_s"),
@@ -388,6 +388,15 @@ class RunDir:
                 "train loss": s.get("train_loss"), "eval": s.get("eval"), "tokens/s": s.get("tokens_per_s"),
                 "wall time (s)": s.get("wall_time_s"), "path": str(self.path)}
         return markup.key_values((k, _fmt(v)) for k, v in rows.items())
+
+
+def model_name(spec: dict) -> str | None:
+    """The model as the run tables name it: ``family-size``, or an attached Trainer's model
+    class (its spec's model has a ``name``); None when the spec names none."""
+    model = spec.get("model") or {}
+    if model.get("name"):
+        return str(model["name"])
+    return "-".join(str(model.get(k)) for k in ("family", "size")) if model else None
 
 
 def _alive(summary: dict) -> bool:
