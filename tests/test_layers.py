@@ -34,7 +34,8 @@ LAYERS = [
     {"training.callbacks", "training.trainer"},
     {"training.engine", "training.attachment", "training.defaults"},
     {"scaleout.launcher", "scaleout.worker", "training.profiler", "views.pickers", "views.form",
-     "views.composite", "magics", "cli", "checks.checkup", "checks.diagnosis", "server"},
+     "views.composite", "magics", "cli", "checks.checkup", "checks.diagnosis", "server",
+     "compat.optimum_habana"},
     {"bench"},
 ]
 WHOLE = {"server", "bench"}  # subpackages placed in one layer as a whole

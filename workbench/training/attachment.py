@@ -70,8 +70,9 @@ class Attachment:
         self._device = None
         self._t0 = 0.0
         self._cadence = 1
+        self._output_dir: Path | None = None
         self._marks: MarkStep | bool | None = None  # lazy mode's mark_step, once the device is known
-        atexit.register(self._abandon, "the process exited while the Trainer trained")
+        atexit.register(self._at_exit)
 
     # ------------------------------------------------------------------ the run
     def _spec(self, args, state, model, loader) -> dict[str, Any]:
@@ -110,7 +111,8 @@ class Attachment:
             self.warmup = max(3, self._cadence)
         spec = self._spec(args, state, model, loader)
         path = runs.new_run_dir(self.name or f"{spec['model']['name']}-own", self.run_dir)
-        create(path, spec, checkpoints=Path(args.output_dir))
+        self._output_dir = Path(args.output_dir).absolute()
+        create(path, spec, checkpoints=self._output_dir)
         run = Run(path)
         self.run = run
         run.dashboard = show(run, self.live, background=threading.current_thread()
@@ -143,9 +145,13 @@ class Attachment:
         ran = _Ran(state, model)
         end = summary(run, ran, self._device, events, status, error, None,
                       runs.monotonic() - self._t0)
-        end["output_dir"] = run.spec["training_arguments"].get("output_dir")
+        end["output_dir"] = str(self._output_dir)
         stack, self._stack = self._stack, None
         writer.finish(end, run.log, ended=stack.close if stack is not None else None)
+
+    def _at_exit(self) -> None:
+        with contextlib.suppress(OSError):  # the run directory may be gone (a temporary one)
+            self._abandon("the process exited while the Trainer trained")
 
     def _abandon(self, why: str) -> None:
         """End a run the Trainer never ended (an exception left ``train()``) as failed."""

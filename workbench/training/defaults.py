@@ -82,7 +82,7 @@ def training_args(output_dir: str, *, device: str = "auto", mode: str | None = N
 
 def bucket_collator(tokenizer, *datasets, batch_size: int, buckets: int = 8,
                     max_length: int | None = None, task: str = "classification",
-                    column: str = "input_ids") -> BucketCollator:
+                    column: str = "input_ids"):
     """A data collator that pads your tokenized dataset to at most ``buckets`` lengths.
 
     The lengths are the boundaries that waste the least padding over the rows of
@@ -114,4 +114,20 @@ def bucket_collator(tokenizer, *datasets, batch_size: int, buckets: int = 8,
 
     lengths = np.concatenate([shapes.lengths_of(d, column) for d in datasets])
     bounds = shapes.buckets(lengths, k=buckets, max_length=max_length)
-    return BucketCollator(tokenizer, bounds, batch_size, task=task)
+    return LabelsCollator(BucketCollator(tokenizer, bounds, batch_size, task=task))
+
+
+class LabelsCollator:
+    """A collator whose rows call their labels ``label`` or ``label_ids`` (as ``datasets``
+    often do) handed to ``inner`` as ``labels``, as transformers' own collators rename them:
+    the bucket collator then pads dummy rows' labels with -100 (no loss)."""
+
+    RENAMED = ("label", "label_ids")
+
+    def __init__(self, inner: BucketCollator):
+        self.inner = inner
+        self.boundaries = inner.boundaries  # the static lengths
+
+    def __call__(self, features):
+        return self.inner([{("labels" if k in self.RENAMED else k): v for k, v in f.items()}
+                           for f in features])
