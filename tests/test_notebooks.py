@@ -47,8 +47,11 @@ CHECKS = {
     "10_memory_planning": lambda r: r["llama_70b_fits_one_h200"] is False and r["plans"] >= 20,
     "11_what_will_it_cost": lambda r: r["models_planned"] == 5 and r["llama_3_70b_h100_devices"] > 1
     and r["sd15_hours"] is None and r["every_row_sourced"],
+    "12_your_own_trainer": lambda r: r["status"] == r["fast_status"] == r["optimum_habana_status"]
+    == "completed" and 0 <= r["accuracy"] <= 1 and r["optimum_habana_bf16"] is True
+    and r["shapes_bucketed"] <= r["buckets"],
 }
-TRAINING_CELLS = ("wb.train(", "wb.launch(", "wb.profile(")
+TRAINING_CELLS = ("wb.train(", "wb.launch(", "wb.profile(", "wb.attach(", "GaudiTrainer(")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # a library's log warning printed to stdout ("[2026-...] [WARNING] [real_accelerator.py:...]")
 # or a Python warning someone printed there

@@ -262,8 +262,10 @@ def _prepare(self) -> None:
                 self.gaudi_config.declare_autocast_bf16_fp32_ops()
             dev = device_in_mode("hpu", "lazy" if self.use_lazy_mode else "eager")
         else:
-            warnings.warn(f"use_habana=True but this machine has no Gaudi: training on "
-                          f"{dev.kind}", UserWarning, stacklevel=3)
+            # a notice, not an error: the same script runs on the GPU or CPU (on stdout: a
+            # notebook shows stderr as a pink error box)
+            print(f"use_habana=True but this machine has no Gaudi: training on {dev.kind}",
+                  flush=True)
             self.use_cpu = dev.kind == "cpu"  # transformers 5 runs bf16 on a CPU only if asked
         if self.torch_compile and not self.torch_compile_backend and dev.backend.compile_backend:
             self.torch_compile_backend = dev.backend.compile_backend

@@ -30,7 +30,8 @@ def defaults_for(device, kwargs: dict[str, Any]) -> dict[str, Any]:
     if kwargs.get("torch_compile") is False:
         compile_ = False
     chosen = {**device_fields(device, device.resolve_precision("auto"), compile_),
-              "optim": optim_name(device), **QUIET}
+              "optim": optim_name(device), **QUIET,
+              "dataloader_pin_memory": device.kind != "cpu"}  # pinning needs an accelerator
     steps = kwargs.get("max_steps")
     if isinstance(steps, int) and steps > 0:
         chosen["logging_steps"] = auto_steps(steps)[0]
