@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+from .attachment import attachment
 from .contenders import SHAPES
 from .dashboard import dashboard
 from .engine import engine
@@ -25,7 +26,7 @@ from .scaling import scaling
 from .sdcache import sdcache
 from .shapes import shapes
 
-BENCHES = {"engine": engine, "dashboard": dashboard, "scaling": scaling, "shapes": shapes, "mfu": mfu,
+BENCHES = {"attachment": attachment, "engine": engine, "dashboard": dashboard, "scaling": scaling, "shapes": shapes, "mfu": mfu,
            "plan": plan, "prompts": prompts, "sdcache": sdcache}
 BASELINES = Path("benchmarks") / "baselines"
 # the benchmarks that warm their contenders up (a ``warmup`` argument)

@@ -15,6 +15,7 @@ from typing import Any
 from ..catalog import model as as_model
 from ..data import dataset as as_dataset
 from ..training.batching import collator
+from ..training.attachment import attach
 from ..training.callbacks import as_callback
 from ..training.engine import train
 
@@ -135,11 +136,13 @@ def raw_loop(spec, data, device, warmup, steps, batch_size, seq_len, precision, 
 
 
 def plain_trainer(spec, data, device, warmup, steps, batch_size, seq_len, precision, seed=0, log_every=10,
-                  packed=False, compile=False):
+                  packed=False, compile=False, attached=False):
     """transformers.Trainer with its defaults (what a user writes without the workbench), on
     the same batches as wb.train: padded to ``seq_len``, or (``packed``) the same packed
     blocks as ``padding="packed"`` with the Trainer's default collator. ``log_every=0``:
-    the Trainer's own default cadence; ``compile``: ``torch_compile=True``. Steps/s."""
+    the Trainer's own default cadence; ``compile``: ``torch_compile=True``; ``attached``:
+    the same Trainer with ``wb.attach(trainer, live=False)`` (its run in a temporary
+    directory). Steps/s."""
     import transformers
 
     from ..training.batching import pack
@@ -162,6 +165,8 @@ def plain_trainer(spec, data, device, warmup, steps, batch_size, seq_len, precis
         trainer = transformers.Trainer(model=model, args=args, train_dataset=train_split, data_collator=collate,
                                        callbacks=[clock])
         trainer.remove_callback(transformers.PrinterCallback)
+        if attached:
+            attach(trainer, live=False, run_dir=out)
         trainer.train()
     return clock.steps_per_s()
 
