@@ -14,8 +14,8 @@ from typing import Any
 
 from ..catalog import model as as_model
 from ..data import dataset as as_dataset
-from ..training.batching import collator
 from ..training.attachment import attach
+from ..training.batching import collator
 from ..training.callbacks import as_callback
 from ..training.engine import train
 
