@@ -195,3 +195,54 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path):
         wb.attach(trainer, live=False)
     assert not (tmp_path / "runs").exists()
     assert sum(isinstance(c, Attachment) for c in trainer.callback_handler.callbacks) == 1
+
+
+@pytest.mark.parametrize("lazy", ["0", "1"], ids=["eager", "lazy"])
+def test_training_args_take_the_hpu_records_choices(fake_hpu, monkeypatch, lazy):
+    """On the HPU (the bridge's test double; the mode is fixed when the bridge loads): bf16,
+    torch.compile with hpu_backend in eager mode and none in lazy mode, AdamW for the
+    Trainer (the fused hpex one comes through wb.attach), no per-step NaN filter, about 50
+    logging steps."""
+    from workbench.training.defaults import defaults_for
+
+    monkeypatch.setenv("PT_HPU_LAZY_MODE", lazy)
+    chosen = defaults_for(wb.device("hpu"), {"max_steps": 500})
+    assert chosen["bf16"] and not chosen["use_cpu"] and chosen["dataloader_pin_memory"]
+    assert chosen["optim"] == "adamw_torch" and chosen["logging_nan_inf_filter"] is False
+    assert chosen["logging_steps"] == 10
+    if lazy == "0":
+        assert chosen["torch_compile"] and chosen["torch_compile_backend"] == "hpu_backend"
+        assert defaults_for(wb.device("hpu"), {"torch_compile": False})["torch_compile"] is False
+    else:
+        assert not chosen["torch_compile"] and "torch_compile_backend" not in chosen
+
+
+def test_training_args_on_the_cpu_and_every_user_keyword_wins(tmp_path):
+    args = wb.training_args(tmp_path / "out", max_steps=100, report_to="none")
+    assert (args.bf16, args.use_cpu, args.optim, args.logging_steps) == (
+        False, True, "adamw_torch_fused", 2)
+    mine = wb.training_args(str(tmp_path / "out"), max_steps=100, logging_steps=7,
+                            optim="adamw_torch", report_to="none")
+    assert (mine.logging_steps, mine.optim) == (7, "adamw_torch")
+    with pytest.raises(ValueError, match=r"learning_rat \(did you mean learning_rate\?\)"):
+        wb.training_args("out", learning_rat=1e-3)
+
+
+def test_the_bucket_collator_pads_your_dataset_to_few_shapes(tmp_path):
+    import transformers
+
+    model, tok, data, metrics = own_parts(rows=200, max_length=128)  # lengths vary
+    collator = wb.bucket_collator(tok, data["train"], data["eval"], batch_size=8, buckets=3)
+    assert len(collator.boundaries) <= 3
+    args = wb.training_args(str(tmp_path / "out"), max_steps=20, per_device_train_batch_size=8,
+                            report_to="none", save_strategy="no", disable_tqdm=True)
+    shapes = {}
+    for name, collate in (("longest", transformers.DataCollatorWithPadding(tok)),
+                          ("bucketed", collator)):
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=data["train"],
+                                       data_collator=collate)
+        attachment = wb.attach(trainer, live=False, name=name)
+        trainer.train()
+        last = [e for e in attachment.run.events if e.get("phase") == "train"][-1]
+        shapes[name] = last["shapes_seen"]
+    assert shapes["bucketed"] <= 3 < shapes["longest"], shapes
