@@ -155,20 +155,85 @@ def test_lora_counts_4n_and_the_adapters_not_6n():
 def test_the_planner_matches_its_recorded_leave_one_out_and_held_out_accuracy():
     """Each reference predicted from the others, and each held-out published result from the
     references, as wb.plan picks them; the figures recorded in plan_references.json "accuracy"
-    (docs/planner-sources.md) must still come out, or be recorded anew with the change."""
-    from workbench.planning.planner import held_out, leave_one_out
+    (BENCHMARKS.md, docs/planner-sources.md) must still come out, or be recorded anew."""
+    from workbench.planning.planner import by_family, held_out, leave_one_out
 
     acc = refs.references()["accuracy"]
-    for got, recorded in ((leave_one_out(), acc["leave_one_out"]), (held_out(), acc["held_out"])):
+    loo, held = leave_one_out(), held_out()
+    for got, recorded in ((loo, acc["leave_one_out"]), (held, acc["held_out"])):
         assert len(got) == len(recorded)
         for g, r in zip(got, recorded):
             assert (g["chip"], g["precision"], g["model"]) == (r["chip"], r["precision"], r["model"])
             assert g["predicted_mfu"] == pytest.approx(r["predicted_mfu"], abs=1e-4)
-            assert g["error"] == pytest.approx(g["predicted_mfu"] / g["mfu"] - 1, abs=1e-3)
-    # what the record says: leave-one-out within 17% at the median, held-out within 23%
-    assert acc["leave_one_out_median_abs_error"] < 0.17 and acc["held_out_median_abs_error"] < 0.23
-    held = refs.references()["held_out"]["results"]
-    assert len(held) >= 8 and {"Gaudi2", "Gaudi3", "A100 80GB", "H100 SXM", "H200"} <= {e["chip"] for e in held}
+            if g["predicted_mfu"] is not None:
+                assert g["error"] == pytest.approx(g["predicted_mfu"] / g["mfu"] - 1, abs=1e-3)
+    assert by_family(loo) == acc["leave_one_out_by_family"]
+    assert by_family(held) == acc["held_out_by_family"]
+    # the floor of issue 31: leave-one-out within 30% at the median for every chip family
+    for family, figures in acc["leave_one_out_by_family"].items():
+        assert figures["n"] >= 5 and figures["median_abs_error"] <= 0.30, family
+    assert acc["leave_one_out_median_abs_error"] < 0.17 and acc["held_out_median_abs_error"] < 0.12
+    results = refs.references()["held_out"]["results"]
+    assert len(results) >= 8 and {"Gaudi2", "Gaudi3", "A100 80GB", "H100 SXM", "H200"} <= {e["chip"] for e in results}
+
+
+def test_a_reference_leaves_with_its_twins_and_the_nearest_kind_of_run_is_taken():
+    """Leave-one-out drops the same run on another number of devices; an encoder plan on a
+    Gaudi takes an encoder's figure, a decoder a decoder's, a LoRA plan prefers LoRA."""
+    from workbench.planning.planner import _twin, leave_one_out
+
+    data = refs.references()
+    qa = [e for e in data["mfu"] if e["chip"] == "Gaudi2" and e["model"].startswith("RoBERTa-large, question")]
+    assert len(qa) == 2 and _twin(*qa)
+    row = next(r for r in leave_one_out() if r["chip"] == "Gaudi2" and r["model"] == qa[0]["model"])
+    assert "question answering" not in row["from"]  # predicted from another run, not its twin
+    for model, want in (("bert-large", "encoder"), ("llama-7b", "decoder")):
+        src = wb.plan(model, tokens=1e9, batch_size=8, seq_len=512, devices=["Gaudi2"],
+                      runs="/nonexistent").row("Gaudi2")["sources"]["mfu"]
+        picked = next(e for e in data["mfu"] if e["chip"] == "Gaudi2" and f", {e['model']}, " in src)
+        assert picked["arch"] == want, (model, src)
+
+
+def test_lora_memory_trains_the_adapters_alone_and_holds_against_a_measured_cpu_step(monkeypatch):
+    """A transformer with LoRA: gradients and AdamW state for peft's adapters only, the frozen
+    weights kept (and sharded by ZeRO-3); the estimate against a real fp32 step on CPU with
+    the adapters on (the model wb.train trains: build, then wrap_lora)."""
+    from test_memory import measured_cpu_peak
+
+    from workbench.catalog import ModelSpec
+
+    build = ModelSpec.build
+    monkeypatch.setattr(ModelSpec, "build", lambda self, num_labels=None: (
+        lambda m, t: ((self.wrap_lora(m) if self.lora is not None else m), t))(*build(self, num_labels)))
+    for family in ("gpt2", "llama", "bert"):
+        spec, full = wb.model(family, size="tiny", lora={"r": 4}), wb.model(family, size="tiny")
+        adapters = flops_module.lora_trainable(spec)
+        plan = wb.plan_memory(spec, 8, 64, precision="fp32")
+        assert plan.gradients == 4 * adapters and plan.optimizer_state == 8 * adapters
+        assert plan.weights == wb.plan_memory(full, 8, 64, precision="fp32").weights + 4 * adapters
+        measured = measured_cpu_peak(spec, 8, 64)
+        cpu = wb.plan_memory(spec, 8, 64, precision="fp32", kernels="cpu")
+        assert abs(cpu.peak_allocated / measured - 1) <= 0.10, (family, cpu, measured)
+        assert abs(plan.peak_allocated / measured - 1) <= 0.35, (family, plan, measured)
+    big = wb.model("llama", size="3-70b", lora={"r": 8})
+    two, sixteen = (wb.plan_memory(big, 1, 4096, zero_stage=3, devices=n) for n in (2, 16))
+    assert sixteen.weights < two.weights / 5  # ZeRO-3 shards the frozen weights too (plus a gathered layer)
+
+
+def test_num_devices_plans_that_many_or_the_fewest_that_hold_a_step():
+    p = wb.plan("gpt2-xl", tokens=1e9, batch_size=4, seq_len=1024, devices=["H100"], num_devices=8,
+                runs="/nonexistent")
+    one = wb.plan("gpt2-xl", tokens=1e9, batch_size=4, seq_len=1024, devices=["H100"], runs="/nonexistent")
+    r, r1 = p.row("H100 SXM"), one.row("H100 SXM")
+    assert r["devices"] == 8 and r1["devices"] == 1
+    scaling = refs.references()["scaling"]["efficiency"]
+    assert r["tokens_per_s"] == pytest.approx(8 * scaling * r1["tokens_per_s"])
+    assert r["cost_usd"] == pytest.approx(r1["cost_usd"] / scaling)
+    big = wb.plan("llama-70b", tokens=1e9, batch_size=1, seq_len=2048, devices=["H100"], num_devices=2,
+                  runs="/nonexistent").row("H100 SXM")
+    assert big["devices"] > 2 and "num_devices=2 do not hold a step" in big["note"]
+    with pytest.raises(ValueError, match="num_devices must be a positive integer"):
+        wb.plan("gpt2-small", tokens=1e9, batch_size=8, num_devices=0)
 
 
 def test_a_model_too_big_for_one_device_gets_the_fewest_devices_that_hold_it():
@@ -238,11 +303,36 @@ def test_bad_input_is_one_clear_error_naming_the_argument(kwargs, words):
         assert w in str(e.value)
 
 
-def test_a_unet_is_sized_but_gets_no_made_up_throughput():
-    p = wb.plan("unet-sd15", tokens=10**6, batch_size=8, devices=["H100"], runs="/nonexistent")
-    row = p.row("H100 SXM")
-    assert row["devices"] >= 1 and row["memory_gib"] > 0
-    assert row.get("hours") is None and "UNet" in row["note"]
+def test_a_unet_is_timed_per_image_from_mlperf_stable_diffusion_or_says_default():
+    """FLOPs an image = 3 x the UNet's forward counted on the meta device (the latent-cache
+    benchmark's count); Gaudi 2, H100 and H200 take MLPerf's SD v2 figures, the A100 (none
+    published) the stated default."""
+    from workbench.bench.sdcache import sd15_flops
+    from workbench.planning.flops import flops_per_sample
+
+    spec = wb.model("unet-sd15")
+    assert flops_per_sample(spec) == pytest.approx(3e9 * sd15_flops()["unet_forward_gflops"])
+    assert flops_per_sample(wb.model("sd", size="sd15")) == flops_per_sample(spec)
+    assert flops_per_sample(wb.model("sd", size="sd15", lora={"r": 4})) == 2 / 3 * flops_per_sample(spec)
+    with pytest.raises(ValueError, match="not a UNet"):
+        flops_per_sample(wb.model("gpt2", size="small"))
+    p = wb.plan(spec, tokens=10**6, batch_size=8, devices=["Gaudi2", "A100", "H100", "H200"], runs="/nonexistent")
+    assert p.unit == "image" and p.flops_per_token is None and p.flops_per_image == flops_per_sample(spec)
+    assert "images/s" in repr(p) and "1,000,000 images" in repr(p)
+    data = refs.references()
+    for name in ("Gaudi2", "H100 SXM", "H200"):
+        row = p.row(name)
+        ref = next(e for e in data["mfu"] if e["chip"] == name and e["arch"] == "unet")
+        assert row["mfu_from"] == "published" and "MLPerf" in row["sources"]["mfu"]
+        ckpt = 6 / 8 if "checkpointing" in row["strategy"] else 1
+        per = ref["mfu"] * CHIPS[name].tflops["bf16"] * 1e12 / flops_per_sample(spec) * ckpt
+        assert row["tokens_per_s_device"] == pytest.approx(per) and row["hours"] > 0 and row["cost_usd"] > 0
+        assert ref["mfu"] == pytest.approx(ref["samples_per_s_device"] * ref["flops_per_sample"]
+                                           / (ref["peak_tflops"] * 1e12), abs=1e-4)
+    assert p.row("A100 80GB")["mfu_from"] == "default"
+    # a transformer never takes a UNet's figure
+    assert "Stable Diffusion" not in wb.plan("gpt2-small", tokens=1e9, batch_size=8, seq_len=512, devices=["H100"],
+                                             runs="/nonexistent").row("H100 SXM")["sources"]["mfu"]
 
 
 def test_the_notebook_view_draws_time_and_cost_without_scripts():
@@ -326,3 +416,40 @@ def test_a_references_file_of_your_own_replaces_the_shipped_one(tmp_path):
     broken.write_text(json.dumps({"mfu": []}))
     with pytest.raises(ValueError, match="references: .* has no 'scaling' entry"):
         wb.plan("gpt2-small", tokens=10**9, batch_size=8, seq_len=512, references=broken)
+
+
+README_RUNS = {  # the README's planner table: run -> (model, per-device batch, sequence length, budget)
+    "BERT-large": (("bert-large",), 32, 512, 10**9),
+    "GPT-2-XL": (("gpt2-xl",), 8, 1024, 10**9),
+    "Llama 2 7B": (("llama-7b",), 4, 2048, 10**9),
+    "Llama 2 7B LoRA": (("llama", "7b"), 4, 2048, 10**9),
+    "Llama 3 70B LoRA": (("llama", "3-70b"), 1, 4096, 10**9),
+    "SD 1.5 UNet": (("unet-sd15",), 8, None, 10**6),
+}
+
+
+def readme_planner_table() -> str:
+    """The README's table, as wb.plan gives it today on 8 devices of each chip (``*``: the
+    stated default MFU)."""
+    heads = {"Gaudi2": "Gaudi 2", "Gaudi3": "Gaudi 3", "A100 80GB": "A100", "H100 SXM": "H100", "H200": "H200"}
+
+    def cell(r):
+        h = r["hours"]
+        t = f"{h * 60:.0f} min" if h < 1 else f"{h:.1f} h" if h < 48 else f"{h / 24:.1f} d"
+        return f"{t}, ${r['cost_usd']:,.0f}" + (" *" if r["mfu_from"] == "default" else "")
+
+    lines = ["| 8 x | " + " | ".join(heads.values()) + " |", "|---" * (len(heads) + 1) + "|"]
+    for name, (m, b, s, budget) in README_RUNS.items():
+        model = wb.model(m[0], size=m[1], lora={"r": 8}) if len(m) == 2 else m[0]
+        p = wb.plan(model, tokens=budget, batch_size=b, seq_len=s, devices=list(heads), num_devices=8,
+                    runs="/nonexistent")
+        lines.append(f"| {name} | " + " | ".join(cell(r) for r in p.rows) + " |")
+    return "\n".join(lines)
+
+
+def test_the_readme_planner_table_is_what_the_planner_says():
+    readme = (ROOT / "README.md").read_text()
+    table = readme_planner_table()
+    assert table in readme, "README's planner table is stale; paste:\n" + table
+    gaudi2 = [line.split(" | ")[1] for line in table.splitlines()[2:]]
+    assert all("*" not in cell and "$" in cell for cell in gaudi2)

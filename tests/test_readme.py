@@ -135,6 +135,19 @@ def _cost(ns, shown, out):
                      "H200": "published"}, "the page's list of which rows are which"
 
 
+def _planner_unet(ns, shown, out):
+    (unit, gaudi2_from, h100_hours), = shown
+    assert (unit, gaudi2_from, h100_hours) == ("image", "published", 0.28), "the page's comment"
+    assert ns["sd"].row("Gaudi2")["devices"] == 8 and "MLPerf" in ns["sd"].row("Gaudi2")["sources"]["mfu"]
+
+
+def _planner_accuracy(ns, shown, out):
+    medians = shown[0]
+    loo = {family: round(v, 3) for (check, family), v in medians.items() if check == "leave-one-out"}
+    assert loo == {"A100": 0.078, "Gaudi": 0.216, "H100/H200": 0.166}, "the page's figures"
+    assert set(ns["acc"].check) == {"leave-one-out", "held-out"}
+
+
 def _stable_diffusion(ns, shown, out):
     vae, run = ns["vae"], ns["run"]
     assert vae.status == "completed" and run.status == "completed", run.summary.get("error")
@@ -194,6 +207,8 @@ CHECKS = {
     ("docs/pickers.md", "Pickers and a training form"): _pickers,
     ("docs/planner.md", "Will it fit? Memory planning"): _memory_planning,
     ("docs/planner.md", "What will it cost? Time and cost per device"): _cost,
+    ("docs/planner.md", "LoRA and Stable Diffusion"): _planner_unet,
+    ("docs/planner.md", "How far to trust it"): _planner_accuracy,
     ("docs/profiling.md", "Profiling"): _profiling,
     ("docs/stable-diffusion.md", "Stable Diffusion"): _stable_diffusion,
 }

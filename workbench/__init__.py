@@ -37,6 +37,7 @@ _LAZY = {
     "plan_memory": "planning.memory",
     "MemoryPlan": "planning.memory",
     "plan": "planning.planner",
+    "plan_accuracy": "planning.planner",
     "TrainingPlan": "planning.trainingplan",
     "launch": "scaleout.launcher",
     "launch_command": "scaleout.launcher",

@@ -24,17 +24,93 @@ BUILD_VERSION = 1  # bump when a builder's output changes
 # A fixed list of pure-Python standard-library modules and packages that exist on
 # Python 3.10-3.13. Their source files are parsed (never imported); sub-packages included.
 LM_MODULES = (
-    "abc", "argparse", "ast", "asyncio", "base64", "bisect", "calendar", "codecs",
-    "collections", "concurrent", "configparser", "contextlib", "copy", "csv", "dataclasses",
-    "datetime", "difflib", "dis", "doctest", "email", "enum", "filecmp", "fileinput",
-    "fnmatch", "fractions", "ftplib", "functools", "getopt", "gettext", "glob", "graphlib",
-    "gzip", "hashlib", "heapq", "hmac", "html", "http", "imaplib", "importlib", "inspect",
-    "ipaddress", "json", "locale", "logging", "lzma", "mailbox", "mimetypes",
-    "multiprocessing", "numbers", "operator", "optparse", "pathlib", "pdb", "pickle",
-    "pkgutil", "platform", "poplib", "pprint", "queue", "random", "re", "sched", "selectors",
-    "shlex", "shutil", "smtplib", "socket", "ssl", "statistics", "string", "subprocess",
-    "tarfile", "tempfile", "textwrap", "threading", "timeit", "traceback", "types", "typing",
-    "urllib", "uuid", "warnings", "weakref", "wsgiref", "xml", "xmlrpc", "zipfile",
+    "abc",
+    "argparse",
+    "ast",
+    "asyncio",
+    "base64",
+    "bisect",
+    "calendar",
+    "codecs",
+    "collections",
+    "concurrent",
+    "configparser",
+    "contextlib",
+    "copy",
+    "csv",
+    "dataclasses",
+    "datetime",
+    "difflib",
+    "dis",
+    "doctest",
+    "email",
+    "enum",
+    "filecmp",
+    "fileinput",
+    "fnmatch",
+    "fractions",
+    "ftplib",
+    "functools",
+    "getopt",
+    "gettext",
+    "glob",
+    "graphlib",
+    "gzip",
+    "hashlib",
+    "heapq",
+    "hmac",
+    "html",
+    "http",
+    "imaplib",
+    "importlib",
+    "inspect",
+    "ipaddress",
+    "json",
+    "locale",
+    "logging",
+    "lzma",
+    "mailbox",
+    "mimetypes",
+    "multiprocessing",
+    "numbers",
+    "operator",
+    "optparse",
+    "pathlib",
+    "pdb",
+    "pickle",
+    "pkgutil",
+    "platform",
+    "poplib",
+    "pprint",
+    "queue",
+    "random",
+    "re",
+    "sched",
+    "selectors",
+    "shlex",
+    "shutil",
+    "smtplib",
+    "socket",
+    "ssl",
+    "statistics",
+    "string",
+    "subprocess",
+    "tarfile",
+    "tempfile",
+    "textwrap",
+    "threading",
+    "timeit",
+    "traceback",
+    "types",
+    "typing",
+    "urllib",
+    "uuid",
+    "warnings",
+    "weakref",
+    "wsgiref",
+    "xml",
+    "xmlrpc",
+    "zipfile",
 )
 # Six packages with many docstrings each: the classes of `docstrings-topic`.
 TOPIC_MODULES = ("asyncio", "email", "http", "importlib", "logging", "xml")
@@ -51,7 +127,11 @@ def _sources(package: str) -> list[Path]:
     root = Path(sysconfig.get_paths()["stdlib"])
     if (root / package).is_dir():
         files = sorted((root / package).rglob("*.py"))
-        return [f for f in files if not _SKIP.search(".".join(f.relative_to(root).with_suffix("").parts))]
+        return [
+            f
+            for f in files
+            if not _SKIP.search(".".join(f.relative_to(root).with_suffix("").parts))
+        ]
     single = root / f"{package}.py"
     return [single] if single.exists() else []
 
@@ -96,7 +176,7 @@ def split_summary(doc: str) -> tuple[str, str] | None:
     if not m:
         return None
     first = " ".join(m.group(1).split())
-    body = doc[m.end():].strip()
+    body = doc[m.end() :].strip()
     if len(first) < 10 or len(body) < 40:
         return None
     return body, first
@@ -156,25 +236,32 @@ def _build_digits_captioned() -> dict[str, list]:
 
 BUNDLED: dict[str, dict] = {
     "docstrings-lm": {
-        "build": _build_lm, "task": "causal_lm", "columns": {"text": "text"},
+        "build": _build_lm,
+        "task": "causal_lm",
+        "columns": {"text": "text"},
         "about": "Python standard-library docstrings, for language modelling",
     },
     "docstrings-topic": {
-        "build": _build_topic, "task": "classification",
+        "build": _build_topic,
+        "task": "classification",
         "columns": {"text": "text", "label": "label"},
         "about": f"which of {len(TOPIC_MODULES)} stdlib packages a docstring comes from (balanced)",
     },
     "docstrings-summary": {
-        "build": _build_summary, "task": "seq2seq",
+        "build": _build_summary,
+        "task": "seq2seq",
         "columns": {"text": "document", "target": "summary"},
         "about": "docstring body -> its first sentence",
     },
     "digits": {
-        "build": _build_digits, "task": "diffusion", "columns": {"image": "image", "label": "label"},
+        "build": _build_digits,
+        "task": "diffusion",
+        "columns": {"image": "image", "label": "label"},
         "about": "scikit-learn's 8x8 handwritten digits upscaled to 32x32 grey images",
     },
     "digits-captioned": {
-        "build": _build_digits_captioned, "task": "text_to_image",
+        "build": _build_digits_captioned,
+        "task": "text_to_image",
         "columns": {"image": "image", "caption": "caption"},
         "about": "the digits with captions naming them ('a handwritten seven'), for text-to-image",
     },
@@ -185,16 +272,20 @@ def _features(name: str):
     import datasets
 
     if name in ("digits", "digits-captioned"):
-        return datasets.Features({
-            "image": datasets.Array2D((32, 32), "uint8"),
-            "label": datasets.ClassLabel(names=[str(i) for i in range(10)]),
-            **({"caption": datasets.Value("string")} if name == "digits-captioned" else {}),
-        })
+        return datasets.Features(
+            {
+                "image": datasets.Array2D((32, 32), "uint8"),
+                "label": datasets.ClassLabel(names=[str(i) for i in range(10)]),
+                **({"caption": datasets.Value("string")} if name == "digits-captioned" else {}),
+            }
+        )
     if name == "docstrings-topic":
-        return datasets.Features({
-            "text": datasets.Value("string"),
-            "label": datasets.ClassLabel(names=list(TOPIC_MODULES)),
-        })
+        return datasets.Features(
+            {
+                "text": datasets.Value("string"),
+                "label": datasets.ClassLabel(names=list(TOPIC_MODULES)),
+            }
+        )
     return None
 
 

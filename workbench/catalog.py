@@ -25,8 +25,15 @@ ASSETS = Path(__file__).parent / "assets"
 TOKENIZERS = ASSETS / "tokenizers"
 LATENT = ("sd", "vae")  # the families built by ``pipeline`` (Stable Diffusion's parts)
 # files that transformers builds a tokenizer from (one of them must be in a tokenizer directory)
-TOKENIZER_FILES = {"tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model",
-                   "tokenizer.model", "sentencepiece.bpe.model"}
+TOKENIZER_FILES = {
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "tokenizer.model",
+    "sentencepiece.bpe.model",
+}
 
 
 def _known(kind: str, name: str, valid) -> ValueError:
@@ -118,7 +125,11 @@ class ModelSpec:
 
     def in_hub_cache(self) -> bool:
         """Whether the local hub cache already holds ``hub_id``'s config and weights."""
-        sub = self.unet_config().get("subfolder") if self.family == "unet" and self.size in self.info["sizes"] else None
+        sub = (
+            self.unet_config().get("subfolder")
+            if self.family == "unet" and self.size in self.info["sizes"]
+            else None
+        )
         return self.hub_id is not None and hub.in_cache(self.hub_id, sub)
 
     # ----------------------------------------------------------------- config
@@ -137,11 +148,19 @@ class ModelSpec:
         src = self._tokenizer_source()
         if src is None:
             return None
-        here = sorted(p.name for p in Path(src).expanduser().iterdir()) if Path(src).expanduser().is_dir() else None
-        if here is not None and not set(here) & TOKENIZER_FILES:  # else transformers hints at sentencepiece
-            raise FileNotFoundError(f"no tokenizer files in {src!r} (it holds: {', '.join(here) or 'nothing'}): save "
-                                    f"the tokenizer there too (tokenizer.save_pretrained(dir)), or pass "
-                                    f"tokenizer='<directory or hub id>' to wb.model")
+        here = (
+            sorted(p.name for p in Path(src).expanduser().iterdir())
+            if Path(src).expanduser().is_dir()
+            else None
+        )
+        if (
+            here is not None and not set(here) & TOKENIZER_FILES
+        ):  # else transformers hints at sentencepiece
+            raise FileNotFoundError(
+                f"no tokenizer files in {src!r} (it holds: {', '.join(here) or 'nothing'}): save "
+                f"the tokenizer there too (tokenizer.save_pretrained(dir)), or pass "
+                f"tokenizer='<directory or hub id>' to wb.model"
+            )
         from transformers import AutoTokenizer
 
         try:
@@ -166,7 +185,9 @@ class ModelSpec:
             cfg = AutoConfig.from_pretrained(str(minilm_path()))
         elif self.source and self.size not in self.info["sizes"]:
             try:
-                cfg = AutoConfig.from_pretrained(self.source, trust_remote_code=self.trust_remote_code)
+                cfg = AutoConfig.from_pretrained(
+                    self.source, trust_remote_code=self.trust_remote_code
+                )
             except OSError as e:
                 if is_local(self.source):
                     raise FileNotFoundError(f"no config.json in {self.source!r}: {e}") from e
@@ -204,7 +225,9 @@ class ModelSpec:
         import inspect
 
         params = inspect.signature(unet_class(cfg).__init__).parameters
-        defaults = {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
+        defaults = {
+            k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty
+        }
         return {**defaults, **cfg}
 
     def sd_configs(self) -> dict[str, Any]:
@@ -225,7 +248,9 @@ class ModelSpec:
         import torch
 
         if self.family in LATENT:
-            return pipeline.num_params(self.sd_configs(), self.load_tokenizer() if self.size == "tiny" else None)
+            return pipeline.num_params(
+                self.sd_configs(), self.load_tokenizer() if self.size == "tiny" else None
+            )
         with torch.device("meta"):
             model = self._from_config(self.config())
         return sum(p.numel() for p in model.parameters())
@@ -264,8 +289,9 @@ class ModelSpec:
             cls = getattr(transformers, TASK_CLASSES[self.task])
             src = str(minilm_path()) if self.size == MINILM else self.source
             try:
-                model = cls.from_pretrained(src, config=cfg, use_safetensors=True,
-                                            trust_remote_code=self.trust_remote_code)
+                model = cls.from_pretrained(
+                    src, config=cfg, use_safetensors=True, trust_remote_code=self.trust_remote_code
+                )
             except OSError as e:
                 if is_local(src):
                     raise FileNotFoundError(f"no safetensors weights in {src!r}: {e}") from e
@@ -282,14 +308,26 @@ class ModelSpec:
             import peft
         except ImportError:
             raise ImportError("LoRA needs peft: pip install 'gaudi-workbench[lora]'") from None
-        task = {"causal_lm": peft.TaskType.CAUSAL_LM, "classification": peft.TaskType.SEQ_CLS,
-                "seq2seq": peft.TaskType.SEQ_2_SEQ_LM}[self.task]
+        task = {
+            "causal_lm": peft.TaskType.CAUSAL_LM,
+            "classification": peft.TaskType.SEQ_CLS,
+            "seq2seq": peft.TaskType.SEQ_2_SEQ_LM,
+        }[self.task]
         cfg = dict(self.lora or {})
-        config = peft.LoraConfig(task_type=task, r=cfg.pop("r", 8), lora_alpha=cfg.pop("alpha", 16),
-                                 lora_dropout=cfg.pop("dropout", 0.05),
-                                 target_modules=cfg.pop("target_modules", None), **cfg)
-        with warnings.catch_warnings():  # peft reads transformers' deprecated name; nothing for you to change
-            warnings.filterwarnings("ignore", r"`is_gradient_checkpointing` is deprecated", FutureWarning)
+        config = peft.LoraConfig(
+            task_type=task,
+            r=cfg.pop("r", 8),
+            lora_alpha=cfg.pop("alpha", 16),
+            lora_dropout=cfg.pop("dropout", 0.05),
+            target_modules=cfg.pop("target_modules", None),
+            **cfg,
+        )
+        with (
+            warnings.catch_warnings()
+        ):  # peft reads transformers' deprecated name; nothing for you to change
+            warnings.filterwarnings(
+                "ignore", r"`is_gradient_checkpointing` is deprecated", FutureWarning
+            )
             return peft.get_peft_model(model, config)
 
     def _build_unet(self):
@@ -310,18 +348,27 @@ class ModelSpec:
         return self._from_config(self.unet_config()), processor
 
     def _build_sd(self):
-        """(pipeline.Parts or the VAE, pipeline.Captions): tiny from configs, else from the source."""
+        """(pipeline.Parts or the VAE, pipeline.Captions): tiny from configs, else from the
+        source."""
         if self.family == "vae":
             return pipeline.build_vae(self.sd_configs()["vae"], self.load_tokenizer())
         try:
-            parts = (pipeline.load(self.source, sampler=self.sd_configs()["sampler"] if self.size != "custom" else None)
-                     if self.is_pretrained else pipeline.build(self.sd_configs(), self.load_tokenizer()))
+            parts = (
+                pipeline.load(
+                    self.source,
+                    sampler=self.sd_configs()["sampler"] if self.size != "custom" else None,
+                )
+                if self.is_pretrained
+                else pipeline.build(self.sd_configs(), self.load_tokenizer())
+            )
         except OSError as e:
             if self.source is None:  # tiny: the bundled tokenizer is missing (a broken install)
                 raise
             if is_local(self.source):
-                raise FileNotFoundError(f"{self.source!r} is not a complete diffusers-format Stable Diffusion "
-                                        f"directory (pipeline.save_pretrained(dir) writes one): {e}") from e
+                raise FileNotFoundError(
+                    f"{self.source!r} is not a complete diffusers-format Stable Diffusion "
+                    f"directory (pipeline.save_pretrained(dir) writes one): {e}"
+                ) from e
             raise hub_error("Stable Diffusion pipeline", self.source, e) from e
         return parts, parts.captions
 
@@ -335,7 +382,9 @@ def unet_class(cfg: dict):
     try:
         import diffusers
     except ImportError:
-        raise ImportError("the UNet needs diffusers: pip install 'gaudi-workbench[diffusion]'") from None
+        raise ImportError(
+            "the UNet needs diffusers: pip install 'gaudi-workbench[diffusion]'"
+        ) from None
     return diffusers.UNet2DConditionModel if cfg.get("conditional") else diffusers.UNet2DModel
 
 
@@ -348,15 +397,20 @@ def _check_model_dir(path: Path, size: str, index: str = "config.json") -> None:
     if not path.exists():
         raise FileNotFoundError(f"model directory {size!r} does not exist")
     held = sorted(p.name for p in path.iterdir()) if path.is_dir() else None
-    fix = (f"pass a directory written by save_pretrained ({index}, the weights, the tokenizer's files)"
-           if index == "config.json" else f"pass a diffusers pipeline directory ({index} and a folder per part)")
+    fix = (
+        f"pass a directory written by save_pretrained ({index}, the weights, the tokenizer's files)"
+        if index == "config.json"
+        else f"pass a diffusers pipeline directory ({index} and a folder per part)"
+    )
     if held is None:
         raise FileNotFoundError(f"model directory {size!r} is a file: {fix}")
     if not held:
         raise FileNotFoundError(f"model directory {size!r} is empty: {fix}")
     if index not in held:
-        raise FileNotFoundError(f"model directory {size!r} has no {index} (it holds: {', '.join(held[:8])}"
-                                f"{', ...' if len(held) > 8 else ''}): {fix}")
+        raise FileNotFoundError(
+            f"model directory {size!r} has no {index} (it holds: {', '.join(held[:8])}"
+            f"{', ...' if len(held) > 8 else ''}): {fix}"
+        )
 
 
 def _round_up(n: int, multiple: int) -> int:
@@ -375,9 +429,17 @@ def _parse_name(name: str) -> tuple[str, str | None]:
     raise _known("model family", name, FAMILIES)
 
 
-def model(family: str | ModelSpec, size: str | None = None, task: str | None = None,
-          *, num_labels: int | None = None, tokenizer: str | None = None,
-          trust_remote_code: bool = False, lora: dict | bool | None = None, **overrides) -> ModelSpec:
+def model(
+    family: str | ModelSpec,
+    size: str | None = None,
+    task: str | None = None,
+    *,
+    num_labels: int | None = None,
+    tokenizer: str | None = None,
+    trust_remote_code: bool = False,
+    lora: dict | bool | None = None,
+    **overrides,
+) -> ModelSpec:
     """Describe a model from the catalog, a hub id or a local directory.
 
     Parameters
@@ -415,21 +477,42 @@ def model(family: str | ModelSpec, size: str | None = None, task: str | None = N
     elif size != "tiny":
         if "/" in size or is_local(size):
             if is_local(size):
-                _check_model_dir(Path(size).expanduser(), size, "model_index.json" if fam == "sd" else "config.json")
-            source, size = (str(Path(size).expanduser().resolve()) if is_local(size) else size), "custom"
+                _check_model_dir(
+                    Path(size).expanduser(),
+                    size,
+                    "model_index.json" if fam == "sd" else "config.json",
+                )
+            source, size = (
+                (str(Path(size).expanduser().resolve()) if is_local(size) else size),
+                "custom",
+            )
         else:
-            raise _known(f"size for {fam}", size, ["tiny", *info["sizes"], "a hub id (org/name)", "a local directory"])
+            raise _known(
+                f"size for {fam}",
+                size,
+                ["tiny", *info["sizes"], "a hub id (org/name)", "a local directory"],
+            )
     task = task or info["tasks"][0]
     if task not in info["tasks"]:
         raise _known(f"task for {fam}", task, info["tasks"])
     if lora and fam == "unet":
-        raise ValueError("LoRA is wired for the transformer families and sd (the UNet's attention), not the "
-                         "unconditional UNet")
+        raise ValueError(
+            "LoRA is wired for the transformer families and sd (the UNet's attention), not the "
+            "unconditional UNet"
+        )
     if fam in LATENT:
         overrides = pipeline.check_options(overrides, fam)
-    return ModelSpec(family=fam, size=size, task=task, source=source, overrides=dict(overrides),
-                     num_labels=num_labels, tokenizer=tokenizer, trust_remote_code=trust_remote_code,
-                     lora=({} if lora is True else dict(lora)) if lora else None)
+    return ModelSpec(
+        family=fam,
+        size=size,
+        task=task,
+        source=source,
+        overrides=dict(overrides),
+        num_labels=num_labels,
+        tokenizer=tokenizer,
+        trust_remote_code=trust_remote_code,
+        lora=({} if lora is True else dict(lora)) if lora else None,
+    )
 
 
 def models():
@@ -444,7 +527,14 @@ def models():
                 n = spec.num_params
             except ImportError:
                 n = None
-            rows.append({"family": fam, "size": size, "task": spec.task,
-                         "source": spec.source or "random init", "params": n,
-                         "about": info["about"]})
+            rows.append(
+                {
+                    "family": fam,
+                    "size": size,
+                    "task": spec.task,
+                    "source": spec.source or "random init",
+                    "params": n,
+                    "about": info["about"],
+                }
+            )
     return pd.DataFrame(rows)

@@ -40,8 +40,15 @@ def _value(text: str):
 
 
 def _kind(value) -> str:
-    return {bool: "a bool", int: "an int", float: "a number", str: "text", list: "a list",
-            tuple: "a tuple", dict: "a dict"}.get(type(value), type(value).__name__)
+    return {
+        bool: "a bool",
+        int: "an int",
+        float: "a number",
+        str: "text",
+        list: "a list",
+        tuple: "a tuple",
+        dict: "a dict",
+    }.get(type(value), type(value).__name__)
 
 
 def checked_parameters(notebook, given: dict[str, str]) -> dict:
@@ -58,7 +65,9 @@ def checked_parameters(notebook, given: dict[str, str]) -> dict:
     out = {}
     for name, text in given.items():
         if name not in defaults:
-            raise ValueError(f"unknown parameter {name!r}; {nb}'s parameters: {', '.join(defaults)}")
+            raise ValueError(
+                f"unknown parameter {name!r}; {nb}'s parameters: {', '.join(defaults)}"
+            )
         value, default = _value(text), defaults[name]
         if default is NOT_LITERAL or default is None:
             ok = True
@@ -70,8 +79,10 @@ def checked_parameters(notebook, given: dict[str, str]) -> dict:
             ok = type(value) is int or (type(value) is float and isinstance(default, float))
             value = float(value) if ok and isinstance(default, float) else value
         if not ok:
-            raise ValueError(f"-p {name}: {value!r} is not {_kind(default)} ({nb}'s parameters cell has "
-                             f"{name} = {default!r}); pass e.g. -p {name} {default!r}")
+            raise ValueError(
+                f"-p {name}: {value!r} is not {_kind(default)} ({nb}'s parameters cell has "
+                f"{name} = {default!r}); pass e.g. -p {name} {default!r}"
+            )
         out[name] = value
     return out
 
@@ -98,10 +109,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
     out = out_dir / f"{src.stem}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.ipynb"
     print(f"running {src} with {params or 'its default parameters'} -> {out}", file=sys.stderr)
     try:
-        papermill.execute_notebook(str(src), str(out), parameters=params, kernel_name=args.kernel,
-                                   progress_bar=False, cwd=args.cwd)
+        papermill.execute_notebook(
+            str(src),
+            str(out),
+            parameters=params,
+            kernel_name=args.kernel,
+            progress_bar=False,
+            cwd=args.cwd,
+        )
     except papermill.PapermillExecutionError as e:
-        print(f"failed in cell {e.exec_count}: {e.ename}: {e.evalue}\nexecuted notebook: {out}", file=sys.stderr)
+        print(
+            f"failed in cell {e.exec_count}: {e.ename}: {e.evalue}\nexecuted notebook: {out}",
+            file=sys.stderr,
+        )
         return 1
     print(f"executed notebook: {out}")
     print(json.dumps(records(out), indent=2))
@@ -115,7 +135,9 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     try:
-        with contextlib.redirect_stdout(sys.stderr):  # what libraries print: stdout keeps the report
+        with contextlib.redirect_stdout(
+            sys.stderr
+        ):  # what libraries print: stdout keeps the report
             report = doctor(args.out, multi=args.multi, only=only)
     except ValueError as e:  # an unknown check name lists the known ones
         print(f"workbench doctor: {e}", file=sys.stderr)
@@ -133,18 +155,35 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=_cmd_devices)
     r = sub.add_parser("run", help="execute a notebook with papermill and print its records")
     r.add_argument("notebook")
-    r.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("KEY", "VALUE"),
-                   help="set a parameter (repeatable); values are Python literals or text")
-    r.add_argument("--output-dir", default="runs/notebooks", help="where the executed notebook goes")
+    r.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        metavar=("KEY", "VALUE"),
+        help="set a parameter (repeatable); values are Python literals or text",
+    )
+    r.add_argument(
+        "--output-dir", default="runs/notebooks", help="where the executed notebook goes"
+    )
     r.add_argument("--kernel", default="python3")
     r.add_argument("--cwd", default=".", help="working directory of the kernel")
     r.set_defaults(func=_cmd_run)
-    doc = sub.add_parser("doctor", help="check this machine: versions, device, short training runs, bf16, "
-                         "collectives, profiling (exit code 1 when a check fails)")
+    doc = sub.add_parser(
+        "doctor",
+        help="check this machine: versions, device, short training runs, bf16, "
+        "collectives, profiling (exit code 1 when a check fails)",
+    )
     doc.add_argument("--out", default="doctor", help="where report.json, report.md and the runs go")
-    doc.add_argument("--multi", action="store_true", help="on a CPU, also run the 2-process checks (~30 s)")
-    doc.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
-    doc.add_argument("--only", metavar="NAMES", help="comma-separated checks or groups, e.g. versions,gpt2")
+    doc.add_argument(
+        "--multi", action="store_true", help="on a CPU, also run the 2-process checks (~30 s)"
+    )
+    doc.add_argument(
+        "--json", action="store_true", help="print the JSON report instead of the table"
+    )
+    doc.add_argument(
+        "--only", metavar="NAMES", help="comma-separated checks or groups, e.g. versions,gpt2"
+    )
     doc.set_defaults(func=_cmd_doctor)
     return p
 

@@ -26,14 +26,28 @@ from .training.shapes import LengthStats
 
 TASKS = ("classification", "causal_lm", "seq2seq", "diffusion", "text_to_image")
 ROLES = ("text", "label", "target", "image", "caption")
-LOCAL_FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet", ".txt": "text"}
+LOCAL_FORMATS = {
+    ".csv": "csv",
+    ".json": "json",
+    ".jsonl": "json",
+    ".parquet": "parquet",
+    ".txt": "text",
+}
 # roles each task needs, and the column names tried when the user names none
-NEEDS = {"classification": ("text", "label"), "causal_lm": ("text",),
-         "seq2seq": ("text", "target"), "diffusion": ("image",), "text_to_image": ("image", "caption")}
-DEFAULT_COLUMNS = {"text": ("text", "sentence", "content", "document", "source"),
-                   "label": ("label", "labels", "class"),
-                   "target": ("target", "summary", "labels_text"),
-                   "image": ("image", "img", "pixels"), "caption": ("caption", "prompt")}
+NEEDS = {
+    "classification": ("text", "label"),
+    "causal_lm": ("text",),
+    "seq2seq": ("text", "target"),
+    "diffusion": ("image",),
+    "text_to_image": ("image", "caption"),
+}
+DEFAULT_COLUMNS = {
+    "text": ("text", "sentence", "content", "document", "source"),
+    "label": ("label", "labels", "class"),
+    "target": ("target", "summary", "labels_text"),
+    "image": ("image", "img", "pixels"),
+    "caption": ("caption", "prompt"),
+}
 _HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 
 
@@ -110,16 +124,22 @@ class DataSpec:
                     return images.read_folder(path)
                 if (path / "dataset_dict.json").exists() or (path / "dataset_info.json").exists():
                     return datasets.load_from_disk(str(path))
-                raise ValueError(f"{str(path)!r} is a directory but not one saved by datasets' save_to_disk nor "
-                                 f"an image folder with {images.METADATA[0]}; pass one of its files "
-                                 f"({', '.join(LOCAL_FORMATS)})")
+                raise ValueError(
+                    f"{str(path)!r} is a directory but not one saved by datasets' save_to_disk nor "
+                    f"an image folder with {images.METADATA[0]}; pass one of its files "
+                    f"({', '.join(LOCAL_FORMATS)})"
+                )
             fmt = LOCAL_FORMATS.get(path.suffix.lower())
             if fmt is None:
-                raise ValueError(f"cannot read {path.suffix!r} files; use one of: {', '.join(LOCAL_FORMATS)}")
+                raise ValueError(
+                    f"cannot read {path.suffix!r} files; use one of: {', '.join(LOCAL_FORMATS)}"
+                )
             return _read_file(path, fmt, self.encoding)
         if not _HUB_ID.match(self.source):
-            raise ValueError(f"{self.source!r} is neither a bundled dataset "
-                             f"({', '.join(bundled.BUNDLED)}), an existing file, nor a hub id")
+            raise ValueError(
+                f"{self.source!r} is neither a bundled dataset "
+                f"({', '.join(bundled.BUNDLED)}), an existing file, nor a hub id"
+            )
         try:
             return datasets.load_dataset(self.source, self.config)
         except Exception as e:  # offline, missing, gated: one clear message
@@ -140,57 +160,84 @@ class DataSpec:
             raw = raw[train_key]
         self._check_columns(raw)
         raw, eval_split = self._drop_blank(raw, eval_split)
-        eval_split = eval_split if eval_split is None or len(eval_split) else None  # unlabelled: split train
+        eval_split = (
+            eval_split if eval_split is None or len(eval_split) else None
+        )  # unlabelled: split train
         if self.limit:
             raw = raw.shuffle(seed=self.seed).select(range(min(self.limit, len(raw))))
         label = self.columns.get("label")
         if self.task == "classification" and label:
             if not isinstance(raw.features[label], datasets.ClassLabel):
                 if eval_split is not None:
-                    _check_eval_labels(set(_counts(raw, label)), _counts(eval_split, label), self.name)
+                    _check_eval_labels(
+                        set(_counts(raw, label)), _counts(eval_split, label), self.name
+                    )
                 raw = raw.class_encode_column(label)
                 if eval_split is not None:
                     eval_split = eval_split.cast_column(label, raw.features[label])
         if eval_split is None:
             stratify = label if self.task == "classification" and label else None
-            _check_split(len(raw), self.eval_fraction, self.name, stratify and {
-                raw.features[label].names[i]: n for i, n in _counts(raw, label).items()})
-            parts = raw.train_test_split(test_size=self.eval_fraction, seed=self.seed,
-                                         stratify_by_column=stratify)
+            _check_split(
+                len(raw),
+                self.eval_fraction,
+                self.name,
+                stratify
+                and {raw.features[label].names[i]: n for i, n in _counts(raw, label).items()},
+            )
+            parts = raw.train_test_split(
+                test_size=self.eval_fraction, seed=self.seed, stratify_by_column=stratify
+            )
             raw, eval_split = parts["train"], parts["test"]
         elif self.limit:
-            eval_split = eval_split.select(range(min(max(1, int(self.limit * self.eval_fraction)), len(eval_split))))
+            eval_split = eval_split.select(
+                range(min(max(1, int(self.limit * self.eval_fraction)), len(eval_split)))
+            )
         return datasets.DatasetDict({"train": raw, "eval": eval_split})
 
     def _check_columns(self, ds) -> None:
         found = list(ds.column_names)
         for role, col in self.columns.items():
             if col not in found:
-                raise ValueError(f"column {col!r} (for {role}) is not in {self.name!r}; "
-                                 f"columns found: {', '.join(found)}. Pass {role}='<one of those>'")
+                raise ValueError(
+                    f"column {col!r} (for {role}) is not in {self.name!r}; "
+                    f"columns found: {', '.join(found)}. Pass {role}='<one of those>'"
+                )
         missing = [r for r in NEEDS[self.task] if r not in self.columns]
         if missing:
-            raise ValueError(f"task {self.task!r} needs a {missing[0]!r} column; columns found: "
-                             f"{', '.join(found)}. Pass {missing[0]}='<column name>'")
+            raise ValueError(
+                f"task {self.task!r} needs a {missing[0]!r} column; columns found: "
+                f"{', '.join(found)}. Pass {missing[0]}='<column name>'"
+            )
 
     def _drop_blank(self, *splits):
         """The splits without rows whose text, label or target is blank (warns with the count)."""
         import numpy as np
 
         cols = {r: self.columns[r] for r in ("text", "label", "target") if r in self.columns}
-        masks = [{c: _blank(ds, c, r == "label") for r, c in cols.items()} if ds is not None else {} for ds in splits]
+        masks = [
+            {c: _blank(ds, c, r == "label") for r, c in cols.items()} if ds is not None else {}
+            for ds in splits
+        ]
         drops = [np.any(list(m.values()), axis=0) if m else None for m in masks]
         dropped = sum(int(d.sum()) for d in drops if d is not None)
         if not dropped:
             return splits
         which = " or ".join(repr(c) for c in cols.values() if any(m and m[c].any() for m in masks))
         if drops[0].all():
-            raise ValueError(f"every row of {self.name!r} has a blank {which}: nothing to train on; "
-                             f"fill the column in, or map another one ({next(iter(cols))}='<column>')")
+            raise ValueError(
+                f"every row of {self.name!r} has a blank {which}: nothing to train on; "
+                f"fill the column in, or map another one ({next(iter(cols))}='<column>')"
+            )
         total = sum(len(ds) for ds in splits if ds is not None)
-        warnings.warn(f"dropped {dropped} of {total} rows of {self.name!r} whose {which} is blank or NaN; "
-                      f"the other rows train (fill those in to keep them)", UserWarning, stacklevel=3)
-        return tuple(ds if d is None else ds.select(np.flatnonzero(~d)) for ds, d in zip(splits, drops))
+        warnings.warn(
+            f"dropped {dropped} of {total} rows of {self.name!r} whose {which} is blank or NaN; "
+            f"the other rows train (fill those in to keep them)",
+            UserWarning,
+            stacklevel=3,
+        )
+        return tuple(
+            ds if d is None else ds.select(np.flatnonzero(~d)) for ds, d in zip(splits, drops)
+        )
 
     @property
     def label_names(self) -> list[str] | None:
@@ -209,7 +256,11 @@ class DataSpec:
         import pandas as pd
 
         train = self.load()["train"]
-        ds, image, label = train.select(range(min(n, train.num_rows))), self.columns.get("image"), self.columns.get("label")
+        ds, image, label = (
+            train.select(range(min(n, train.num_rows))),
+            self.columns.get("image"),
+            self.columns.get("label"),
+        )
 
         def cell(key, value):
             if key == image:
@@ -250,19 +301,32 @@ class DataSpec:
         c = self.columns
         if self.task == "diffusion":
             fn, fp = images.pixels(c["image"]), _fingerprint(self.to_dict(), "pixels")
-        elif self.task == "text_to_image":  # `tokenizer`: the model's Captions (tokenizers, resolution)
-            fn, fp = images.captioned(c, tokenizer, self.crop), _fingerprint(self.to_dict(), images.signature(tokenizer))
+        elif (
+            self.task == "text_to_image"
+        ):  # `tokenizer`: the model's Captions (tokenizers, resolution)
+            fn, fp = (
+                images.captioned(c, tokenizer, self.crop),
+                _fingerprint(self.to_dict(), images.signature(tokenizer)),
+            )
         else:
             if tokenizer is None:
                 raise ValueError(f"task {self.task!r} needs a tokenizer: spec.prepare(tokenizer)")
             fn = _tokenize(tokenizer, self.task, c, max_length, target_max_length)
-            tok_id = [getattr(tokenizer, "name_or_path", ""), len(tokenizer), type(tokenizer).__name__]
+            tok_id = [
+                getattr(tokenizer, "name_or_path", ""),
+                len(tokenizer),
+                type(tokenizer).__name__,
+            ]
             fp = _fingerprint(self.to_dict(), tok_id, max_length, target_max_length)
         out = {}
         for split, ds in dd.items():
-            out[split] = ds.map(fn, batched=True, remove_columns=ds.column_names,
-                                new_fingerprint=f"{fp}-{split}-{ds._fingerprint}",
-                                desc=f"preparing {self.name} ({split})")
+            out[split] = ds.map(
+                fn,
+                batched=True,
+                remove_columns=ds.column_names,
+                new_fingerprint=f"{fp}-{split}-{ds._fingerprint}",
+                desc=f"preparing {self.name} ({split})",
+            )
         import datasets
 
         return datasets.DatasetDict(out)
@@ -279,8 +343,12 @@ def _read_file(path: Path, fmt: str, encoding: str | None):
     if path.stat().st_size == 0:
         raise ValueError(f"dataset file {str(path)!r} is empty (0 bytes): nothing to train on")
     try:
-        ds = datasets.load_dataset(fmt, data_files=str(path), split="train",
-                                   **({"encoding": encoding} if encoding and fmt != "parquet" else {}))
+        ds = datasets.load_dataset(
+            fmt,
+            data_files=str(path),
+            split="train",
+            **({"encoding": encoding} if encoding and fmt != "parquet" else {}),
+        )
     except Exception as e:  # datasets buries the reason: look for it along the chain of causes
         chain = [e]
         while (chain[-1].__cause__ or chain[-1].__context__) and len(chain) < 50:
@@ -288,11 +356,17 @@ def _read_file(path: Path, fmt: str, encoding: str | None):
         if any(isinstance(x, UnicodeDecodeError) or "Invalid UTF8" in str(x) for x in chain):
             raise ValueError(_not_decodable(path, encoding or "utf-8")) from e
         if "corresponds to no data" not in str(e):
-            raise ValueError(f"could not read {str(path)!r} as {fmt}: {type(chain[-1]).__name__}: {chain[-1]}") from e
+            raise ValueError(
+                f"could not read {str(path)!r} as {fmt}: {type(chain[-1]).__name__}: {chain[-1]}"
+            ) from e
         ds = None
     if ds is None or ds.num_rows == 0:
         with path.open(encoding=encoding or "utf-8", errors="replace") as f:
-            what = f"column names ({', '.join(f.readline().strip().split(','))}) but " if fmt == "csv" else ""
+            what = (
+                f"column names ({', '.join(f.readline().strip().split(','))}) but "
+                if fmt == "csv"
+                else ""
+            )
         raise ValueError(f"{str(path)!r} has {what}no rows: nothing to train on")
     return ds
 
@@ -307,12 +381,16 @@ def _not_decodable(path: Path, encoding: str) -> str:
     except UnicodeDecodeError as e:
         where = f" (byte 0x{head[e.start]:02x} at offset {e.start})"
     name = "UTF-8" if codecs.lookup(encoding).name == "utf-8" else encoding
-    return (f"{str(path)!r} is not {name} text{where}: pass the file's encoding, e.g. "
-            f"wb.dataset({str(path)!r}, encoding='latin-1') ('cp1252' for files saved by Windows programs)")
+    return (
+        f"{str(path)!r} is not {name} text{where}: pass the file's encoding, e.g. "
+        f"wb.dataset({str(path)!r}, encoding='latin-1') ('cp1252' for files saved by Windows "
+        "programs)"
+    )
 
 
 def _blank(ds, column: str, is_label: bool):
-    """Rows of ``column`` that are null or NaN (a label also: blank text, ClassLabel's -1), as numpy."""
+    """Rows of ``column`` that are null or NaN (a label also: blank text, ClassLabel's -1), as
+    numpy."""
     import datasets
     import numpy as np
     import pyarrow as pa
@@ -331,7 +409,10 @@ def _counts(ds, column: str) -> dict:
     """Rows per value of ``column``."""
     import pyarrow.compute as pc
 
-    return {c["values"]: c["counts"] for c in pc.value_counts(ds.with_format("arrow")[column]).to_pylist()}
+    return {
+        c["values"]: c["counts"]
+        for c in pc.value_counts(ds.with_format("arrow")[column]).to_pylist()
+    }
 
 
 def _tokenize(tokenizer, task: str, c: dict[str, str], max_length: int, target_max_length: int):
@@ -340,8 +421,9 @@ def _tokenize(tokenizer, task: str, c: dict[str, str], max_length: int, target_m
         if task == "classification":
             enc["labels"] = batch[c["label"]]
         elif task == "seq2seq":
-            enc["labels"] = tokenizer(text_target=batch[c["target"]], truncation=True,
-                                      max_length=target_max_length)["input_ids"]
+            enc["labels"] = tokenizer(
+                text_target=batch[c["target"]], truncation=True, max_length=target_max_length
+            )["input_ids"]
         return dict(enc)
 
     return fn
@@ -349,14 +431,32 @@ def _tokenize(tokenizer, task: str, c: dict[str, str], max_length: int, target_m
 
 def infer_task(columns: dict[str, str], task: str | None) -> str:
     """``task`` if given, else the task the mapped columns imply."""
-    implied = (t for role, t in (("caption", "text_to_image"), ("image", "diffusion"), ("target", "seq2seq"), ("label", "classification"))
-               if role in columns)
+    implied = (
+        t
+        for role, t in (
+            ("caption", "text_to_image"),
+            ("image", "diffusion"),
+            ("target", "seq2seq"),
+            ("label", "classification"),
+        )
+        if role in columns
+    )
     return task or next(implied, "causal_lm")
 
 
-def dataset(source: str | DataSpec, *, task: str | None = None, eval_fraction: float = 0.1,
-            seed: int = 0, limit: int | None = None, config: str | None = None,
-            encoding: str | None = None, crop: str = "center", flip: bool = False, **columns: str) -> DataSpec:
+def dataset(
+    source: str | DataSpec,
+    *,
+    task: str | None = None,
+    eval_fraction: float = 0.1,
+    seed: int = 0,
+    limit: int | None = None,
+    config: str | None = None,
+    encoding: str | None = None,
+    crop: str = "center",
+    flip: bool = False,
+    **columns: str,
+) -> DataSpec:
     """Describe a dataset: bundled name, local file, saved directory or hub id.
 
     Parameters
@@ -392,8 +492,12 @@ def dataset(source: str | DataSpec, *, task: str | None = None, eval_fraction: f
     images.check_options(crop, flip)
     source = str(source)
     if encoding is not None:
-        _check_encoding(encoding, source, DataSpec(source).kind == "local" and  # text files only
-                              Path(source).suffix.lower() in (".csv", ".json", ".jsonl", ".txt"))
+        _check_encoding(
+            encoding,
+            source,
+            DataSpec(source).kind == "local"  # text files only
+            and Path(source).suffix.lower() in (".csv", ".json", ".jsonl", ".txt"),
+        )
     if source in bundled.BUNDLED:
         info = bundled.BUNDLED[source]
         cols = {**info["columns"], **columns}
@@ -407,8 +511,18 @@ def dataset(source: str | DataSpec, *, task: str | None = None, eval_fraction: f
         if not cols and spec.kind == "local":
             cols = _guess_columns(spec)
         task = infer_task(cols, task)
-    return DataSpec(source=source, task=task, columns=cols, eval_fraction=eval_fraction, seed=seed,
-                    limit=limit, config=config, encoding=encoding, crop=crop, flip=flip)
+    return DataSpec(
+        source=source,
+        task=task,
+        columns=cols,
+        eval_fraction=eval_fraction,
+        seed=seed,
+        limit=limit,
+        config=config,
+        encoding=encoding,
+        crop=crop,
+        flip=flip,
+    )
 
 
 def _check_not_misspelt(spec: DataSpec) -> None:
@@ -418,9 +532,11 @@ def _check_not_misspelt(spec: DataSpec) -> None:
 
     close = difflib.get_close_matches(spec.source, bundled.BUNDLED, 1, cutoff=0.8)
     if spec.kind == "hub" and "/" not in spec.source and close:
-        raise ValueError(f"unknown dataset {spec.source!r}: did you mean the bundled {close[0]!r}? Bundled: "
-                         f"{', '.join(bundled.BUNDLED)} (wb.datasets()). A hub dataset is named owner/name "
-                         f"(e.g. 'stanfordnlp/imdb')")
+        raise ValueError(
+            f"unknown dataset {spec.source!r}: did you mean the bundled {close[0]!r}? Bundled: "
+            f"{', '.join(bundled.BUNDLED)} (wb.datasets()). A hub dataset is named owner/name "
+            f"(e.g. 'stanfordnlp/imdb')"
+        )
 
 
 def _guess_columns(spec: DataSpec) -> dict[str, str]:
@@ -432,11 +548,15 @@ def _guess_columns(spec: DataSpec) -> dict[str, str]:
             if name in found and name not in cols.values():
                 cols[role] = name
                 break
-    if "image" in cols and "text" in cols and "caption" not in cols:  # an image's text is its caption
+    if (
+        "image" in cols and "text" in cols and "caption" not in cols
+    ):  # an image's text is its caption
         cols["caption"] = cols.pop("text")
     if not cols:
-        raise ValueError(f"cannot tell which column holds the text in {spec.source!r}; columns found: "
-                         f"{', '.join(found)}. Pass text='<column>' (and label=/target= as needed)")
+        raise ValueError(
+            f"cannot tell which column holds the text in {spec.source!r}; columns found: "
+            f"{', '.join(found)}. Pass text='<column>' (and label=/target= as needed)"
+        )
     return cols
 
 
@@ -444,8 +564,15 @@ def datasets():
     """The bundled datasets as a table (pandas DataFrame)."""
     import pandas as pd
 
-    rows = [{"name": name, "task": info["task"], "columns": ", ".join(f"{k}={v}" for k, v in info["columns"].items()),
-             "about": info["about"]} for name, info in bundled.BUNDLED.items()]
+    rows = [
+        {
+            "name": name,
+            "task": info["task"],
+            "columns": ", ".join(f"{k}={v}" for k, v in info["columns"].items()),
+            "about": info["about"],
+        }
+        for name, info in bundled.BUNDLED.items()
+    ]
     return pd.DataFrame(rows)
 
 
@@ -454,11 +581,15 @@ def _check_encoding(encoding: str, source: str, local_text: bool) -> None:
     import codecs
 
     if not local_text:
-        raise ValueError(f"encoding= is for local text files (csv, json, jsonl, txt); {source!r} is not one")
+        raise ValueError(
+            f"encoding= is for local text files (csv, json, jsonl, txt); {source!r} is not one"
+        )
     try:
         codecs.lookup(encoding)
     except LookupError:
-        raise ValueError(f"unknown encoding {encoding!r}; e.g. 'utf-8', 'latin-1', 'cp1252'") from None
+        raise ValueError(
+            f"unknown encoding {encoding!r}; e.g. 'utf-8', 'latin-1', 'cp1252'"
+        ) from None
 
 
 def _check_eval_labels(train_labels: set, eval_counts: dict, data_name: str) -> None:
@@ -468,28 +599,42 @@ def _check_eval_labels(train_labels: set, eval_counts: dict, data_name: str) -> 
         one = len(only) == 1
         what = ", ".join(f"{v!r} ({n} row{'s' if n > 1 else ''})" for v, n in only[:5])
         them = "it" if one else "them"
-        raise ValueError(f"label{'' if one else 's'} {what} {'is' if one else 'are'} in the eval split of "
-                         f"{data_name!r} but never in train: the model cannot learn {them}. "
-                         f"Add training rows with {them}, or drop those eval rows")
+        raise ValueError(
+            f"label{'' if one else 's'} {what} {'is' if one else 'are'} in the eval split of "
+            f"{data_name!r} but never in train: the model cannot learn {them}. "
+            f"Add training rows with {them}, or drop those eval rows"
+        )
 
 
-def _check_split(rows: int, eval_fraction: float, data_name: str, class_counts: dict | None) -> None:
-    """Refuse data that a train/eval split (stratified by class, given ``class_counts``) cannot split."""
+def _check_split(
+    rows: int, eval_fraction: float, data_name: str, class_counts: dict | None
+) -> None:
+    """Refuse data that a train/eval split (stratified by class, given ``class_counts``) cannot
+    split."""
     n_eval = math.ceil(eval_fraction * rows)  # as datasets' train_test_split counts
     if rows - n_eval < 1:
-        raise ValueError(f"{data_name!r} has {rows} row{'s' if rows != 1 else ''}: too few to split into "
-                         f"train and eval (eval_fraction={eval_fraction}); use more rows")
+        raise ValueError(
+            f"{data_name!r} has {rows} row{'s' if rows != 1 else ''}: too few to split into "
+            f"train and eval (eval_fraction={eval_fraction}); use more rows"
+        )
     if not class_counts:
         return
     single = [repr(c) for c, n in class_counts.items() if n < 2]
     if single:
-        raise ValueError(f"class {', '.join(single[:5])} has 1 row in {data_name!r}: a stratified train/eval "
-                         f"split needs at least 2 rows of each class (one for each split). Add rows of that "
-                         f"class, drop it, or give a dataset with its own eval split")
+        raise ValueError(
+            f"class {', '.join(single[:5])} has 1 row in {data_name!r}: a stratified train/eval "
+            f"split needs at least 2 rows of each class (one for each split). Add rows of that "
+            f"class, drop it, or give a dataset with its own eval split"
+        )
     classes, smaller = len(class_counts), min(n_eval, rows - n_eval)
     if smaller < classes:
-        side, fix = (("eval", f"eval_fraction={math.ceil(classes * 100 / rows) / 100:g} or more")
-                     if n_eval < classes else ("training", "a smaller eval_fraction"))
-        raise ValueError(f"{data_name!r} has {classes} classes, but eval_fraction={eval_fraction} of its "
-                         f"{rows} rows gives {smaller} {side} rows, fewer than one per class: pass {fix}, "
-                         f"or use more rows")
+        side, fix = (
+            ("eval", f"eval_fraction={math.ceil(classes * 100 / rows) / 100:g} or more")
+            if n_eval < classes
+            else ("training", "a smaller eval_fraction")
+        )
+        raise ValueError(
+            f"{data_name!r} has {classes} classes, but eval_fraction={eval_fraction} of its "
+            f"{rows} rows gives {smaller} {side} rows, fewer than one per class: pass {fix}, "
+            f"or use more rows"
+        )

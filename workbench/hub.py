@@ -12,8 +12,12 @@ import sys
 
 TRUE = ("1", "ON", "YES", "TRUE")
 # what a repo needs in the cache to build a model from it: its config and its weights
-WEIGHTS = ("model.safetensors", "model.safetensors.index.json",
-           "diffusion_pytorch_model.safetensors", "diffusion_pytorch_model.safetensors.index.json")
+WEIGHTS = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "diffusion_pytorch_model.safetensors",
+    "diffusion_pytorch_model.safetensors.index.json",
+)
 
 
 def offline_switch(what: str = "model") -> str | None:
@@ -22,7 +26,9 @@ def offline_switch(what: str = "model") -> str | None:
     huggingface_hub reads ``HF_HUB_OFFLINE`` once, when it is imported: a variable set later
     changes nothing for it, so once imported its own reading counts too.
     """
-    names = ["HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"] + (["HF_DATASETS_OFFLINE"] if what == "dataset" else [])
+    names = ["HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"] + (
+        ["HF_DATASETS_OFFLINE"] if what == "dataset" else []
+    )
     for name in names:
         if os.environ.get(name, "").upper() in TRUE:
             return f"{name}={os.environ[name]}"
@@ -50,17 +56,39 @@ def in_cache(repo_id: str, subfolder: str | None = None) -> bool:
 def hub_error(what: str, ident: str, err: Exception) -> RuntimeError:
     """A clear message for a hub id that could not be fetched: why, and the fixes."""
     switch = offline_switch(what)
-    why = (f"the hub is switched off ({switch}) and {ident!r} is not in the local cache" if switch
-           else "the hub could not be reached, or has no such id (or it is gated: log in with `hf auth login`)")
+    why = (
+        f"the hub is switched off ({switch}) and {ident!r} is not in the local cache"
+        if switch
+        else "the hub could not be reached, or has no such id "
+        "(or it is gated: log in with `hf auth login`)"
+    )
     detail = str(err).splitlines()[0] if str(err) else ""
-    download = f"hf download {ident}" + (" --repo-type dataset" if what == "dataset" else "") + " --local-dir DIR"
+    download = (
+        f"hf download {ident}"
+        + (" --repo-type dataset" if what == "dataset" else "")
+        + " --local-dir DIR"
+    )
     if what == "dataset":
-        local = (f"download it where you have a network ({download}) and pass a local file or directory "
-                 f"instead, or use a bundled dataset (wb.datasets())")
+        local = (
+            f"download it where you have a network ({download}) and pass a local file or directory "
+            f"instead, or use a bundled dataset (wb.datasets())"
+        )
     else:
-        local = (f"use size='tiny', which needs no hub; or download it where you have a network ({download}) "
-                 f"and pass the local directory as size=DIR")
-    online = ("; or go online: unset HF_HUB_OFFLINE (and TRANSFORMERS_OFFLINE, HF_DATASETS_OFFLINE) before "
-              "importing workbench, and the first run downloads it into the cache") if switch else ""
-    return RuntimeError(f"could not load {what} {ident!r} from the Hugging Face hub: {why}. "
-                        f"Fix: {local}{online}. ({type(err).__name__}: {detail})")
+        local = (
+            "use size='tiny', which needs no hub; or download it where you have a network "
+            f"({download}) "
+            f"and pass the local directory as size=DIR"
+        )
+    online = (
+        (
+            "; or go online: unset HF_HUB_OFFLINE (and TRANSFORMERS_OFFLINE, HF_DATASETS_OFFLINE) "
+            "before "
+            "importing workbench, and the first run downloads it into the cache"
+        )
+        if switch
+        else ""
+    )
+    return RuntimeError(
+        f"could not load {what} {ident!r} from the Hugging Face hub: {why}. "
+        f"Fix: {local}{online}. ({type(err).__name__}: {detail})"
+    )

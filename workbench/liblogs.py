@@ -33,8 +33,12 @@ class _Drop(logging.Filter):
 # And it reports a pretrained body loaded under a new task head as a LOAD REPORT of the
 # head's MISSING weights: what fine-tuning is (any other finding in a report still shows).
 NOISE = {
-    "DeepSpeed": lambda r: r.levelno < logging.ERROR and f"{os.sep}accelerator{os.sep}" in r.pathname,
-    "transformers.modeling_utils": lambda r: str(r.msg).startswith("`loss_type=None`") or new_head_only(r),
+    "DeepSpeed": lambda r: (
+        r.levelno < logging.ERROR and f"{os.sep}accelerator{os.sep}" in r.pathname
+    ),
+    "transformers.modeling_utils": lambda r: (
+        str(r.msg).startswith("`loss_type=None`") or new_head_only(r)
+    ),
     "transformers.trainer_utils": lambda r: str(r.msg).startswith("mtime may not be reliable"),
 }
 
@@ -48,7 +52,9 @@ def new_head_only(record: logging.LogRecord) -> bool:
     body = getattr(cls, "base_model_prefix", "")
     rows = [[c.strip() for c in line.split("|")] for line in text.splitlines()[1:] if "|" in line]
     rows = [r for r in rows[1:] if r[0] and set(r[0]) - set("-+")]  # past the header and the rule
-    return bool(body and rows) and all(r[1] == "MISSING" and not r[0].startswith(f"{body}.") for r in rows)
+    return bool(body and rows) and all(
+        r[1] == "MISSING" and not r[0].startswith(f"{body}.") for r in rows
+    )
 
 
 @contextlib.contextmanager
@@ -93,7 +99,11 @@ def native_stderr_without(noise):
             os.dup2(saved, 2)
             os.close(saved)
             held.seek(0)
-            kept = [ln for ln in held.read().decode(errors="replace").splitlines(keepends=True) if not noise(ln)]
+            kept = [
+                ln
+                for ln in held.read().decode(errors="replace").splitlines(keepends=True)
+                if not noise(ln)
+            ]
             if kept:
                 os.write(2, "".join(kept).encode())
 

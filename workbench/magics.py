@@ -1,9 +1,9 @@
 """``%load_ext workbench`` registers the ``%wb`` line magic.
 
-    %wb device              the device card
-    %wb runs                every run under ./runs
-    %wb stop                stop the run training in this kernel (after the current step)
-    %wb compare RUN RUN...  runs side by side (directory names or paths)
+%wb device              the device card
+%wb runs                every run under ./runs
+%wb stop                stop the run training in this kernel (after the current step)
+%wb compare RUN RUN...  runs side by side (directory names or paths)
 """
 
 from __future__ import annotations

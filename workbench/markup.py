@@ -30,10 +30,16 @@ def cell(value: Any, style: str = "", tag: str = "td") -> str:
     return f"<{tag} style='{css}'>{text}</{tag}>"
 
 
-def table(rows: Iterable[Sequence[Any]], head: Sequence[Any] | None = None, *,
-          styles: Sequence[str] | None = None, font: bool = True) -> str:
+def table(
+    rows: Iterable[Sequence[Any]],
+    head: Sequence[Any] | None = None,
+    *,
+    styles: Sequence[str] | None = None,
+    font: bool = True,
+) -> str:
     """A table of ``rows`` under an optional ``head``; ``styles[i]`` styles column ``i``'s cells
     (a row may give a cell as ``(value, style)`` to style that cell alone)."""
+
     def row(values: Sequence[Any]) -> str:
         out = []
         for i, v in enumerate(values):
@@ -43,7 +49,9 @@ def table(rows: Iterable[Sequence[Any]], head: Sequence[Any] | None = None, *,
             out.append(cell(v, style))
         return "<tr>" + "".join(out) + "</tr>"
 
-    top = ("<tr>" + "".join(cell(h, "text-align:left", "th") for h in head) + "</tr>") if head else ""
+    top = (
+        ("<tr>" + "".join(cell(h, "text-align:left", "th") for h in head) + "</tr>") if head else ""
+    )
     style = f"border-collapse:collapse;{FONT}" if font else "border-collapse:collapse"
     return f"<table style='{style}'>{top}{''.join(row(r) for r in rows)}</table>"
 
@@ -56,6 +64,8 @@ def key_values(pairs: Iterable[tuple[str, Any]], *, bold: bool = False, font: bo
 
 def card(title: str, body: str, colour: str) -> str:
     """A boxed block with a coloured left edge and a bold title (a device, a report)."""
-    return (f"<div style='display:inline-block;border:1px solid #ddd;border-left:4px solid "
-            f"{colour};border-radius:4px;padding:4px 6px;{FONT}'>"
-            f"<div style='font-weight:bold;margin:2px 8px'>{html.escape(title)}</div>{body}</div>")
+    return (
+        f"<div style='display:inline-block;border:1px solid #ddd;border-left:4px solid "
+        f"{colour};border-radius:4px;padding:4px 6px;{FONT}'>"
+        f"<div style='font-weight:bold;margin:2px 8px'>{html.escape(title)}</div>{body}</div>"
+    )

@@ -75,13 +75,26 @@ def parameters(path: str | Path) -> dict[str, Any] | None:
     if not cells:
         return None
     out: dict[str, Any] = {}
-    lines = [line for c in cells for line in c.source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+    lines = [
+        line
+        for c in cells
+        for line in c.source.splitlines()
+        if not line.lstrip().startswith(("%", "!"))
+    ]
     for node in ast.parse("\n".join(lines)).body:  # IPython magics and shell lines left out
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign)
+            else []
+        )
         for target in targets:
             names, values = [target], [node.value]
             if isinstance(target, ast.Tuple):  # A, B = 1, 2 (A, B = f(): both expressions)
-                same = isinstance(node.value, ast.Tuple) and len(target.elts) == len(node.value.elts)
+                same = isinstance(node.value, ast.Tuple) and len(target.elts) == len(
+                    node.value.elts
+                )
                 names, values = target.elts, node.value.elts if same else [None] * len(target.elts)
             for n, v in zip(names, values):
                 if isinstance(n, ast.Name):

@@ -79,7 +79,8 @@ def set_hpu_mode(mode: str) -> None:
                 f"the Habana bridge is already loaded in {have} mode and the mode is fixed per "
                 f"process: restart the kernel and ask for mode={mode!r} before importing torch "
                 f"(it loads the bridge itself) or anything that touches the HPU, or set "
-                f"PT_HPU_LAZY_MODE={int(want == 'lazy')} before starting Python")
+                f"PT_HPU_LAZY_MODE={int(want == 'lazy')} before starting Python"
+            )
         return
     os.environ["PT_HPU_LAZY_MODE"] = "1" if want == "lazy" else "0"
 
@@ -137,9 +138,12 @@ def _warn_if_nfs(path: str) -> None:
     # (cache_file_handler.cpp in the bridge): on NFS such locks depend on the server's lock
     # manager, and every graph load crosses the network.
     if (filesystem(path) or "").startswith("nfs"):
-        warnings.warn(f"the HPU recipe cache {path} is on NFS: the bridge locks its files with "
-                      "flock(), which NFS may not honour across machines; set "
-                      "PT_HPU_RECIPE_CACHE_CONFIG or WORKBENCH_CACHE to a local disk", stacklevel=3)
+        warnings.warn(
+            f"the HPU recipe cache {path} is on NFS: the bridge locks its files with "
+            "flock(), which NFS may not honour across machines; set "
+            "PT_HPU_RECIPE_CACHE_CONFIG or WORKBENCH_CACHE to a local disk",
+            stacklevel=3,
+        )
 
 
 def torch_hpu():
@@ -180,7 +184,8 @@ def _only_device_0(index: int) -> int:
     if index != 0:
         raise ValueError(
             f"hpu:{index}: each process drives one Gaudi, index 0 (under torchrun the bridge picks "
-            f"the card from LOCAL_RANK; HABANA_VISIBLE_MODULES limits the cards); use device='hpu'")
+            f"the card from LOCAL_RANK; HABANA_VISIBLE_MODULES limits the cards); use device='hpu'"
+        )
     return index
 
 
@@ -237,7 +242,9 @@ def compiles() -> int | None:
     # for single ops in eager mode are not counted, so eager mode without compile stays near
     # 0. metric_global() returns None for a metric that is not registered.
     try:
-        metric = importlib.import_module("habana_frameworks.torch.hpu.metrics").metric_global("graph_compilation")
+        metric = importlib.import_module("habana_frameworks.torch.hpu.metrics").metric_global(
+            "graph_compilation"
+        )
     except Exception:
         return None
     if metric is None:

@@ -23,7 +23,9 @@ class Chip:
     pattern: str  # regex searched in a device name, lowercased without spaces, "-" and "_"
     fp16: bool = True
     bf16: bool = True
-    usable: int | None = None  # bytes the allocator can hand out (HPU: memory_stats "Limit"); None: memory
+    usable: int | None = (
+        None  # bytes the allocator can hand out (HPU: memory_stats "Limit"); None: memory
+    )
 
     def instead(self, precision: str) -> str | None:
         """None when the chip runs ``precision``, else the precision to use in its place."""
@@ -31,33 +33,68 @@ class Chip:
         return None if runs.get(precision, True) else next(p for p, ok in runs.items() if ok)
 
 
-def _peaks(bf16: float | None, fp16: float | None = None, fp32: float | None = None,
-           fp8: float | None = None) -> dict:
-    """Dense peak TFLOP/s by precision (fp8: the planner's precision; training runs bf16/fp16/fp32)."""
+def _peaks(
+    bf16: float | None,
+    fp16: float | None = None,
+    fp32: float | None = None,
+    fp8: float | None = None,
+) -> dict:
+    """Dense peak TFLOP/s by precision (fp8: the planner's precision; training runs
+    bf16/fp16/fp32)."""
     return {"bf16": bf16, "fp16": fp16, "fp32": fp32, "fp8": fp8}
 
 
 # Dense (no sparsity) peaks: bf16 from docs/gaudi.md (vendor figures); NVIDIA fp16 (tensor cores, as
 # bf16) and fp32 (no TF32: torch's default for matmuls) from NVIDIA's datasheets. Gaudi's
 # fp16/fp32 peaks are not published in a form we trust: None. HBM: the nominal size, in GiB.
-# fp8 (dense, the planner's; training runs bf16/fp16/fp32): Gaudi2 865 and Gaudi3 1835 (= bf16; Intel's
-# white papers, as tabulated in Bekman's ML Engineering), H100 SXM and H200 1979 (NVIDIA's 3,958
-# with sparsity / 2, as composer's speed monitor has it); sources quoted in
+# fp8 (dense, the planner's; training runs bf16/fp16/fp32): Gaudi2 865 and Gaudi3 1835
+# (= bf16; Intel's white papers, as tabulated in Bekman's ML Engineering), H100 SXM and H200
+# 1979 (NVIDIA's 3,958 with sparsity / 2, as composer's speed monitor has it); sources quoted in
 # assets/plan_references.json "peaks" and docs/planner-sources.md. A100: no fp8.
-CHIPS: dict[str, Chip] = {c.name: c for c in (
-    # Gaudi1: ~60 bf16 TFLOP/s is reported but uncertain: no MFU rather than a wrong one.
-    # fp16 is not available on Gaudi1 (bf16 is on every generation).
-    # usable: the allocator's pool (Gaudi2: as logged; Gaudi1: unverified; Gaudi3: unknown; docs/gaudi.md)
-    Chip("Gaudi1", "hpu", "Intel Gaudi", 32 * GiB, _peaks(None), r"gaudi(1|(?![23]))", fp16=False, usable=int(29.9 * GiB)),
-    Chip("Gaudi2", "hpu", "Intel Gaudi 2", 96 * GiB, _peaks(432, fp8=865), "gaudi2", usable=int(94.62 * GiB)),
-    Chip("Gaudi3", "hpu", "Intel Gaudi 3", 128 * GiB, _peaks(1835, fp8=1835), "gaudi3"),
-    Chip("A100 40GB", "cuda", "NVIDIA A100 40GB", 40 * GiB, _peaks(312, 312, 19.5), "a100.*40g"),
-    Chip("A100 80GB", "cuda", "NVIDIA A100 80GB", 80 * GiB, _peaks(312, 312, 19.5), "a100"),
-    # the PCIe and NVL boards run slower clocks: not this row
-    Chip("H100 SXM", "cuda", "NVIDIA H100 SXM 80GB", 80 * GiB, _peaks(989, 989, 67, 1979), "h100(?!.*(pcie|nvl))"),
-    Chip("H200", "cuda", "NVIDIA H200", 141 * GiB, _peaks(989, 989, 67, 1979), "h200(?!.*nvl)"),
-    Chip("CPU", "cpu", "CPU", None, _peaks(None), "^cpu$"),
-)}
+CHIPS: dict[str, Chip] = {
+    c.name: c
+    for c in (
+        # Gaudi1: ~60 bf16 TFLOP/s is reported but uncertain: no MFU rather than a wrong one.
+        # fp16 is not available on Gaudi1 (bf16 is on every generation).
+        # usable: the allocator's pool (Gaudi2: as logged; Gaudi1: unverified; Gaudi3: unknown;
+        # docs/gaudi.md)
+        Chip(
+            "Gaudi1",
+            "hpu",
+            "Intel Gaudi",
+            32 * GiB,
+            _peaks(None),
+            r"gaudi(1|(?![23]))",
+            fp16=False,
+            usable=int(29.9 * GiB),
+        ),
+        Chip(
+            "Gaudi2",
+            "hpu",
+            "Intel Gaudi 2",
+            96 * GiB,
+            _peaks(432, fp8=865),
+            "gaudi2",
+            usable=int(94.62 * GiB),
+        ),
+        Chip("Gaudi3", "hpu", "Intel Gaudi 3", 128 * GiB, _peaks(1835, fp8=1835), "gaudi3"),
+        Chip(
+            "A100 40GB", "cuda", "NVIDIA A100 40GB", 40 * GiB, _peaks(312, 312, 19.5), "a100.*40g"
+        ),
+        Chip("A100 80GB", "cuda", "NVIDIA A100 80GB", 80 * GiB, _peaks(312, 312, 19.5), "a100"),
+        # the PCIe and NVL boards run slower clocks: not this row
+        Chip(
+            "H100 SXM",
+            "cuda",
+            "NVIDIA H100 SXM 80GB",
+            80 * GiB,
+            _peaks(989, 989, 67, 1979),
+            "h100(?!.*(pcie|nvl))",
+        ),
+        Chip("H200", "cuda", "NVIDIA H200", 141 * GiB, _peaks(989, 989, 67, 1979), "h200(?!.*nvl)"),
+        Chip("CPU", "cpu", "CPU", None, _peaks(None), "^cpu$"),
+    )
+}
 
 
 def match(text: str | None, kind: str | None = None) -> Chip | None:

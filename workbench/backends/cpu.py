@@ -15,7 +15,9 @@ def name(index: int = 0) -> str:
     """The processor's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
     try:
         with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+            return next(
+                line.split(":", 1)[1].strip() for line in f if line.startswith("model name")
+            )
     except (OSError, StopIteration):
         return platform.processor() or platform.machine() or "cpu"
 
@@ -28,7 +30,11 @@ def memory(index: int) -> dict[str, int]:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     peak = peak if sys.platform == "darwin" else peak * 1024  # Linux reports KiB
     # ru_maxrss is updated lazily by the kernel: the peak is at least the current RSS
-    return {"allocated": rss, "peak": max(rss, int(peak)), "total": int(psutil.virtual_memory().total)}
+    return {
+        "allocated": rss,
+        "peak": max(rss, int(peak)),
+        "total": int(psutil.virtual_memory().total),
+    }
 
 
 def _temperature() -> float | None:
@@ -51,17 +57,35 @@ def monitor() -> list[dict[str, Any]]:
 
     mem = psutil.virtual_memory()
     # interval=None: the utilisation since the last call, without blocking (0.0 on the first)
-    return [reading("cpu", 0, name(), util_pct=psutil.cpu_percent(interval=None),
-                    mem_used=mem.used, mem_total=mem.total, temp_c=_temperature())]
+    return [
+        reading(
+            "cpu",
+            0,
+            name(),
+            util_pct=psutil.cpu_percent(interval=None),
+            mem_used=mem.used,
+            mem_total=mem.total,
+            temp_c=_temperature(),
+        )
+    ]
 
 
 RECORD = Backend(
-    kind="cpu", title="CPU", torch_device="cpu", dist_backend="gloo", compile_backend=None,
+    kind="cpu",
+    title="CPU",
+    torch_device="cpu",
+    dist_backend="gloo",
+    compile_backend=None,
     optimizer="adamw_torch_fused",  # torch's AdamW, fused kernel: CPU support since torch 2.4
-    available=lambda: True, count=lambda: 1, name=name, memory=memory,
+    available=lambda: True,
+    count=lambda: 1,
+    name=name,
+    memory=memory,
     reset_peak=noop,  # the peak RSS of a process cannot be reset
-    synchronize=noop, mark_step=noop,
+    synchronize=noop,
+    mark_step=noop,
     precision=lambda i: "fp32",  # bf16 autocast on most CPUs is slower than fp32
     log_interval_s=0.0,  # the CPU computes as the host asks: reading the loss waits for nothing
-    monitor=monitor, driver_version=lambda: (None, "none on a cpu"),
+    monitor=monitor,
+    driver_version=lambda: (None, "none on a cpu"),
 )

@@ -9,9 +9,18 @@ from .record import Backend, noop
 NVML_TEMPERATURE_GPU = 0  # the GPU die: nvidia-ml-py pynvml.py NVML_TEMPERATURE_GPU
 
 NVML = Vendor(
-    kind="cuda", module="pynvml", package="nvidia-ml-py", extra="cuda", library="NVML",
-    driver="NVIDIA", prefix="nvml", error="NVMLError", util_field="gpu",
-    sensor=NVML_TEMPERATURE_GPU, what="GPUs", fallback_name="NVIDIA GPU",
+    kind="cuda",
+    module="pynvml",
+    package="nvidia-ml-py",
+    extra="cuda",
+    library="NVML",
+    driver="NVIDIA",
+    prefix="nvml",
+    error="NVMLError",
+    util_field="gpu",
+    sensor=NVML_TEMPERATURE_GPU,
+    what="GPUs",
+    fallback_name="NVIDIA GPU",
     driver_call="nvmlSystemGetDriverVersion",
 )
 NVIDIA_SMI = ("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader")
@@ -40,9 +49,11 @@ def name(index: int) -> str:
 
 def memory(index: int) -> dict[str, int]:
     cuda = _cuda()
-    return {"allocated": int(cuda.memory_allocated(index)),
-            "peak": int(cuda.max_memory_allocated(index)),
-            "total": int(cuda.get_device_properties(index).total_memory)}
+    return {
+        "allocated": int(cuda.memory_allocated(index)),
+        "peak": int(cuda.max_memory_allocated(index)),
+        "total": int(cuda.get_device_properties(index).total_memory),
+    }
 
 
 def reset_peak(index: int) -> None:
@@ -68,11 +79,26 @@ def driver_version() -> tuple[str | None, str]:
 
 
 RECORD = Backend(
-    kind="cuda", title="NVIDIA GPU", torch_device="cuda", dist_backend="nccl",
-    compile_backend=None, optimizer="adamw_torch_fused",
-    available=available, count=count, name=name, memory=memory, reset_peak=reset_peak,
-    synchronize=synchronize, mark_step=noop, precision=precision, monitor=monitor, vendor=NVML,
-    driver_version=driver_version, oom_marker="CUDA out of memory",
-    profiler_activities=("cpu", "cuda"), rank_index=True, k8s_resource="nvidia.com/gpu",
+    kind="cuda",
+    title="NVIDIA GPU",
+    torch_device="cuda",
+    dist_backend="nccl",
+    compile_backend=None,
+    optimizer="adamw_torch_fused",
+    available=available,
+    count=count,
+    name=name,
+    memory=memory,
+    reset_peak=reset_peak,
+    synchronize=synchronize,
+    mark_step=noop,
+    precision=precision,
+    monitor=monitor,
+    vendor=NVML,
+    driver_version=driver_version,
+    oom_marker="CUDA out of memory",
+    profiler_activities=("cpu", "cuda"),
+    rank_index=True,
+    k8s_resource="nvidia.com/gpu",
     slurm_gres="gpu",
 )

@@ -39,15 +39,31 @@ class Unavailable(RuntimeError):
         self.why = why
 
 
-def reading(kind: str, index: int, name: str, util_pct: float | None = None, mem_used: int | None = None,
-            mem_total: int | None = None, power_w: float | None = None, temp_c: float | None = None) -> dict[str, Any]:
+def reading(
+    kind: str,
+    index: int,
+    name: str,
+    util_pct: float | None = None,
+    mem_used: int | None = None,
+    mem_total: int | None = None,
+    power_w: float | None = None,
+    temp_c: float | None = None,
+) -> dict[str, Any]:
     """One device's reading as the panel receives it (floats, bytes as ints, None where unknown)."""
+
     def num(v, cast):
         return None if v is None else cast(v)
 
-    return {"kind": kind, "index": int(index), "name": str(name), "util_pct": num(util_pct, float),
-            "mem_used": num(mem_used, int), "mem_total": num(mem_total, int),
-            "power_w": num(power_w, float), "temp_c": num(temp_c, float)}
+    return {
+        "kind": kind,
+        "index": int(index),
+        "name": str(name),
+        "util_pct": num(util_pct, float),
+        "mem_used": num(mem_used, int),
+        "mem_total": num(mem_total, int),
+        "power_w": num(power_w, float),
+        "temp_c": num(temp_c, float),
+    }
 
 
 def _text(value: Any) -> str:
@@ -70,10 +86,14 @@ def _start(v: Vendor) -> Any:
     module = v.module
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # pyhlml 1.24 imports its own deprecated module
+            warnings.simplefilter(
+                "ignore", DeprecationWarning
+            )  # pyhlml 1.24 imports its own deprecated module
             lib = importlib.import_module(module)
     except ImportError:
-        raise Unavailable(f"{v.package} not installed: pip install 'gaudi-workbench[{v.extra}]'") from None
+        raise Unavailable(
+            f"{v.package} not installed: pip install 'gaudi-workbench[{v.extra}]'"
+        ) from None
     cached = _started.get(module)
     if cached is not None and cached[0] is lib:
         if isinstance(cached[1], Unavailable):
@@ -85,8 +105,10 @@ def _start(v: Vendor) -> Any:
             getattr(lib, f"{v.prefix}Init")()
     except (getattr(lib, v.error), OSError) as e:  # OSError: a driver library that would not load
         said = printed.getvalue().strip()
-        failure = Unavailable(f"{v.library} could not start: {e}{f' ({said})' if said else ''} "
-                              f"(no {v.driver} driver here?)")
+        failure = Unavailable(
+            f"{v.library} could not start: {e}{f' ({said})' if said else ''} "
+            f"(no {v.driver} driver here?)"
+        )
         _started[module] = (lib, failure)
         raise failure from None
     _started[module] = (lib, None)
@@ -137,15 +159,25 @@ def read_vendor(v: Vendor) -> list[dict[str, Any]]:
         raise Unavailable(f"{v.library} started but could not list the {v.what}: {e}") from None
     out = []
     for i, h in enumerate(handles):
-        util, memory, power = call("GetUtilizationRates", h), call("GetMemoryInfo", h), call("GetPowerUsage", h)
-        out.append(reading(
-            v.kind, i, _text(call("GetName", h) or v.fallback_name),
-            # habana-pyhlml 1.24 returns the c_hlml_utilization struct (percent in .aip);
-            # the archived GitHub release (6bf4f63) returned that field as an int
-            util_pct=util if isinstance(util, int) else getattr(util, v.util_field, None),
-            mem_used=getattr(memory, "used", None), mem_total=getattr(memory, "total", None),
-            power_w=None if power is None else power / 1000,
-            temp_c=call("GetTemperature", h, v.sensor)))
+        util, memory, power = (
+            call("GetUtilizationRates", h),
+            call("GetMemoryInfo", h),
+            call("GetPowerUsage", h),
+        )
+        out.append(
+            reading(
+                v.kind,
+                i,
+                _text(call("GetName", h) or v.fallback_name),
+                # habana-pyhlml 1.24 returns the c_hlml_utilization struct (percent in .aip);
+                # the archived GitHub release (6bf4f63) returned that field as an int
+                util_pct=util if isinstance(util, int) else getattr(util, v.util_field, None),
+                mem_used=getattr(memory, "used", None),
+                mem_total=getattr(memory, "total", None),
+                power_w=None if power is None else power / 1000,
+                temp_c=call("GetTemperature", h, v.sensor),
+            )
+        )
     return out
 
 

@@ -25,9 +25,14 @@ def library_versions() -> dict[str, str | None]:
     (``workbench.__version__``), torch, transformers, accelerate, datasets, the Habana bridge."""
     from .. import __version__
 
-    return {"workbench": __version__, "torch": version("torch"),
-            "transformers": version("transformers"), "accelerate": version("accelerate"),
-            "datasets": version("datasets"), "habana_frameworks": version("habana-torch-plugin")}
+    return {
+        "workbench": __version__,
+        "torch": version("torch"),
+        "transformers": version("transformers"),
+        "accelerate": version("accelerate"),
+        "datasets": version("datasets"),
+        "habana_frameworks": version("habana-torch-plugin"),
+    }
 
 
 def noop(*_a: Any) -> None:

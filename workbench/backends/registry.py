@@ -44,8 +44,11 @@ def chip(device: str | DeviceInfo) -> Chip | None:
     chip raises an error that lists the known ones.
     """
     if isinstance(device, DeviceInfo):
-        return (match(device.generation, device.kind) or match(device.name, device.kind)
-                or match(device.kind, device.kind))
+        return (
+            match(device.generation, device.kind)
+            or match(device.name, device.kind)
+            or match(device.kind, device.kind)
+        )
     found = match(device)
     if found is None:
         raise ValueError(f"unknown device {device!r}; known: {', '.join(CHIPS)}")
@@ -124,7 +127,8 @@ class DeviceInfo:
         return chip(self)
 
     def resolve_precision(self, precision: str = "auto") -> str:
-        """``precision`` checked against ``PRECISIONS`` and the chip; ``auto`` is the backend's choice."""
+        """``precision`` checked against ``PRECISIONS`` and the chip; ``auto`` is the backend's
+        choice."""
         if precision not in PRECISIONS:
             raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
         p = self.precision if precision == "auto" else precision
@@ -177,8 +181,14 @@ class DeviceInfo:
         return asdict(self)
 
     def _rows(self) -> list[tuple[str, str]]:
-        rows = [("device", f"{self.kind} x{self.count}" if self.available else f"{self.kind} (not available)"),
-                ("name", self.name), ("memory", fmt_bytes(self.total_memory))]
+        rows = [
+            (
+                "device",
+                f"{self.kind} x{self.count}" if self.available else f"{self.kind} (not available)",
+            ),
+            ("name", self.name),
+            ("memory", fmt_bytes(self.total_memory)),
+        ]
         rows += [(k, v) for k, v in (("generation", self.generation), ("mode", self.mode)) if v]
         rows += [("precision", self.precision), ("distributed", self.dist_backend)]
         rows += [(k, v or "-") for k, v in self.versions.items()]
@@ -188,8 +198,11 @@ class DeviceInfo:
         return "DeviceInfo(" + ", ".join(f"{k}={v}" for k, v in self._rows()) + ")"
 
     def _repr_html_(self) -> str:
-        return markup.card(self.backend.title, markup.key_values(self._rows(), bold=True, font=False),
-                           markup.GREEN if self.available else markup.GREY)
+        return markup.card(
+            self.backend.title,
+            markup.key_values(self._rows(), bold=True, font=False),
+            markup.GREEN if self.available else markup.GREY,
+        )
 
 
 def _parse(spec: str) -> tuple[str, int]:
@@ -203,17 +216,36 @@ def _parse(spec: str) -> tuple[str, int]:
 def _info(kind: str, index: int = 0) -> DeviceInfo:
     b = BACKENDS[kind]
     libraries = library_versions()
-    versions = {**{k: libraries[k] for k in ("torch", "transformers", "habana_frameworks")},
-                **b.versions()}
+    versions = {
+        **{k: libraries[k] for k in ("torch", "transformers", "habana_frameworks")},
+        **b.versions(),
+    }
     if not b.available():
-        return DeviceInfo(kind=kind, available=False, dist_backend=b.dist_backend,
-                          mode=b.mode(), versions=versions)
+        return DeviceInfo(
+            kind=kind,
+            available=False,
+            dist_backend=b.dist_backend,
+            mode=b.mode(),
+            versions=versions,
+        )
     count = b.count()
     if index >= count:
-        raise ValueError(f"{kind}:{index} does not exist; this machine has {count} {kind} device(s)")
-    return DeviceInfo(kind=kind, available=True, count=count, index=index, name=b.name(index),
-                      total_memory=b.memory(index)["total"], generation=b.generation(), mode=b.mode(),
-                      precision=b.precision(index), dist_backend=b.dist_backend, versions=versions)
+        raise ValueError(
+            f"{kind}:{index} does not exist; this machine has {count} {kind} device(s)"
+        )
+    return DeviceInfo(
+        kind=kind,
+        available=True,
+        count=count,
+        index=index,
+        name=b.name(index),
+        total_memory=b.memory(index)["total"],
+        generation=b.generation(),
+        mode=b.mode(),
+        precision=b.precision(index),
+        dist_backend=b.dist_backend,
+        versions=versions,
+    )
 
 
 def devices() -> list[DeviceInfo]:
@@ -262,8 +294,10 @@ def device(kind: str | DeviceInfo | None = None) -> DeviceInfo:
 def check_mode(mode: str | None, kind: str) -> None:
     """Refuse an execution mode the device kind has not got (lazy mode is Gaudi's)."""
     if mode == "lazy" and kind != "hpu":
-        raise ValueError(f"mode='lazy' is Gaudi's graph mode; this run is on {kind}: "
-                         f"use mode='eager' or 'compile'")
+        raise ValueError(
+            f"mode='lazy' is Gaudi's graph mode; this run is on {kind}: "
+            f"use mode='eager' or 'compile'"
+        )
 
 
 def device_in_mode(kind: str = "auto", mode: str | None = None) -> DeviceInfo:
@@ -312,6 +346,7 @@ def monitor_all() -> dict[str, Any]:
 
 
 def clear_cache() -> None:
-    """Forget cached probes and started management libraries (for tests that swap the environment)."""
+    """Forget cached probes and started management libraries (for tests that swap the
+    environment)."""
     _bridge.clear_cache()
     monitor.clear_cache()

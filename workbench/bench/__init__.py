@@ -1,6 +1,7 @@
 """Benchmarks that measure ratios side by side in one process (``python -m workbench.bench``).
 
-One module per benchmark (``attachment``: a Trainer with and without ``wb.attach``; ``engine``, ``dashboard``, ``scaling``, ``shapes``, ``mfu``, ``plan``,
+One module per benchmark (``attachment``: a Trainer with and without ``wb.attach``;
+``engine``, ``dashboard``, ``scaling``, ``shapes``, ``mfu``, ``plan``,
 ``prompts``: a quality figure, not a timing; ``sdcache``: text to image from the latent cache), the
 contenders they share (``contenders``: the raw loop, the plain Trainer, wb.train, the
 interleaving) and the command line (``cli``). Each benchmark's function is exported here
@@ -20,5 +21,21 @@ from .scaling import scaling
 from .sdcache import sdcache
 from .shapes import shapes
 
-__all__ = ["BASELINES", "BENCHES", "SHAPES", "attachment", "dashboard", "engine", "engine_setup", "main",
-           "mfu", "parser", "plan", "prompts", "save_baseline", "scaling", "sdcache", "shapes"]
+__all__ = [
+    "BASELINES",
+    "BENCHES",
+    "SHAPES",
+    "attachment",
+    "dashboard",
+    "engine",
+    "engine_setup",
+    "main",
+    "mfu",
+    "parser",
+    "plan",
+    "prompts",
+    "save_baseline",
+    "scaling",
+    "sdcache",
+    "shapes",
+]

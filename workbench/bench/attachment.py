@@ -10,9 +10,17 @@ from ..liblogs import quiet_libraries
 from .contenders import engine_setup, interleaved, plain_trainer
 
 
-def attachment(steps: int = 40, warmup: int = 5, repeats: int = 7, batch_size: int = 16,
-               seq_len: int = 128, device: str = "auto", precision: str = "auto",
-               model: str = "bert-mini", log_every: int = 10) -> dict[str, Any]:
+def attachment(
+    steps: int = 40,
+    warmup: int = 5,
+    repeats: int = 7,
+    batch_size: int = 16,
+    seq_len: int = 128,
+    device: str = "auto",
+    precision: str = "auto",
+    model: str = "bert-mini",
+    log_every: int = 10,
+) -> dict[str, Any]:
     """A plain Trainer vs the same Trainer with ``wb.attach(trainer)``, in interleaved
     rounds (the order rotates each round, so a loaded machine slows both alike).
 
@@ -24,23 +32,45 @@ def attachment(steps: int = 40, warmup: int = 5, repeats: int = 7, batch_size: i
     dev = pick(device)
     precision = dev.resolve_precision(precision)
     spec, data = engine_setup(model)
-    ways = {"trainer": plain_trainer,
-            "attached": lambda *a, **k: plain_trainer(*a, attached=True, **k)}
+    ways = {
+        "trainer": plain_trainer,
+        "attached": lambda *a, **k: plain_trainer(*a, attached=True, **k),
+    }
     with quiet_libraries():
-        samples = interleaved(ways, repeats, spec, data, dev, warmup, steps, batch_size, seq_len,
-                              precision, log_every=log_every)
+        samples = interleaved(
+            ways,
+            repeats,
+            spec,
+            data,
+            dev,
+            warmup,
+            steps,
+            batch_size,
+            seq_len,
+            precision,
+            log_every=log_every,
+        )
     tokens = batch_size * seq_len
     med = {k: statistics.median(v) * tokens for k, v in samples.items()}
     plain = [v * tokens for v in samples["trainer"]]
     noise = (max(plain) - min(plain)) / med["trainer"]
     ratio = med["attached"] / med["trainer"]
     return {
-        "bench": "attachment", "device": dev.to_dict(), "precision": precision,
-        "config": {"model": model, "batch_size": batch_size, "seq_len": seq_len,
-                   "warmup_steps": warmup, "timed_steps": steps, "repeats": repeats,
-                   "log_every": log_every},
-        "results": {k: {"tokens_per_s": med[k], "all": [v * tokens for v in samples[k]]}
-                    for k in ways},
+        "bench": "attachment",
+        "device": dev.to_dict(),
+        "precision": precision,
+        "config": {
+            "model": model,
+            "batch_size": batch_size,
+            "seq_len": seq_len,
+            "warmup_steps": warmup,
+            "timed_steps": steps,
+            "repeats": repeats,
+            "log_every": log_every,
+        },
+        "results": {
+            k: {"tokens_per_s": med[k], "all": [v * tokens for v in samples[k]]} for k in ways
+        },
         "figures": {"noise_band": noise, "within_noise": float(abs(ratio - 1) <= noise)},
         "ratios": {"attached_vs_trainer": ratio},
     }

@@ -26,11 +26,22 @@ from .scaling import scaling
 from .sdcache import sdcache
 from .shapes import shapes
 
-BENCHES = {"attachment": attachment, "engine": engine, "dashboard": dashboard, "scaling": scaling, "shapes": shapes, "mfu": mfu,
-           "plan": plan, "prompts": prompts, "sdcache": sdcache}
+BENCHES = {
+    "attachment": attachment,
+    "engine": engine,
+    "dashboard": dashboard,
+    "scaling": scaling,
+    "shapes": shapes,
+    "mfu": mfu,
+    "plan": plan,
+    "prompts": prompts,
+    "sdcache": sdcache,
+}
 BASELINES = Path("benchmarks") / "baselines"
 # the benchmarks that warm their contenders up (a ``warmup`` argument)
-WARMUP_BENCHES = tuple(name for name, bench in BENCHES.items() if "warmup" in inspect.signature(bench).parameters)
+WARMUP_BENCHES = tuple(
+    name for name, bench in BENCHES.items() if "warmup" in inspect.signature(bench).parameters
+)
 
 
 def save_baseline(result: dict, root: Path = BASELINES, key: str | None = None) -> Path:
@@ -38,19 +49,29 @@ def save_baseline(result: dict, root: Path = BASELINES, key: str | None = None) 
     under ``key`` (default: the benchmark's name; name others, e.g. ``engine-bert-base``,
     to keep several configurations of one benchmark side by side)."""
     dev = result["device"]
-    name = "".join(c if c.isalnum() else "-" for c in f"{dev['kind']}-{dev.get('generation') or dev['name']}").lower()
+    name = "".join(
+        c if c.isalnum() else "-" for c in f"{dev['kind']}-{dev.get('generation') or dev['name']}"
+    ).lower()
     path = root / f"{name}.json"
     root.mkdir(parents=True, exist_ok=True)
     data = json.loads(path.read_text()) if path.exists() else {}
-    data[key or result["bench"]] = {"config": result["config"], "ratios": result["ratios"],
-                             "figures": result.get("figures", {}),
-                             "results": {k: {m: v for m, v in r.items() if m != "all"} for k, r in result["results"].items()}}
+    data[key or result["bench"]] = {
+        "config": result["config"],
+        "ratios": result["ratios"],
+        "figures": result.get("figures", {}),
+        "results": {
+            k: {m: v for m, v in r.items() if m != "all"} for k, r in result["results"].items()
+        },
+    }
     path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
     return path
 
 
 def _table(result: dict) -> str:
-    lines = [f"{result['bench']} on {result['device']['kind']} ({result['device']['name']}), {result.get('precision', '')}"]
+    lines = [
+        f"{result['bench']} on {result['device']['kind']} ({result['device']['name']}), "
+        f"{result.get('precision', '')}"
+    ]
     for name, r in result["results"].items():
         figures = ", ".join(f"{k} {v:.4g}" for k, v in r.items() if isinstance(v, (int, float)))
         lines.append(f"  {name:<12} {figures}")
@@ -71,39 +92,80 @@ def _config_value(text: str):
 
 def parser() -> argparse.ArgumentParser:
     """The command line of ``python -m workbench.bench``."""
-    p = argparse.ArgumentParser(prog="python -m workbench.bench", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m workbench.bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("bench", choices=sorted(BENCHES))
-    p.add_argument("--from-json", type=Path, metavar="FILE",
-                   help="do not run: print (and --save-baseline) a result saved earlier with --json")
+    p.add_argument(
+        "--from-json",
+        type=Path,
+        metavar="FILE",
+        help="do not run: print (and --save-baseline) a result saved earlier with --json",
+    )
     p.add_argument("--json", type=Path, help="write the result here")
     p.add_argument("--device", default="auto")
     p.add_argument("--steps", type=int, help="timed steps per repeat")
     p.add_argument("--repeats", type=int, help="interleaved rounds")
-    p.add_argument("--warmup", type=int, help="untimed steps per contender and round "
-                                              "(" + ", ".join(WARMUP_BENCHES) + ")")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        help="untimed steps per contender and round (" + ", ".join(WARMUP_BENCHES) + ")",
+    )
     p.add_argument("--model", help="model shape for engine and mfu: " + ", ".join(SHAPES))
     p.add_argument("--batch-size", type=int)
     p.add_argument("--seq-len", type=int)
     p.add_argument("--precision", help="auto, fp32, bf16, fp16 (engine, mfu)")
-    p.add_argument("--compile", action="store_true", help="also time wb.train with torch.compile (engine, mfu)")
-    p.add_argument("--log-every", type=int,
-                   help="logging cadence of the Trainer and wb.train (engine, mfu; default 10); "
-                        "0: each engine's own default")
-    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a field of the model's config (mfu; repeatable), e.g. resid_pdrop=0")
-    p.add_argument("--size", choices=("tiny", "base"),
-                   help="shapes: tiny models (default) or BERT-base and GPT-2-124M shapes")
-    p.add_argument("--ways", help="mfu: comma-separated contenders to time, e.g. workbench_compiled")
-    p.add_argument("--train-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="mfu: a wb.train / TrainingArguments field for wb.train (repeatable), "
-                        "e.g. torch_compile_mode=max-autotune")
-    p.add_argument("--run", type=Path, metavar="RUN_DIR",
-                   help="prompts: score this text-to-image run (its last checkpoint) instead of training one")
+    p.add_argument(
+        "--compile", action="store_true", help="also time wb.train with torch.compile (engine, mfu)"
+    )
+    p.add_argument(
+        "--log-every",
+        type=int,
+        help="logging cadence of the Trainer and wb.train (engine, mfu; default 10); "
+        "0: each engine's own default",
+    )
+    p.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field of the model's config (mfu; repeatable), e.g. resid_pdrop=0",
+    )
+    p.add_argument(
+        "--size",
+        choices=("tiny", "base"),
+        help="shapes: tiny models (default) or BERT-base and GPT-2-124M shapes",
+    )
+    p.add_argument(
+        "--ways", help="mfu: comma-separated contenders to time, e.g. workbench_compiled"
+    )
+    p.add_argument(
+        "--train-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="mfu: a wb.train / TrainingArguments field for wb.train (repeatable), "
+        "e.g. torch_compile_mode=max-autotune",
+    )
+    p.add_argument(
+        "--run",
+        type=Path,
+        metavar="RUN_DIR",
+        help="prompts: score this text-to-image run (its last checkpoint) instead of training one",
+    )
     p.add_argument("--per-digit", type=int, help="prompts: samples per digit's prompt (default 20)")
-    p.add_argument("--sample-steps", type=int, help="prompts: sampling (DDIM) steps per image (default 25)")
-    p.add_argument("--save-baseline", nargs="?", const="", metavar="KEY",
-                   help="record as benchmarks/baselines/<device>.json (under KEY, default the bench's name)")
+    p.add_argument(
+        "--sample-steps", type=int, help="prompts: sampling (DDIM) steps per image (default 25)"
+    )
+    p.add_argument(
+        "--save-baseline",
+        nargs="?",
+        const="",
+        metavar="KEY",
+        help="record as benchmarks/baselines/<device>.json (under KEY, default the bench's name)",
+    )
     return p
 
 
@@ -116,13 +178,25 @@ def _kwargs(p: argparse.ArgumentParser, args: argparse.Namespace) -> dict:
     if (args.run or args.per_digit or args.sample_steps) and args.bench != "prompts":
         p.error("--run, --per-digit and --sample-steps apply to the prompts benchmark only")
     if args.run and (args.steps or args.repeats or args.batch_size):
-        p.error("--run scores a trained run: --steps, --repeats and --batch-size would train one "
-                "(--sample-steps sets the sampling steps)")
+        p.error(
+            "--run scores a trained run: --steps, --repeats and --batch-size would train one "
+            "(--sample-steps sets the sampling steps)"
+        )
     if args.warmup is not None and args.bench not in WARMUP_BENCHES:
         p.error(f"--warmup applies to {', '.join(WARMUP_BENCHES)}, not {args.bench}")
     kwargs = {"device": args.device}
-    for key in ("model", "batch_size", "seq_len", "precision", "log_every", "size", "warmup", "run",
-                "per_digit", "sample_steps"):
+    for key in (
+        "model",
+        "batch_size",
+        "seq_len",
+        "precision",
+        "log_every",
+        "size",
+        "warmup",
+        "run",
+        "per_digit",
+        "sample_steps",
+    ):
         if getattr(args, key) is not None:
             kwargs[key] = getattr(args, key)
     if args.compile:
@@ -149,7 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:  # e.g. results brought back from a machine with an accelerator
         result = json.loads(args.from_json.read_text())
         if result.get("bench") != args.bench:
-            raise SystemExit(f"{args.from_json} holds a {result.get('bench')!r} result, not {args.bench!r}")
+            raise SystemExit(
+                f"{args.from_json} holds a {result.get('bench')!r} result, not {args.bench!r}"
+            )
     else:
         result = BENCHES[args.bench](**kwargs)
     print(_table(result))

@@ -36,8 +36,11 @@ class RecordingComm:
 
     def deltas(self) -> list[tuple[dict, list[bytes]]]:
         """The ``delta`` messages (new points) sent so far: (content, buffers)."""
-        return [(d["content"], b) for d, b in self.sent
-                if d.get("method") == "custom" and d["content"].get("type") == "delta"]
+        return [
+            (d["content"], b)
+            for d, b in self.sent
+            if d.get("method") == "custom" and d["content"].get("type") == "delta"
+        ]
 
 
 class _Probe:
@@ -76,15 +79,23 @@ class _Probe:
     def messages(self) -> dict[str, float]:
         """Messages per run, the largest one's bytes, and the kernel-side times in ms."""
         deltas = [m for c in self.comms for m in c.deltas()]
-        sizes = [len(json.dumps({"method": "custom", "content": c})) + sum(len(b) for b in bufs)
-                 for c, bufs in deltas]
+        sizes = [
+            len(json.dumps({"method": "custom", "content": c})) + sum(len(b) for b in bufs)
+            for c, bufs in deltas
+        ]
         ms = [1000 * k for k in self.kernel]
-        return {"per_run": len(deltas) / max(len(self.comms), 1), "max_bytes": max(sizes, default=0),
-                "mean_kernel_ms": statistics.mean(ms) if ms else 0, "max_kernel_ms": max(ms, default=0),
-                "end_of_run_ms": 1000 * statistics.median(self.finals) if self.finals else 0}
+        return {
+            "per_run": len(deltas) / max(len(self.comms), 1),
+            "max_bytes": max(sizes, default=0),
+            "mean_kernel_ms": statistics.mean(ms) if ms else 0,
+            "max_kernel_ms": max(ms, default=0),
+            "end_of_run_ms": 1000 * statistics.median(self.finals) if self.finals else 0,
+        }
 
 
-def dashboard(steps: int = 2000, warmup: int | None = None, repeats: int = 5, device: str = "auto") -> dict[str, Any]:
+def dashboard(
+    steps: int = 2000, warmup: int | None = None, repeats: int = 5, device: str = "auto"
+) -> dict[str, Any]:
     """A tiny-model run with the live dashboard (a stand-in front end that receives every
     message) against the same run headless, side by side."""
     dev = pick(device)
@@ -95,8 +106,17 @@ def dashboard(steps: int = 2000, warmup: int | None = None, repeats: int = 5, de
     def one(display) -> float:
         clock = timer(dev, warmup, steps)
         with tempfile.TemporaryDirectory() as out:
-            run = train(spec, data, max_steps=steps, batch_size=2, max_length=32, device=dev.kind,
-                        live=display, run_dir=out, callbacks=[clock])
+            run = train(
+                spec,
+                data,
+                max_steps=steps,
+                batch_size=2,
+                max_length=32,
+                device=dev.kind,
+                live=display,
+                run_dir=out,
+                callbacks=[clock],
+            )
             if display is not False:
                 walls.append(run.summary["wall_time_s"])
         return clock.steps_per_s()
@@ -108,9 +128,16 @@ def dashboard(steps: int = 2000, warmup: int | None = None, repeats: int = 5, de
     med = {k: statistics.median(v) for k, v in samples.items()}
     direct = statistics.median(100 * s / w for s, w in zip(probe.spent, walls))
     return {
-        "bench": "dashboard", "device": dev.to_dict(),
-        "config": {"model": "gpt2-tiny", "steps": steps, "warmup_steps": warmup, "batch_size": 2,
-                   "seq_len": 32, "repeats": repeats},
+        "bench": "dashboard",
+        "device": dev.to_dict(),
+        "config": {
+            "model": "gpt2-tiny",
+            "steps": steps,
+            "warmup_steps": warmup,
+            "batch_size": 2,
+            "seq_len": 32,
+            "repeats": repeats,
+        },
         "results": {k: {"steps_per_s": med[k], "all": samples[k]} for k in samples},
         "messages": probe.messages(),
         # overhead_pct: the time the live dashboard (events in, messages out, the final

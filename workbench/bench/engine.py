@@ -11,9 +11,18 @@ from ..liblogs import quiet_libraries
 from .contenders import engine_setup, interleaved, plain_trainer, raw_loop, wb_train
 
 
-def engine(steps: int = 40, warmup: int = 5, repeats: int = 5, batch_size: int = 16, seq_len: int = 128,
-           device: str = "auto", precision: str = "auto", model: str = "bert-mini",
-           compile: bool = False, log_every: int = 10) -> dict[str, Any]:
+def engine(
+    steps: int = 40,
+    warmup: int = 5,
+    repeats: int = 5,
+    batch_size: int = 16,
+    seq_len: int = 128,
+    device: str = "auto",
+    precision: str = "auto",
+    model: str = "bert-mini",
+    compile: bool = False,
+    log_every: int = 10,
+) -> dict[str, Any]:
     """Raw PyTorch loop vs plain Trainer vs wb.train on the same model and batches
     (``compile=True`` adds wb.train with torch.compile, compiled in its warm-up steps).
 
@@ -28,16 +37,45 @@ def engine(steps: int = 40, warmup: int = 5, repeats: int = 5, batch_size: int =
     ways = {"raw": raw_loop, "trainer": plain_trainer, "workbench": wb_train}
     if compile:
         ways["workbench_compiled"] = functools.partial(wb_train, compile=True)
-    with quiet_libraries():  # the plain Trainer's save shows transformers' "Writing model shards" bar
-        samples = interleaved(ways, repeats, spec, data, dev, warmup, steps, batch_size, seq_len, precision,
-                              log_every=log_every)
+    with (
+        quiet_libraries()
+    ):  # the plain Trainer's save shows transformers' "Writing model shards" bar
+        samples = interleaved(
+            ways,
+            repeats,
+            spec,
+            data,
+            dev,
+            warmup,
+            steps,
+            batch_size,
+            seq_len,
+            precision,
+            log_every=log_every,
+        )
     med = {k: statistics.median(v) for k, v in samples.items()}
     return {
-        "bench": "engine", "device": dev.to_dict(), "precision": precision,
-        "config": {"model": model, "batch_size": batch_size, "seq_len": seq_len,
-                   "warmup_steps": warmup, "timed_steps": steps, "repeats": repeats, "compile": compile,
-                   "log_every": log_every},
+        "bench": "engine",
+        "device": dev.to_dict(),
+        "precision": precision,
+        "config": {
+            "model": model,
+            "batch_size": batch_size,
+            "seq_len": seq_len,
+            "warmup_steps": warmup,
+            "timed_steps": steps,
+            "repeats": repeats,
+            "compile": compile,
+            "log_every": log_every,
+        },
         "results": {k: {"steps_per_s": med[k], "all": samples[k]} for k in ways},
-        "ratios": {"wb_vs_raw": med["workbench"] / med["raw"], "wb_vs_trainer": med["workbench"] / med["trainer"],
-                   **({"wb_compiled_vs_trainer": med["workbench_compiled"] / med["trainer"]} if compile else {})},
+        "ratios": {
+            "wb_vs_raw": med["workbench"] / med["raw"],
+            "wb_vs_trainer": med["workbench"] / med["trainer"],
+            **(
+                {"wb_compiled_vs_trainer": med["workbench_compiled"] / med["trainer"]}
+                if compile
+                else {}
+            ),
+        },
     }

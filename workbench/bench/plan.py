@@ -27,9 +27,13 @@ from .contenders import SHAPES, engine_setup, rotated
 
 def _settings(batch_size: int, seq_len: int) -> dict[str, tuple[int, int]]:
     """The fitted setting and the ones predicted from it: batch and length halved and doubled."""
-    return {"fit": (batch_size, seq_len), "half_batch": (max(1, batch_size // 2), seq_len),
-            "double_batch": (batch_size * 2, seq_len), "half_seq": (batch_size, max(16, seq_len // 2)),
-            "double_seq": (batch_size, seq_len * 2)}
+    return {
+        "fit": (batch_size, seq_len),
+        "half_batch": (max(1, batch_size // 2), seq_len),
+        "double_batch": (batch_size * 2, seq_len),
+        "half_seq": (batch_size, max(16, seq_len // 2)),
+        "double_seq": (batch_size, seq_len * 2),
+    }
 
 
 def _references_only() -> dict[str, Any]:
@@ -38,31 +42,59 @@ def _references_only() -> dict[str, Any]:
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         published = Path(tmp) / "published.json"
-        published.write_text(json.dumps({**data, "mfu": [e for e in data["mfu"] if e["kind"] == "published"]}))
+        published.write_text(
+            json.dumps({**data, "mfu": [e for e in data["mfu"] if e["kind"] == "published"]})
+        )
         for e in (e for e in data["mfu"] if e["kind"] == "measured"):
-            p = make_plan(e["catalog"], tokens=10**9, batch_size=e["batch_size"], seq_len=e["seq_len"], precision=e["precision"],
-                          devices=[e["chip"]], runs=tmp, references=published)
+            p = make_plan(
+                e["catalog"],
+                tokens=10**9,
+                batch_size=e["batch_size"],
+                seq_len=e["seq_len"],
+                precision=e["precision"],
+                devices=[e["chip"]],
+                runs=tmp,
+                references=published,
+            )
             row = p.rows[0]
             out[f"{e['chip']} {e['model']}"] = {
-                "measured_tokens_per_s": e["tokens_per_s"], "estimate_tokens_per_s": row["tokens_per_s_device"],
+                "measured_tokens_per_s": e["tokens_per_s"],
+                "estimate_tokens_per_s": row["tokens_per_s_device"],
                 "error_pct": 100 * (row["tokens_per_s_device"] / e["tokens_per_s"] - 1),
-                "estimate_mfu": row["mfu"], "estimate_from": row["sources"]["mfu"]}
+                "estimate_mfu": row["mfu"],
+                "estimate_from": row["sources"]["mfu"],
+            }
     return out
 
 
-def plan(steps: int = 30, repeats: int = 2, batch_size: int | None = None, seq_len: int | None = None,
-         device: str = "auto", model: str = "gpt2-mini") -> dict[str, Any]:
+def plan(
+    steps: int = 30,
+    repeats: int = 2,
+    batch_size: int | None = None,
+    seq_len: int | None = None,
+    device: str = "auto",
+    model: str = "gpt2-mini",
+) -> dict[str, Any]:
     """Prediction error of a plan fitted from one run (see the module's docstring)."""
     dev = pick(device)
     if SHAPES.get(model, ("",))[0] != "gpt2":
-        raise ValueError(f"the plan benchmark trains a causal LM on packed blocks; choose one of "
-                         f"{', '.join(k for k, v in SHAPES.items() if v[0] == 'gpt2')}")
+        raise ValueError(
+            f"the plan benchmark trains a causal LM on packed blocks; choose one of "
+            f"{', '.join(k for k, v in SHAPES.items() if v[0] == 'gpt2')}"
+        )
     spec, data = engine_setup(model)
     batch_size = batch_size or 8
     seq_len = seq_len or 128
     settings = _settings(batch_size, seq_len)
-    kw = dict(max_steps=steps, log_every=1, device=dev.kind, live=False, padding="packed",
-              throughput_warmup_steps=5, save_every=10_000)
+    kw = dict(
+        max_steps=steps,
+        log_every=1,
+        device=dev.kind,
+        live=False,
+        padding="packed",
+        throughput_warmup_steps=5,
+        save_every=10_000,
+    )
     measured: dict[str, list[float]] = {k: [] for k in settings}
     predicted: dict[str, list[float]] = {k: [] for k in settings if k != "fit"}
     for r in range(repeats):
@@ -74,21 +106,50 @@ def plan(steps: int = 30, repeats: int = 2, batch_size: int | None = None, seq_l
                 measured[name].append(run.summary["tokens_per_s"])
             for name in predicted:  # fitted from this round's one fit run
                 b, s = settings[name]
-                p = make_plan(spec, tokens=10**6, batch_size=b, seq_len=s, devices=["detected"], runs=roots["fit"])
+                p = make_plan(
+                    spec,
+                    tokens=10**6,
+                    batch_size=b,
+                    seq_len=s,
+                    devices=["detected"],
+                    runs=roots["fit"],
+                )
                 predicted[name].append(p.rows[0]["tokens_per_s_device"])
     results = {}
     for name, (b, s) in settings.items():
-        results[name] = {"batch_size": b, "seq_len": s, "tokens_per_s": statistics.median(measured[name]),
-                         "all": measured[name]}
+        results[name] = {
+            "batch_size": b,
+            "seq_len": s,
+            "tokens_per_s": statistics.median(measured[name]),
+            "all": measured[name],
+        }
         if name in predicted:  # each round's prediction against that round's measurement
-            rounds = [100 * (p / m - 1) for p, m in zip(predicted[name], measured[name], strict=True)]
-            results[name].update(predicted_tokens_per_s=statistics.median(predicted[name]),
-                                 error_pct=statistics.median(rounds), errors_pct=rounds)
+            rounds = [
+                100 * (p / m - 1) for p, m in zip(predicted[name], measured[name], strict=True)
+            ]
+            results[name].update(
+                predicted_tokens_per_s=statistics.median(predicted[name]),
+                error_pct=statistics.median(rounds),
+                errors_pct=rounds,
+            )
     errors = [abs(r["error_pct"]) for r in results.values() if "error_pct" in r]
     ratios = {f"predicted_vs_measured_{k}": 1 + results[k]["error_pct"] / 100 for k in predicted}
-    return {"bench": "plan", "device": dev.to_dict(), "precision": dev.precision,
-            "config": {"model": model, "params": spec.num_params, "steps": steps, "repeats": repeats,
-                       "settings": {k: list(v) for k, v in settings.items()}},
-            "results": results, "ratios": ratios,
-            "figures": {"max_abs_error_pct": max(errors), "median_abs_error_pct": statistics.median(errors)},
-            "references_only": _references_only()}
+    return {
+        "bench": "plan",
+        "device": dev.to_dict(),
+        "precision": dev.precision,
+        "config": {
+            "model": model,
+            "params": spec.num_params,
+            "steps": steps,
+            "repeats": repeats,
+            "settings": {k: list(v) for k, v in settings.items()},
+        },
+        "results": results,
+        "ratios": ratios,
+        "figures": {
+            "max_abs_error_pct": max(errors),
+            "median_abs_error_pct": statistics.median(errors),
+        },
+        "references_only": _references_only(),
+    }

@@ -29,13 +29,27 @@ from ..training.engine import train
 from .contenders import rotated, timer
 
 
-def _steps_per_s(cache: bool, spec, data, dev, warmup: int, steps: int, batch_size: int, precision: str) -> float:
+def _steps_per_s(
+    cache: bool, spec, data, dev, warmup: int, steps: int, batch_size: int, precision: str
+) -> float:
     """wb.train headless from images or from the cache; steps/s of the steps after ``warmup``."""
     clock = timer(dev, warmup, warmup + steps)
     with tempfile.TemporaryDirectory() as out:
-        train(spec, data, max_steps=warmup + steps, batch_size=batch_size, lr=1e-3, precision=precision,
-              device=dev.kind, live=False, run_dir=out, save_every=10_000, log_every=10, cache_latents=cache,
-              callbacks=[clock])
+        train(
+            spec,
+            data,
+            max_steps=warmup + steps,
+            batch_size=batch_size,
+            lr=1e-3,
+            precision=precision,
+            device=dev.kind,
+            live=False,
+            run_dir=out,
+            save_every=10_000,
+            log_every=10,
+            cache_latents=cache,
+            callbacks=[clock],
+        )
     return clock.steps_per_s()
 
 
@@ -79,14 +93,29 @@ def sd15_flops(resolution: int = 512) -> dict[str, float]:
         text = transformers.CLIPTextModel(transformers.CLIPTextConfig(**cfg["text_encoder"]))
         enc = count(lambda: vae.encode(torch.empty(1, 3, resolution, resolution)))
         txt = count(lambda: text(torch.zeros(1, 77, dtype=torch.long)))
-        fwd = count(lambda: unet(torch.empty(1, 4, side, side), torch.tensor([10]), torch.empty(1, 77, 768)))
+        fwd = count(
+            lambda: unet(torch.empty(1, 4, side, side), torch.tensor([10]), torch.empty(1, 77, 768))
+        )
     frozen = enc + txt
-    return {"vae_encoder_gflops": enc, "text_encoder_gflops": txt, "unet_forward_gflops": fwd,
-            "frozen_share_full_unet": frozen / (frozen + 3 * fwd), "frozen_share_lora": frozen / (frozen + 2 * fwd)}
+    return {
+        "vae_encoder_gflops": enc,
+        "text_encoder_gflops": txt,
+        "unet_forward_gflops": fwd,
+        "frozen_share_full_unet": frozen / (frozen + 3 * fwd),
+        "frozen_share_lora": frozen / (frozen + 2 * fwd),
+    }
 
 
-def sdcache(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int = 16, device: str = "auto",
-            precision: str = "auto", limit: int | None = None, sd15: bool = True) -> dict[str, Any]:
+def sdcache(
+    steps: int = 20,
+    warmup: int = 3,
+    repeats: int = 3,
+    batch_size: int = 16,
+    device: str = "auto",
+    precision: str = "auto",
+    limit: int | None = None,
+    sd15: bool = True,
+) -> dict[str, Any]:
     """Steps/s of tiny SD from images and from the cache, side by side; the cache's build."""
     dev = pick(device)
     precision = dev.resolve_precision(precision)
@@ -97,20 +126,42 @@ def sdcache(steps: int = 20, warmup: int = 3, repeats: int = 3, batch_size: int 
     with quiet_libraries():
         for r in range(repeats):
             for name in rotated(list(ways), r):
-                samples[name].append(_steps_per_s(ways[name], spec, data, dev, warmup, steps, batch_size, precision))
+                samples[name].append(
+                    _steps_per_s(ways[name], spec, data, dev, warmup, steps, batch_size, precision)
+                )
             builds.append(build_once(spec, data, dev, precision))
     med = {k: statistics.median(v) for k, v in samples.items()}
-    build_s, load_s = statistics.median(b[0] for b in builds), statistics.median(b[1] for b in builds)
+    build_s, load_s = (
+        statistics.median(b[0] for b in builds),
+        statistics.median(b[1] for b in builds),
+    )
     saved = 1 / med["images"] - 1 / med["cache"]  # seconds a step saves
-    figures = {"build_s": build_s, "load_s": load_s, "cache_mb": builds[0][2] / 2**20,
-               "break_even_steps": build_s / saved if saved > 0 else float("inf"),
-               **({f"sd15_{k}": v for k, v in sd15_flops().items()} if sd15 else {})}
+    figures = {
+        "build_s": build_s,
+        "load_s": load_s,
+        "cache_mb": builds[0][2] / 2**20,
+        "break_even_steps": build_s / saved if saved > 0 else float("inf"),
+        **({f"sd15_{k}": v for k, v in sd15_flops().items()} if sd15 else {}),
+    }
     return {
-        "bench": "sdcache", "device": dev.to_dict(), "precision": precision,
-        "config": {"model": "sd tiny", "data": "digits-captioned", "limit": limit,
-                   "batch_size": batch_size, "warmup_steps": warmup, "timed_steps": steps, "repeats": repeats},
+        "bench": "sdcache",
+        "device": dev.to_dict(),
+        "precision": precision,
+        "config": {
+            "model": "sd tiny",
+            "data": "digits-captioned",
+            "limit": limit,
+            "batch_size": batch_size,
+            "warmup_steps": warmup,
+            "timed_steps": steps,
+            "repeats": repeats,
+        },
         "results": {k: {"steps_per_s": med[k], "all": samples[k]} for k in ways},
         "figures": figures,
-        "ratios": {"cache_vs_images": med["cache"] / med["images"],  # of the medians; and per round:
-                   "cache_vs_images_rounds": statistics.median(c / i for c, i in zip(samples["cache"], samples["images"]))},
+        "ratios": {
+            "cache_vs_images": med["cache"] / med["images"],  # of the medians; and per round:
+            "cache_vs_images_rounds": statistics.median(
+                c / i for c, i in zip(samples["cache"], samples["images"])
+            ),
+        },
     }

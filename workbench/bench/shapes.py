@@ -14,8 +14,10 @@ from ..training.shapes import BucketBatchSampler, buckets, lengths_of, tradeoff_
 from .contenders import RawLoop, collator, engine_setup, interleaved_chunks
 
 # model -> (dataset, task, strategies); packing is for causal LMs only
-SETUPS = {"bert": ("docstrings-topic", "classification", ("max_length", "longest", "bucketed")),
-          "gpt2": ("docstrings-lm", "causal_lm", ("max_length", "longest", "bucketed", "packed"))}
+SETUPS = {
+    "bert": ("docstrings-topic", "classification", ("max_length", "longest", "bucketed")),
+    "gpt2": ("docstrings-lm", "causal_lm", ("max_length", "longest", "bucketed", "packed")),
+}
 
 
 def bench_models(size: str) -> dict:
@@ -42,7 +44,17 @@ def _epoch_shape_stats(loader) -> dict[str, Any]:
 class _Batches:
     """One model's training split, its lengths and buckets, and a loader per strategy."""
 
-    def __init__(self, spec, data, task: str, packed: bool, batch_size: int, max_length: int, k: int, seed: int):
+    def __init__(
+        self,
+        spec,
+        data,
+        task: str,
+        packed: bool,
+        batch_size: int,
+        max_length: int,
+        k: int,
+        seed: int,
+    ):
         self.task, self.batch_size, self.max_length, self.seed = task, batch_size, max_length, seed
         self.tok = spec.load_tokenizer()
         self.train = data.prepare(self.tok, max_length=max_length)["train"]
@@ -57,15 +69,23 @@ class _Batches:
         dl, n = torch.utils.data.DataLoader, self.batch_size
         if strategy == "bucketed":
             sampler = BucketBatchSampler(self.lengths, self.bounds, n, seed=self.seed)
-            return dl(self.train, batch_sampler=sampler,
-                      collate_fn=BucketCollator(self.tok, self.bounds, n, task=self.task)), sampler
+            return dl(
+                self.train,
+                batch_sampler=sampler,
+                collate_fn=BucketCollator(self.tok, self.bounds, n, task=self.task),
+            ), sampler
         if strategy == "packed":
             collate = BucketCollator(self.tok, [self.max_length], n, task=self.task)
         else:
             padding = "max_length" if strategy == "max_length" else "longest"
             collate = collator(self.task, self.tok, None, padding, self.max_length)
-        return dl(self.blocks if strategy == "packed" else self.train, batch_size=n, shuffle=True,
-                  generator=torch.Generator().manual_seed(self.seed), collate_fn=collate), None
+        return dl(
+            self.blocks if strategy == "packed" else self.train,
+            batch_size=n,
+            shuffle=True,
+            generator=torch.Generator().manual_seed(self.seed),
+            collate_fn=collate,
+        ), None
 
 
 def _measure(loops: dict[str, RawLoop], steps: int, repeats: int, warmup: int) -> dict[str, dict]:
@@ -78,30 +98,53 @@ def _measure(loops: dict[str, RawLoop], steps: int, repeats: int, warmup: int) -
                 loop.step()
         for key, (useful, dt) in interleaved_chunks(loops, steps).items():
             samples[key].append({"useful_tokens_per_s": useful / dt, "steps_per_s": steps / dt})
-    return {key: {**{f: statistics.median(s[f] for s in runs) for f in ("useful_tokens_per_s", "steps_per_s")},
-                  "all": [s["useful_tokens_per_s"] for s in runs]}
-            for key, runs in samples.items()}
+    return {
+        key: {
+            **{
+                f: statistics.median(s[f] for s in runs)
+                for f in ("useful_tokens_per_s", "steps_per_s")
+            },
+            "all": [s["useful_tokens_per_s"] for s in runs],
+        }
+        for key, runs in samples.items()
+    }
 
 
 def _summary(results: dict[str, dict]) -> dict[str, dict]:
     """The ratios and figures of the report."""
+
     def tps(key: str) -> float:
         return results[key]["useful_tokens_per_s"]
 
-    return {"ratios": {"bucketed_vs_max_length": tps("bert/bucketed") / tps("bert/max_length"),
-                       "bucketed_vs_longest": tps("bert/bucketed") / tps("bert/longest"),
-                       "packed_vs_max_length": tps("gpt2/packed") / tps("gpt2/max_length"),
-                       "packed_vs_longest": tps("gpt2/packed") / tps("gpt2/longest"),
-                       "gpt2_bucketed_vs_max_length": tps("gpt2/bucketed") / tps("gpt2/max_length")},
-            "figures": {"bucketed_waste_pct": results["bert/bucketed"]["waste_pct"],
-                        "bucketed_shapes": results["bert/bucketed"]["shapes"],
-                        "packed_waste_pct": results["gpt2/packed"]["waste_pct"],
-                        "packed_shapes": results["gpt2/packed"]["shapes"]}}
+    return {
+        "ratios": {
+            "bucketed_vs_max_length": tps("bert/bucketed") / tps("bert/max_length"),
+            "bucketed_vs_longest": tps("bert/bucketed") / tps("bert/longest"),
+            "packed_vs_max_length": tps("gpt2/packed") / tps("gpt2/max_length"),
+            "packed_vs_longest": tps("gpt2/packed") / tps("gpt2/longest"),
+            "gpt2_bucketed_vs_max_length": tps("gpt2/bucketed") / tps("gpt2/max_length"),
+        },
+        "figures": {
+            "bucketed_waste_pct": results["bert/bucketed"]["waste_pct"],
+            "bucketed_shapes": results["bert/bucketed"]["shapes"],
+            "packed_waste_pct": results["gpt2/packed"]["waste_pct"],
+            "packed_shapes": results["gpt2/packed"]["shapes"],
+        },
+    }
 
 
-def shapes(steps: int = 30, repeats: int = 3, device: str = "auto", size: str = "tiny", batch_size: int = 16,
-           max_length: int = 128, k: int = 8, warmup: int = 3, precision: str = "auto",
-           seed: int = 0) -> dict[str, Any]:
+def shapes(
+    steps: int = 30,
+    repeats: int = 3,
+    device: str = "auto",
+    size: str = "tiny",
+    batch_size: int = 16,
+    max_length: int = 128,
+    k: int = 8,
+    warmup: int = 3,
+    precision: str = "auto",
+    seed: int = 0,
+) -> dict[str, Any]:
     """Useful tokens/s of pad-to-max, dynamic padding, bucketing and packing, side by side.
 
     BERT on docstrings-topic and GPT-2 on docstrings-lm (``size``: ``tiny`` or ``base``,
@@ -129,7 +172,9 @@ def shapes(steps: int = 30, repeats: int = 3, device: str = "auto", size: str = 
     with quiet_libraries():
         for name, (data_name, task, strategies) in SETUPS.items():
             spec, data = specs[name], as_dataset(data_name)
-            b = batches[name] = _Batches(spec, data, task, "packed" in strategies, batch_size, max_length, k, seed)
+            b = batches[name] = _Batches(
+                spec, data, task, "packed" in strategies, batch_size, max_length, k, seed
+            )
             for strategy in strategies:
                 key = f"{name}/{strategy}"
                 stats[key] = {"data": data_name, **_epoch_shape_stats(b.loader(strategy)[0])}
@@ -140,15 +185,29 @@ def shapes(steps: int = 30, repeats: int = 3, device: str = "auto", size: str = 
         timings = _measure(loops, steps, repeats, warmup)
     results = {key: {**stats[key], **timing} for key, timing in timings.items()}
     return {
-        "bench": "shapes", "device": dev.to_dict(), "precision": precision,
-        "config": {"models": {"bert": f"{size} BERT ({specs['bert'].num_params:,} parameters), "
-                                      "docstrings-topic (classification)",
-                              "gpt2": f"{size} GPT-2 ({specs['gpt2'].num_params:,} parameters), "
-                                      "docstrings-lm (causal LM)"},
-                   "size": size, "batch_size": batch_size, "max_length": max_length, "k": k,
-                   "boundaries": {name: b.bounds for name, b in batches.items()},
-                   "warmup_steps": warmup, "timed_steps": steps, "repeats": repeats, "seed": seed},
+        "bench": "shapes",
+        "device": dev.to_dict(),
+        "precision": precision,
+        "config": {
+            "models": {
+                "bert": f"{size} BERT ({specs['bert'].num_params:,} parameters), "
+                "docstrings-topic (classification)",
+                "gpt2": f"{size} GPT-2 ({specs['gpt2'].num_params:,} parameters), "
+                "docstrings-lm (causal LM)",
+            },
+            "size": size,
+            "batch_size": batch_size,
+            "max_length": max_length,
+            "k": k,
+            "boundaries": {name: b.bounds for name, b in batches.items()},
+            "warmup_steps": warmup,
+            "timed_steps": steps,
+            "repeats": repeats,
+            "seed": seed,
+        },
         "results": results,
         **_summary(results),
-        "tradeoff": tradeoff_rows(batches["bert"].lengths, batch_size, max_length, (4, 8, 16, 32), seed),
+        "tradeoff": tradeoff_rows(
+            batches["bert"].lengths, batch_size, max_length, (4, 8, 16, 32), seed
+        ),
     }

@@ -37,12 +37,17 @@ BF16_TOL = {"loss": 2e-2, "grads": 5e-2}  # relative: bf16 keeps 8 significant b
 RUNS = {  # name -> (model, dataset arguments, wb.train arguments)
     "gpt2": ("gpt2-tiny", {"source": "docstrings-lm", "limit": 64}, {}),
     # a few rows seen several times: 20 steps are enough to see the loss fall
-    "bert": ("bert-tiny", {"source": "docstrings-topic", "limit": 32, "eval_fraction": 0.25},
-             {"padding": "bucketed", "buckets": 4}),
+    "bert": (
+        "bert-tiny",
+        {"source": "docstrings-topic", "limit": 32, "eval_fraction": 0.25},
+        {"padding": "bucketed", "buckets": 4},
+    ),
 }
 RUN_CHECKS = ("train", "optimizer", "clip", "memory", "recompiles")
-MULTI_COST = ("the 2-process gloo all-reduce and the 2-rank launch take ~30 s on a CPU: ask for them "
-              "with `workbench doctor --multi` (wb.doctor(multi=True))")
+MULTI_COST = (
+    "the 2-process gloo all-reduce and the 2-rank launch take ~30 s on a CPU: ask for them "
+    "with `workbench doctor --multi` (wb.doctor(multi=True))"
+)
 
 
 @dataclass
@@ -62,8 +67,17 @@ class _Visit:
 
     def runs(self, name: str, **extra) -> dict:
         """wb.train arguments shared by every run the doctor makes."""
-        return {"batch_size": 8, "max_length": 32, "log_every": 1, "save_every": 1000, "live": False,
-                "run_dir": self.out / "runs", "name": f"doctor-{name}", "device": self.spec, **extra}
+        return {
+            "batch_size": 8,
+            "max_length": 32,
+            "log_every": 1,
+            "save_every": 1000,
+            "live": False,
+            "run_dir": self.out / "runs",
+            "name": f"doctor-{name}",
+            "device": self.spec,
+            **extra,
+        }
 
 
 # --------------------------------------------------------------------------- versions, device
@@ -73,21 +87,38 @@ def _versions(v: _Visit) -> list[Check]:
     if v.kind == "hpu" and not found["habana_frameworks"]:
         missing.append("habana_frameworks")
     if missing:
-        return [failed("versions", f"not installed: {', '.join(missing)}; {text}",
-                       "pip install -e '.[dev]' in this repository (on Gaudi: inside Intel's container, "
-                       "which brings torch and habana_frameworks)", **found)]
+        return [
+            failed(
+                "versions",
+                f"not installed: {', '.join(missing)}; {text}",
+                "pip install -e '.[dev]' in this repository (on Gaudi: inside Intel's container, "
+                "which brings torch and habana_frameworks)",
+                **found,
+            )
+        ]
     return [passed("versions", text, **found)]
 
 
 def _device(v: _Visit) -> list[Check]:
     if v.dev is None:
-        return [failed("device", v.error or "no device", "unset WORKBENCH_DEVICE or choose an available device "
-                       "(`workbench devices` lists them)")]
+        return [
+            failed(
+                "device",
+                v.error or "no device",
+                "unset WORKBENCH_DEVICE or choose an available device "
+                "(`workbench devices` lists them)",
+            )
+        ]
     d, chip = v.dev, v.dev.chip
-    text = f"{d.kind} x{d.count}: {d.name}, {fmt_bytes(d.total_memory)}, {d.precision}, {d.dist_backend}"
+    text = (
+        f"{d.kind} x{d.count}: {d.name}, {fmt_bytes(d.total_memory)}, {d.precision}, "
+        f"{d.dist_backend}"
+    )
     text += f", {d.generation}" if d.generation else ""
     text += f", {d.mode} mode" if d.mode else ""
-    text += f"; chip {chip.name}" if chip else "; a chip the table (chips.CHIPS) does not know: no MFU"
+    text += (
+        f"; chip {chip.name}" if chip else "; a chip the table (chips.CHIPS) does not know: no MFU"
+    )
     if d.kind == "cpu":
         import torch
 
@@ -98,29 +129,69 @@ def _device(v: _Visit) -> list[Check]:
 def _memory(v: _Visit) -> list[Check]:
     m = v.dev.memory()
     shape_ok = set(m) >= {"allocated", "peak", "total"} and all(isinstance(m[k], int) for k in m)
-    if not shape_ok or m["total"] <= 0 or not 0 <= m["allocated"] <= m["peak"] or m["allocated"] > m["total"]:
-        return [failed("memory", f"the {v.kind} memory reader returned {m}",
-                       "expected bytes with 0 <= allocated <= peak and allocated <= total > 0; " + REPORT_IT, **m)]
+    if (
+        not shape_ok
+        or m["total"] <= 0
+        or not 0 <= m["allocated"] <= m["peak"]
+        or m["allocated"] > m["total"]
+    ):
+        return [
+            failed(
+                "memory",
+                f"the {v.kind} memory reader returned {m}",
+                "expected bytes with 0 <= allocated <= peak and allocated <= total > 0; "
+                + REPORT_IT,
+                **m,
+            )
+        ]
     if v.kind == "cpu":
-        return [passed("memory", f"process RSS {fmt_bytes(m['allocated'])}, peak RSS {fmt_bytes(m['peak'])}, "
-                       f"system {fmt_bytes(m['total'])} (the CPU record reports process RSS, not device memory)", **m)]
+        return [
+            passed(
+                "memory",
+                f"process RSS {fmt_bytes(m['allocated'])}, peak RSS {fmt_bytes(m['peak'])}, "
+                f"system {fmt_bytes(m['total'])} (the CPU record reports process RSS, not device "
+                "memory)",
+                **m,
+            )
+        ]
     chip = v.dev.chip
     hbm = f" of {fmt_bytes(chip.memory)} HBM" if chip and chip.memory else ""
-    return [passed("memory", f"usable {fmt_bytes(m['total'])}{hbm}; in use {fmt_bytes(m['allocated'])}, "
-                   f"peak {fmt_bytes(m['peak'])}", **m)]
+    return [
+        passed(
+            "memory",
+            f"usable {fmt_bytes(m['total'])}{hbm}; in use {fmt_bytes(m['allocated'])}, "
+            f"peak {fmt_bytes(m['peak'])}",
+            **m,
+        )
+    ]
 
 
 def _compile_counter(v: _Visit) -> list[Check]:
     n = v.dev.compiles()
     if n is None and v.kind == "hpu":
-        return [failed("compile-counter", "the bridge's graph compile counter is unreadable (metric_global"
-                       "('graph_compilation'))", "recompiles cannot be seen: use a bridge whose "
-                       "habana_frameworks.torch.hpu.metrics has metric_global; " + REPORT_IT)]
+        return [
+            failed(
+                "compile-counter",
+                "the bridge's graph compile counter is unreadable (metric_global"
+                "('graph_compilation'))",
+                "recompiles cannot be seen: use a bridge whose "
+                "habana_frameworks.torch.hpu.metrics has metric_global; " + REPORT_IT,
+            )
+        ]
     if n is None:
-        return [skipped("compile-counter", f"the {v.kind} record reports no compile counter (Gaudi's bridge "
-                        f"counts graph compiles; this backend does not)")]
+        return [
+            skipped(
+                "compile-counter",
+                f"the {v.kind} record reports no compile counter (Gaudi's bridge "
+                f"counts graph compiles; this backend does not)",
+            )
+        ]
     if not isinstance(n, int) or n < 0:
-        return [failed("compile-counter", f"the counter read {n!r}", "expected a count >= 0; " + REPORT_IT)]
+        return [
+            failed(
+                "compile-counter", f"the counter read {n!r}", "expected a count >= 0; " + REPORT_IT
+            )
+        ]
     return [passed("compile-counter", f"{n} graph compiles so far in this process", compiles=n)]
 
 
@@ -133,12 +204,22 @@ def _run_checks(key: str, v: _Visit) -> list[Check]:
     try:
         run = train(model, dataset(**data), max_steps=STEPS, **v.runs(key, **extra))
     except Exception as e:
-        return [failed(names[0], f"{model} did not train: {type(e).__name__}: {e}", "read the error; " + REPORT_IT),
-                *(skipped(n, f"the {key} run failed (see {names[0]})") for n in names[1:])]
+        return [
+            failed(
+                names[0],
+                f"{model} did not train: {type(e).__name__}: {e}",
+                "read the error; " + REPORT_IT,
+            ),
+            *(skipped(n, f"the {key} run failed (see {names[0]})") for n in names[1:]),
+        ]
     steps = [e for e in run.events if e.get("phase") in ("warmup", "train")]
-    found = [diagnosis.loss_falls(names[0], run, steps), diagnosis.optimizer_ran(names[1], run, v.dev),
-             diagnosis.clip_ran(names[2], steps), diagnosis.memory_moved(names[3], steps, before, v.dev),
-             diagnosis.no_recompiles(names[4], steps, v.dev, run.spec["args"]["padding"], start)]
+    found = [
+        diagnosis.loss_falls(names[0], run, steps),
+        diagnosis.optimizer_ran(names[1], run, v.dev),
+        diagnosis.clip_ran(names[2], steps),
+        diagnosis.memory_moved(names[3], steps, before, v.dev),
+        diagnosis.no_recompiles(names[4], steps, v.dev, run.spec["args"]["padding"], start),
+    ]
     run.trainer = None  # let the model and optimizer go before the next check
     return found
 
@@ -153,29 +234,50 @@ def _step(model, ids, dev: DeviceInfo, bf16: bool):
         loss = model(input_ids=ids, labels=ids).loss
     loss.backward()
     dev.mark_step()  # HPU lazy mode: run the accumulated graph (a no-op elsewhere)
-    grads = torch.cat([p.grad.detach().float().flatten() for p in model.parameters() if p.grad is not None])
+    grads = torch.cat(
+        [p.grad.detach().float().flatten() for p in model.parameters() if p.grad is not None]
+    )
     return float(loss.detach()), grads.cpu()
 
 
 def _bf16(v: _Visit) -> list[Check]:
     chip = v.dev.chip
     if not (chip.bf16 if chip else v.dev.precision == "bf16"):
-        return [skipped("bf16", f"{chip.name if chip else v.dev.name} has no bf16 (chips.CHIPS / the backend record)")]
+        return [
+            skipped(
+                "bf16",
+                f"{chip.name if chip else v.dev.name} has no bf16 (chips.CHIPS / the backend "
+                "record)",
+            )
+        ]
     import torch
 
     model, _ = model_spec("gpt2-tiny").build()
     model.to(v.dev.torch_device).eval()  # no dropout: both passes see the same function
-    ids = torch.randint(0, model.config.vocab_size, (4, 32), generator=torch.Generator().manual_seed(0))
+    ids = torch.randint(
+        0, model.config.vocab_size, (4, 32), generator=torch.Generator().manual_seed(0)
+    )
     ids = ids.to(v.dev.torch_device)
     l32, g32 = _step(model, ids, v.dev, False)
     l16, g16 = _step(model, ids, v.dev, True)
     dl, dg = abs(l16 - l32) / abs(l32), float((g16 - g32).norm() / g32.norm())
-    text = (f"gpt2-tiny, one step: loss {l32:.4f} (fp32) vs {l16:.4f} (bf16 autocast), {dl:.1e} apart; "
-            f"gradients {dg:.1e} apart (tolerance {BF16_TOL['loss']:g} and {BF16_TOL['grads']:g}, relative)")
+    text = (
+        f"gpt2-tiny, one step: loss {l32:.4f} (fp32) vs {l16:.4f} (bf16 autocast), {dl:.1e} apart; "
+        f"gradients {dg:.1e} apart (tolerance {BF16_TOL['loss']:g} and {BF16_TOL['grads']:g}, "
+        "relative)"
+    )
     if dl <= BF16_TOL["loss"] and dg <= BF16_TOL["grads"]:
         return [passed("bf16", text, loss_rel=dl, grads_rel=dg)]
-    return [failed("bf16", text, "bf16 drifts from fp32 beyond the tolerance on this device: train with "
-                   "precision='fp32' for now; " + REPORT_IT, loss_rel=dl, grads_rel=dg)]
+    return [
+        failed(
+            "bf16",
+            text,
+            "bf16 drifts from fp32 beyond the tolerance on this device: train with "
+            "precision='fp32' for now; " + REPORT_IT,
+            loss_rel=dl,
+            grads_rel=dg,
+        )
+    ]
 
 
 # --------------------------------------------------------------------------- two devices
@@ -210,10 +312,19 @@ def all_reduce_rank(kind: str, out: str) -> None:
     dist.all_reduce(x)
     got = x.cpu()  # waits for the collective
     want = float(sum(range(1, state.num_processes + 1)))
-    Path(out, f"rank-{state.process_index}.json").write_text(json.dumps({
-        "rank": state.process_index, "backend": dist.get_backend(), "device": str(state.device),
-        "ok": bool(torch.all(got == want)), "value": float(got[0]), "want": want,
-        "seconds": time.perf_counter() - t0}))
+    Path(out, f"rank-{state.process_index}.json").write_text(
+        json.dumps(
+            {
+                "rank": state.process_index,
+                "backend": dist.get_backend(),
+                "device": str(state.device),
+                "ok": bool(torch.all(got == want)),
+                "value": float(got[0]),
+                "want": want,
+                "seconds": time.perf_counter() - t0,
+            }
+        )
+    )
     state.destroy_process_group()
 
 
@@ -224,14 +335,28 @@ def _all_reduce(v: _Visit) -> list[Check]:
     out = v.out / "all-reduce"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    env = {**os.environ, "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(_free_port())}
-    code = f"from workbench.checks.checkup import all_reduce_rank; all_reduce_rank({v.kind!r}, {str(out)!r})"
+    env = {
+        **os.environ,
+        "WORLD_SIZE": "2",
+        "LOCAL_WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(_free_port()),
+    }
+    code = (
+        "from workbench.checks.checkup import all_reduce_rank; "
+        f"all_reduce_rank({v.kind!r}, {str(out)!r})"
+    )
     procs = []
     for rank in range(2):
         log = open(out / f"rank-{rank}.log", "w")
-        procs.append(subprocess.Popen([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT,
-                                      env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)}))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", code],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+            )
+        )
         log.close()
     try:
         codes = [p.wait(timeout=180) for p in procs]
@@ -244,15 +369,32 @@ def _all_reduce(v: _Visit) -> list[Check]:
                 p.wait()
     results = [json.loads(p.read_text()) for p in sorted(out.glob("rank-*.json"))]
     dist = backend(v.kind).dist_backend
-    ok = codes == [0, 0] and len(results) == 2 and all(r["ok"] and r["backend"] == dist for r in results)
+    ok = (
+        codes == [0, 0]
+        and len(results) == 2
+        and all(r["ok"] and r["backend"] == dist for r in results)
+    )
     if ok:
-        return [passed("all-reduce", f"{dist} all-reduce over 2 processes ({', '.join(r['device'] for r in results)}): "
-                       f"1 + 2 = {results[0]['value']:g} in every element, {max(r['seconds'] for r in results):.2f} s",
-                       ranks=results)]
+        return [
+            passed(
+                "all-reduce",
+                f"{dist} all-reduce over 2 processes ({', '.join(r['device'] for r in results)}): "
+                f"1 + 2 = {results[0]['value']:g} in every element, "
+                f"{max(r['seconds'] for r in results):.2f} s",
+                ranks=results,
+            )
+        ]
     why = "timed out after 180 s" if codes is None else f"exit codes {codes}, results {results}"
-    return [failed("all-reduce", f"{dist} all-reduce over 2 processes failed: {why}",
-                   f"read {out}/rank-*.log; a card held by another process (hl-smi / nvidia-smi lists them) "
-                   f"or a blocked port on 127.0.0.1 are common causes; " + REPORT_IT, ranks=results)]
+    return [
+        failed(
+            "all-reduce",
+            f"{dist} all-reduce over 2 processes failed: {why}",
+            f"read {out}/rank-*.log; a card held by another process (hl-smi / nvidia-smi lists "
+            "them) "
+            f"or a blocked port on 127.0.0.1 are common causes; " + REPORT_IT,
+            ranks=results,
+        )
+    ]
 
 
 def _launch(v: _Visit) -> list[Check]:
@@ -262,30 +404,64 @@ def _launch(v: _Visit) -> list[Check]:
     args = v.runs("launch", batch_size=4)
     args.pop("device")
     try:
-        run = launch("gpt2-tiny", dataset("docstrings-lm", limit=64), devices=2, max_steps=6, device=v.kind, **args)
+        run = launch(
+            "gpt2-tiny",
+            dataset("docstrings-lm", limit=64),
+            devices=2,
+            max_steps=6,
+            device=v.kind,
+            **args,
+        )
     except Exception as e:
-        return [failed("launch", f"wb.launch(devices=2) failed: {e}",
-                       f"read launcher.log and logs/ in its run directory under {v.out / 'runs'}; " + REPORT_IT)]
-    digests = {json.loads(p.read_text())["params_sha256"] for p in run.path.glob("ranks/rank-*.json")}
+        return [
+            failed(
+                "launch",
+                f"wb.launch(devices=2) failed: {e}",
+                f"read launcher.log and logs/ in its run directory under {v.out / 'runs'}; "
+                + REPORT_IT,
+            )
+        ]
+    digests = {
+        json.loads(p.read_text())["params_sha256"] for p in run.path.glob("ranks/rank-*.json")
+    }
     ranks = len(list(run.path.glob("ranks/rank-*.json")))
-    text = (f"{run.summary.get('world_size')} ranks trained {run.summary.get('step')} steps over "
-            f"{backend(v.kind).dist_backend} ({run.path})")
+    text = (
+        f"{run.summary.get('world_size')} ranks trained {run.summary.get('step')} steps over "
+        f"{backend(v.kind).dist_backend} ({run.path})"
+    )
     if run.status == "completed" and ranks == 2 and len(digests) == 1:
-        return [passed("launch", text + "; both ranks ended with the same weights", run=str(run.path))]
-    return [failed("launch", f"{text}: status {run.status}, {ranks} rank digests, {len(digests)} distinct",
-                   "ranks that end with different weights did not synchronise gradients; " + REPORT_IT)]
+        return [
+            passed("launch", text + "; both ranks ended with the same weights", run=str(run.path))
+        ]
+    return [
+        failed(
+            "launch",
+            f"{text}: status {run.status}, {ranks} rank digests, {len(digests)} distinct",
+            "ranks that end with different weights did not synchronise gradients; " + REPORT_IT,
+        )
+    ]
 
 
 # --------------------------------------------------------------------------- profile
 def _profile(v: _Visit) -> list[Check]:
     model, data, extra = RUNS["bert"]
     prof = profile(model, dataset(**data), steps=3, warmup=1, top=10, **v.runs("profile", **extra))
-    events = json.loads(prof.trace.read_text()).get("traceEvents", []) if prof.trace.exists() else []
+    events = (
+        json.loads(prof.trace.read_text()).get("traceEvents", []) if prof.trace.exists() else []
+    )
     if not events or prof.table.empty:
-        return [failed("profile", f"trace events: {len(events)}, table rows: {len(prof.table)} ({prof.trace})",
-                       "torch.profiler recorded nothing: " + REPORT_IT)]
+        return [
+            failed(
+                "profile",
+                f"trace events: {len(events)}, table rows: {len(prof.table)} ({prof.trace})",
+                "torch.profiler recorded nothing: " + REPORT_IT,
+            )
+        ]
     top = prof.table.iloc[0]
-    text = f"{len(events)} trace events; top op {top['op']} {top['self_ms']:.2f} ms; trace {prof.trace}"
+    text = (
+        f"{len(events)} trace events; top op {top['op']} {top['self_ms']:.2f} ms; "
+        f"trace {prof.trace}"
+    )
     if v.kind == "hpu" and not prof.table["self_ms"].any():
         text += " (HPU device times reach only the trace: open it in ui.perfetto.dev)"
     return [passed("profile", text, trace=str(prof.trace), events=len(events))]
@@ -297,7 +473,10 @@ GROUPS = [  # (group, its checks, the function that makes them, whether it needs
     ("device", ("device",), _device, False),
     ("memory", ("memory",), _memory, True),
     ("compile-counter", ("compile-counter",), _compile_counter, True),
-    *((key, tuple(f"{key}.{c}" for c in RUN_CHECKS), lambda v, k=key: _run_checks(k, v), True) for key in RUNS),
+    *(
+        (key, tuple(f"{key}.{c}" for c in RUN_CHECKS), lambda v, k=key: _run_checks(k, v), True)
+        for key in RUNS
+    ),
     ("bf16", ("bf16",), _bf16, True),
     ("all-reduce", ("all-reduce",), _all_reduce, True),
     ("launch", ("launch",), _launch, True),
@@ -314,12 +493,20 @@ def _wanted(only) -> set[str]:
     groups = {g: set(names) for g, names, _, _ in GROUPS}
     bad = [a for a in asked if a not in groups and a not in CHECKS]
     if bad:
-        raise ValueError(f"unknown check {bad[0]!r}; known: {', '.join(dict.fromkeys([*groups, *CHECKS]))}")
+        raise ValueError(
+            f"unknown check {bad[0]!r}; known: {', '.join(dict.fromkeys([*groups, *CHECKS]))}"
+        )
     return set().union(*(groups.get(a, {a}) for a in asked))
 
 
-def doctor(out: str | Path = "doctor", *, multi: bool = False, device: str = "auto", only=None,
-           echo: bool = True) -> Diagnosis:
+def doctor(
+    out: str | Path = "doctor",
+    *,
+    multi: bool = False,
+    device: str = "auto",
+    only=None,
+    echo: bool = True,
+) -> Diagnosis:
     """Check that this machine trains correctly; returns the ``Diagnosis`` (a table).
 
     Parameters
@@ -356,14 +543,18 @@ def doctor(out: str | Path = "doctor", *, multi: bool = False, device: str = "au
             try:
                 found = make(visit)
             except Exception as e:  # a check that crashed failed, with its error
-                found = [failed(n, f"the check crashed: {type(e).__name__}: {e}", REPORT_IT) for n in names]
+                found = [
+                    failed(n, f"the check crashed: {type(e).__name__}: {e}", REPORT_IT)
+                    for n in names
+                ]
         found = [c for c in found if c.name in wanted]
         if found:
             found[0].seconds = time.monotonic() - started
         for c in found if echo else ():
             print(f"doctor: {c.status.upper():4} {c.name}", file=sys.stderr, flush=True)
         checks += found
-    report = Diagnosis(checks, dev.to_dict() if dev else None, visit.versions, seconds=time.monotonic() - t0)
+    report = Diagnosis(
+        checks, dev.to_dict() if dev else None, visit.versions, seconds=time.monotonic() - t0
+    )
     report.write(out)
     return report
-

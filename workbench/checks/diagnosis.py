@@ -69,9 +69,11 @@ def versions(dev: DeviceInfo | None) -> dict[str, str | None]:
     """The versions a bug report needs: libraries, the Habana bridge, the device's driver."""
     found = library_versions()
     found["habana_frameworks"] = (dev.versions.get("habana_frameworks") if dev else None) or found[
-        "habana_frameworks"]
-    found["driver"], found["driver_source"] = (backend(dev.kind).driver_version() if dev
-                                               else (None, "no device"))
+        "habana_frameworks"
+    ]
+    found["driver"], found["driver_source"] = (
+        backend(dev.kind).driver_version() if dev else (None, "no device")
+    )
     return found
 
 
@@ -87,20 +89,35 @@ def versions_text(found: dict[str, str | None]) -> str:
 def loss_falls(name: str, run, steps: list[dict]) -> Check:
     """The run completed and its last quarter of losses averages below its first."""
     if run.status != "completed":
-        return failed(name, f"the run ended {run.status}: {run.summary.get('error')} ({run.path})",
-                      "read the error above; " + REPORT_IT)
+        return failed(
+            name,
+            f"the run ended {run.status}: {run.summary.get('error')} ({run.path})",
+            "read the error above; " + REPORT_IT,
+        )
     losses = [e["loss"] for e in steps if isinstance(e.get("loss"), (int, float))]
     if len(losses) < 4 or not all(math.isfinite(x) for x in losses):
-        return failed(name, f"losses logged: {losses} ({run.path})", "a loss that is missing or not finite "
-                      "means the step is broken on this device: try precision='fp32'; " + REPORT_IT)
+        return failed(
+            name,
+            f"losses logged: {losses} ({run.path})",
+            "a loss that is missing or not finite "
+            "means the step is broken on this device: try precision='fp32'; " + REPORT_IT,
+        )
     q = max(1, len(losses) // 4)
     first, last = sum(losses[:q]) / q, sum(losses[-q:]) / q
-    text = f"{run.summary['step']} steps, loss {first:.3f} -> {last:.3f} (mean of the first and last {q})"
+    text = (
+        f"{run.summary['step']} steps, loss {first:.3f} -> {last:.3f} "
+        f"(mean of the first and last {q})"
+    )
     if last < first * (1 - DROP):
         return passed(name, text, first=first, last=last, run=str(run.path))
-    return failed(name, f"the loss did not fall: {text} ({run.path})",
-                  "the same run learns on a CPU: compare with WORKBENCH_DEVICE=cpu workbench doctor; " + REPORT_IT,
-                  first=first, last=last)
+    return failed(
+        name,
+        f"the loss did not fall: {text} ({run.path})",
+        "the same run learns on a CPU: compare with WORKBENCH_DEVICE=cpu workbench doctor; "
+        + REPORT_IT,
+        first=first,
+        last=last,
+    )
 
 
 def optimizer_ran(name: str, run, dev: DeviceInfo) -> Check:
@@ -115,55 +132,97 @@ def optimizer_ran(name: str, run, dev: DeviceInfo) -> Check:
     else:
         ok = optim == want and ("fused" not in want or bool(inner.defaults.get("fused")))
     fused = " (fused=True)" if inner.defaults.get("fused") else ""
-    text = f"{cls}{fused} stepped, TrainingArguments.optim={optim}; the {dev.kind} record asks for {want}"
+    text = (
+        f"{cls}{fused} stepped, TrainingArguments.optim={optim}; "
+        f"the {dev.kind} record asks for {want}"
+    )
     if ok and stepped:
         return passed(name, text, optimizer=cls, optim=optim)
-    return failed(name, text if ok else f"expected {want}: {text}",
-                  "the run did not use the backend's optimizer: check trainer_overrides (optim=) and, on Gaudi, "
-                  "that habana_frameworks.torch.hpex imports; " + REPORT_IT, optimizer=cls, optim=optim)
+    return failed(
+        name,
+        text if ok else f"expected {want}: {text}",
+        "the run did not use the backend's optimizer: check trainer_overrides (optim=) and, on "
+        "Gaudi, "
+        "that habana_frameworks.torch.hpex imports; " + REPORT_IT,
+        optimizer=cls,
+        optim=optim,
+    )
 
 
 def clip_ran(name: str, steps: list[dict]) -> Check:
     """Every step event carries a finite gradient norm (clipping computed it)."""
     norms = [e["grad_norm"] for e in steps if isinstance(e.get("grad_norm"), (int, float))]
     if norms and all(math.isfinite(x) for x in norms):
-        return passed(name, f"grad_norm in {len(norms)}/{len(steps)} step events (last {norms[-1]:.3g})",
-                      last=norms[-1])
-    return failed(name, f"grad_norm in the step events: {norms or 'none'}",
-                  "gradient clipping did not run or reported no norm: keep max_grad_norm > 0 (default 1.0); "
-                  "on Gaudi FusedClipNorm should give the norm; " + REPORT_IT)
+        return passed(
+            name,
+            f"grad_norm in {len(norms)}/{len(steps)} step events (last {norms[-1]:.3g})",
+            last=norms[-1],
+        )
+    return failed(
+        name,
+        f"grad_norm in the step events: {norms or 'none'}",
+        "gradient clipping did not run or reported no norm: keep max_grad_norm > 0 (default 1.0); "
+        "on Gaudi FusedClipNorm should give the norm; " + REPORT_IT,
+    )
 
 
 def memory_moved(name: str, steps: list[dict], before: dict, dev: DeviceInfo) -> Check:
     """Device memory in the step events rose above what was allocated before the run."""
     if dev.kind == "cpu":
-        return skipped(name, "the CPU record reports process RSS, not device memory: nothing to watch move")
+        return skipped(
+            name, "the CPU record reports process RSS, not device memory: nothing to watch move"
+        )
     peak = max((e.get("mem_peak") or 0 for e in steps), default=0)
     alloc = max((e.get("mem_alloc") or 0 for e in steps), default=0)
-    text = f"allocated before {fmt_bytes(before['allocated'])}; during the run up to {fmt_bytes(alloc)}, peak {fmt_bytes(peak)}"
+    text = (
+        f"allocated before {fmt_bytes(before['allocated'])}; "
+        f"during the run up to {fmt_bytes(alloc)}, peak {fmt_bytes(peak)}"
+    )
     if peak > before["allocated"] and alloc > 0:
         return passed(name, text, before=before["allocated"], peak=peak)
-    return failed(name, f"device memory did not move while a model trained: {text}",
-                  f"the {dev.kind} memory reader does not see this process's tensors; " + REPORT_IT)
+    return failed(
+        name,
+        f"device memory did not move while a model trained: {text}",
+        f"the {dev.kind} memory reader does not see this process's tensors; " + REPORT_IT,
+    )
 
 
-def no_recompiles(name: str, steps: list[dict], dev: DeviceInfo, padding: str, start: int | None = None) -> Check:
+def no_recompiles(
+    name: str, steps: list[dict], dev: DeviceInfo, padding: str, start: int | None = None
+) -> Check:
     """After warm-up, the compile count grows only at steps that brought a new input shape."""
     counts = [e.get("compiles") for e in steps]
     if all(c is None for c in counts):
-        return skipped(name, f"the {dev.kind} record reports no compile counter: recompiles cannot be counted")
-    if any(not isinstance(c, int) for c in counts) or any(b < a for a, b in zip(counts, counts[1:])):
+        return skipped(
+            name, f"the {dev.kind} record reports no compile counter: recompiles cannot be counted"
+        )
+    if any(not isinstance(c, int) for c in counts) or any(
+        b < a for a, b in zip(counts, counts[1:])
+    ):
         return failed(name, f"the compile counter is not a growing count: {counts}", REPORT_IT)
-    late = [b["step"] for a, b in zip(steps, steps[1:]) if b.get("phase") == "train"
-            and b["compiles"] > a["compiles"] and (b.get("shapes_seen") or 0) <= (a.get("shapes_seen") or 0)]
+    late = [
+        b["step"]
+        for a, b in zip(steps, steps[1:])
+        if b.get("phase") == "train"
+        and b["compiles"] > a["compiles"]
+        and (b.get("shapes_seen") or 0) <= (a.get("shapes_seen") or 0)
+    ]
     shapes = max((e.get("shapes_seen") or 0 for e in steps), default=0)
-    text = (f"{counts[-1] - (counts[0] if start is None else start)} graph compiles over {len(steps)} steps, "
-            f"{shapes} input shape(s), padding={padding}")
+    text = (
+        f"{counts[-1] - (counts[0] if start is None else start)} graph compiles over {len(steps)} "
+        "steps, "
+        f"{shapes} input shape(s), padding={padding}"
+    )
     if not late:
         return passed(name, text + "; none after warm-up without a new shape", compiles=counts)
-    return failed(name, f"recompiled after warm-up at steps {late} with no new input shape: {text}",
-                  "something in the step changes shape or a compile guard every step: keep padding "
-                  "'bucketed' or 'packed'; " + REPORT_IT, compiles=counts, late=late)
+    return failed(
+        name,
+        f"recompiled after warm-up at steps {late} with no new input shape: {text}",
+        "something in the step changes shape or a compile guard every step: keep padding "
+        "'bucketed' or 'packed'; " + REPORT_IT,
+        compiles=counts,
+        late=late,
+    )
 
 
 # --------------------------------------------------------------------------- the report
@@ -208,14 +267,26 @@ class Diagnosis:
     # ------------------------------------------------------------------ text
     def headline(self) -> str:
         d = self.device
-        where = (f"{d['kind']} x{d['count']} ({d['name']}, {fmt_bytes(d['total_memory'])}"
-                 + (f", {d['mode']} mode" if d.get("mode") else "") + ")") if d else "no usable device"
-        libs = ", ".join(f"{k} {self.versions[k]}" for k in ("torch", "transformers") if self.versions.get(k))
+        where = (
+            (
+                f"{d['kind']} x{d['count']} ({d['name']}, {fmt_bytes(d['total_memory'])}"
+                + (f", {d['mode']} mode" if d.get("mode") else "")
+                + ")"
+            )
+            if d
+            else "no usable device"
+        )
+        libs = ", ".join(
+            f"{k} {self.versions[k]}" for k in ("torch", "transformers") if self.versions.get(k)
+        )
         return f"workbench doctor: {where}; {libs}"
 
     def summary_line(self) -> str:
         n = self.counts
-        line = f"{len(self.checks)} checks: {n['pass']} pass, {n['fail']} fail, {n['skip']} skip in {self.seconds:.0f} s"
+        line = (
+            f"{len(self.checks)} checks: {n['pass']} pass, {n['fail']} fail, "
+            f"{n['skip']} skip in {self.seconds:.0f} s"
+        )
         return line + (f"; reports in {self.out}/report.json and report.md" if self.out else "")
 
     def table(self, width: int | None = None) -> str:
@@ -227,9 +298,16 @@ class Diagnosis:
         for c in self.checks:
             secs = f"{c.seconds:.1f}s" if c.seconds >= 0.05 else ""
             head = f"{c.name:<{name_w}}{c.status.upper():<6}{secs:>6}  "
-            lines += textwrap.wrap(c.detail, width, initial_indent=head, subsequent_indent=indent) or [head]
+            lines += textwrap.wrap(
+                c.detail, width, initial_indent=head, subsequent_indent=indent
+            ) or [head]
             if c.fix:
-                lines += textwrap.wrap(c.fix, width, initial_indent=indent + "fix: ", subsequent_indent=indent + "     ")
+                lines += textwrap.wrap(
+                    c.fix,
+                    width,
+                    initial_indent=indent + "fix: ",
+                    subsequent_indent=indent + "     ",
+                )
         return "\n".join([*lines, "", self.summary_line()])
 
     def __repr__(self) -> str:
@@ -238,22 +316,43 @@ class Diagnosis:
     def markdown(self) -> str:
         """The report to paste into an issue."""
         v = versions_text(self.versions)
-        rows = [f"| {c.name} | {c.status} | {c.seconds:.1f} s | {_cell(c.detail)} |" for c in self.checks]
+        rows = [
+            f"| {c.name} | {c.status} | {c.seconds:.1f} s | {_cell(c.detail)} |"
+            for c in self.checks
+        ]
         fixes = [f"- **{c.name}**: {c.fix}" for c in self.checks if c.fix]
-        return "\n".join([
-            f"## {self.headline()}", "",
-            f"{self.summary_line().split(';')[0]} ({self.created}; Python {platform.python_version()}, "
-            f"{platform.platform()})", "", f"Versions: {v}", "",
-            "| check | status | time | detail |", "|---|---|---|---|", *rows,
-            *(["", "### What to do", "", *fixes] if fixes else []), "",
-        ])
+        return "\n".join(
+            [
+                f"## {self.headline()}",
+                "",
+                f"{self.summary_line().split(';')[0]} ({self.created}; Python "
+                f"{platform.python_version()}, "
+                f"{platform.platform()})",
+                "",
+                f"Versions: {v}",
+                "",
+                "| check | status | time | detail |",
+                "|---|---|---|---|",
+                *rows,
+                *(["", "### What to do", "", *fixes] if fixes else []),
+                "",
+            ]
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"workbench": __version__, "created": self.created, "seconds": self.seconds,
-                "ok": self.ok, "exit_code": self.exit_code, "counts": self.counts,
-                "device": self.device, "versions": self.versions,
-                "python": sys.version.split()[0], "platform": platform.platform(),
-                "checks": [asdict(c) for c in self.checks]}
+        return {
+            "workbench": __version__,
+            "created": self.created,
+            "seconds": self.seconds,
+            "ok": self.ok,
+            "exit_code": self.exit_code,
+            "counts": self.counts,
+            "device": self.device,
+            "versions": self.versions,
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+            "checks": [asdict(c) for c in self.checks],
+        }
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, default=str)
@@ -270,18 +369,33 @@ class Diagnosis:
 
     def _repr_html_(self) -> str:
         def row(c: Check) -> list:
-            chip = (f"<span style='background:{COLOURS[c.status]};color:white;border-radius:3px;"
-                    f"padding:0 5px;font-weight:bold'>{c.status}</span>")
-            fix = (f"<div style='color:{COLOURS['fail']}'>fix: {html.escape(c.fix)}</div>"
-                   if c.fix else "")
+            chip = (
+                f"<span style='background:{COLOURS[c.status]};color:white;border-radius:3px;"
+                f"padding:0 5px;font-weight:bold'>{c.status}</span>"
+            )
+            fix = (
+                f"<div style='color:{COLOURS['fail']}'>fix: {html.escape(c.fix)}</div>"
+                if c.fix
+                else ""
+            )
             took = f"{c.seconds:.1f}&nbsp;s" if c.seconds >= 0.05 else ""
-            return [markup.Html(f"<code>{html.escape(c.name)}</code>"), markup.Html(chip),
-                    markup.Html(took), markup.Html(html.escape(c.detail) + fix)]
+            return [
+                markup.Html(f"<code>{html.escape(c.name)}</code>"),
+                markup.Html(chip),
+                markup.Html(took),
+                markup.Html(html.escape(c.detail) + fix),
+            ]
 
         border = COLOURS["pass" if self.ok else "fail"]
-        checks = markup.table([row(c) for c in self.checks], ("check", "status", "time", "detail"),
-                              styles=("white-space:nowrap", "", "text-align:right"), font=False)
-        return (f"<div style='border-left:4px solid {border};padding:4px 8px;{markup.FONT}'>"
-                f"<div style='font-weight:bold;margin-bottom:4px'>{html.escape(self.headline())}</div>"
-                f"{checks}<div style='margin-top:4px;color:#555'>"
-                f"{html.escape(self.summary_line())}</div></div>")
+        checks = markup.table(
+            [row(c) for c in self.checks],
+            ("check", "status", "time", "detail"),
+            styles=("white-space:nowrap", "", "text-align:right"),
+            font=False,
+        )
+        return (
+            f"<div style='border-left:4px solid {border};padding:4px 8px;{markup.FONT}'>"
+            f"<div style='font-weight:bold;margin-bottom:4px'>{html.escape(self.headline())}</div>"
+            f"{checks}<div style='margin-top:4px;color:#555'>"
+            f"{html.escape(self.summary_line())}</div></div>"
+        )

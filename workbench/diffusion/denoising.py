@@ -24,23 +24,34 @@ class DiffusionModel(nn.Module):
         self.unet = unet
         self.scheduler = DDPMScheduler(num_train_timesteps=num_train_timesteps)
         self.num_train_timesteps = num_train_timesteps
-        self.conditional = hasattr(unet.config, "cross_attention_dim") and getattr(unet.config, "cross_attention_dim", None)
+        self.conditional = hasattr(unet.config, "cross_attention_dim") and getattr(
+            unet.config, "cross_attention_dim", None
+        )
 
     def _context(self, batch: int, device, dtype):
         # A text-conditioned UNet (Stable Diffusion) trains unconditionally here: a zero
         # context is the "empty prompt" of classifier-free guidance training.
         if not self.conditional:
             return {}
-        return {"encoder_hidden_states": torch.zeros(batch, 77, int(self.unet.config.cross_attention_dim),
-                                                     device=device, dtype=dtype)}
+        return {
+            "encoder_hidden_states": torch.zeros(
+                batch, 77, int(self.unet.config.cross_attention_dim), device=device, dtype=dtype
+            )
+        }
 
     def forward(self, pixel_values: torch.Tensor, return_loss: bool = True, **_unused):
         # `return_loss=True` in the signature tells the Trainer that this model computes
         # its loss without labels, so evaluation reports eval_loss too.
         noise = torch.randn_like(pixel_values)
-        t = torch.randint(0, self.num_train_timesteps, (pixel_values.shape[0],), device=pixel_values.device)
+        t = torch.randint(
+            0, self.num_train_timesteps, (pixel_values.shape[0],), device=pixel_values.device
+        )
         noisy = self.scheduler.add_noise(pixel_values, noise, t)
-        pred = self.unet(noisy, t, **self._context(pixel_values.shape[0], pixel_values.device, pixel_values.dtype)).sample
+        pred = self.unet(
+            noisy,
+            t,
+            **self._context(pixel_values.shape[0], pixel_values.device, pixel_values.dtype),
+        ).sample
         return {"loss": nn.functional.mse_loss(pred.float(), noise.float())}
 
     @torch.no_grad()
@@ -63,7 +74,14 @@ class DiffusionModel(nn.Module):
             eps = self.unet(x, t.to(param.device), **ctx).sample
             x = sched.step(eps, t, x).prev_sample
         self.train(was_training)
-        images = ((x.float().clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).cpu().permute(0, 2, 3, 1).numpy()
+        images = (
+            ((x.float().clamp(-1, 1) + 1) * 127.5)
+            .round()
+            .to(torch.uint8)
+            .cpu()
+            .permute(0, 2, 3, 1)
+            .numpy()
+        )
         return [Image.fromarray(im[..., 0] if im.shape[-1] == 1 else im) for im in images]
 
 

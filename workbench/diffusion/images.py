@@ -24,7 +24,8 @@ def is_folder(path: Path) -> bool:
 
 
 def read_folder(path: Path):
-    """An image folder with ``metadata.jsonl``/``.csv`` (``file_name`` + caption columns) as a Dataset."""
+    """An image folder with ``metadata.jsonl``/``.csv`` (``file_name`` + caption columns) as a
+    Dataset."""
     import datasets
 
     return datasets.load_dataset("imagefolder", data_dir=str(path), split="train")
@@ -39,7 +40,8 @@ def check_options(crop: str, flip: bool) -> None:
 
 
 def decode(value):
-    """A PIL RGB image from a PIL image, an encoded ``{"bytes": ...}`` row, bytes, or a pixel array."""
+    """A PIL RGB image from a PIL image, an encoded ``{"bytes": ...}`` row, bytes, or a pixel
+    array."""
     from PIL import Image
 
     if isinstance(value, dict):
@@ -59,8 +61,10 @@ def fit(image, resolution: int, crop: str = "center") -> np.ndarray:
     w, h = image.size
     if min(w, h) != resolution:
         scale = resolution / min(w, h)
-        image = image.resize((max(resolution, round(w * scale)), max(resolution, round(h * scale))),
-                             Image.Resampling.BILINEAR)
+        image = image.resize(
+            (max(resolution, round(w * scale)), max(resolution, round(h * scale))),
+            Image.Resampling.BILINEAR,
+        )
         w, h = image.size
     if crop == "center":
         left, top = (w - resolution) // 2, (h - resolution) // 2
@@ -73,14 +77,20 @@ def captioned(columns: dict[str, str], captions, crop: str = "center"):
     """The batched ``map`` function: images to ``pixel_values``, captions to ``input_ids`` (and
     ``input_ids_2`` for a second tokenizer), each padded to the fixed caption length."""
     if not hasattr(captions, "resolution"):
-        raise ValueError("captioned images are prepared for a model: spec.prepare(wb.model('sd').build()[1])")
+        raise ValueError(
+            "captioned images are prepared for a model: spec.prepare(wb.model('sd').build()[1])"
+        )
     image_col, caption_col = columns["image"], columns["caption"]
 
     def fn(batch):
-        out = {"pixel_values": [fit(decode(v), captions.resolution, crop) for v in batch[image_col]]}
+        out = {
+            "pixel_values": [fit(decode(v), captions.resolution, crop) for v in batch[image_col]]
+        }
         text = [c if isinstance(c, str) else "" for c in batch[caption_col]]
         for i, tok in enumerate(captions.tokenizers):
-            ids = tok(text, padding="max_length", max_length=tok.model_max_length, truncation=True)["input_ids"]
+            ids = tok(text, padding="max_length", max_length=tok.model_max_length, truncation=True)[
+                "input_ids"
+            ]
             out["input_ids" if i == 0 else f"input_ids_{i + 1}"] = ids
         return out
 
@@ -89,11 +99,16 @@ def captioned(columns: dict[str, str], captions, crop: str = "center"):
 
 def signature(captions) -> list:
     """What the prepared rows depend on besides the data: the tokenizers, the resolution."""
-    return [[(t.name_or_path, len(t), t.model_max_length) for t in captions.tokenizers], captions.resolution]
+    return [
+        [(t.name_or_path, len(t), t.model_max_length) for t in captions.tokenizers],
+        captions.resolution,
+    ]
 
 
 def pixels(column: str):
-    """The batched ``map`` function of unconditional diffusion: pixel arrays to [-1, 1], channels first."""
+    """The batched ``map`` function of unconditional diffusion: pixel arrays to [-1, 1], channels
+    first."""
+
     def fn(batch):
         x = np.asarray(batch[column], dtype=np.float32)
         if x.ndim == 3:  # (batch, h, w) grey -> (batch, 1, h, w)
@@ -124,7 +139,7 @@ class Augment:
             if self.crop == "random":
                 top = int(torch.randint(0, x.shape[1] - r + 1, ()))
                 left = int(torch.randint(0, x.shape[2] - r + 1, ()))
-                x = x[:, top:top + r, left:left + r]
+                x = x[:, top : top + r, left : left + r]
             if self.flip and bool(torch.rand(()) < 0.5):
                 x = x.flip(-1)
             rows.append(x)

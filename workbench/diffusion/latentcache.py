@@ -58,11 +58,16 @@ def cache_key(model, dspec, prepared, precision: str) -> str:
     vae = model.vae
     text = [m for m in (model.text_encoder, model.text_encoder_2) if m is not None]
     parts = {
-        "format": FORMAT, "data": dspec.to_dict(), "crop": dspec.crop,
-        "splits": {s: [len(ds), getattr(ds, "_fingerprint", None)] for s, ds in sorted(prepared.items())},
+        "format": FORMAT,
+        "data": dspec.to_dict(),
+        "crop": dspec.crop,
+        "splits": {
+            s: [len(ds), getattr(ds, "_fingerprint", None)] for s, ds in sorted(prepared.items())
+        },
         "vae_encoder": weights_digest([vae], ("encoder.", "quant_conv.")),
         "text_encoders": weights_digest(text),
-        "resolution": model.captions.resolution, "precision": precision,
+        "resolution": model.captions.resolution,
+        "precision": precision,
         "dtypes": [str(next(m.parameters()).dtype) for m in (vae, *text)],
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
@@ -92,7 +97,9 @@ def collate(features: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     return {k: torch.stack([f[k] for f in features]) for k in features[0]}
 
 
-def encode_all(model, prepared, device, precision: str, batch_size: int = 32) -> dict[str, torch.Tensor]:
+def encode_all(
+    model, prepared, device, precision: str, batch_size: int = 32
+) -> dict[str, torch.Tensor]:
     """Every split's rows and the empty prompt through the frozen parts, as flat named tensors
     (``train.latent_mean``, ..., ``empty_context``), on the CPU."""
     where = device.torch_device
@@ -102,13 +109,19 @@ def encode_all(model, prepared, device, precision: str, batch_size: int = 32) ->
     dtype = DTYPES.get(precision) if precision != "fp32" else None
     out: dict[str, list[torch.Tensor]] = {}
     # the same autocast the Trainer trains under, so the encodings are those a step would make
-    with torch.no_grad(), torch.autocast(kind, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+    with (
+        torch.no_grad(),
+        torch.autocast(kind, dtype=dtype or torch.bfloat16, enabled=dtype is not None),
+    ):
         for split, ds in prepared.items():
             rows = ds.with_format("torch")
             for start in range(0, len(rows), batch_size):
-                batch = rows[start:start + batch_size]
-                enc = model.encode(batch["pixel_values"].to(where), batch["input_ids"].to(where),
-                                   batch["input_ids_2"].to(where) if "input_ids_2" in batch else None)
+                batch = rows[start : start + batch_size]
+                enc = model.encode(
+                    batch["pixel_values"].to(where),
+                    batch["input_ids"].to(where),
+                    batch["input_ids_2"].to(where) if "input_ids_2" in batch else None,
+                )
                 for k, v in enc.items():
                     out.setdefault(f"{split}.{k}", []).append(v.to("cpu"))
         empty = {k: v.to("cpu") for k, v in model.encode_empty().items()}
@@ -138,10 +151,15 @@ def read(path: Path, splits) -> dict[str, torch.Tensor] | None:
     try:
         tensors = load_file(str(path))
     except Exception as e:  # another program's file, a disk error: encode again
-        warnings.warn(f"latent cache {path} could not be read ({type(e).__name__}: {e}); encoding again",
-                      UserWarning, stacklevel=3)
+        warnings.warn(
+            f"latent cache {path} could not be read ({type(e).__name__}: {e}); encoding again",
+            UserWarning,
+            stacklevel=3,
+        )
         return None
-    needed = [f"{s}.{k}" for s in splits for k in ("latent_mean", "latent_std", "context")] + ["empty_context"]
+    needed = [f"{s}.{k}" for s in splits for k in ("latent_mean", "latent_std", "context")] + [
+        "empty_context"
+    ]
     return tensors if all(k in tensors for k in needed) else None
 
 
@@ -157,10 +175,22 @@ def cached(model, dspec, prepared, device, precision: str) -> tuple[dict[str, En
     hit = tensors is not None
     if tensors is None:
         tensors = encode_all(model, prepared, device, precision)
-        write(tensors, path, {"format": str(FORMAT), "data": json.dumps(dspec.to_dict()), "precision": precision})
-    info = {"path": str(path), "key": key, "hit": hit, "build_s": None if hit else time.perf_counter() - t0,
-            "rows": {s: len(ds) for s, ds in prepared.items()}, "bytes": path.stat().st_size}
+        write(
+            tensors,
+            path,
+            {"format": str(FORMAT), "data": json.dumps(dspec.to_dict()), "precision": precision},
+        )
+    info = {
+        "path": str(path),
+        "key": key,
+        "hit": hit,
+        "build_s": None if hit else time.perf_counter() - t0,
+        "rows": {s: len(ds) for s, ds in prepared.items()},
+        "bytes": path.stat().st_size,
+    }
     model.use_cache({k: v for k, v in tensors.items() if k.startswith("empty_")}, info)
-    splits = {s: Encoded({k.split(".", 1)[1]: v for k, v in tensors.items() if k.startswith(f"{s}.")})
-              for s in prepared}
+    splits = {
+        s: Encoded({k.split(".", 1)[1]: v for k, v in tensors.items() if k.startswith(f"{s}.")})
+        for s in prepared
+    }
     return splits, info

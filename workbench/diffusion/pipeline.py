@@ -20,7 +20,13 @@ from ..liblogs import transformers_errors_only
 
 PARTS = ("text_encoder", "text_encoder_2", "vae", "unet", "scheduler", "sampler")
 # the objective's options (wb.model("sd", ...) keywords) and their defaults
-OPTIONS = {"prediction_type": None, "snr_gamma": None, "noise_offset": 0.0, "caption_dropout": 0.1, "ema": None}
+OPTIONS = {
+    "prediction_type": None,
+    "snr_gamma": None,
+    "noise_offset": 0.0,
+    "caption_dropout": 0.1,
+    "ema": None,
+}
 VAE_OPTIONS = {"kl_weight": 1e-4}  # the VAE family's: KL per latent element against MSE per pixel
 
 
@@ -29,7 +35,9 @@ def diffusers():
     try:
         import diffusers as d
     except ImportError:
-        raise ImportError("Stable Diffusion needs diffusers: pip install 'gaudi-workbench[diffusion]'") from None
+        raise ImportError(
+            "Stable Diffusion needs diffusers: pip install 'gaudi-workbench[diffusion]'"
+        ) from None
     return d
 
 
@@ -40,7 +48,10 @@ def check_options(overrides: dict[str, Any], family: str = "sd") -> dict[str, An
     if family == "vae":
         bad = [k for k in overrides if k not in ("vae", *VAE_OPTIONS)]
         if bad:
-            raise TypeError(f"unknown VAE option {bad[0]!r}; options: vae (a config dict), {', '.join(VAE_OPTIONS)}")
+            raise TypeError(
+                f"unknown VAE option {bad[0]!r}; options: vae (a config dict), "
+                f"{', '.join(VAE_OPTIONS)}"
+            )
         return overrides
     if hasattr(overrides.get("vae"), "path"):  # a Run
         overrides["vae"] = str(overrides["vae"].path)
@@ -49,25 +60,41 @@ def check_options(overrides: dict[str, Any], family: str = "sd") -> dict[str, An
         vae_config(overrides["vae"])  # refuses what holds no VAE, before anything is written
     for key, value in overrides.items():
         if key in PARTS and key != "sampler" and not isinstance(value, dict) and key != "vae":
-            raise TypeError(f"{key}= takes a dict of config fields, e.g. {key}={{'layers_per_block': 1}}")
+            raise TypeError(
+                f"{key}= takes a dict of config fields, e.g. {key}={{'layers_per_block': 1}}"
+            )
         if key == "vae" and not isinstance(value, (dict, str)):
-            raise TypeError("vae= takes a trained VAE (a run, its directory, a diffusers VAE directory) "
-                            "or a dict of config fields")
+            raise TypeError(
+                "vae= takes a trained VAE (a run, its directory, a diffusers VAE directory) "
+                "or a dict of config fields"
+            )
         if key not in PARTS and key not in OPTIONS:
-            raise TypeError(f"unknown Stable Diffusion option {key!r}; options: {', '.join(OPTIONS)}; "
-                            f"part configs (dicts): {', '.join(PARTS)}")
+            raise TypeError(
+                f"unknown Stable Diffusion option {key!r}; options: {', '.join(OPTIONS)}; "
+                f"part configs (dicts): {', '.join(PARTS)}"
+            )
     pred = overrides.get("prediction_type")
     if pred not in (None, "epsilon", "v_prediction"):
-        raise ValueError(f"prediction_type={pred!r}: use 'epsilon' or 'v_prediction' (or None: the scheduler's)")
+        raise ValueError(
+            f"prediction_type={pred!r}: use 'epsilon' or 'v_prediction' (or None: the scheduler's)"
+        )
     p = overrides.get("caption_dropout", 0.1)
     if not 0 <= p < 1:
-        raise ValueError(f"caption_dropout={p!r} must be at least 0 and below 1 (0.1: the usual 10% empty captions)")
+        raise ValueError(
+            f"caption_dropout={p!r} must be at least 0 and below 1 (0.1: the usual 10% empty "
+            "captions)"
+        )
     gamma = overrides.get("snr_gamma")
     if gamma is not None and not gamma > 0:
-        raise ValueError(f"snr_gamma={gamma!r} must be above 0 (5.0: the min-SNR paper's value) or None")
+        raise ValueError(
+            f"snr_gamma={gamma!r} must be above 0 (5.0: the min-SNR paper's value) or None"
+        )
     ema = overrides.get("ema")
     if ema is not None and not (isinstance(ema, float) and 0 < ema < 1):
-        raise ValueError(f"ema={ema!r}: the EMA decay, a float between 0 and 1 (0.9999 is usual), or None for no EMA")
+        raise ValueError(
+            f"ema={ema!r}: the EMA decay, a float between 0 and 1 (0.9999 is usual), or None for "
+            "no EMA"
+        )
     return overrides
 
 
@@ -76,14 +103,20 @@ def configs(size: str, overrides: dict[str, Any], family: str = "sd") -> dict[st
     (``vae=`` a trained VAE: its own config)."""
     info = FAMILIES[family]
     if size not in ("tiny", *info["sizes"]):
-        raise ValueError("the parts of a Stable Diffusion directory or hub id are read by build(); "
-                         f"num_params needs their configs: use size='tiny' or one of {', '.join(info['sizes'])}")
+        raise ValueError(
+            "the parts of a Stable Diffusion directory or hub id are read by build(); "
+            f"num_params needs their configs: use size='tiny' or one of {', '.join(info['sizes'])}"
+        )
     cfgs = dict(info["tiny"] if size == "tiny" else info["sizes"][size][1])
-    cfgs.update({k: {} for k in PARTS if k in overrides and k not in cfgs})  # e.g. a second text encoder
+    cfgs.update(
+        {k: {} for k in PARTS if k in overrides and k not in cfgs}
+    )  # e.g. a second text encoder
     if isinstance(overrides.get("vae"), str):
         return {**cfgs, "vae": vae_config(overrides["vae"]), "vae_path": overrides["vae"]}
-    return {k: ({**v, **overrides.get(k, {})} if isinstance(v, dict) else overrides.get(k, v))
-            for k, v in cfgs.items()}
+    return {
+        k: ({**v, **overrides.get(k, {})} if isinstance(v, dict) else overrides.get(k, v))
+        for k, v in cfgs.items()
+    }
 
 
 def options(overrides: dict[str, Any]) -> dict[str, Any]:
@@ -93,7 +126,8 @@ def options(overrides: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class Captions:
-    """What turns captioned images into a batch: the tokenizer(s), the image side, the caption length."""
+    """What turns captioned images into a batch: the tokenizer(s), the image side, the caption
+    length."""
 
     tokenizers: list
     resolution: int
@@ -132,21 +166,35 @@ class Parts:
 
     @property
     def captions(self) -> Captions:
-        return Captions([t for t in (self.tokenizer, self.tokenizer_2) if t is not None], self.resolution)
+        return Captions(
+            [t for t in (self.tokenizer, self.tokenizer_2) if t is not None], self.resolution
+        )
 
     def pipeline(self, unet=None):
         """diffusers' StableDiffusion(XL)Pipeline over these parts (``unet``: another UNet)."""
-        with transformers_errors_only():  # importing the pipelines warns about image processors it never uses
+        with (
+            transformers_errors_only()
+        ):  # importing the pipelines warns about image processors it never uses
             d = diffusers()
             d.StableDiffusionPipeline  # noqa: B018  (diffusers imports its pipelines lazily)
-        common = {"vae": self.vae, "text_encoder": self.text_encoder, "tokenizer": self.tokenizer,
-                  "unet": unet if unet is not None else self.unet, "scheduler": self.sampler}
+        common = {
+            "vae": self.vae,
+            "text_encoder": self.text_encoder,
+            "tokenizer": self.tokenizer,
+            "unet": unet if unet is not None else self.unet,
+            "scheduler": self.sampler,
+        }
         if self.is_xl:
             # unguided: the empty prompt encoded, as caption dropout trains it (not SDXL's zeros)
-            return d.StableDiffusionXLPipeline(**common, text_encoder_2=self.text_encoder_2,
-                                               tokenizer_2=self.tokenizer_2, force_zeros_for_empty_prompt=False)
-        return d.StableDiffusionPipeline(**common, safety_checker=None, feature_extractor=None,
-                                         requires_safety_checker=False)
+            return d.StableDiffusionXLPipeline(
+                **common,
+                text_encoder_2=self.text_encoder_2,
+                tokenizer_2=self.tokenizer_2,
+                force_zeros_for_empty_prompt=False,
+            )
+        return d.StableDiffusionPipeline(
+            **common, safety_checker=None, feature_extractor=None, requires_safety_checker=False
+        )
 
     def save(self, path) -> None:
         """Write the parts as a diffusers-format directory (safetensors)."""
@@ -156,7 +204,11 @@ class Parts:
 def _sampler(name: str, scheduler_config: dict):
     d = diffusers()
     cls = getattr(d, name)
-    extra = {"set_alpha_to_one": False, "steps_offset": 1} if name in ("DDIMScheduler", "PNDMScheduler") else {}
+    extra = (
+        {"set_alpha_to_one": False, "steps_offset": 1}
+        if name in ("DDIMScheduler", "PNDMScheduler")
+        else {}
+    )
     if name == "PNDMScheduler":
         extra["skip_prk_steps"] = True
     return cls.from_config({**scheduler_config, **extra})
@@ -166,8 +218,16 @@ def _text_config(cfg: dict, tok=None):
     """A CLIPTextConfig; with ``tok`` (random init), its vocabulary and special ids."""
     import transformers
 
-    ids = {} if tok is None else {"vocab_size": _round_up(len(tok), 64), "bos_token_id": tok.bos_token_id,
-                                  "eos_token_id": tok.eos_token_id, "pad_token_id": tok.pad_token_id}
+    ids = (
+        {}
+        if tok is None
+        else {
+            "vocab_size": _round_up(len(tok), 64),
+            "bos_token_id": tok.bos_token_id,
+            "eos_token_id": tok.eos_token_id,
+            "pad_token_id": tok.pad_token_id,
+        }
+    )
     return transformers.CLIPTextConfig(**{**ids, **cfg})
 
 
@@ -181,13 +241,20 @@ def _text_encoder(cfg: dict, tok, projection: bool = False):
 def build(configs: dict[str, Any], tokenizer) -> Parts:
     """Random-init parts from ``configs`` (one dict per part) around ``tokenizer``."""
     d = diffusers()
-    tokenizer.model_max_length = configs["text_encoder"]["max_position_embeddings"]  # fixed caption length
+    tokenizer.model_max_length = configs["text_encoder"][
+        "max_position_embeddings"
+    ]  # fixed caption length
     two = "text_encoder_2" in configs
-    parts = Parts(tokenizer=tokenizer, text_encoder=_text_encoder(configs["text_encoder"], tokenizer),
-                  vae=load_vae(configs["vae_path"]) if "vae_path" in configs else d.AutoencoderKL.from_config(configs["vae"]),
-                  unet=d.UNet2DConditionModel.from_config(configs["unet"]),
-                  scheduler=d.DDPMScheduler.from_config(configs["scheduler"]),
-                  sampler=_sampler(configs["sampler"], configs["scheduler"]))
+    parts = Parts(
+        tokenizer=tokenizer,
+        text_encoder=_text_encoder(configs["text_encoder"], tokenizer),
+        vae=load_vae(configs["vae_path"])
+        if "vae_path" in configs
+        else d.AutoencoderKL.from_config(configs["vae"]),
+        unet=d.UNet2DConditionModel.from_config(configs["unet"]),
+        scheduler=d.DDPMScheduler.from_config(configs["scheduler"]),
+        sampler=_sampler(configs["sampler"], configs["scheduler"]),
+    )
     if two:
         parts.tokenizer_2 = tokenizer
         parts.text_encoder_2 = _text_encoder(configs["text_encoder_2"], tokenizer, projection=True)
@@ -204,26 +271,36 @@ def num_params(configs: dict[str, Any], tokenizer=None) -> int:
         models = [d.AutoencoderKL.from_config(configs["vae"])]
         if "unet" in configs:
             models.append(d.UNet2DConditionModel.from_config(configs["unet"]))
-        for key, cls in (("text_encoder", transformers.CLIPTextModel),
-                         ("text_encoder_2", transformers.CLIPTextModelWithProjection)):
+        for key, cls in (
+            ("text_encoder", transformers.CLIPTextModel),
+            ("text_encoder_2", transformers.CLIPTextModelWithProjection),
+        ):
             if key in configs:
                 models.append(cls(_text_config(configs[key], tokenizer)))
     return sum(p.numel() for m in models for p in m.parameters())
 
 
 def build_vae(config: dict[str, Any], tokenizer):
-    """(random-init AutoencoderKL, Captions) for the VAE family (captions tokenized, then unused)."""
+    """(random-init AutoencoderKL, Captions) for the VAE family (captions tokenized, then
+    unused)."""
     tokenizer.model_max_length = 16
-    return diffusers().AutoencoderKL.from_config(config), Captions([tokenizer], int(config["sample_size"]))
+    return diffusers().AutoencoderKL.from_config(config), Captions(
+        [tokenizer], int(config["sample_size"])
+    )
 
 
 def _vae_checkpoint(path: Path) -> Path:
     """The weights of a VAE run's last checkpoint."""
     spec = json.loads((path / "spec.json").read_text())
     if spec["model"]["family"] != "vae":
-        raise ValueError(f"vae={str(path)!r} is a {spec['model']['family']} run, not a VAE run "
-                         f"(train one with wb.train(wb.model('vae'), ...))")
-    found = sorted(path.glob("checkpoints/checkpoint-*/model.safetensors"), key=lambda p: int(p.parent.name[11:]))
+        raise ValueError(
+            f"vae={str(path)!r} is a {spec['model']['family']} run, not a VAE run "
+            f"(train one with wb.train(wb.model('vae'), ...))"
+        )
+    found = sorted(
+        path.glob("checkpoints/checkpoint-*/model.safetensors"),
+        key=lambda p: int(p.parent.name[11:]),
+    )
     if not found:
         raise FileNotFoundError(f"the VAE run {str(path)!r} has no checkpoint yet: train it first")
     return found[-1]
@@ -233,10 +310,16 @@ def vae_config(path: str) -> dict[str, Any]:
     """The config of a trained VAE: a VAE run's directory or a diffusers VAE directory."""
     p = Path(path)
     if (p / "config.json").exists():
-        return {k: v for k, v in json.loads((p / "config.json").read_text()).items() if not k.startswith("_")}
+        return {
+            k: v
+            for k, v in json.loads((p / "config.json").read_text()).items()
+            if not k.startswith("_")
+        }
     if not (p / "spec.json").exists():
-        raise FileNotFoundError(f"vae={path!r} is neither a VAE run's directory (spec.json) nor a diffusers "
-                                f"VAE directory (config.json): pass wb.train(wb.model('vae'), ...)'s run or its path")
+        raise FileNotFoundError(
+            f"vae={path!r} is neither a VAE run's directory (spec.json) nor a diffusers "
+            f"VAE directory (config.json): pass wb.train(wb.model('vae'), ...)'s run or its path"
+        )
     _vae_checkpoint(p)
     model = json.loads((p / "spec.json").read_text())["model"]
     return configs(model["size"], model["overrides"], "vae")["vae"]
@@ -251,8 +334,10 @@ def load_vae(path: str):
 
     state = load_file(str(_vae_checkpoint(p)))
     vae = d.AutoencoderKL.from_config(vae_config(path))
-    vae.load_state_dict({k[len("vae."):]: v for k, v in state.items() if k.startswith("vae.")})
-    if float(state.get("latent_std", 0)) > 0:  # measured while the VAE trained (the latent diffusion paper's 1 / std)
+    vae.load_state_dict({k[len("vae.") :]: v for k, v in state.items() if k.startswith("vae.")})
+    if (
+        float(state.get("latent_std", 0)) > 0
+    ):  # measured while the VAE trained (the latent diffusion paper's 1 / std)
         vae.register_to_config(scaling_factor=float(1 / state["latent_std"]))
     return vae
 
@@ -272,19 +357,28 @@ def load(source: str, sampler: str | None = None, vae: str | None = None) -> Par
     kw = {"use_safetensors": True}
     parts = Parts(
         tokenizer=transformers.AutoTokenizer.from_pretrained(source, subfolder="tokenizer"),
-        text_encoder=transformers.CLIPTextModel.from_pretrained(source, subfolder="text_encoder", **kw),
-        vae=(d.AutoencoderKL.from_pretrained(vae, **kw) if vae
-             else d.AutoencoderKL.from_pretrained(source, subfolder="vae", **kw)),
+        text_encoder=transformers.CLIPTextModel.from_pretrained(
+            source, subfolder="text_encoder", **kw
+        ),
+        vae=(
+            d.AutoencoderKL.from_pretrained(vae, **kw)
+            if vae
+            else d.AutoencoderKL.from_pretrained(source, subfolder="vae", **kw)
+        ),
         unet=d.UNet2DConditionModel.from_pretrained(source, subfolder="unet", **kw),
         scheduler=d.DDPMScheduler.from_pretrained(source, subfolder="scheduler"),
-        sampler=None)
+        sampler=None,
+    )
     config = dict(parts.scheduler.config)
     name = sampler or (index.get("scheduler") or [None, "DDIMScheduler"])[1]
     parts.sampler = _sampler(name, config)
     if (index.get("text_encoder_2") or [None])[0] is not None:
-        parts.tokenizer_2 = transformers.AutoTokenizer.from_pretrained(source, subfolder="tokenizer_2")
+        parts.tokenizer_2 = transformers.AutoTokenizer.from_pretrained(
+            source, subfolder="tokenizer_2"
+        )
         parts.text_encoder_2 = transformers.CLIPTextModelWithProjection.from_pretrained(
-            source, subfolder="text_encoder_2", **kw)
+            source, subfolder="text_encoder_2", **kw
+        )
     return parts
 
 

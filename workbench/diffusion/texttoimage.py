@@ -1,4 +1,6 @@
-"""Text-to-image latent diffusion through the ordinary Trainer: a module returning ``{"loss": mse}``.
+"""Text-to-image latent diffusion through the ordinary Trainer.
+
+A module returning ``{"loss": mse}``.
 
 ``TextToImage`` holds Stable Diffusion's parts (``pipeline.Parts``) and trains the UNet as
 diffusers' train_text_to_image script does: the VAE and the text encoder(s) frozen, image
@@ -33,8 +35,13 @@ def add_lora(unet, lora: dict) -> None:
     except ImportError:
         raise ImportError("LoRA needs peft: pip install 'gaudi-workbench[lora]'") from None
     cfg = dict(lora)
-    config = peft.LoraConfig(r=cfg.pop("r", 8), lora_alpha=cfg.pop("alpha", 8), lora_dropout=cfg.pop("dropout", 0.0),
-                             target_modules=cfg.pop("target_modules", LORA_TARGETS), **cfg)
+    config = peft.LoraConfig(
+        r=cfg.pop("r", 8),
+        lora_alpha=cfg.pop("alpha", 8),
+        lora_dropout=cfg.pop("dropout", 0.0),
+        target_modules=cfg.pop("target_modules", LORA_TARGETS),
+        **cfg,
+    )
     unet.requires_grad_(False)
     unet.add_adapter(config)  # diffusers' PeftAdapterMixin: only the adapters require grad
 
@@ -44,9 +51,17 @@ class TextToImage(nn.Module):
 
     main_input_name = "pixel_values"
 
-    def __init__(self, parts: Parts, *, prediction_type: str | None = None, snr_gamma: float | None = None,
-                 noise_offset: float = 0.0, caption_dropout: float = 0.1, ema: float | None = None,
-                 frozen_dtype: torch.dtype | None = None):
+    def __init__(
+        self,
+        parts: Parts,
+        *,
+        prediction_type: str | None = None,
+        snr_gamma: float | None = None,
+        noise_offset: float = 0.0,
+        caption_dropout: float = 0.1,
+        ema: float | None = None,
+        frozen_dtype: torch.dtype | None = None,
+    ):
         super().__init__()
         self.parts = parts
         self.unet, self.vae, self.text_encoder = parts.unet, parts.vae, parts.text_encoder
@@ -56,7 +71,11 @@ class TextToImage(nn.Module):
             self.scheduler.register_to_config(prediction_type=prediction_type)
             parts.sampler.register_to_config(prediction_type=prediction_type)
         self.prediction_type = self.scheduler.config.prediction_type
-        self.snr_gamma, self.noise_offset, self.caption_dropout = snr_gamma, noise_offset, caption_dropout
+        self.snr_gamma, self.noise_offset, self.caption_dropout = (
+            snr_gamma,
+            noise_offset,
+            caption_dropout,
+        )
         self.ema, self.ema_unet = ema, None
         self.latent_cache: dict | None = None  # set by use_cache: where the cached encodings are
         if ema:  # a frozen copy the Trainer's optimizer never sees; saved with the weights
@@ -65,11 +84,17 @@ class TextToImage(nn.Module):
         for frozen in self.frozen:
             frozen.requires_grad_(False)
             frozen.eval()
-            if frozen_dtype is not None and frozen is not self.ema_unet and next(frozen.parameters()).dtype != frozen_dtype:
+            if (
+                frozen_dtype is not None
+                and frozen is not self.ema_unet
+                and next(frozen.parameters()).dtype != frozen_dtype
+            ):
                 frozen.to(frozen_dtype)
         # the empty prompt's ids: a dropped caption (classifier-free guidance training)
         for i, tok in enumerate(parts.captions.tokenizers):
-            ids = tok("", padding="max_length", max_length=tok.model_max_length, truncation=True)["input_ids"]
+            ids = tok("", padding="max_length", max_length=tok.model_max_length, truncation=True)[
+                "input_ids"
+            ]
             self.register_buffer(f"empty_ids_{i}", torch.tensor(ids), persistent=False)
         acp = self.scheduler.alphas_cumprod.float()
         self.register_buffer("snr", acp / (1 - acp), persistent=False)
@@ -80,7 +105,11 @@ class TextToImage(nn.Module):
 
     @property
     def frozen(self) -> list[nn.Module]:
-        return [m for m in (self.vae, self.text_encoder, self.text_encoder_2, self.ema_unet) if m is not None]
+        return [
+            m
+            for m in (self.vae, self.text_encoder, self.text_encoder_2, self.ema_unet)
+            if m is not None
+        ]
 
     @torch.no_grad()
     def _update_ema(self) -> None:
@@ -103,7 +132,8 @@ class TextToImage(nn.Module):
         """(prompt embeddings, SDXL's extra UNet inputs or None) of caption token ids."""
         if self.text_encoder_2 is None:
             return self.text_encoder(input_ids)[0], None
-        # SDXL: both encoders' penultimate hidden states side by side, the second's pooled projection
+        # SDXL: both encoders' penultimate hidden states side by side, the second's
+        # pooled projection
         one = self.text_encoder(input_ids, output_hidden_states=True).hidden_states[-2]
         out = self.text_encoder_2(input_ids_2, output_hidden_states=True)
         return torch.cat([one, out.hidden_states[-2]], dim=-1), out.text_embeds
@@ -112,12 +142,18 @@ class TextToImage(nn.Module):
         if not self.training or not self.caption_dropout:
             return ids
         drop = torch.rand(ids[0].shape[0], device=ids[0].device) < self.caption_dropout
-        return [torch.where(drop[:, None], getattr(self, f"empty_ids_{i}").to(x.device), x)
-                for i, x in enumerate(ids)]
+        return [
+            torch.where(drop[:, None], getattr(self, f"empty_ids_{i}").to(x.device), x)
+            for i, x in enumerate(ids)
+        ]
 
     @torch.no_grad()
-    def encode(self, pixel_values: torch.Tensor, input_ids: torch.Tensor,
-               input_ids_2: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    def encode(
+        self,
+        pixel_values: torch.Tensor,
+        input_ids: torch.Tensor,
+        input_ids_2: torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:
         """What the frozen parts make of a batch, as the latent cache keeps it: the VAE's latent
         distribution (``latent_mean``, ``latent_std``: unscaled, in the VAE's dtype) and the
         caption embeddings (``context``; SDXL: ``pooled`` too)."""
@@ -132,7 +168,11 @@ class TextToImage(nn.Module):
         what a dropped caption becomes."""
         ids = [getattr(self, f"empty_ids_{i}")[None] for i in range(len(self.captions.tokenizers))]
         context, pooled = self.encode_text(*ids)
-        return {"empty_context": context} if pooled is None else {"empty_context": context, "empty_pooled": pooled}
+        return (
+            {"empty_context": context}
+            if pooled is None
+            else {"empty_context": context, "empty_pooled": pooled}
+        )
 
     def use_cache(self, empty: dict[str, torch.Tensor], info: dict) -> None:
         """Train from cached encodings (``encode``'s rows); ``empty``: ``encode_empty()``'s,
@@ -147,15 +187,25 @@ class TextToImage(nn.Module):
         latents = mean + std * torch.randn(mean.shape, device=mean.device, dtype=mean.dtype)
         if self.training and self.caption_dropout:  # the same draw as _drop_captions
             drop = torch.rand(mean.shape[0], device=mean.device) < self.caption_dropout
-            context = torch.where(drop[:, None, None], self.empty_context.to(context.dtype), context)
+            context = torch.where(
+                drop[:, None, None], self.empty_context.to(context.dtype), context
+            )
             if pooled is not None:
                 pooled = torch.where(drop[:, None], self.empty_pooled.to(pooled.dtype), pooled)
         return latents, context, pooled
 
-    def forward(self, pixel_values: torch.Tensor | None = None, input_ids: torch.Tensor | None = None,
-                input_ids_2: torch.Tensor | None = None, latent_mean: torch.Tensor | None = None,
-                latent_std: torch.Tensor | None = None, context: torch.Tensor | None = None,
-                pooled: torch.Tensor | None = None, return_loss: bool = True, **_unused):
+    def forward(
+        self,
+        pixel_values: torch.Tensor | None = None,
+        input_ids: torch.Tensor | None = None,
+        input_ids_2: torch.Tensor | None = None,
+        latent_mean: torch.Tensor | None = None,
+        latent_std: torch.Tensor | None = None,
+        context: torch.Tensor | None = None,
+        pooled: torch.Tensor | None = None,
+        return_loss: bool = True,
+        **_unused,
+    ):
         # `return_loss=True` tells the Trainer the loss needs no labels (eval_loss is reported).
         # Images and caption ids run through the frozen VAE and text encoder; cached encodings
         # (latent_mean, latent_std, context[, pooled]) skip both.
@@ -174,38 +224,66 @@ class TextToImage(nn.Module):
             latents = latents.float() * self.vae.config.scaling_factor
         return {"loss": self._denoising_loss(latents, context, pooled, float(side))}
 
-    def _denoising_loss(self, latents: torch.Tensor, context: torch.Tensor, pooled, side: float) -> torch.Tensor:
+    def _denoising_loss(
+        self, latents: torch.Tensor, context: torch.Tensor, pooled, side: float
+    ) -> torch.Tensor:
         # randn of the shape, not randn_like: the noise must not follow the latents' memory
         # format (a CPU's VAE convolution returns channels-last), so that latents from the
         # cache and from images draw the same noise for a seed
         noise = torch.randn(latents.shape, device=latents.device, dtype=latents.dtype)
-        if self.noise_offset:  # a per-channel shift: lets the model learn very dark and bright images
-            noise = noise + self.noise_offset * torch.randn(latents.shape[0], latents.shape[1], 1, 1,
-                                                            device=latents.device)
-        t = torch.randint(0, self.scheduler.config.num_train_timesteps, (latents.shape[0],), device=latents.device)
+        if (
+            self.noise_offset
+        ):  # a per-channel shift: lets the model learn very dark and bright images
+            noise = noise + self.noise_offset * torch.randn(
+                latents.shape[0], latents.shape[1], 1, 1, device=latents.device
+            )
+        t = torch.randint(
+            0, self.scheduler.config.num_train_timesteps, (latents.shape[0],), device=latents.device
+        )
         noisy = self.scheduler.add_noise(latents, noise, t)
-        target = noise if self.prediction_type == "epsilon" else self.scheduler.get_velocity(latents, noise, t)
+        target = (
+            noise
+            if self.prediction_type == "epsilon"
+            else self.scheduler.get_velocity(latents, noise, t)
+        )
         extra = None
-        if pooled is not None:  # SDXL's size and crop conditioning: (original, crop top-left, target)
+        if (
+            pooled is not None
+        ):  # SDXL's size and crop conditioning: (original, crop top-left, target)
             time_ids = torch.tensor([side, side, 0.0, 0.0, side, side], device=latents.device)
             extra = {"text_embeds": pooled, "time_ids": time_ids.expand(latents.shape[0], 6)}
         unet_dtype = next(self.unet.parameters()).dtype
-        pred = self.unet(noisy.to(unet_dtype), t, context.to(unet_dtype), added_cond_kwargs=extra).sample
-        loss = nn.functional.mse_loss(pred.float(), target.float(), reduction="none").mean(dim=(1, 2, 3))
+        pred = self.unet(
+            noisy.to(unet_dtype), t, context.to(unet_dtype), added_cond_kwargs=extra
+        ).sample
+        loss = nn.functional.mse_loss(pred.float(), target.float(), reduction="none").mean(
+            dim=(1, 2, 3)
+        )
         if self.snr_gamma:  # min-SNR weighting (Hang et al. 2023): min(SNR, gamma) / SNR (+1 for v)
             snr = self.snr.to(t.device)[t]
-            weight = snr.clamp(max=self.snr_gamma) / (snr + 1 if self.prediction_type == "v_prediction" else snr)
+            weight = snr.clamp(max=self.snr_gamma) / (
+                snr + 1 if self.prediction_type == "v_prediction" else snr
+            )
             loss = loss * weight
         return loss.mean()
 
     @torch.no_grad()
-    def sample(self, prompts: str | list[str], steps: int = 25, guidance: float = 7.5, seed: int = 0,
-               negative_prompt: str | list[str] | None = None):
-        """Images for ``prompts`` (PIL), deterministic for a ``seed``, through diffusers' pipeline."""
+    def sample(
+        self,
+        prompts: str | list[str],
+        steps: int = 25,
+        guidance: float = 7.5,
+        seed: int = 0,
+        negative_prompt: str | list[str] | None = None,
+    ):
+        """Images for ``prompts`` (PIL), deterministic for a ``seed``, through diffusers'
+        pipeline."""
         prompts = [prompts] if isinstance(prompts, str) else list(prompts)
         if not prompts or not all(isinstance(p, str) for p in prompts):
-            raise ValueError("run.sample(prompts): pass a prompt or a list of prompts (strings), "
-                             "e.g. run.sample(['a handwritten seven'])")
+            raise ValueError(
+                "run.sample(prompts): pass a prompt or a list of prompts (strings), "
+                "e.g. run.sample(['a handwritten seven'])"
+            )
         if steps < 1:
             raise ValueError(f"steps must be at least 1, got {steps}")
         was_training = self.training
@@ -213,14 +291,24 @@ class TextToImage(nn.Module):
         dtype = next(self.unet.parameters()).dtype
         frozen = [next(m.parameters()).dtype for m in self.frozen]
         try:
-            for m, d in zip(self.frozen, frozen):  # the pipeline runs every part in one dtype: the UNet's
+            for m, d in zip(
+                self.frozen, frozen
+            ):  # the pipeline runs every part in one dtype: the UNet's
                 if d != dtype:
                     m.to(dtype)
-            pipe = self.parts.pipeline(unet=self.ema_unet if self.ema_unet is not None else self.unet)
+            pipe = self.parts.pipeline(
+                unet=self.ema_unet if self.ema_unet is not None else self.unet
+            )
             pipe.set_progress_bar_config(disable=True)
             gen = torch.Generator(device="cpu").manual_seed(seed)
-            return pipe(prompts, num_inference_steps=steps, guidance_scale=guidance, generator=gen,
-                        negative_prompt=negative_prompt, output_type="pil").images
+            return pipe(
+                prompts,
+                num_inference_steps=steps,
+                guidance_scale=guidance,
+                generator=gen,
+                negative_prompt=negative_prompt,
+                output_type="pil",
+            ).images
         finally:
             for m, d in zip(self.frozen, frozen):
                 if d != dtype:
@@ -228,8 +316,9 @@ class TextToImage(nn.Module):
             self.train(was_training)
 
 
-def sample_grid(model: TextToImage, prompts: list[str], steps: int = 10, seed: int = 0,
-                guidance: float = 7.5) -> tuple[bytes, int]:
+def sample_grid(
+    model: TextToImage, prompts: list[str], steps: int = 10, seed: int = 0, guidance: float = 7.5
+) -> tuple[bytes, int]:
     """(PNG bytes, columns): ``model``'s samples for ``prompts`` side by side, at most
     ``GRID_COLUMNS`` a row, each at the model's resolution (32x32 for the tiny model)."""
     from .denoising import grid
@@ -266,21 +355,28 @@ class Autoencoder(nn.Module):
         if self.training:
             with torch.no_grad():  # torch.where, not an `if`: no device sync
                 std = z.detach().float().std()
-                self.latent_std.copy_(torch.where(self.latent_std > 0, 0.95 * self.latent_std + 0.05 * std, std))
+                self.latent_std.copy_(
+                    torch.where(self.latent_std > 0, 0.95 * self.latent_std + 0.05 * std, std)
+                )
         return {"loss": mse + self.kl_weight * kl, "mse": mse.detach()}
 
     def sample(self, *_args, **_kw):
-        raise ValueError("a VAE run reconstructs images, it does not sample them: train Stable Diffusion on its "
-                         "latents with wb.model('sd', vae=run) and sample that run")
+        raise ValueError(
+            "a VAE run reconstructs images, it does not sample them: train Stable Diffusion on its "
+            "latents with wb.model('sd', vae=run) and sample that run"
+        )
 
 
 def from_spec(spec, precision: str | None = None):
     """The objective of an ``sd`` (or ``vae``) ModelSpec: its parts built, LoRA added as it says."""
     if spec.family == "vae":
         vae, captions = spec.build()
-        return Autoencoder(vae, captions, **{k: spec.overrides.get(k, v) for k, v in VAE_OPTIONS.items()})
+        return Autoencoder(
+            vae, captions, **{k: spec.overrides.get(k, v) for k, v in VAE_OPTIONS.items()}
+        )
     parts, _ = spec.build()
     if spec.lora is not None:
         add_lora(parts.unet, spec.lora)
-    return TextToImage(parts, **options(spec.overrides),
-                       frozen_dtype=DTYPES.get(precision) if precision else None)
+    return TextToImage(
+        parts, **options(spec.overrides), frozen_dtype=DTYPES.get(precision) if precision else None
+    )

@@ -26,7 +26,9 @@ def flops_per_token(spec, seq_len: int) -> int:
     ``spec`` is a ModelSpec of a transformer (a UNet has no tokens: ValueError).
     """
     if spec.family in ("unet", "sd", "vae"):
-        raise ValueError(f"{spec.name} is a UNet: FLOPs per token (6N + attention) count transformers only")
+        raise ValueError(
+            f"{spec.name} is a UNet: FLOPs per token (6N + attention) count transformers only"
+        )
     cfg = spec.config()
     layers, width = cfg.num_hidden_layers, cfg.hidden_size
     table = 0
@@ -52,10 +54,67 @@ def _trainable(spec_json: str) -> int:
 
     spec = ModelSpec.from_dict(json.loads(spec_json))
     with torch.device("meta"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # peft on GPT-2's Conv1D: fan_in_fan_out, its own fix
+        warnings.simplefilter(
+            "ignore", UserWarning
+        )  # peft on GPT-2's Conv1D: fan_in_fan_out, its own fix
         model = spec._from_config(spec.config())
         try:
             model = spec.wrap_lora(model)
         except ImportError:
             return 0
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+UNETS = ("unet", "sd")  # the families whose unit of work is an image, not a token
+
+
+def flops_per_sample(spec) -> int:
+    """Training FLOPs of one image through a UNet: 3 x its forward pass (the backward costs
+    two forwards), 2 x with LoRA (no weight gradients for the frozen UNet; the adapters' own
+    FLOPs, about 1%, are left out). The forward is counted by torch's ``FlopCounterMode`` on
+    the meta device (nothing is allocated), at the UNet's own latent size, with the caption
+    length of its text encoder (77 tokens) as the cross-attention context. The frozen VAE and
+    text encoder are not counted: model FLOPs, as the published references count them.
+
+    ``spec``: a ModelSpec of the ``unet`` or ``sd`` family (else ValueError).
+    """
+    if spec.family not in UNETS:
+        raise ValueError(f"{spec.name} is not a UNet: count it with flops_per_token")
+    forward = _unet_forward(json.dumps(spec.to_dict(), sort_keys=True))
+    return (2 if spec.lora is not None else 3) * forward
+
+
+@functools.lru_cache(maxsize=16)
+def _unet_forward(spec_json: str) -> int:
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from ..catalog import ModelSpec, unet_class
+
+    spec = ModelSpec.from_dict(json.loads(spec_json))
+    cfg = spec.config()
+    if spec.family == "sd":
+        text, cfg = cfg.get("text_encoder", {}), {**cfg["unet"], "conditional": True}
+        context = text.get("max_position_embeddings", 77)
+    else:
+        context = 77
+    fields = {k: v for k, v in cfg.items() if k not in ("subfolder", "conditional")}
+    cls = unet_class(cfg)
+    with torch.device("meta"), torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        unet = cls.from_config(fields)
+        c = unet.config
+        side = c.sample_size if isinstance(c.sample_size, int) else c.sample_size[0]
+        args = [torch.empty(1, c.in_channels, side, side), torch.tensor([10])]
+        kwargs = {}
+        if cfg.get("conditional"):
+            args.append(torch.empty(1, context, c.cross_attention_dim))
+            if c.addition_embed_type == "text_time":  # SDXL: pooled text and the size/crop ids
+                pooled = c.projection_class_embeddings_input_dim - 6 * c.addition_time_embed_dim
+                kwargs["added_cond_kwargs"] = {
+                    "text_embeds": torch.empty(1, pooled),
+                    "time_ids": torch.empty(1, 6),
+                }
+        with FlopCounterMode(display=False) as counter:
+            unet(*args, **kwargs)
+    return int(counter.get_total_flops())

@@ -44,8 +44,12 @@ def _first(cfg, *names, default=None):
 
 def dims(spec) -> dict[str, Any]:
     """The architecture numbers the estimate needs."""
-    d: dict[str, Any] = {"family": spec.family, "name": spec.name, "params": spec.num_params,
-                         "task": spec.task}
+    d: dict[str, Any] = {
+        "family": spec.family,
+        "name": spec.name,
+        "params": spec.num_params,
+        "task": spec.task,
+    }
     if spec.family == "unet":
         d["unet"] = spec.unet_config(full=True)
         return d
@@ -55,43 +59,71 @@ def dims(spec) -> dict[str, Any]:
     h, heads = cfg.hidden_size, cfg.num_attention_heads
     head_dim = _first(cfg, "d_kv", "head_dim", default=h // heads)
     d.update(
-        h=h, heads=heads, layers=cfg.num_hidden_layers, vocab=cfg.vocab_size,
+        h=h,
+        heads=heads,
+        layers=cfg.num_hidden_layers,
+        vocab=cfg.vocab_size,
         f=_first(cfg, "intermediate_size", "n_inner", "d_ff", default=4 * h),
-        inner=heads * head_dim, kv=_first(cfg, "num_key_value_heads", default=heads) * head_dim,
+        inner=heads * head_dim,
+        kv=_first(cfg, "num_key_value_heads", default=heads) * head_dim,
         dec_layers=_first(cfg, "num_decoder_layers", default=cfg.num_hidden_layers),
         act=str(_first(cfg, "activation_function", "hidden_act", "dense_act_fn", default="gelu")),
         gated=bool(getattr(cfg, "is_gated_act", False)),
         dropout=_first(cfg, "hidden_dropout_prob", "resid_pdrop", "dropout_rate", default=0.0) > 0,
-        attn_dropout=_first(cfg, "attention_probs_dropout_prob", "attn_pdrop", "dropout_rate",
-                            "attention_dropout", default=0.0) > 0,
+        attn_dropout=_first(
+            cfg,
+            "attention_probs_dropout_prob",
+            "attn_pdrop",
+            "dropout_rate",
+            "attention_dropout",
+            default=0.0,
+        )
+        > 0,
         tied=bool(getattr(cfg, "tie_word_embeddings", False)),
-        positions=_first(cfg, "n_positions", "max_position_embeddings") if spec.family in ("gpt2", "bert") else None,
+        positions=_first(cfg, "n_positions", "max_position_embeddings")
+        if spec.family in ("gpt2", "bert")
+        else None,
         lm_head=spec.task in ("causal_lm", "seq2seq"),
     )
     extra = (d["positions"] or 0) + _first(cfg, "type_vocab_size", default=0)
     d["embedding_params"] = (d["vocab"] + extra) * h  # input embeddings: looked up, never cast
+    if spec.lora is not None:  # peft: the adapters train, the model's own weights stay frozen
+        from .flops import lora_trainable
+
+        trainable = lora_trainable(spec)
+        d.update(
+            trainable=trainable, frozen_base=spec.num_params, params=spec.num_params + trainable
+        )
     return d
 
 
 # --------------------------------------------------------------------------- activations
 def _lin(k: int, p: int) -> int:
-    """Bytes per element saved when ``k`` linears read one fp32 tensor (autocast casts it ``k`` times)."""
+    """Bytes per element saved when ``k`` linears read one fp32 tensor (autocast casts it ``k``
+    times)."""
     return 4 if p == 4 else k * p
 
 
 def _layer_bytes(d, p: int, r: int, m: int, scores: float, u: int, decoder: bool = False) -> float:
-    """Bytes per token one transformer layer saves (``u``: bytes of autocast's fp32 ops such as pow)."""
+    """Bytes per token one transformer layer saves (``u``: bytes of autocast's fp32 ops such as
+    pow)."""
     h, f, inner, kv = d["h"], d["f"], d["inner"], d["kv"]
     sm = 4 * d["heads"] + scores  # per attention: fp32 logsumexp (+ materialised scores)
     fam = d["family"]
     if fam == "gpt2":  # ln_1 in, c_attn in, q/k/v, attn out, mask, ln_2 in, c_fc in, MLP, mask
         # gelu_new (tanh formula in Python) saves x, tanh, x/2, 1+tanh; the last two in fp32
-        mlp = (3 * p + 2 * u) * f if d["act"] == "gelu_new" else (1 if d["act"] == "relu" else 2) * p * f
+        mlp = (
+            (3 * p + 2 * u) * f
+            if d["act"] == "gelu_new"
+            else (1 if d["act"] == "relu" else 2) * p * f
+        )
         return 2 * r * h + p * h + 3 * p * h + p * h + sm + 2 * m * h + p * h + mlp
     if fam == "bert":  # q/k/v in, q/k/v, attn out, mask, LN in, fc in, GELU in + out, mask, LN in
         return _lin(3, p) * h + 3 * p * h + sm + p * h + 2 * m * h + 2 * r * h + p * h + 2 * p * f
     if fam == "llama":  # 2x RMSNorm (in, normalised), q/k/v in, q, k, v, out, MLP in, SwiGLU (4)
-        return 4 * r * h + _lin(3, p) * h + p * (2 * inner + 2 * kv) + sm + _lin(2, p) * h + 4 * p * f
+        return (
+            4 * r * h + _lin(3, p) * h + p * (2 * inner + 2 * kv) + sm + _lin(2, p) * h + 4 * p * f
+        )
     # t5: RMSNorm (in, normalised), q/k/v in, q/k/v, out, mask; FF in, FF, mask
     attn = 2 * r * h + _lin(3, p) * h + 4 * p * inner + sm + m * h
     # ReLU saves its output (= wo's input without dropout); gated GELU saves 4 tensors
@@ -102,8 +134,9 @@ def _layer_bytes(d, p: int, r: int, m: int, scores: float, u: int, decoder: bool
     return layer
 
 
-def _transformer_acts(d, tokens: int, seq: int, p: int, r: int, m: int, ckpt: bool,
-                      kernels: str) -> tuple[float, float]:
+def _transformer_acts(
+    d, tokens: int, seq: int, p: int, r: int, m: int, ckpt: bool, kernels: str
+) -> tuple[float, float]:
     """(bytes saved by the stacks and heads, bytes of the one layer recomputed in backward)."""
     h, scores, u = d["h"], 0, r
     if kernels == "cpu":
@@ -113,14 +146,17 @@ def _transformer_acts(d, tokens: int, seq: int, p: int, r: int, m: int, ckpt: bo
         m, u = (p if m else 0), p
         scores = 3 * 4 * d["heads"] * seq if d["attn_dropout"] else 0
     stacks = [(d["layers"], _layer_bytes(d, p, r, m, scores, u))]
-    extras = {"gpt2": m * h + r * h + p * h, "bert": r * h + m * h,
-              "llama": 2 * r * h + p * h}.get(d["family"], 0)
+    extras = {"gpt2": m * h + r * h + p * h, "bert": r * h + m * h, "llama": 2 * r * h + p * h}.get(
+        d["family"], 0
+    )
     if d["family"] == "t5":
         stacks.append((d["dec_layers"], _layer_bytes(d, p, r, m, scores, u, decoder=True)))
         # per stack: embedding dropout, final RMSNorm, final dropout; encoder output for K/V
         extras = 2 * (2 * m * h + 2 * r * h) + p * h + (4 * h if p == 4 else 0)
     if ckpt:  # each layer keeps its input (the fp32 residual stream); one layer is recomputed
-        return (sum(n * r * h for n, _ in stacks) + extras) * tokens, max(b for _, b in stacks) * tokens
+        return (sum(n * r * h for n, _ in stacks) + extras) * tokens, max(
+            b for _, b in stacks
+        ) * tokens
     return (sum(n * b for n, b in stacks) + extras) * tokens, 0.0
 
 
@@ -134,10 +170,15 @@ def _loss_bytes(d, tokens: int, p: int) -> float:
     return max(12 * V * tokens, (4 if p == 4 else 2) * V * tokens + (4 if p == 4 else 6) * V * h)
 
 
-def _unet_acts(cfg, batch: int, res: int, p: int, r: int, ckpt: bool, context: int = 77) -> tuple[float, float]:
-    """(saved bytes, recomputed bytes) of a diffusers UNet at ``res`` x ``res``, walking its blocks."""
+def _unet_acts(
+    cfg, batch: int, res: int, p: int, r: int, ckpt: bool, context: int = 77
+) -> tuple[float, float]:
+    """(saved bytes, recomputed bytes) of a diffusers UNet at ``res`` x ``res``, walking its
+    blocks."""
     chans, lpb = list(cfg["block_out_channels"]), int(cfg["layers_per_block"])
-    conditional = "cross_attention_dim" in cfg and any("CrossAttn" in t for t in cfg["down_block_types"])
+    conditional = "cross_attention_dim" in cfg and any(
+        "CrossAttn" in t for t in cfg["down_block_types"]
+    )
     head_dim = int(cfg.get("attention_head_dim") or 8)
     # (saved bytes, bytes kept under checkpointing): diffusers checkpoints the resnets and
     # each transformer block, not the plain attention blocks, samplers or conv_in/out
@@ -186,7 +227,9 @@ def _unet_acts(cfg, batch: int, res: int, p: int, r: int, ckpt: bool, context: i
     fixed += [(2 * r + p) * chans[0], 8 * cfg["out_channels"]]  # GN, SiLU, conv_out; MSE loss
     fixed_bytes = sum(fixed) * res * res
     if ckpt:
-        return batch * (sum(k for _, k in blocks) + fixed_bytes), batch * max(b - k for b, k in blocks)
+        return batch * (sum(k for _, k in blocks) + fixed_bytes), batch * max(
+            b - k for b, k in blocks
+        )
     return batch * (sum(b for b, _ in blocks) + fixed_bytes), 0.0
 
 
@@ -205,8 +248,11 @@ def _sd_dims(spec) -> dict[str, Any]:
 
             add_lora(unet, spec.lora)
     trainable = sum(p.numel() for p in unet.parameters() if p.requires_grad)
-    out = {"unet": dict(unet.config), "trainable": trainable,
-           "context": int(cfgs["text_encoder"].get("max_position_embeddings", 77))}
+    out = {
+        "unet": dict(unet.config),
+        "trainable": trainable,
+        "context": int(cfgs["text_encoder"].get("max_position_embeddings", 77)),
+    }
     if spec.lora is not None:  # the UNet's own weights stay in fp32, frozen (autocast casts them)
         out["frozen_unet"] = sum(p.numel() for p in unet.parameters()) - trainable
         out["params"] = spec.num_params + trainable  # the adapters come on top of the pipeline
@@ -214,22 +260,39 @@ def _sd_dims(spec) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- estimate
-def estimate(d, batch: int, seq: int, precision: str, optimizer: str, zero: int,
-              ckpt: bool, devices: int, kernels: str = "fused") -> dict[str, int]:
+def estimate(
+    d,
+    batch: int,
+    seq: int,
+    precision: str,
+    optimizer: str,
+    zero: int,
+    ckpt: bool,
+    devices: int,
+    kernels: str = "fused",
+) -> dict[str, int]:
     """Per-device bytes of each component for one configuration."""
     mixed = precision != "fp32"
-    N = d.get("trainable", d["params"])  # sd: the UNet (or its LoRA adapters); frozen parts are weights alone
+    N = d.get(
+        "trainable", d["params"]
+    )  # sd: the UNet (or its LoRA adapters); frozen parts are weights alone
     base = d.get("frozen_unet", 0)  # sd with LoRA: the UNet's own weights, frozen in fp32
-    frozen = (d["params"] - N - base) * (2 if mixed else 4) + 4 * base
+    # a transformer with LoRA: its own weights, frozen, kept as the model is (fp32 under the
+    # Trainer, 16-bit under DeepSpeed) and sharded by ZeRO-3 like the rest
+    lora_base = d.get("frozen_base", 0)
+    frozen = (d["params"] - N - base - lora_base) * (2 if mixed else 4) + 4 * base
     p = 2 if mixed else 4  # activation bytes
     r = 4 if (not mixed or zero == 0) else 2  # autocast keeps norms and residuals in fp32
     wb = 2 if (mixed and zero) else 4  # DeepSpeed's model is 16-bit; the Trainer's is fp32
     opt = OPTIMIZERS[optimizer] + (4 if wb == 2 else 0)  # + fp32 master copy under ZeRO
     if d["family"] in ("unet", "sd"):
         # CUDA autocast runs GroupNorm in fp32; CPU autocast in 16 bits
-        acts, redo = _unet_acts(d["unet"], batch, seq, p, p if kernels == "cpu" else r, ckpt, d.get("context", 77))
+        acts, redo = _unet_acts(
+            d["unet"], batch, seq, p, p if kernels == "cpu" else r, ckpt, d.get("context", 77)
+        )
         acts += redo
-        # autocast casts every UNet weight, the frozen ones too; ZeRO-3 gathers about a tenth at a time
+        # autocast casts every UNet weight, the frozen ones too; ZeRO-3 gathers about a tenth at a
+        # time
         matmul, layer_params, tail = N + base, N / 10, 0
     else:
         tokens, h = batch * seq, d["h"]
@@ -237,12 +300,15 @@ def estimate(d, batch: int, seq: int, precision: str, optimizer: str, zero: int,
         acts, redo = _transformer_acts(d, tokens, seq, p, r, dropout_mask, ckpt, kernels)
         acts += max(_loss_bytes(d, tokens, p), redo)  # the loss's backward comes first
         head = d["vocab"] * h if (d["tied"] and d["lm_head"]) else 0
-        matmul = N - d["embedding_params"] + head  # weights that autocast casts to 16 bits
-        layer_params = (N - d["embedding_params"]) / (d["layers"] + (d["dec_layers"] if d["family"] == "t5" else 0))
+        full = N + lora_base  # autocast casts the frozen weights too
+        matmul = full - d["embedding_params"] + head  # weights that autocast casts to 16 bits
+        layer_params = (full - d["embedding_params"]) / (
+            d["layers"] + (d["dec_layers"] if d["family"] == "t5" else 0)
+        )
         tail = 2 * 4 * d["vocab"] * h if head else 0  # tied embedding: dense grad + accumulation
     if mixed and zero == 0:
         acts += 2 * matmul  # autocast's 16-bit weight copies, saved for backward
-    weights = wb * N / (devices if zero >= 3 else 1) + frozen
+    weights = wb * (N + lora_base) / (devices if zero >= 3 else 1) + frozen
     if zero >= 3:
         weights += 2 * wb * layer_params  # the gathered layer and the prefetched one
     grads = wb * N / (devices if zero >= 2 else 1)
@@ -253,5 +319,14 @@ def estimate(d, batch: int, seq: int, precision: str, optimizer: str, zero: int,
     peak = weights + opt_state + ddp + max(acts, grads + max(tail, redo))
     overlap = weights + grads + ddp + opt_state + acts - peak
     margin = MARGIN[0] * peak + MARGIN[1]
-    return {k: int(round(v)) for k, v in dict(weights=weights, gradients=grads + ddp,
-            optimizer_state=opt_state, activations=acts, overlap=overlap, margin=margin).items()}
+    return {
+        k: int(round(v))
+        for k, v in dict(
+            weights=weights,
+            gradients=grads + ddp,
+            optimizer_state=opt_state,
+            activations=acts,
+            overlap=overlap,
+            margin=margin,
+        ).items()
+    }

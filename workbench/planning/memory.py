@@ -76,7 +76,9 @@ class MemoryPlan:
     @property
     def peak_allocated(self) -> int:
         """Peak bytes of live tensors per device (what ``max_memory_allocated`` reports)."""
-        return self.weights + self.gradients + self.optimizer_state + self.activations - self.overlap
+        return (
+            self.weights + self.gradients + self.optimizer_state + self.activations - self.overlap
+        )
 
     @property
     def per_device(self) -> int:
@@ -91,19 +93,46 @@ class MemoryPlan:
     def _with(self, **changes) -> MemoryPlan:
         """The same plan with some inputs changed."""
         new = replace(self, **changes)
-        parts = estimate(self._dims, new.batch_size, new.seq_len, new.precision, new.optimizer,
-                          new.zero_stage, new.grad_checkpointing, new.devices, new.kernels)
+        parts = estimate(
+            self._dims,
+            new.batch_size,
+            new.seq_len,
+            new.precision,
+            new.optimizer,
+            new.zero_stage,
+            new.grad_checkpointing,
+            new.devices,
+            new.kernels,
+        )
         return replace(new, **parts)
 
-    def replan(self, *, zero_stage: int | None = None, devices: int | None = None,
-               grad_checkpointing: bool | None = None) -> MemoryPlan:
+    def replan(
+        self,
+        *,
+        zero_stage: int | None = None,
+        devices: int | None = None,
+        grad_checkpointing: bool | None = None,
+    ) -> MemoryPlan:
         """The same plan over ``devices`` with ``zero_stage`` and ``grad_checkpointing`` (each
         unchanged when None), recomputed without reading the model again."""
-        changes = {k: v for k, v in (("zero_stage", zero_stage), ("devices", devices),
-                                     ("grad_checkpointing", grad_checkpointing)) if v is not None}
+        changes = {
+            k: v
+            for k, v in (
+                ("zero_stage", zero_stage),
+                ("devices", devices),
+                ("grad_checkpointing", grad_checkpointing),
+            )
+            if v is not None
+        }
         new = replace(self, **changes)
-        _check_options(new.batch_size, new.requested_precision, new.requested_kernels, new.optimizer,
-                       new.zero_stage, new.devices)
+        _check_options(
+            new.batch_size,
+            new.requested_precision,
+            new.requested_kernels,
+            new.optimizer,
+            new.zero_stage,
+            new.devices,
+        )
         return self._with(**changes)
 
     def _target(self, device) -> tuple[int, MemoryPlan]:
@@ -117,7 +146,9 @@ class MemoryPlan:
                 found = None
             if found is None or not found.memory:  # a CPU's memory is the host's: "detected"
                 known = ", ".join(c.name for c in CHIPS.values() if c.memory)
-                raise ValueError(f"unknown device {device!r}; known: {known}, 'detected', or a number of bytes")
+                raise ValueError(
+                    f"unknown device {device!r}; known: {known}, 'detected', or a number of bytes"
+                )
             return found.usable or found.memory, self  # what the allocator hands out, not the HBM
         from ..backends.registry import device as detect
 
@@ -130,7 +161,8 @@ class MemoryPlan:
         return int(info.total_memory), self._with(**changes) if changes else self
 
     def fits(self, device) -> bool:
-        """Whether one device holds the plan: a known name (``"H100"``), ``"detected"``, bytes or a DeviceInfo."""
+        """Whether one device holds the plan: a known name (``"H100"``), ``"detected"``, bytes or
+        a DeviceInfo."""
         capacity, plan = self._target(device)
         return plan.per_device <= capacity
 
@@ -148,7 +180,11 @@ class MemoryPlan:
             lo, hi = 0, plan.batch_size  # memory grows with the batch: bisect
             while lo < hi:
                 mid = (lo + hi + 1) // 2
-                lo, hi = (mid, hi) if base._with(batch_size=mid).per_device <= capacity else (lo, mid - 1)
+                lo, hi = (
+                    (mid, hi)
+                    if base._with(batch_size=mid).per_device <= capacity
+                    else (lo, mid - 1)
+                )
             return lo
 
         def batch(b: int) -> str:
@@ -163,8 +199,12 @@ class MemoryPlan:
         if plan.precision == "fp32":
             candidates.append(("bf16", {"precision": "bf16"}))
         counts = [n for n in (2**k for k in range(1, 13)) if n >= plan.devices]
-        candidates += [(f"ZeRO-{z} over {n} devices", {"zero_stage": z, "devices": n})
-                       for n in counts if n <= 64 for z in range(max(1, plan.zero_stage), 4)]
+        candidates += [
+            (f"ZeRO-{z} over {n} devices", {"zero_stage": z, "devices": n})
+            for n in counts
+            if n <= 64
+            for z in range(max(1, plan.zero_stage), 4)
+        ]
         for text, changes in candidates:
             if not text:  # the batch alone
                 b = largest(plan)
@@ -172,7 +212,10 @@ class MemoryPlan:
                     return batch(b)
             elif plan._with(**changes).per_device <= capacity:
                 return text
-        cheap = {"grad_checkpointing": True, "precision": "bf16" if plan.precision == "fp32" else plan.precision}
+        cheap = {
+            "grad_checkpointing": True,
+            "precision": "bf16" if plan.precision == "fp32" else plan.precision,
+        }
         extra = "gradient checkpointing" + (" and bf16" if plan.precision == "fp32" else "")
         for n in [plan.devices] + [c for c in counts if c > plan.devices]:
             zero = plan.zero_stage if n == plan.devices else 3
@@ -183,12 +226,17 @@ class MemoryPlan:
         return f"does not fit even with ZeRO-3 over {MAX_DEVICES} devices, {extra} and batch_size=1"
 
     def table(self):
-        """Known devices and the detected one: memory, need, fits, and the cheapest fix (DataFrame)."""
+        """Known devices and the detected one: memory, need, fits, and the cheapest fix
+        (DataFrame)."""
         import pandas as pd
 
         from ..backends.registry import device as detect
 
-        rows = [(c.name, c.kind, c.title, c.usable or c.memory, self, c) for c in CHIPS.values() if c.memory]
+        rows = [
+            (c.name, c.kind, c.title, c.usable or c.memory, self, c)
+            for c in CHIPS.values()
+            if c.memory
+        ]
         try:
             info = detect()
             _, plan = self._target(info)
@@ -203,22 +251,39 @@ class MemoryPlan:
             if alt:  # e.g. Gaudi1 runs no fp16
                 same = " (same memory)" if alt != "fp32" else ""
                 hint = (f"{found.name} has no {plan.precision}: use {alt}{same}. " + hint).strip()
-            out.append({"device": name, "kind": kind, "name": full, "memory_gib": round(capacity / GiB, 1),
-                        "needs_gib": round(plan.per_device / GiB, 2), "precision": plan.precision,
-                        "fits": fits, "suggestion": hint})
+            out.append(
+                {
+                    "device": name,
+                    "kind": kind,
+                    "name": full,
+                    "memory_gib": round(capacity / GiB, 1),
+                    "needs_gib": round(plan.per_device / GiB, 2),
+                    "precision": plan.precision,
+                    "fits": fits,
+                    "suggestion": hint,
+                }
+            )
         return pd.DataFrame(out)
 
     def _rows(self) -> list[tuple[str, int]]:
-        return [("weights", self.weights), ("gradients", self.gradients),
-                ("optimizer state", self.optimizer_state), ("activations", self.activations),
-                ("overlap (grads vs activations)", -self.overlap), ("margin", self.margin),
-                ("per device", self.per_device)] + ([("total", self.total)] if self.devices > 1 else [])
+        return [
+            ("weights", self.weights),
+            ("gradients", self.gradients),
+            ("optimizer state", self.optimizer_state),
+            ("activations", self.activations),
+            ("overlap (grads vs activations)", -self.overlap),
+            ("margin", self.margin),
+            ("per device", self.per_device),
+        ] + ([("total", self.total)] if self.devices > 1 else [])
 
     def _title(self) -> str:
         zero = f", ZeRO-{self.zero_stage}" if self.zero_stage else ""
         ckpt = ", gradient checkpointing" if self.grad_checkpointing else ""
-        return (f"{self.model} ({self.num_params / 1e6:,.1f}M params), batch {self.batch_size} x "
-                f"{self.seq_len}, {self.precision}, {self.optimizer}{zero}{ckpt}, {self.devices} device(s)")
+        return (
+            f"{self.model} ({self.num_params / 1e6:,.1f}M params), batch {self.batch_size} x "
+            f"{self.seq_len}, {self.precision}, {self.optimizer}{zero}{ckpt}, {self.devices} "
+            "device(s)"
+        )
 
     def __repr__(self) -> str:
         lines = [f"MemoryPlan: {self._title()}"]
@@ -227,17 +292,31 @@ class MemoryPlan:
 
     def _repr_html_(self) -> str:
         right = "text-align:right"
-        comp = markup.table([(k, _fmt(v)) for k, v in self._rows()],
-                            styles=(f"color:{markup.LABEL}", right), font=False)
+        comp = markup.table(
+            [(k, _fmt(v)) for k, v in self._rows()],
+            styles=(f"color:{markup.LABEL}", right),
+            font=False,
+        )
         devs = markup.table(
-            [(f"{r.device} ({r.name})" if r.device == "detected" else r.device,
-              f"{r.memory_gib:g} GiB", f"{r.needs_gib:g} GiB",
-              ("yes" if r.fits else "no", f"color:{markup.GREEN if r.fits else markup.RED}"),
-              r.suggestion) for r in self.table().itertuples()],
-            ("device", "memory", "needs", "fits", "suggestion"), styles=("", right, right), font=False)
-        return (f"<div style='{markup.FONT}'><div style='font-weight:bold;margin:2px 8px'>"
-                f"{html.escape(self._title())}</div>"
-                f"<div style='display:flex;gap:16px;align-items:flex-start'>{comp}{devs}</div></div>")
+            [
+                (
+                    f"{r.device} ({r.name})" if r.device == "detected" else r.device,
+                    f"{r.memory_gib:g} GiB",
+                    f"{r.needs_gib:g} GiB",
+                    ("yes" if r.fits else "no", f"color:{markup.GREEN if r.fits else markup.RED}"),
+                    r.suggestion,
+                )
+                for r in self.table().itertuples()
+            ],
+            ("device", "memory", "needs", "fits", "suggestion"),
+            styles=("", right, right),
+            font=False,
+        )
+        return (
+            f"<div style='{markup.FONT}'><div style='font-weight:bold;margin:2px 8px'>"
+            f"{html.escape(self._title())}</div>"
+            f"<div style='display:flex;gap:16px;align-items:flex-start'>{comp}{devs}</div></div>"
+        )
 
 
 def _positive(name: str, value) -> int:
@@ -259,8 +338,10 @@ def _check_options(batch_size, precision, kernels, optimizer, zero_stage, device
         raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
     _positive("devices", devices)
     if zero_stage and devices == 1:
-        raise ValueError(f"zero_stage={zero_stage} shards over devices: pass devices=N with N > 1, "
-                         "or zero_stage=0 for one device")
+        raise ValueError(
+            f"zero_stage={zero_stage} shards over devices: pass devices=N with N > 1, "
+            "or zero_stage=0 for one device"
+        )
 
 
 def _seq_len(name: str, d: dict, seq_len: int | None) -> int:
@@ -271,14 +352,25 @@ def _seq_len(name: str, d: dict, seq_len: int | None) -> int:
         raise ValueError(f"seq_len is required for {name}: tokens per sample, e.g. seq_len=512")
     _positive("seq_len", seq_len)
     if d.get("positions") and seq_len > d["positions"]:
-        raise ValueError(f"{name} has learned positions for at most {d['positions']} tokens: "
-                         f"use seq_len <= {d['positions']}")
+        raise ValueError(
+            f"{name} has learned positions for at most {d['positions']} tokens: "
+            f"use seq_len <= {d['positions']}"
+        )
     return seq_len
 
 
-def plan_memory(model, batch_size: int, seq_len: int | None = None, precision: str = "auto",
-                optimizer: str = "adamw", zero_stage: int = 0, grad_checkpointing: bool = False,
-                devices: int = 1, *, kernels: str = "auto") -> MemoryPlan:
+def plan_memory(
+    model,
+    batch_size: int,
+    seq_len: int | None = None,
+    precision: str = "auto",
+    optimizer: str = "adamw",
+    zero_stage: int = 0,
+    grad_checkpointing: bool = False,
+    devices: int = 1,
+    *,
+    kernels: str = "auto",
+) -> MemoryPlan:
     """Estimate the memory of training ``model`` and say where it fits.
 
     Parameters
@@ -322,16 +414,32 @@ def plan_memory(model, batch_size: int, seq_len: int | None = None, precision: s
     'batch_size=2 (gradient_accumulation_steps=4 keeps the effective batch)'
     """
     if not isinstance(model, (ModelSpec, str)):
-        raise TypeError(f"model must be a ModelSpec or a catalog name such as 'gpt2-small', got {type(model).__name__}")
+        raise TypeError(
+            "model must be a ModelSpec or a catalog name such as 'gpt2-small', got "
+            f"{type(model).__name__}"
+        )
     spec = as_model(model)
     _check_options(batch_size, precision, kernels, optimizer, zero_stage, devices)
     d = dims(spec)
     seq_len = _seq_len(spec.name, d, seq_len)
     resolved = "bf16" if precision == "auto" else precision
     kern = "fused" if kernels == "auto" else kernels
-    parts = estimate(d, batch_size, seq_len, resolved, optimizer, zero_stage, grad_checkpointing, devices, kern)
-    return MemoryPlan(model=spec.name, num_params=d["params"], batch_size=batch_size, seq_len=seq_len,
-                      precision=resolved, optimizer=optimizer, zero_stage=zero_stage,
-                      grad_checkpointing=bool(grad_checkpointing), devices=devices,
-                      kernels=kern, requested_precision=precision, requested_kernels=kernels,
-                      _dims=d, **parts)
+    parts = estimate(
+        d, batch_size, seq_len, resolved, optimizer, zero_stage, grad_checkpointing, devices, kern
+    )
+    return MemoryPlan(
+        model=spec.name,
+        num_params=d["params"],
+        batch_size=batch_size,
+        seq_len=seq_len,
+        precision=resolved,
+        optimizer=optimizer,
+        zero_stage=zero_stage,
+        grad_checkpointing=bool(grad_checkpointing),
+        devices=devices,
+        kernels=kern,
+        requested_precision=precision,
+        requested_kernels=kernels,
+        _dims=d,
+        **parts,
+    )

@@ -6,11 +6,13 @@ Per device (Gaudi 2, Gaudi 3, A100 80 GB, H100 SXM, H200 and this machine):
 * **memory** from ``wb.plan_memory``: does one device hold a step, else the fewest devices
   and the strategy that do (ZeRO stage, gradient checkpointing);
 * **throughput** = MFU x the chip's dense peak at the run's precision (``device.CHIPS``) /
-  the FLOPs of a token (``flops.flops_per_token``, the count the MFU benchmark uses). The
+  the FLOPs of a token (``flops.flops_per_token``, the count the MFU benchmark uses; for a
+  UNet the FLOPs of an image, ``flops.flops_per_sample``, and ``tokens`` counts images). The
   MFU comes, in this order, from your ``mfu=`` argument; your own completed runs of a model
   of similar size on that chip (``runs=``, default ``./runs``); a published or
-  project-measured reference (``assets/plan_references.json``: the chip's entry nearest in
-  parameter count, else that of a chip with the same peak); a stated default. On a CPU,
+  project-measured reference (``assets/plan_references.json``: among the chip's entries, else
+  those of a chip with the same peak, the nearest in architecture, LoRA, then size and
+  sequence length); a stated default. On a CPU,
   which has no peak in the table, only your runs give a throughput (their achieved FLOP/s).
   More than one device multiplies by the devices and a sourced scaling efficiency;
   gradient checkpointing costs a forward pass more (8N instead of 6N FLOPs a token);
@@ -35,7 +37,7 @@ from ..catalog import ModelSpec
 from ..catalog import model as as_model
 from ..rundir.run import DEFAULT_ROOT, RunDir
 from . import references as refs
-from .flops import flops_per_token
+from .flops import UNETS, flops_per_sample, flops_per_token
 from .memory import plan_memory
 from .trainingplan import TrainingPlan
 
@@ -43,14 +45,24 @@ DEFAULT_DEVICES = ("Gaudi2", "Gaudi3", "A100 80GB", "H100 SXM", "H200", "detecte
 RECOMPUTE = 6 / 8  # gradient checkpointing: one more forward pass, 8N FLOPs a token instead of 6N
 SIMILAR = 4.0  # a run counts for a model within this factor of its parameter count
 MAX_DEVICES = 4096
-PLAN_PRECISIONS = (*PRECISIONS, "fp8")  # fp8: a planning precision (the chips' fp8 peaks); wb.train runs bf16
+PLAN_PRECISIONS = (
+    *PRECISIONS,
+    "fp8",
+)  # fp8: a planning precision (the chips' fp8 peaks); wb.train runs bf16
 
 
 # --------------------------------------------------------------------------- inputs
 def _positive(name: str, value, kind=int) -> Any:
     ok = isinstance(value, (int, float)) if kind is float else isinstance(value, int)
-    if isinstance(value, bool) or not ok or not value > 0 or (kind is float and not math.isfinite(value)):
-        raise ValueError(f"{name} must be a positive {'number' if kind is float else 'integer'}, got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not ok
+        or not value > 0
+        or (kind is float and not math.isfinite(value))
+    ):
+        raise ValueError(
+            f"{name} must be a positive {'number' if kind is float else 'integer'}, got {value!r}"
+        )
     return value
 
 
@@ -62,11 +74,18 @@ def _rows_asked(devices) -> list[str]:
         devices = [devices]
     out = []
     for name in devices:
-        key = "detected" if str(name).lower() in ("detected", "this machine") else refs.chip_name(str(name), "devices")
+        key = (
+            "detected"
+            if str(name).lower() in ("detected", "this machine")
+            else refs.chip_name(str(name), "devices")
+        )
         if key not in out:
             out.append(key)
     if not out:
-        raise ValueError(f"devices: pass at least one of {', '.join(CHIPS)}, 'detected' (or None for the default set)")
+        raise ValueError(
+            f"devices: pass at least one of {', '.join(CHIPS)}, 'detected' "
+            "(or None for the default set)"
+        )
     return out
 
 
@@ -79,7 +98,9 @@ def _mfu_asked(mfu) -> dict[str, float]:
     for name, value in items:
         key = name if name in ("*", "detected") else refs.chip_name(str(name), "mfu")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-            raise ValueError(f"mfu: the MFU of {name!r} must be a fraction in (0, 1], e.g. 0.35, got {value!r}")
+            raise ValueError(
+                f"mfu: the MFU of {name!r} must be a fraction in (0, 1], e.g. 0.35, got {value!r}"
+            )
         out[key] = float(value)
     return out
 
@@ -93,7 +114,8 @@ def _figures(spec_json: str, seq: int) -> tuple[str, int, int]:
 
 
 def _run_record(path: Path) -> dict[str, Any] | None:
-    """A completed run as (chip, precision, parameters, achieved FLOP/s per device); None if unusable."""
+    """A completed run as (chip, precision, parameters, achieved FLOP/s per device); None if
+    unusable."""
     run = RunDir(path)
     summary, spec = run.summary, run.spec
     tokens_per_s, seq = summary.get("tokens_per_s"), spec.get("args", {}).get("max_length")
@@ -110,9 +132,17 @@ def _run_record(path: Path) -> dict[str, Any] | None:
         return None  # a UNet, or a model this version cannot read back
     devices = int((spec.get("launch") or {}).get("devices") or 1)
     precision = spec["args"].get("precision", "auto")
-    return {"run": run.name, "chip": found.name, "precision": info.precision if precision == "auto" else precision,
-            "params": params, "model": name, "tokens_per_s": float(tokens_per_s), "seq_len": int(seq),
-            "batch_size": spec["args"].get("batch_size"), "achieved": per_token * float(tokens_per_s) / devices}
+    return {
+        "run": run.name,
+        "chip": found.name,
+        "precision": info.precision if precision == "auto" else precision,
+        "params": params,
+        "model": name,
+        "tokens_per_s": float(tokens_per_s),
+        "seq_len": int(seq),
+        "batch_size": spec["args"].get("batch_size"),
+        "achieved": per_token * float(tokens_per_s) / devices,
+    }
 
 
 def your_runs(root: str | Path | None = None) -> list[dict[str, Any]]:
@@ -124,54 +154,124 @@ def your_runs(root: str | Path | None = None) -> list[dict[str, Any]]:
 
 def _from_runs(runs: list[dict], chip_name: str, precision: str, params: int) -> dict | None:
     """Achieved FLOP/s per device fitted from the runs on ``chip_name`` nearest in size (median)."""
-    near = [r for r in runs if r["chip"] == chip_name and r["precision"] == precision
-            and abs(math.log(r["params"] / params)) <= math.log(SIMILAR)]
+    near = [
+        r
+        for r in runs
+        if r["chip"] == chip_name
+        and r["precision"] == precision
+        and abs(math.log(r["params"] / params)) <= math.log(SIMILAR)
+    ]
     if not near:
         return None
     best = min(abs(math.log(r["params"] / params)) for r in near)
     chosen = [r for r in near if abs(math.log(r["params"] / params)) == best]
-    names = ", ".join(r["run"] for r in chosen[:3]) + (f" and {len(chosen) - 3} more" if len(chosen) > 3 else "")
-    return {"achieved": statistics.median(r["achieved"] for r in chosen), "kind": "your runs",
-            "source": f"fitted from {len(chosen)} of your completed run(s) of {chosen[0]['model']} on "
-                      f"{chip_name}, {precision}: {names}"}
+    names = ", ".join(r["run"] for r in chosen[:3]) + (
+        f" and {len(chosen) - 3} more" if len(chosen) > 3 else ""
+    )
+    return {
+        "achieved": statistics.median(r["achieved"] for r in chosen),
+        "kind": "your runs",
+        "source": f"fitted from {len(chosen)} of your completed run(s) of {chosen[0]['model']} on "
+        f"{chip_name}, {precision}: {names}",
+    }
 
 
 # --------------------------------------------------------------------------- references
-def _from_references(data: dict, found, precision: str, params: int) -> dict | None:
-    """The reference nearest in size among ``found``'s chip and the chips with the same peak
-    (the chip's own on a tie)."""
+ENCODERS = ("bert",)  # catalog families that are encoders; unet/sd are "unet"; the rest decode
+
+
+def kind_of(spec, seq_len: int | None) -> dict[str, Any]:
+    """What the planner matches a reference on: size, sequence length, architecture, LoRA."""
+    arch = "unet" if spec.family in UNETS else "encoder" if spec.family in ENCODERS else "decoder"
+    return {
+        "params": spec.num_params,
+        "seq_len": seq_len if arch != "unet" else None,
+        "arch": arch,
+        "lora": spec.lora is not None,
+    }
+
+
+def _distance(e: dict, run: dict) -> tuple:
+    """How far reference ``e`` is from ``run``: another architecture first, then LoRA against
+    full training, then |ln| of the size ratio + |ln| of the sequence-length ratio."""
+    seq = (
+        0.0
+        if not (e.get("seq_len") and run.get("seq_len"))
+        else abs(math.log(e["seq_len"] / run["seq_len"]))
+    )
+    return (
+        e.get("arch", "decoder") != run["arch"],
+        bool(e.get("lora")) != run["lora"],
+        round(abs(math.log(e["params"] / run["params"])) + seq, 6),
+    )
+
+
+def _from_references(data: dict, found, precision: str, run: dict) -> dict | None:
+    """The reference nearest ``run`` (``kind_of``) among ``found``'s chip and the chips with
+    the same peak (the chip's own on a tie); a UNet takes only UNet references, and a
+    transformer never takes one."""
     peak = found.tflops.get(precision)
-    pool = [e for e in data["mfu"] if e.get("precision") == precision
-            and (e["chip"] == found.name or CHIPS[e["chip"]].tflops.get(precision) == peak)]
+    pool = [
+        e
+        for e in data["mfu"]
+        if e.get("precision") == precision
+        and (e.get("arch") == "unet") == (run["arch"] == "unet")
+        and (e["chip"] == found.name or CHIPS[e["chip"]].tflops.get(precision) == peak)
+    ]
     if not pool:
         return None
-    e = min(pool, key=lambda e: (round(abs(math.log(e["params"] / params)), 6), e["chip"] != found.name))
-    how = "" if e["chip"] == found.name else f" (applied to {found.name}: the same {peak:g} TFLOP/s {precision} peak)"
-    ratio = e["params"] / params
+    e = min(pool, key=lambda e: (*_distance(e, run), e["chip"] != found.name))
+    how = (
+        ""
+        if e["chip"] == found.name
+        else f" (applied to {found.name}: the same {peak:g} TFLOP/s {precision} peak)"
+    )
+    ratio = e["params"] / run["params"]
     if not 1 / SIMILAR <= ratio <= SIMILAR:  # say how far the nearest figure is from this model
-        how += f"; a model {ratio:.3g}x the size of this one: the MFU of a model so {'much larger' if ratio > 1 else 'much smaller'} may not carry over"
+        far = "much larger" if ratio > 1 else "much smaller"
+        how += (
+            f"; a model {ratio:.3g}x the size of this one: the MFU of a model so {far} may not "
+            "carry over"
+        )
+    if e.get("arch", "decoder") != run["arch"]:
+        how += f"; no {run['arch']} reference on this chip: an {e.get('arch', 'decoder')}'s figure"
     what = "measured by this project" if e["kind"] == "measured" else "published"
-    return {"mfu": e["mfu"], "kind": what, "checkpointing": bool(e.get("checkpointing")),
-            "source": f"{what}: {e['chip']}, {e['model']}, {e['measures']}{how}; {e['source']}, "
-                      f"{e['url']} (dated {e['date']}, read {e['read']})"}
+    return {
+        "mfu": e["mfu"],
+        "kind": what,
+        "checkpointing": bool(e.get("checkpointing")),
+        "source": f"{what}: {e['chip']}, {e['model']}, {e['measures']}{how}; {e['source']}, "
+        f"{e['url']} (dated {e['date']}, read {e['read']})",
+    }
 
 
-def _mfu_for(found, precision: str, params: int, asked: dict, runs: list, data: dict, key: str) -> dict | None:
-    """Achieved FLOP/s per device and where it came from, by the planner's order; None if unknown."""
+def _mfu_for(
+    found, precision: str, run: dict, asked: dict, runs: list, data: dict, key: str
+) -> dict | None:
+    """Achieved FLOP/s per device and where it came from, by the planner's order; None if
+    unknown."""
     peak = found.tflops.get(precision) if found is not None else None
     if key in asked or ("*" in asked and key != "detected"):
         if peak:
             mfu = asked.get(key, asked.get("*"))
-            return {"achieved": mfu * peak * 1e12, "kind": "your mfu", "source": f"your mfu={mfu:g} argument"}
-    fitted = _from_runs(runs, found.name, precision, params) if found is not None else None
+            return {
+                "achieved": mfu * peak * 1e12,
+                "kind": "your mfu",
+                "source": f"your mfu={mfu:g} argument",
+            }
+    fitted = _from_runs(runs, found.name, precision, run["params"]) if found is not None else None
     if fitted is not None:
         return fitted
     if not peak:
         return None
-    ref = _from_references(data, found, precision, params)
+    ref = _from_references(data, found, precision, run)
     if ref is None:
         d = data["default"]
-        ref = {"mfu": d["mfu"], "kind": "default", "source": f"default MFU {d['mfu']:g}: {d['measures']}"}
+        ref = {
+            "mfu": d["mfu"],
+            "kind": "default",
+            "source": f"default MFU {d['mfu']:g}: {d['measures']}",
+        }
     return {"achieved": ref["mfu"] * peak * 1e12, **ref}
 
 
@@ -191,7 +291,9 @@ def _strategy(mp, target) -> tuple[int, int, bool] | None:
 
 
 def _strategy_text(n: int, zero: int, ckpt: bool) -> str:
-    parts = ["one device" if n == 1 else f"{n} devices, " + (f"ZeRO-{zero}" if zero else "data parallel")]
+    parts = [
+        "one device" if n == 1 else f"{n} devices, " + (f"ZeRO-{zero}" if zero else "data parallel")
+    ]
     return ", ".join(parts + (["gradient checkpointing"] if ckpt else []))
 
 
@@ -205,7 +307,8 @@ def _target(key: str):
 
 
 def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str, ctx: dict) -> dict:
-    """One device's row: memory, strategy, throughput, time, cost and their sources."""
+    """One device's row: memory, strategy, throughput, time, cost and their sources
+    (``tokens`` and ``per_token``: images and FLOPs an image for a UNet)."""
     found, target, title = _target(key)
     prec = precision if key != "detected" or ctx["requested"] != "auto" else device().precision
     row = {"device": key, "name": title, "precision": prec, "fits_one": mp.fits(target)}
@@ -214,14 +317,31 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
     if picked is None:
         return {**row, "note": f"does not fit even over {MAX_DEVICES} devices", "sources": sources}
     n, zero, ckpt = picked
-    row.update(devices=n, strategy=_strategy_text(n, zero, ckpt),
-               memory_gib=round(mp.replan(zero_stage=zero, devices=n, grad_checkpointing=ckpt).per_device / 2**30, 2))
+    asked = ctx["num_devices"]
+    if (
+        asked and asked > n
+    ):  # more devices than the fewest that hold a step: data parallel over them
+        n = asked
+    elif asked and asked < n:
+        row["note"] = f"num_devices={asked} do not hold a step: planned on {n}, the fewest that do"
+    row.update(
+        devices=n,
+        strategy=_strategy_text(n, zero, ckpt),
+        memory_gib=round(
+            mp.replan(zero_stage=zero, devices=n, grad_checkpointing=ckpt).per_device / 2**30, 2
+        ),
+    )
     if per_token is None:
         return {**row, "note": ctx["why_no_flops"], "sources": sources}
-    got = _mfu_for(found, prec, spec.num_params, ctx["mfu"], ctx["runs"], ctx["refs"], key)
+    got = _mfu_for(
+        found, prec, kind_of(spec, mp.seq_len), ctx["mfu"], ctx["runs"], ctx["refs"], key
+    )
     if got is None:
-        why = (f"no throughput: {found.name if found else title} has no {prec} peak in device.CHIPS and you have "
-               f"no completed run of a model of similar size on it (train one, and plan again)")
+        why = (
+            f"no throughput: {found.name if found else title} has no {prec} peak in device.CHIPS "
+            "and you have no completed run of a model of similar size on it (train one, and plan "
+            "again)"
+        )
         return {**row, "note": why, "sources": sources}
     peak = found.tflops.get(prec)
     # an MFU measured with checkpointing already paid for the recompute; one without has not
@@ -230,34 +350,68 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
     scaling = ctx["refs"]["scaling"]["efficiency"] if n > 1 else 1.0
     total = per_device * n * scaling
     hours = tokens / total / 3600
-    sources.update(flops=f"flops_per_token: 6N + 12·L·d·S = {per_token:.4g} FLOPs a token",
-                   peak=f"device.CHIPS: {peak:g} TFLOP/s dense {prec}" if peak else "no peak: a CPU",
-                   mfu=got["source"])
+    count = (
+        f"flops_per_sample: {'2' if spec.lora is not None else '3'} x the UNet's forward (counted "
+        f"on the meta device) = {per_token:.4g} FLOPs an image"
+        if spec.family in UNETS
+        else f"flops_per_token: 6N + 12·L·d·S = {per_token:.4g} FLOPs a token"
+    )
+    sources.update(
+        flops=count,
+        peak=f"device.CHIPS: {peak:g} TFLOP/s dense {prec}" if peak else "no peak: a CPU",
+        mfu=got["source"],
+    )
     if n > 1:
         s = ctx["refs"]["scaling"]
-        sources["scaling"] = f"{s['efficiency']:g}: {s['measures']}; {s['source']}, {s['url']} (read {s['read']})"
+        sources["scaling"] = (
+            f"{s['efficiency']:g}: {s['measures']}; {s['source']}, {s['url']} (read {s['read']})"
+        )
     if recompute != 1.0:
-        sources["recompute"] = (f"x{recompute:.3g}: gradient checkpointing recomputes the forward pass (6N of 8N "
-                                f"FLOPs), {'needed here' if ckpt else 'on in the reference, not needed here'}")
-    row.update(tokens_per_s_device=per_device, tokens_per_s=total, mfu=got["achieved"] / (peak * 1e12) if peak else None,
-               mfu_from=got["kind"], hours=hours)
+        sources["recompute"] = (
+            f"x{recompute:.3g}: gradient checkpointing recomputes the forward pass (6N of 8N "
+            f"FLOPs), {'needed here' if ckpt else 'on in the reference, not needed here'}"
+        )
+    row.update(
+        tokens_per_s_device=per_device,
+        tokens_per_s=total,
+        mfu=got["achieved"] / (peak * 1e12) if peak else None,
+        mfu_from=got["kind"],
+        hours=hours,
+    )
     price = ctx["prices"].get(key)
     if price is not None:
         usd = price["usd_per_device_hour"]
         cost = hours * n * usd
-        row.update(usd_per_device_hour=usd, cost_usd=cost, usd_per_million_tokens=cost / tokens * 1e6)
-        sources["price"] = (f"${usd:g}/device-hour: " + ", ".join(
-            str(price[k]) for k in ("measures", "source", "url", "date") if price.get(k))
-            + (f" (read {price['read']})" if price.get("read") else ""))
+        row.update(
+            usd_per_device_hour=usd, cost_usd=cost, usd_per_million_tokens=cost / tokens * 1e6
+        )
+        sources["price"] = (
+            f"${usd:g}/device-hour: "
+            + ", ".join(
+                str(price[k]) for k in ("measures", "source", "url", "date") if price.get(k)
+            )
+            + (f" (read {price['read']})" if price.get("read") else "")
+        )
     else:
         row["note"] = "no price: pass prices={" + repr(key) + ": DOLLARS_PER_DEVICE_HOUR}"
     return {**row, "sources": sources}
 
 
 # --------------------------------------------------------------------------- wb.plan
-def plan(model, tokens: int, batch_size: int, seq_len: int | None = None, precision: str = "auto",
-         devices=None, *, prices: dict | str | Path | None = None, mfu: float | dict | None = None,
-         runs: str | Path | None = None, references: str | Path | None = None) -> TrainingPlan:
+def plan(
+    model,
+    tokens: int,
+    batch_size: int,
+    seq_len: int | None = None,
+    precision: str = "auto",
+    devices=None,
+    *,
+    prices: dict | str | Path | None = None,
+    mfu: float | dict | None = None,
+    runs: str | Path | None = None,
+    references: str | Path | None = None,
+    num_devices: int | None = None,
+) -> TrainingPlan:
     """Time and cost of training ``model`` on ``tokens`` tokens, per device, with sources.
 
     Parameters
@@ -284,6 +438,9 @@ def plan(model, tokens: int, batch_size: int, seq_len: int | None = None, precis
         Where your runs are (default ``./runs``, or ``$WORKBENCH_RUNS``).
     references : path, optional
         A references file in the form of ``workbench/assets/plan_references.json``.
+    num_devices : int, optional
+        Devices per row (e.g. 8, one server): data parallel over them. Default, and where
+        fewer do not hold a step: the fewest that do.
 
     Returns
     -------
@@ -298,24 +455,56 @@ def plan(model, tokens: int, batch_size: int, seq_len: int | None = None, precis
     'measured by this project'
     """
     if not isinstance(model, (ModelSpec, str)):
-        raise TypeError(f"model must be a ModelSpec or a catalog name such as 'gpt2-small', got {type(model).__name__}")
+        raise TypeError(
+            "model must be a ModelSpec or a catalog name such as 'gpt2-small', got "
+            f"{type(model).__name__}"
+        )
     tokens = int(_positive("tokens", tokens, float))  # 1e9 reads as well as 10**9
+    if num_devices is not None:
+        _positive("num_devices", num_devices)
     if precision not in PLAN_PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PLAN_PRECISIONS)}")
     spec = as_model(model)
     keys = _rows_asked(devices)
-    # fp8 (Transformer Engine, Intel's fp8) keeps 16-bit weights and fp32 optimizer state: memory as bf16
-    mp = plan_memory(spec, batch_size=batch_size, seq_len=seq_len, precision="bf16" if precision == "fp8" else precision)
+    # fp8 (Transformer Engine, Intel's fp8) keeps 16-bit weights and fp32 optimizer state:
+    # memory as bf16
+    mp = plan_memory(
+        spec,
+        batch_size=batch_size,
+        seq_len=seq_len,
+        precision="bf16" if precision == "fp8" else precision,
+    )
     try:
-        per_token, why = flops_per_token(spec, mp.seq_len), ""
-    except ValueError as e:
-        per_token, why = None, f"no throughput: {e}"
-    ctx = {"mfu": _mfu_asked(mfu), "runs": your_runs(runs), "refs": refs.references(references),
-           "prices": refs.prices(prices), "requested": precision, "why_no_flops": why}
+        per_unit, why = (
+            flops_per_sample(spec) if spec.family in UNETS else flops_per_token(spec, mp.seq_len),
+            "",
+        )
+    except (ValueError, ImportError) as e:
+        per_unit, why = None, f"no throughput: {e}"
+    ctx = {
+        "mfu": _mfu_asked(mfu),
+        "runs": your_runs(runs),
+        "refs": refs.references(references),
+        "prices": refs.prices(prices),
+        "requested": precision,
+        "why_no_flops": why,
+        "num_devices": num_devices,
+    }
     prec = "fp8" if precision == "fp8" else mp.precision
-    rows = [_row(k, spec, mp, tokens, per_token, prec, ctx) for k in keys]
-    return TrainingPlan(model=spec.name, num_params=mp.num_params, tokens=tokens, batch_size=batch_size,
-                        seq_len=mp.seq_len, precision=prec, flops_per_token=per_token, rows=rows)
+    rows = [_row(k, spec, mp, tokens, per_unit, prec, ctx) for k in keys]
+    image = spec.family in UNETS
+    return TrainingPlan(
+        model=spec.name,
+        num_params=mp.num_params,
+        tokens=tokens,
+        batch_size=batch_size,
+        seq_len=mp.seq_len,
+        precision=prec,
+        flops_per_token=None if image else per_unit,
+        rows=rows,
+        unit="image" if image else "token",
+        flops_per_image=per_unit if image else None,
+    )
 
 
 # --------------------------------------------------------------------------- accuracy
@@ -325,37 +514,144 @@ def _predicted_mfu(data: dict, target: dict) -> dict | None:
     found = CHIPS[refs.chip_name(target["chip"], "references")]
     if not found.tflops.get(target["precision"]):
         return None
-    got = _from_references(data, found, target["precision"], target["params"])
+    run = {
+        "params": target["params"],
+        "seq_len": target.get("seq_len"),
+        "arch": target.get("arch", "decoder"),
+        "lora": bool(target.get("lora")),
+    }
+    got = _from_references(data, found, target["precision"], run)
     if got is None:
         return None
-    recompute = (RECOMPUTE if target.get("checkpointing") else 1.0) / (RECOMPUTE if got["checkpointing"] else 1.0)
+    recompute = (RECOMPUTE if target.get("checkpointing") else 1.0) / (
+        RECOMPUTE if got["checkpointing"] else 1.0
+    )
     return {"mfu": got["mfu"] * recompute, "from": got["source"]}
 
 
 def _scored(data: dict, target: dict) -> dict[str, Any]:
     got = _predicted_mfu(data, target)
-    out = {"chip": target["chip"], "precision": target["precision"], "model": target["model"],
-           "devices": target.get("devices"), "mfu": target["mfu"]}
+    out = {
+        "chip": target["chip"],
+        "precision": target["precision"],
+        "model": target["model"],
+        "devices": target.get("devices"),
+        "mfu": target["mfu"],
+    }
     if got is None:
-        return {**out, "predicted_mfu": None, "error": None, "from": "no reference of this chip's peak and precision"}
-    return {**out, "predicted_mfu": round(got["mfu"], 4), "error": round(got["mfu"] / target["mfu"] - 1, 4),
-            "from": got["from"].split(";")[0]}
+        return {
+            **out,
+            "predicted_mfu": None,
+            "error": None,
+            "from": "no reference of this chip's peak and precision",
+        }
+    return {
+        **out,
+        "predicted_mfu": round(got["mfu"], 4),
+        "error": round(got["mfu"] / target["mfu"] - 1, 4),
+        "from": got["from"].split(";")[0],
+    }
 
 
 def leave_one_out(references: str | Path | None = None) -> list[dict[str, Any]]:
     """Each reference predicted from the others, as ``wb.plan`` would: the MFU it would take
-    (nearest in size on the same chip or a chip of the same peak and precision) against the
-    reference's own. ``error`` = predicted / actual - 1, which is also the error in tokens/s
-    (the planner's tokens/s = MFU x peak / FLOPs a token, the count the MFUs use)."""
+    (the nearest in architecture, LoRA, size and sequence length on the same chip or a chip
+    of the same peak and precision) against the reference's own. Its twins go out with it:
+    the same run on another number of devices (same chip, precision, size and sequence
+    length) would predict it almost exactly. ``error`` = predicted / actual - 1, which is
+    also the error in tokens/s (the planner's tokens/s = MFU x peak / FLOPs a token, the
+    count the MFUs use)."""
     data = refs.references(references)
     out = []
-    for i, e in enumerate(data["mfu"]):
-        rest = {**data, "mfu": data["mfu"][:i] + data["mfu"][i + 1:]}
+    for e in data["mfu"]:
+        rest = {**data, "mfu": [r for r in data["mfu"] if not _twin(r, e)]}
         out.append(_scored(rest, e))
     return out
+
+
+def _twin(a: dict, b: dict) -> bool:
+    """The same run (chip, precision, model size, sequence length), on any number of devices."""
+    return all(a.get(k) == b.get(k) for k in ("chip", "precision", "params", "seq_len"))
 
 
 def held_out(references: str | Path | None = None) -> list[dict[str, Any]]:
     """The references file's held-out published results predicted from its references."""
     data = refs.references(references)
     return [_scored(data, e) for e in data.get("held_out", {}).get("results", [])]
+
+
+FAMILIES = {"A100": ("A100",), "H100/H200": ("H100", "H200"), "Gaudi": ("Gaudi",)}
+
+
+def by_family(scored: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Median and worst absolute error per chip family (A100, H100/H200, Gaudi) of
+    ``leave_one_out()`` or ``held_out()`` rows; rows without a prediction are counted apart."""
+    out = {}
+    for family, prefixes in FAMILIES.items():
+        rows = [r for r in scored if r["chip"].startswith(prefixes)]
+        errors = [abs(r["error"]) for r in rows if r["error"] is not None]
+        out[family] = {
+            "n": len(errors),
+            "unpredicted": len(rows) - len(errors),
+            "median_abs_error": round(statistics.median(errors), 4) if errors else None,
+            "worst_abs_error": round(max(errors), 4) if errors else None,
+        }
+    return out
+
+
+def plan_accuracy(references: str | Path | None = None):
+    """How far ``wb.plan``'s MFU is from published ones, as a DataFrame: each reference
+    predicted from the others (``check`` = ``"leave-one-out"``) and each held-out published
+    result from the references (``"held-out"``), with the chip family, the published and
+    predicted MFU, the error (predicted / published - 1, also the error in tokens/s), what
+    the prediction came from and where the published figure is.
+
+    Examples
+    --------
+    >>> import workbench as wb
+    >>> acc = wb.plan_accuracy()
+    >>> loo = acc[acc.check == "leave-one-out"]
+    >>> loo.groupby("family").error.apply(lambda e: e.abs().median()).round(3)
+    family
+    A100         0.078
+    Gaudi        0.216
+    H100/H200    0.166
+    Name: error, dtype: float64
+    """
+    import pandas as pd
+
+    data = refs.references(references)
+    sources = {
+        (e["chip"], e["precision"], e["model"]): f"{e['source']}, {e['url']} (read {e['read']})"
+        for e in data["mfu"] + data.get("held_out", {}).get("results", [])
+    }
+    rows = []
+    for check, scored in (
+        ("leave-one-out", leave_one_out(references)),
+        ("held-out", held_out(references)),
+    ):
+        for r in scored:
+            family = next(
+                (f for f, prefixes in FAMILIES.items() if r["chip"].startswith(prefixes)), "other"
+            )
+            rows.append(
+                {
+                    "check": check,
+                    "family": family,
+                    **{
+                        k: r[k]
+                        for k in (
+                            "chip",
+                            "precision",
+                            "model",
+                            "devices",
+                            "mfu",
+                            "predicted_mfu",
+                            "error",
+                            "from",
+                        )
+                    },
+                    "source": sources[(r["chip"], r["precision"], r["model"])],
+                }
+            )
+    return pd.DataFrame(rows)

@@ -26,21 +26,27 @@ def _read(path: Path, what: str) -> dict[str, Any]:
     try:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise ValueError(f"{what}: no file {str(path)!r}; pass a JSON file that exists, or a dict") from None
+        raise ValueError(
+            f"{what}: no file {str(path)!r}; pass a JSON file that exists, or a dict"
+        ) from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{what}: {str(path)!r} is not JSON ({e})") from None
 
 
 def chip_name(name: str, argument: str) -> str:
-    """The ``CHIPS`` name of ``name`` (``"H100"`` -> ``"H100 SXM"``); unknown names list the valid ones."""
+    """The ``CHIPS`` name of ``name`` (``"H100"`` -> ``"H100 SXM"``); unknown names list the
+    valid ones."""
     try:
         return chip(name).name
     except ValueError:
-        raise ValueError(f"{argument}: unknown device {name!r}; known: {', '.join(CHIPS)}") from None
+        raise ValueError(
+            f"{argument}: unknown device {name!r}; known: {', '.join(CHIPS)}"
+        ) from None
 
 
 def references(path: str | Path | None = None) -> dict[str, Any]:
-    """The MFU references, the scaling efficiency and the default (``path``: a file in the same form)."""
+    """The MFU references, the scaling efficiency and the default (``path``: a file in the same
+    form)."""
     data = _read(path or REFERENCES, "references")
     for key in ("mfu", "scaling", "default"):
         if key not in data:
@@ -56,9 +62,16 @@ def _price_entry(name: str, value, origin: str) -> dict[str, Any]:
         entry = {**value}
     else:
         usd, entry = value, {}
-    if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd) or usd < 0:
-        raise ValueError(f"prices: the price of {name!r} must be a number of dollars per device-hour "
-                         f">= 0, got {usd!r}")
+    if (
+        isinstance(usd, bool)
+        or not isinstance(usd, (int, float))
+        or not math.isfinite(usd)
+        or usd < 0
+    ):
+        raise ValueError(
+            f"prices: the price of {name!r} must be a number of dollars per device-hour "
+            f">= 0, got {usd!r}"
+        )
     entry.update(chip=name, usd_per_device_hour=float(usd))
     entry.setdefault("source", origin)
     return entry
@@ -81,7 +94,10 @@ def prices(overrides: dict | str | Path | None = None) -> dict[str, dict[str, An
         if "prices" in overrides:
             overrides = {e["chip"]: e for e in overrides["prices"]}
     if not isinstance(overrides, dict):
-        raise ValueError(f"prices must be a dict such as {{'H100': 2.5}} or a JSON file, got {type(overrides).__name__}")
+        raise ValueError(
+            f"prices must be a dict such as {{'H100': 2.5}} or a JSON file, got "
+            f"{type(overrides).__name__}"
+        )
     for name, value in overrides.items():
         key = "detected" if str(name).lower() == "detected" else chip_name(str(name), "prices")
         out[key] = _price_entry(key, value, origin)

@@ -12,11 +12,31 @@ from typing import Any
 
 from .. import markup
 
-COLUMNS = ["device", "name", "fits_one", "devices", "strategy", "memory_gib", "precision", "mfu", "mfu_from",
-           "tokens_per_s_device", "tokens_per_s", "hours", "usd_per_device_hour", "cost_usd",
-           "usd_per_million_tokens", "note"]
-KINDS = {"your mfu": "#6a1b9a", "your runs": markup.GREEN, "measured by this project": "#00838f",
-         "published": "#1565c0", "default": markup.GREY}
+COLUMNS = [
+    "device",
+    "name",
+    "fits_one",
+    "devices",
+    "strategy",
+    "memory_gib",
+    "precision",
+    "mfu",
+    "mfu_from",
+    "tokens_per_s_device",
+    "tokens_per_s",
+    "hours",
+    "usd_per_device_hour",
+    "cost_usd",
+    "usd_per_million_tokens",
+    "note",
+]
+KINDS = {
+    "your mfu": "#6a1b9a",
+    "your runs": markup.GREEN,
+    "measured by this project": "#00838f",
+    "published": "#1565c0",
+    "default": markup.GREY,
+}
 
 
 def fmt_hours(h: float | None) -> str:
@@ -47,6 +67,9 @@ class TrainingPlan:
     ----------
     model, num_params, tokens, batch_size, seq_len, precision, flops_per_token
         The inputs, and the FLOPs of one token (None for a UNet).
+    unit, flops_per_image
+        ``"token"``, or ``"image"`` for a UNet: then ``tokens`` counts images, the
+        ``tokens_per_s`` columns are images/s and ``flops_per_image`` is the count.
     rows : list of dict
         One per device, the columns of ``table()`` plus ``sources``: figure -> where it came from.
     """
@@ -59,9 +82,12 @@ class TrainingPlan:
     precision: str
     flops_per_token: int | None
     rows: list[dict[str, Any]] = field(default_factory=list)
+    unit: str = "token"
+    flops_per_image: int | None = None
 
     def table(self, sources: bool = False):
-        """The rows as a DataFrame (``sources=True``: one more column, where each figure came from)."""
+        """The rows as a DataFrame (``sources=True``: one more column, where each figure came
+        from)."""
         import pandas as pd
 
         df = pd.DataFrame([{c: r.get(c) for c in COLUMNS} for r in self.rows], columns=COLUMNS)
@@ -74,13 +100,21 @@ class TrainingPlan:
         for r in self.rows:
             if r["device"] == device:
                 return r
-        raise ValueError(f"no row {device!r} in this plan; rows: {', '.join(r['device'] for r in self.rows)}")
+        raise ValueError(
+            f"no row {device!r} in this plan; rows: {', '.join(r['device'] for r in self.rows)}"
+        )
 
     def _best(self, key: str) -> dict[str, Any]:
         rows = [r for r in self.rows if r.get(key) is not None]
         if not rows:
-            raise ValueError(f"no row of this plan has a {key}: "
-                             + ("pass prices={'H100 SXM': 2.5, ...}" if key == "cost_usd" else "no device has a throughput"))
+            raise ValueError(
+                f"no row of this plan has a {key}: "
+                + (
+                    "pass prices={'H100 SXM': 2.5, ...}"
+                    if key == "cost_usd"
+                    else "no device has a throughput"
+                )
+            )
         return min(rows, key=lambda r: r[key])
 
     def cheapest(self) -> dict[str, Any]:
@@ -92,18 +126,33 @@ class TrainingPlan:
         return self._best("hours")
 
     def _title(self) -> str:
-        other = {r["device"]: r["precision"] for r in self.rows if r.get("precision") not in (None, self.precision)}
+        other = {
+            r["device"]: r["precision"]
+            for r in self.rows
+            if r.get("precision") not in (None, self.precision)
+        }
         also = "".join(f" ({d}: {p})" for d, p in other.items())
-        return (f"{self.model} ({self.num_params / 1e6:,.1f}M params): {self.tokens:,} tokens, "
-                f"batch {self.batch_size} x {self.seq_len} per device, {self.precision}{also}")
+        shape = (
+            f"{self.batch_size}" if self.unit == "image" else f"{self.batch_size} x {self.seq_len}"
+        )
+        return (
+            f"{self.model} ({self.num_params / 1e6:,.1f}M params): {self.tokens:,} {self.unit}s, "
+            f"batch {shape} per device, {self.precision}{also}"
+        )
 
     def __repr__(self) -> str:
-        lines = [f"TrainingPlan: {self._title()}",
-                 f"  {'device':<11}{'devices':>8}  {'tokens/s':>12}  {'time':>11}  {'cost':>10}  MFU from"]
+        lines = [
+            f"TrainingPlan: {self._title()}",
+            f"  {'device':<11}{'devices':>8}  {self.unit + 's/s':>12}  {'time':>11}  {'cost':>10}  "
+            "MFU from",
+        ]
         for r in self.rows:
-            lines.append(f"  {r['device']:<11}{r.get('devices') or '-':>8}  {_num(r.get('tokens_per_s')):>12}  "
-                         f"{fmt_hours(r.get('hours')):>11}  {fmt_money(r.get('cost_usd')):>10}  "
-                         f"{r.get('mfu_from') or r.get('note', '')}")
+            lines.append(
+                f"  {r['device']:<11}{r.get('devices') or '-':>8}  "
+                f"{_num(r.get('tokens_per_s')):>12}  "
+                f"{fmt_hours(r.get('hours')):>11}  {fmt_money(r.get('cost_usd')):>10}  "
+                f"{r.get('mfu_from') or r.get('note', '')}"
+            )
         return "\n".join(lines)
 
     # ----------------------------------------------------------------------- the view
@@ -113,41 +162,79 @@ class TrainingPlan:
         w, label, bar_h, gap = 640, 90, 14, 6
         half = (w - label - 20) // 2
         h = 28 + len(rows) * (bar_h + gap)
-        out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' "
-               "font-size='11'>", f"<text x='{label}' y='12' font-weight='bold'>time</text>",
-               f"<text x='{label + half + 10}' y='12' font-weight='bold'>cost</text>"]
+        out = [
+            f"<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' "
+            "font-family='sans-serif' "
+            "font-size='11'>",
+            f"<text x='{label}' y='12' font-weight='bold'>time</text>",
+            f"<text x='{label + half + 10}' y='12' font-weight='bold'>cost</text>",
+        ]
         most_h = max((r["hours"] for r in rows), default=1) or 1
         most_c = max((r.get("cost_usd") or 0 for r in rows), default=0) or 1
         for i, r in enumerate(rows):
             y = 22 + i * (bar_h + gap)
             colour = KINDS.get(r.get("mfu_from"), "#9e9e9e")
-            out.append(f"<text x='{label - 4}' y='{y + 11}' text-anchor='end'>{html.escape(r['device'])}</text>")
+            out.append(
+                f"<text x='{label - 4}' y='{y + 11}' "
+                f"text-anchor='end'>{html.escape(r['device'])}</text>"
+            )
             bw = max(1, (half - 70) * r["hours"] / most_h)
-            out.append(f"<rect x='{label}' y='{y}' width='{bw:.1f}' height='{bar_h}' fill='{colour}'/>")
-            out.append(f"<text x='{label + bw + 3:.1f}' y='{y + 11}'>{html.escape(fmt_hours(r['hours']))}</text>")
+            out.append(
+                f"<rect x='{label}' y='{y}' width='{bw:.1f}' height='{bar_h}' fill='{colour}'/>"
+            )
+            out.append(
+                f"<text x='{label + bw + 3:.1f}' "
+                f"y='{y + 11}'>{html.escape(fmt_hours(r['hours']))}</text>"
+            )
             x = label + half + 10
             if r.get("cost_usd") is None:
                 out.append(f"<text x='{x}' y='{y + 11}' fill='#666'>no price</text>")
                 continue
             cw = max(1, (half - 70) * r["cost_usd"] / most_c)
             out.append(f"<rect x='{x}' y='{y}' width='{cw:.1f}' height='{bar_h}' fill='{colour}'/>")
-            out.append(f"<text x='{x + cw + 3:.1f}' y='{y + 11}'>{html.escape(fmt_money(r['cost_usd']))}</text>")
+            out.append(
+                f"<text x='{x + cw + 3:.1f}' "
+                f"y='{y + 11}'>{html.escape(fmt_money(r['cost_usd']))}</text>"
+            )
         return "".join(out) + "</svg>"
 
     def _repr_html_(self) -> str:
-        heads = ("device", "fits one", "devices, strategy", "tokens/s", "time", "cost", "$/M tokens", "MFU", "from")
+        heads = (
+            "device",
+            "fits one",
+            "devices, strategy",
+            f"{self.unit}s/s",
+            "time",
+            "cost",
+            f"$/M {self.unit}s",
+            "MFU",
+            "from",
+        )
         body, notes = [], []
         for r in self.rows:
             colour = KINDS.get(r.get("mfu_from"), markup.LABEL)
             mfu = f"{r['mfu']:.1%}" if r.get("mfu") is not None else "-"
-            cells = [r["device"], "yes" if r["fits_one"] else "no", r.get("strategy") or "-",
-                     _num(r.get("tokens_per_s")), fmt_hours(r.get("hours")), fmt_money(r.get("cost_usd")),
-                     fmt_money(r.get("usd_per_million_tokens")), mfu, r.get("mfu_from") or r.get("note", "")]
+            cells = [
+                r["device"],
+                "yes" if r["fits_one"] else "no",
+                r.get("strategy") or "-",
+                _num(r.get("tokens_per_s")),
+                fmt_hours(r.get("hours")),
+                fmt_money(r.get("cost_usd")),
+                fmt_money(r.get("usd_per_million_tokens")),
+                mfu,
+                r.get("mfu_from") or r.get("note", ""),
+            ]
             body.append([*cells[:8], (cells[8], f"color:{colour}")])
-            notes += [f"<li><b>{html.escape(r['device'])}</b> {html.escape(k)}: {html.escape(v)}</li>"
-                      for k, v in r["sources"].items() if k in ("mfu", "price", "scaling")]
+            notes += [
+                f"<li><b>{html.escape(r['device'])}</b> {html.escape(k)}: {html.escape(v)}</li>"
+                for k, v in r["sources"].items()
+                if k in ("mfu", "price", "scaling")
+            ]
         svg = base64.b64encode(self.svg().encode()).decode()
-        return (f"<div style='{markup.FONT}'><div style='font-weight:bold;margin:2px 8px'>"
-                f"{html.escape(self._title())}</div><img src='data:image/svg+xml;base64,{svg}'/>"
-                f"{markup.table(body, heads, font=False)}"
-                f"<details><summary>sources</summary><ul>{''.join(notes)}</ul></details></div>")
+        return (
+            f"<div style='{markup.FONT}'><div style='font-weight:bold;margin:2px 8px'>"
+            f"{html.escape(self._title())}</div><img src='data:image/svg+xml;base64,{svg}'/>"
+            f"{markup.table(body, heads, font=False)}"
+            f"<details><summary>sources</summary><ul>{''.join(notes)}</ul></details></div>"
+        )

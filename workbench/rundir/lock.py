@@ -21,7 +21,8 @@ class RunBusy(RuntimeError):
 
 
 class WriterLock:
-    """The write lock of run directory ``path``: ``claim()`` it before writing, ``release()`` after."""
+    """The write lock of run directory ``path``: ``claim()`` it before writing, ``release()``
+    after."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path) / LOCK_FILE
@@ -42,9 +43,11 @@ class WriterLock:
         except BlockingIOError:
             holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
             os.close(fd)
-            raise RunBusy(f"cannot {action} {self.path.parent.name}: it is being trained by {holder}. "
-                          f"Stop it first (wb.Run.open(path).stop() works from any process) or wait "
-                          f"for it to end.") from None
+            raise RunBusy(
+                f"cannot {action} {self.path.parent.name}: it is being trained by {holder}. "
+                f"Stop it first (wb.Run.open(path).stop() works from any process) or wait "
+                f"for it to end."
+            ) from None
         self._fd = fd
         try:  # who holds it, for the refusal above: on a full disk it stays unsaid
             os.ftruncate(fd, 0)

@@ -79,9 +79,11 @@ class EventLog:
             try:
                 view = memoryview(data)
                 while view:  # an unbuffered write may take part of the line
-                    view = view[f.write(view):]
+                    view = view[f.write(view) :]
             except OSError as e:
-                os.truncate(self.path, start)  # never half a line: the next one would be lost with it
+                os.truncate(
+                    self.path, start
+                )  # never half a line: the next one would be lost with it
                 e.filename = e.filename or str(self.path)
                 failed = e
         for fn in list(self.subscribers):
@@ -143,9 +145,17 @@ def check_root(run_dir: str | Path | None = None) -> Path:
         except OSError as e:
             why = f"cannot create a directory in {base}: {e.strerror}"
     if why is not None:
-        named = "run_dir" if run_dir is not None else "WORKBENCH_RUNS" if env else f"run_dir (default {DEFAULT_ROOT!r})"
-        raise ValueError(f"{named}={str(root)!r} cannot hold run directories: {why}. Pass run_dir= a directory "
-                         f"you can write to")
+        named = (
+            "run_dir"
+            if run_dir is not None
+            else "WORKBENCH_RUNS"
+            if env
+            else f"run_dir (default {DEFAULT_ROOT!r})"
+        )
+        raise ValueError(
+            f"{named}={str(root)!r} cannot hold run directories: {why}. Pass run_dir= a directory "
+            f"you can write to"
+        )
     return root
 
 
@@ -166,10 +176,13 @@ def new_run_dir(name: str, root: str | Path | None = None) -> Path:
     room = limit - len(f"{stamp}--999")  # the timestamp and a counter for same-second runs
     if len(safe.encode()) > room:
         digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-        safe = safe.encode()[:room - len(digest) - 1].decode(errors="ignore") + "-" + digest
-        warnings.warn(f"run name of {len(name)} characters ({len(name.encode())} bytes) is longer than a "
-                      f"directory name may be here ({limit} bytes with the timestamp): shortened to {safe!r}",
-                      UserWarning, stacklevel=2)
+        safe = safe.encode()[: room - len(digest) - 1].decode(errors="ignore") + "-" + digest
+        warnings.warn(
+            f"run name of {len(name)} characters ({len(name.encode())} bytes) is longer than a "
+            f"directory name may be here ({limit} bytes with the timestamp): shortened to {safe!r}",
+            UserWarning,
+            stacklevel=2,
+        )
     for i in range(1000):
         path = root / (f"{stamp}-{safe}" + (f"-{i}" if i else ""))
         try:
@@ -202,7 +215,9 @@ class RunDir:
         self.path = Path(path)
         self.log = EventLog(self.path / "events.jsonl")
         self._spec: dict[str, Any] | None = None
-        self._summary: tuple[tuple[int, int, int], dict[str, Any]] | None = None  # (stat key, parsed)
+        self._summary: tuple[tuple[int, int, int], dict[str, Any]] | None = (
+            None  # (stat key, parsed)
+        )
         self._loaded = None  # (model, tokenizer) once loaded
 
     # ----------------------------------------------------------------- opening
@@ -212,7 +227,9 @@ class RunDir:
         path = Path(path)
         if not (path / "spec.json").exists() and not (path / "summary.json").exists():
             raise FileNotFoundError(f"{str(path)!r} is not a run directory (no spec.json)")
-        return cls(path)  # a summary without a spec: a run killed as it was created (it reads failed)
+        return cls(
+            path
+        )  # a summary without a spec: a run killed as it was created (it reads failed)
 
     @property
     def name(self) -> str:
@@ -225,8 +242,10 @@ class RunDir:
             try:
                 self._spec = json.loads((self.path / "spec.json").read_text())
             except FileNotFoundError:
-                raise FileNotFoundError(f"{self.name} has no spec.json: the process creating it died before "
-                                        f"writing it (the run reads {self.status}); start a new run") from None
+                raise FileNotFoundError(
+                    f"{self.name} has no spec.json: the process creating it died before "
+                    f"writing it (the run reads {self.status}); start a new run"
+                ) from None
         return json.loads(json.dumps(self._spec))
 
     @property
@@ -250,7 +269,8 @@ class RunDir:
 
     @property
     def status(self) -> str:
-        """``prepared`` (written, never started), ``running``, ``completed``, ``stopped`` or ``failed``.
+        """``prepared`` (written, never started), ``running``, ``completed``, ``stopped`` or
+        ``failed``.
 
         A run is ``running`` only while a process holds its write lock: one that says
         ``running`` with nobody holding the lock died without writing its end (SIGKILL,
@@ -290,7 +310,11 @@ class RunDir:
         return pd.DataFrame(self.events)
 
     def _saved(self) -> list[Path]:
-        found = [p for p in (self.path / "checkpoints").glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
+        found = [
+            p
+            for p in (self.path / "checkpoints").glob("checkpoint-*")
+            if p.name.split("-")[-1].isdigit()
+        ]
         return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
 
     @property
@@ -302,7 +326,8 @@ class RunDir:
 
     @property
     def broken_checkpoints(self) -> dict[str, str]:
-        """Checkpoint directories that cannot be resumed from, with the reason (a kill while saving)."""
+        """Checkpoint directories that cannot be resumed from, with the reason (a kill while
+        saving)."""
         from ..training.checkpoint import problem
 
         return {p.name: why for p in self._saved() if (why := problem(p)) is not None}
@@ -335,7 +360,9 @@ class RunDir:
             ckpt = self.last_checkpoint
             if ckpt is None:
                 raise FileNotFoundError(f"{self.name} has no checkpoint yet")
-            self._loaded = load_checkpoint(ModelSpec.from_dict(self.spec["model"]), ckpt, base=self.path / "base")
+            self._loaded = load_checkpoint(
+                ModelSpec.from_dict(self.spec["model"]), ckpt, base=self.path / "base"
+            )
         return self._loaded
 
     def hold(self, model, tokenizer) -> None:
@@ -351,7 +378,13 @@ class RunDir:
     def tokenizer(self):
         return self._load()[1]
 
-    def sample(self, n: int | str | list[str] = 16, steps: int | None = None, seed: int = 0, guidance: float = 7.5):
+    def sample(
+        self,
+        n: int | str | list[str] = 16,
+        steps: int | None = None,
+        seed: int = 0,
+        guidance: float = 7.5,
+    ):
         """Generate images (PIL), deterministic for a ``seed``.
 
         Diffusion runs: ``n`` images, DDIM in ``steps`` (default 50). Text-to-image runs:
@@ -361,8 +394,11 @@ class RunDir:
         if self.task == "text_to_image":
             return self.model.sample(n, steps=steps or 25, guidance=guidance, seed=seed)
         if self.task != "diffusion":
-            raise ValueError("run.sample() is for diffusion runs (and text-to-image runs); for language models use "
-                             "run.model.generate(...) with run.tokenizer")
+            raise ValueError(
+                "run.sample() is for diffusion runs (and text-to-image runs); for language models "
+                "use "
+                "run.model.generate(...) with run.tokenizer"
+            )
         return self.model.sample(n, steps=steps or 50, seed=seed)
 
     def __repr__(self) -> str:
@@ -375,18 +411,34 @@ class RunDir:
         # a run killed as it was made has a summary and no spec yet
         spec = self.spec if (self.path / "spec.json").exists() else {"model": {}, "data": {}}
         model = model_name(spec)
-        return {"run": self.name, "status": self.status, "model": model,
-                "data": spec["data"].get("source"), "step": self.step,
-                "train_loss": s.get("train_loss"), "samples_per_s": s.get("samples_per_s"),
-                "tokens_per_s": s.get("tokens_per_s"), "peak_memory": s.get("mem_peak"),
-                "device": (s.get("device") or {}).get("kind"), "wall_time_s": s.get("wall_time_s"),
-                "path": str(self.path), **(s.get("eval") or {})}
+        return {
+            "run": self.name,
+            "status": self.status,
+            "model": model,
+            "data": spec["data"].get("source"),
+            "step": self.step,
+            "train_loss": s.get("train_loss"),
+            "samples_per_s": s.get("samples_per_s"),
+            "tokens_per_s": s.get("tokens_per_s"),
+            "peak_memory": s.get("mem_peak"),
+            "device": (s.get("device") or {}).get("kind"),
+            "wall_time_s": s.get("wall_time_s"),
+            "path": str(self.path),
+            **(s.get("eval") or {}),
+        }
 
     def _repr_html_(self) -> str:
         s = self.summary
-        rows = {"run": self.name, "status": self.status, "step": f"{self.step}/{s.get('max_steps', '?')}",
-                "train loss": s.get("train_loss"), "eval": s.get("eval"), "tokens/s": s.get("tokens_per_s"),
-                "wall time (s)": s.get("wall_time_s"), "path": str(self.path)}
+        rows = {
+            "run": self.name,
+            "status": self.status,
+            "step": f"{self.step}/{s.get('max_steps', '?')}",
+            "train loss": s.get("train_loss"),
+            "eval": s.get("eval"),
+            "tokens/s": s.get("tokens_per_s"),
+            "wall time (s)": s.get("wall_time_s"),
+            "path": str(self.path),
+        }
         return markup.key_values((k, _fmt(v)) for k, v in rows.items())
 
 
@@ -428,9 +480,21 @@ def runs(root: str | Path | None = None):
     import pandas as pd
 
     root = Path(root or os.environ.get("WORKBENCH_RUNS", DEFAULT_ROOT))
-    columns = ["run", "status", "model", "data", "step", "train_loss", "tokens_per_s", "device",
-               "wall_time_s", "path"]
-    found = {p.parent for p in root.glob("*/spec.json")} | {p.parent for p in root.glob("*/summary.json")}
+    columns = [
+        "run",
+        "status",
+        "model",
+        "data",
+        "step",
+        "train_loss",
+        "tokens_per_s",
+        "device",
+        "wall_time_s",
+        "path",
+    ]
+    found = {p.parent for p in root.glob("*/spec.json")} | {
+        p.parent for p in root.glob("*/summary.json")
+    }
     rows = [RunDir(path).row() for path in sorted(found, reverse=True)]
     return pd.DataFrame([{k: r[k] for k in columns} for r in rows], columns=columns)
 
@@ -451,8 +515,13 @@ def compare(*runs_: RunDir | str | Path):
         run = r if isinstance(r, RunDir) else RunDir.open(r)
         opened.append(run)
         row = run.row()
-        row = {"model": row.pop("model"), "data": row.pop("data"), "status": row.pop("status"),
-               "steps": row.pop("step"), **{k: v for k, v in row.items() if k not in ("run", "path")}}
+        row = {
+            "model": row.pop("model"),
+            "data": row.pop("data"),
+            "status": row.pop("status"),
+            "steps": row.pop("step"),
+            **{k: v for k, v in row.items() if k not in ("run", "path")},
+        }
         key, i = run.name, 2
         while key in cols:  # the same run twice still gets two columns
             key, i = f"{run.name} #{i}", i + 1

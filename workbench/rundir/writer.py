@@ -31,9 +31,13 @@ def create(path: Path, spec: dict[str, Any], checkpoints: Path | None = None) ->
     (``hand_over`` names none, for a run that others start). ``checkpoints``: a directory
     elsewhere that holds the run's checkpoints (an attached Trainer's ``output_dir``), linked
     as the run's ``checkpoints``."""
-    write_json(path / "summary.json", {"status": "prepared", "error": None, "created": now(), **this_process()})
+    write_json(
+        path / "summary.json",
+        {"status": "prepared", "error": None, "created": now(), **this_process()},
+    )
     if checkpoints is not None:
-        (path / "checkpoints").symlink_to(Path(checkpoints).absolute(), target_is_directory=True)
+        target = Path(checkpoints).absolute()
+        (path / "checkpoints").symlink_to(target, target_is_directory=True)
     write_json(path / "spec.json", spec)
 
 
@@ -49,7 +53,11 @@ def this_process() -> dict[str, Any]:
     """The summary's fields that name this process (its start time tells a reused pid apart)."""
     import psutil
 
-    return {"pid": os.getpid(), "host": socket.gethostname(), "pid_started": psutil.Process().create_time()}
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "pid_started": psutil.Process().create_time(),
+    }
 
 
 class RunWriter:
@@ -84,14 +92,29 @@ class RunWriter:
         except OSError:
             reserve.unlink(missing_ok=True)  # already full: the next write says so
         previous = self.run.summary
-        self._write({**previous, **info, "status": "running", "error": None, **this_process(),
-                     "started": previous.get("started") or now()})
+        self._write(
+            {
+                **previous,
+                **info,
+                "status": "running",
+                "error": None,
+                **this_process(),
+                "started": previous.get("started") or now(),
+            }
+        )
 
     def begin_on(self, device, size: int) -> None:
-        """``begin`` for a run on ``device`` with ``size`` ranks; resets the device's peak memory."""
+        """``begin`` for a run on ``device`` with ``size`` ranks; resets the device's peak
+        memory."""
         device.reset_peak_memory()  # else a second run in this process reports the first one's peak
-        self.begin({"device": device.to_dict(), "max_steps": self.run.spec["args"]["max_steps"],
-                    "world_size": size, "versions": {**library_versions(), **device.versions}})
+        self.begin(
+            {
+                "device": device.to_dict(),
+                "max_steps": self.run.spec["args"]["max_steps"],
+                "world_size": size,
+                "versions": {**library_versions(), **device.versions},
+            }
+        )
 
     def end(self, update: dict[str, Any]) -> None:
         """The final summary. On a full disk the reserve makes room for it first, and the
@@ -116,7 +139,9 @@ class RunWriter:
             if ended is not None:
                 ended()
             try:
-                log.emit({"phase": "end", "step": update.get("step", 0), "status": update["status"]})
+                log.emit(
+                    {"phase": "end", "step": update.get("step", 0), "status": update["status"]}
+                )
             except OSError as e:  # the subscribers had it all the same
                 failed = failed or e
         finally:
@@ -149,11 +174,20 @@ def _out_of_space(error: BaseException, free: int) -> BaseException | None:
         chain.append(e)
         e = e.__cause__ or e.__context__
     for e in chain:
-        if (isinstance(e, OSError) and e.errno == errno.ENOSPC) or any(m in str(e) for m in _NO_SPACE):
+        if (isinstance(e, OSError) and e.errno == errno.ENOSPC) or any(
+            m in str(e) for m in _NO_SPACE
+        ):
             return e
     if free < LOW:  # a write that failed, without saying why, on a disk with nothing left
-        return next((e for e in chain if any(m in str(e) for m in _WRITE_FAILED)
-                     or (isinstance(e, OSError) and e.errno in (None, errno.EIO))), None)
+        return next(
+            (
+                e
+                for e in chain
+                if any(m in str(e) for m in _WRITE_FAILED)
+                or (isinstance(e, OSError) and e.errno in (None, errno.EIO))
+            ),
+            None,
+        )
     return None
 
 
@@ -165,9 +199,10 @@ def disk_full_message(error: BaseException, run: RunDir) -> str | None:
     if e is None:
         return None
     broken = [run.path / "checkpoints" / name for name in run.broken_checkpoints]
-    where = getattr(e, "filename", None) or (broken[-1] if broken else run.path)  # the file, else the checkpoint
+    where = getattr(e, "filename", None) or (
+        broken[-1] if broken else run.path
+    )  # the file, else the checkpoint
     good = run.last_checkpoint
     last = f"the last good checkpoint is {good.name}" if good else "there is no good checkpoint yet"
     then = f"wb.Run.open({str(run.path)!r}).resume()" if good else "train again"
     return f"disk full at {where}: {free / 2**20:.0f} MB free; {last}. Free some space, then {then}"
-

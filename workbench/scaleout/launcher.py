@@ -35,30 +35,48 @@ STRATEGIES = ("ddp", "deepspeed")
 POLL = 0.25  # seconds between looks at rank 0's event log
 
 
-def deepspeed_config(zero_stage: int, precision: str = "auto", offload: bool = False) -> dict[str, Any]:
+def deepspeed_config(
+    zero_stage: int, precision: str = "auto", offload: bool = False
+) -> dict[str, Any]:
     """A ZeRO configuration for the Trainer's ``deepspeed=`` argument ("auto" values are
     filled in by transformers from the TrainingArguments)."""
     if zero_stage not in (1, 2, 3):
         raise ValueError(f"zero_stage must be 1, 2 or 3 for DeepSpeed, got {zero_stage}")
     zero: dict[str, Any] = {"stage": zero_stage, "overlap_comm": True, "contiguous_gradients": True}
     if zero_stage == 3:
-        zero.update({"stage3_gather_16bit_weights_on_model_save": True,
-                     "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto"})
+        zero.update(
+            {
+                "stage3_gather_16bit_weights_on_model_save": True,
+                "stage3_prefetch_bucket_size": "auto",
+                "stage3_param_persistence_threshold": "auto",
+            }
+        )
     if offload:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
         if zero_stage == 3:
             zero["offload_param"] = {"device": "cpu", "pin_memory": True}
     return {
-        "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": "auto",
         # "auto" is the run's max_grad_norm: DeepSpeed clips. No "optimizer" section: ZeRO wraps
-        # the Trainer's own optimizer, with its parameter groups (on Gaudi torch's AdamW, not hpex's)
-        "gradient_clipping": "auto", "zero_optimization": zero,
-        "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},
+        # the Trainer's own optimizer, with its parameter groups (on Gaudi torch's AdamW, not
+        # hpex's)
+        "gradient_clipping": "auto",
+        "zero_optimization": zero,
+        "bf16": {"enabled": "auto"},
+        "fp16": {"enabled": "auto"},
     }
 
 
-def _prepare(model, data, devices: int, strategy: str, zero_stage: int | None, train_args: dict,
-             target: str | None = None) -> Run:
+def _prepare(
+    model,
+    data,
+    devices: int,
+    strategy: str,
+    zero_stage: int | None,
+    train_args: dict,
+    target: str | None = None,
+) -> Run:
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
     if devices < 1:
@@ -67,8 +85,13 @@ def _prepare(model, data, devices: int, strategy: str, zero_stage: int | None, t
         train_args["deepspeed"] = deepspeed_config(zero_stage or 2)
     elif zero_stage:
         raise ValueError("ZeRO stages come with DeepSpeed: pass strategy='deepspeed'")
-    return prepare(model, data, extra_spec=launch_extra(devices, strategy, zero_stage),
-                   target=target, **train_args)
+    return prepare(
+        model,
+        data,
+        extra_spec=launch_extra(devices, strategy, zero_stage),
+        target=target,
+        **train_args,
+    )
 
 
 def _digest(line: str) -> int:
@@ -106,8 +129,10 @@ class _Follower:
         lines = chunk[:cut].splitlines()
         if rewritten:  # the kept prefix was replayed already
             digests = [_digest(line) for line in lines]
-            kept = next((i for i, (a, b) in enumerate(zip(digests, self.seen)) if a != b),
-                        min(len(lines), len(self.seen)))
+            kept = next(
+                (i for i, (a, b) in enumerate(zip(digests, self.seen)) if a != b),
+                min(len(lines), len(self.seen)),
+            )
             self.seen, lines = self.seen[:kept], lines[kept:]
         for line in lines:
             self.seen.append(_digest(line))
@@ -131,15 +156,22 @@ def _die_with_parent() -> None:
 
 def _exit_codes(launcher_log: str) -> dict[int, int]:
     """rank -> exit code of every failed worker in torchrun's failure report."""
-    return {int(r): int(c) for r, c in re.findall(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)", launcher_log)}
+    return {
+        int(r): int(c)
+        for r, c in re.findall(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)", launcher_log)
+    }
 
 
 def _error_files(run: Run) -> dict[int, dict]:
     """rank -> the error a worker recorded (``@record`` writes torchrun's per-worker
     ``error.json``: the exception as ``"Type: message"``, its traceback and a timestamp)."""
     found = {}
-    attempts = [p.name for p in run.path.glob("logs/**/attempt_*") if p.name.split("_")[-1].isdigit()]
-    last = max(attempts, key=lambda name: int(name.split("_")[-1]), default="attempt_0")  # torchrun's last try
+    attempts = [
+        p.name for p in run.path.glob("logs/**/attempt_*") if p.name.split("_")[-1].isdigit()
+    ]
+    last = max(
+        attempts, key=lambda name: int(name.split("_")[-1]), default="attempt_0"
+    )  # torchrun's last try
     for path in sorted(run.path.glob(f"logs/**/{last}/*/error.json")):
         try:
             message = json.loads(path.read_text())["message"]
@@ -165,12 +197,20 @@ def _failure(run: Run, launcher_log: str) -> tuple[int | None, str]:
             name = f"signal {-codes[rank]}"
         return rank, f"rank {rank} failed (exit code {codes[rank]}, killed by {name})"
     if errors:
-        rank = min(errors, key=lambda r: int(errors[r].get("extraInfo", {}).get("timestamp", "0") or 0))
-        return rank, f"rank {rank} failed (exit code {codes.get(rank, 1)}): {errors[rank]['message']}"
+        rank = min(
+            errors, key=lambda r: int(errors[r].get("extraInfo", {}).get("timestamp", "0") or 0)
+        )
+        return (
+            rank,
+            f"rank {rank} failed (exit code {codes.get(rank, 1)}): {errors[rank]['message']}",
+        )
     if codes:
         rank = min(codes, key=lambda r: (codes[r] == -signal.SIGTERM, r))
         return rank, f"rank {rank} failed (exit code {codes[rank]})"
-    return None, "torchrun failed before any worker reported (see launcher.log in the run directory)"
+    return (
+        None,
+        "torchrun failed before any worker reported (see launcher.log in the run directory)",
+    )
 
 
 def _supervise(run: Run, proc: subprocess.Popen, log_path: Path) -> Run:
@@ -210,8 +250,18 @@ def _supervise(run: Run, proc: subprocess.Popen, log_path: Path) -> Run:
     return run
 
 
-def launch(model, data, *, devices: int = 2, strategy: str = "ddp", zero_stage: int | None = None,
-           max_restarts: int = 0, live: str | bool = "auto", background: bool = False, **train_args) -> Run:
+def launch(
+    model,
+    data,
+    *,
+    devices: int = 2,
+    strategy: str = "ddp",
+    zero_stage: int | None = None,
+    max_restarts: int = 0,
+    live: str | bool = "auto",
+    background: bool = False,
+    **train_args,
+) -> Run:
     """Train with ``devices`` worker processes under ``torchrun`` on this machine.
 
     Parameters
@@ -239,22 +289,39 @@ def launch(model, data, *, devices: int = 2, strategy: str = "ddp", zero_stage: 
     if not isinstance(max_restarts, int) or max_restarts < 0:
         raise ValueError(f"max_restarts must be 0 or more; got {max_restarts!r}")
     run = _prepare(model, data, devices, strategy, zero_stage, train_args)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={devices}",
-           f"--max_restarts={max_restarts}", f"--log_dir={run.path / 'logs'}", "--redirects=3",
-           *worker_args(run.path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={devices}",
+        f"--max_restarts={max_restarts}",
+        f"--log_dir={run.path / 'logs'}",
+        "--redirects=3",
+        *worker_args(run.path),
+    ]
     log_path = run.path / "launcher.log"
     run.dashboard = attach(run, live, background)
     log = open(log_path, "w")
     env = {**os.environ, **launchfiles.restart_env(max_restarts)}
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=Path.cwd(), env=env,
-                            preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=Path.cwd(),
+        env=env,
+        preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+    )
     run.process = proc
     if background:
+
         def target():
             _supervise(run, proc, log_path)
             log.close()
 
-        run.thread = threading.Thread(target=target, name=f"workbench-launch-{run.name}", daemon=True)
+        run.thread = threading.Thread(
+            target=target, name=f"workbench-launch-{run.name}", daemon=True
+        )
         run.thread.start()
         return run
     try:
@@ -266,10 +333,22 @@ def launch(model, data, *, devices: int = 2, strategy: str = "ddp", zero_stage: 
     return run
 
 
-def launch_command(model, data, *, nodes: int, devices_per_node: int, hosts: list[str] | None = None,
-                   strategy: str = "ddp", zero_stage: int | None = None, port: int = 29500,
-                   max_restarts: int = 0, format: str = "shell", accelerator: str | None = None,
-                   image: str | None = None, **train_args) -> LaunchCommand:
+def launch_command(
+    model,
+    data,
+    *,
+    nodes: int,
+    devices_per_node: int,
+    hosts: list[str] | None = None,
+    strategy: str = "ddp",
+    zero_stage: int | None = None,
+    port: int = 29500,
+    max_restarts: int = 0,
+    format: str = "shell",
+    accelerator: str | None = None,
+    image: str | None = None,
+    **train_args,
+) -> LaunchCommand:
     """Prepare a run directory and render what starts it on ``nodes`` machines with
     ``devices_per_node`` devices each; nothing is run.
 
@@ -294,9 +373,18 @@ def launch_command(model, data, *, nodes: int, devices_per_node: int, hosts: lis
     run = _prepare(model, data, nodes * devices_per_node, strategy, zero_stage, train_args, kind)
     hand_over(run)  # torchrun starts it elsewhere, later: this process exiting is no failure
     kind = run.spec["args"]["device"].split(":")[0]
-    return LaunchCommand(str(run.path.resolve()), nodes, devices_per_node,
-                         list(hosts) if hosts else None, strategy,
-                         port, max_restarts, format, kind, image)
+    return LaunchCommand(
+        str(run.path.resolve()),
+        nodes,
+        devices_per_node,
+        list(hosts) if hosts else None,
+        strategy,
+        port,
+        max_restarts,
+        format,
+        kind,
+        image,
+    )
 
 
 launch.__signature__ = runargs.signature(launch)  # every run argument, with its default, in help()

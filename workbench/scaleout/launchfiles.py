@@ -21,7 +21,9 @@ from ..backends.registry import backend
 
 FORMATS = ("shell", "slurm", "kubernetes")
 WORKER = ("-m", "workbench.scaleout.worker")
-CLAIM = "workbench-runs"  # the PersistentVolumeClaim that holds the run directories (shared storage)
+CLAIM = (
+    "workbench-runs"  # the PersistentVolumeClaim that holds the run directories (shared storage)
+)
 TORCHRUN_PORT = 23456  # the PyTorchJob operator's default port (PyTorchJobDefaultPort)
 
 
@@ -42,8 +44,15 @@ def restart_env(max_restarts: int) -> dict[str, str]:
     return {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"} if max_restarts else {}
 
 
-def check(nodes: int, devices_per_node: int, hosts: list[str] | None, format: str, strategy: str,
-          max_restarts: int, image: str | None) -> None:
+def check(
+    nodes: int,
+    devices_per_node: int,
+    hosts: list[str] | None,
+    format: str,
+    strategy: str,
+    max_restarts: int,
+    image: str | None,
+) -> None:
     """One clear error for the first bad argument of ``wb.launch_command``."""
     if format not in FORMATS:
         raise ValueError(f"unknown format {format!r}; known: {', '.join(FORMATS)}")
@@ -56,17 +65,30 @@ def check(nodes: int, devices_per_node: int, hosts: list[str] | None, format: st
     if format == "shell":
         if hosts is None or len(hosts) != nodes:
             given = "no" if hosts is None else len(hosts)
-            raise ValueError(f"nodes={nodes} but {given} hosts given; list one host per node "
-                             f"(hosts=['node-0', 'node-1', ...])")
+            raise ValueError(
+                f"nodes={nodes} but {given} hosts given; list one host per node "
+                f"(hosts=['node-0', 'node-1', ...])"
+            )
         if strategy == "deepspeed" and max_restarts:
-            raise ValueError("max_restarts needs torchrun: DeepSpeed's own launcher restarts nothing. "
-                             "Start the printed .torchrun line instead (it runs DeepSpeed runs too)")
+            raise ValueError(
+                "max_restarts needs torchrun: DeepSpeed's own launcher restarts nothing. "
+                "Start the printed .torchrun line instead (it runs DeepSpeed runs too)"
+            )
     elif hosts is not None:
-        where = "the allocation's nodes (scontrol show hostnames)" if format == "slurm" else "the operator's pods"
-        raise ValueError(f"hosts= is for format='shell'; with format={format!r} the hosts are {where}: leave it out")
+        where = (
+            "the allocation's nodes (scontrol show hostnames)"
+            if format == "slurm"
+            else "the operator's pods"
+        )
+        raise ValueError(
+            f"hosts= is for format='shell'; with format={format!r} the hosts are {where}: leave "
+            "it out"
+        )
     if format == "kubernetes" and not image:
-        raise ValueError("format='kubernetes' needs image='registry/name:tag': a container image with "
-                         "this package installed (on Gaudi, built on Intel's PyTorch container)")
+        raise ValueError(
+            "format='kubernetes' needs image='registry/name:tag': a container image with "
+            "this package installed (on Gaudi, built on Intel's PyTorch container)"
+        )
 
 
 def _dns_label(name: str, room: int) -> str:
@@ -105,17 +127,27 @@ class LaunchCommand:
     claim: str = CLAIM
 
     # ------------------------------------------------------------------ torchrun
-    def torchrun_args(self, endpoint: str | None = None, rdzv_id: str | None = None,
-                      conf: str | None = None) -> list[str]:
+    def torchrun_args(
+        self, endpoint: str | None = None, rdzv_id: str | None = None, conf: str | None = None
+    ) -> list[str]:
         """torchrun's argv for one node: c10d rendezvous at ``endpoint`` (default: the first
         host), restarts, each rank's output kept under the run's ``logs/``. No node rank:
         with c10d, torchrun ignores it and ranks are assigned at the rendezvous."""
         endpoint = endpoint or f"{(self.hosts or ['localhost'])[0]}:{self.port}"
         extra = [f"--rdzv_conf={conf}"] if conf else []
         extra += [f"--max_restarts={self.max_restarts}"] if self.max_restarts else []
-        return ["torchrun", f"--nnodes={self.nodes}", f"--nproc_per_node={self.devices_per_node}",
-                "--rdzv_backend=c10d", f"--rdzv_endpoint={endpoint}", f"--rdzv_id={rdzv_id or Path(self.run_dir).name}",
-                *extra, f"--log_dir={Path(self.run_dir) / 'logs'}", "--redirects=3", *worker_args(self.run_dir)]
+        return [
+            "torchrun",
+            f"--nnodes={self.nodes}",
+            f"--nproc_per_node={self.devices_per_node}",
+            "--rdzv_backend=c10d",
+            f"--rdzv_endpoint={endpoint}",
+            f"--rdzv_id={rdzv_id or Path(self.run_dir).name}",
+            *extra,
+            f"--log_dir={Path(self.run_dir) / 'logs'}",
+            "--redirects=3",
+            *worker_args(self.run_dir),
+        ]
 
     @property
     def env(self) -> dict[str, str]:
@@ -137,9 +169,20 @@ class LaunchCommand:
         return "".join(f"{h} slots={self.devices_per_node}\n" for h in self.hosts or [])
 
     def _deepspeed_args(self, *extra: str) -> list[str]:
-        return ["deepspeed", "--hostfile", "hostfile", *extra, f"--num_nodes={self.nodes}",
-                f"--num_gpus={self.devices_per_node}", f"--master_addr={(self.hosts or ['localhost'])[0]}",
-                f"--master_port={self.port}", "--no_local_rank", "--module", *WORKER[1:], self.run_dir]
+        return [
+            "deepspeed",
+            "--hostfile",
+            "hostfile",
+            *extra,
+            f"--num_nodes={self.nodes}",
+            f"--num_gpus={self.devices_per_node}",
+            f"--master_addr={(self.hosts or ['localhost'])[0]}",
+            f"--master_port={self.port}",
+            "--no_local_rank",
+            "--module",
+            *WORKER[1:],
+            self.run_dir,
+        ]
 
     @property
     def deepspeed(self) -> str:
@@ -159,37 +202,57 @@ class LaunchCommand:
         meeting at the allocation's first node."""
         gres = backend(self.accelerator).slurm_gres
         name = _dns_label(Path(self.run_dir).name, 0)
-        lines = ["#!/bin/bash", f"#SBATCH --job-name={name}", f"#SBATCH --nodes={self.nodes}",
-                 "#SBATCH --ntasks-per-node=1"]
+        lines = [
+            "#!/bin/bash",
+            f"#SBATCH --job-name={name}",
+            f"#SBATCH --nodes={self.nodes}",
+            "#SBATCH --ntasks-per-node=1",
+        ]
         if gres:
             lines.append(f"#SBATCH --gres={gres}:{self.devices_per_node}")
         elif self.accelerator != "cpu":
-            lines.append(f"# {backend(self.accelerator).title}: add your site's GRES line for "
-                         f"{self.devices_per_node} devices per node (Slurm has no standard name for them)")
-        lines += [f"#SBATCH --output={Path(self.run_dir) / 'slurm-%j.out'}", "",
-                  "# The run directory must be on storage every node mounts at this same path:",
-                  "# the workers read their specs from it and rank 0 writes the events there.",
-                  "set -euo pipefail",
-                  *self._exports("export ", "\n").splitlines(),  # srun passes the environment on
-                  f"RUN_DIR={shlex.quote(self.run_dir)}",
-                  'HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)']
+            lines.append(
+                f"# {backend(self.accelerator).title}: add your site's GRES line for "
+                f"{self.devices_per_node} devices per node (Slurm has no standard name for them)"
+            )
+        lines += [
+            f"#SBATCH --output={Path(self.run_dir) / 'slurm-%j.out'}",
+            "",
+            "# The run directory must be on storage every node mounts at this same path:",
+            "# the workers read their specs from it and rank 0 writes the events there.",
+            "set -euo pipefail",
+            *self._exports("export ", "\n").splitlines(),  # srun passes the environment on
+            f"RUN_DIR={shlex.quote(self.run_dir)}",
+            'HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        ]
         args = self.torchrun_args(endpoint="ENDPOINT", rdzv_id="RDZV_ID")
         args = [a.replace(self.run_dir, "RUN_DIR") for a in args]
-        text = shlex.join(["srun", f"--nodes={self.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", *args])
-        text = (text.replace("ENDPOINT", f'"$HEAD_NODE:{self.port}"').replace("RDZV_ID", '"$SLURM_JOB_ID"')
-                .replace("RUN_DIR", '"$RUN_DIR"'))
+        text = shlex.join(
+            ["srun", f"--nodes={self.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", *args]
+        )
+        text = (
+            text.replace("ENDPOINT", f'"$HEAD_NODE:{self.port}"')
+            .replace("RDZV_ID", '"$SLURM_JOB_ID"')
+            .replace("RUN_DIR", '"$RUN_DIR"')
+        )
         return "\n".join(lines + [text]) + "\n"
 
     # ------------------------------------------------------------------ Kubernetes
     def _limits(self) -> dict[str, Any]:
         resource = backend(self.accelerator).k8s_resource
-        return {"resources": {"limits": {resource: str(self.devices_per_node)}}} if resource else {}  # a quantity
+        return (
+            {"resources": {"limits": {resource: str(self.devices_per_node)}}} if resource else {}
+        )  # a quantity
 
     def _pod(self, container: dict[str, Any]) -> dict[str, Any]:
         """A pod template with the run directories' volume mounted where the run directory is."""
         mount = {"name": "runs", "mountPath": str(Path(self.run_dir).parent)}
-        return {"spec": {"containers": [{**container, "image": self.image, "volumeMounts": [mount]}],
-                         "volumes": [{"name": "runs", "persistentVolumeClaim": {"claimName": self.claim}}]}}
+        return {
+            "spec": {
+                "containers": [{**container, "image": self.image, "volumeMounts": [mount]}],
+                "volumes": [{"name": "runs", "persistentVolumeClaim": {"claimName": self.claim}}],
+            }
+        }
 
     def pytorchjob(self) -> dict[str, Any]:
         """A Kubeflow training-operator PyTorchJob (kubeflow.org/v1): one Master and
@@ -200,15 +263,33 @@ class LaunchCommand:
         command = self.torchrun_args(endpoint="$(PET_MASTER_ADDR):$(PET_MASTER_PORT)", rdzv_id=name)
 
         def replicas(n: int) -> dict[str, Any]:  # restarts: torchrun's, inside the pods
-            container = {"name": "pytorch", "command": list(command),  # the operator finds its container by this name
-                         **({"env": [{"name": k, "value": v} for k, v in self.env.items()]} if self.env else {}),
-                         "ports": [{"name": "pytorchjob-port", "containerPort": TORCHRUN_PORT}], **self._limits()}
+            container = {
+                "name": "pytorch",
+                "command": list(command),  # the operator finds its container by this name
+                **(
+                    {"env": [{"name": k, "value": v} for k, v in self.env.items()]}
+                    if self.env
+                    else {}
+                ),
+                "ports": [{"name": "pytorchjob-port", "containerPort": TORCHRUN_PORT}],
+                **self._limits(),
+            }
             return {"replicas": n, "restartPolicy": "Never", "template": self._pod(container)}
 
-        specs = {"Master": replicas(1), **({"Worker": replicas(self.nodes - 1)} if self.nodes > 1 else {})}
-        return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name},
-                "spec": {"nprocPerNode": str(self.devices_per_node), "runPolicy": {"cleanPodPolicy": "None"},
-                         "pytorchReplicaSpecs": specs}}
+        specs = {
+            "Master": replicas(1),
+            **({"Worker": replicas(self.nodes - 1)} if self.nodes > 1 else {}),
+        }
+        return {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": name},
+            "spec": {
+                "nprocPerNode": str(self.devices_per_node),
+                "runPolicy": {"cleanPodPolicy": "None"},
+                "pytorchReplicaSpecs": specs,
+            },
+        }
 
     def mpijob(self) -> dict[str, Any]:
         """An MPI-operator MPIJob (kubeflow.org/v2beta1): ``nodes`` Worker pods with the
@@ -216,26 +297,71 @@ class LaunchCommand:
         starts one torchrun agent per Worker; they meet at a c10d rendezvous hosted by the
         agent Open MPI ranks 0, on Worker 0 (``<job>-worker-0.<job>`` in the job's Service)."""
         name = _dns_label(Path(self.run_dir).name, len("-worker-") + len(str(self.nodes - 1)))
-        args = self.torchrun_args(endpoint=f"{name}-worker-0.{name}:{self.port}", rdzv_id=name, conf="is_host=IS_HOST")
-        agent = self._exports("export ", "; ") + "exec " + shlex.join(args).replace("IS_HOST", "$((OMPI_COMM_WORLD_RANK==0))")
-        launcher = {"name": "mpi-launcher", "command": ["mpirun"],
-                    "args": ["--allow-run-as-root", "-np", str(self.nodes), "--map-by", "ppr:1:node",
-                             "-x", "PATH", "bash", "-c", agent]}
-        worker = {"name": "mpi-worker", "command": ["/usr/sbin/sshd"], "args": ["-De"], **self._limits()}
-        return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name},
-                "spec": {"slotsPerWorker": 1, "runPolicy": {"cleanPodPolicy": "Running"},
-                         "mpiImplementation": "OpenMPI", "sshAuthMountPath": "/root/.ssh",
-                         "mpiReplicaSpecs": {
-                             "Launcher": {"replicas": 1, "restartPolicy": "OnFailure", "template": self._pod(launcher)},
-                             "Worker": {"replicas": self.nodes, "restartPolicy": "Never", "template": self._pod(worker)}}}}
+        args = self.torchrun_args(
+            endpoint=f"{name}-worker-0.{name}:{self.port}", rdzv_id=name, conf="is_host=IS_HOST"
+        )
+        agent = (
+            self._exports("export ", "; ")
+            + "exec "
+            + shlex.join(args).replace("IS_HOST", "$((OMPI_COMM_WORLD_RANK==0))")
+        )
+        launcher = {
+            "name": "mpi-launcher",
+            "command": ["mpirun"],
+            "args": [
+                "--allow-run-as-root",
+                "-np",
+                str(self.nodes),
+                "--map-by",
+                "ppr:1:node",
+                "-x",
+                "PATH",
+                "bash",
+                "-c",
+                agent,
+            ],
+        }
+        worker = {
+            "name": "mpi-worker",
+            "command": ["/usr/sbin/sshd"],
+            "args": ["-De"],
+            **self._limits(),
+        }
+        return {
+            "apiVersion": "kubeflow.org/v2beta1",
+            "kind": "MPIJob",
+            "metadata": {"name": name},
+            "spec": {
+                "slotsPerWorker": 1,
+                "runPolicy": {"cleanPodPolicy": "Running"},
+                "mpiImplementation": "OpenMPI",
+                "sshAuthMountPath": "/root/.ssh",
+                "mpiReplicaSpecs": {
+                    "Launcher": {
+                        "replicas": 1,
+                        "restartPolicy": "OnFailure",
+                        "template": self._pod(launcher),
+                    },
+                    "Worker": {
+                        "replicas": self.nodes,
+                        "restartPolicy": "Never",
+                        "template": self._pod(worker),
+                    },
+                },
+            },
+        }
 
     @property
     def kubernetes(self) -> str:
-        """Both manifests as YAML documents: apply one of them, for the operator your cluster runs."""
-        return (f"# PyTorchJob for Kubeflow's training operator; the run directory on PVC {self.claim!r}\n"
-                f"{_yaml(self.pytorchjob())}---\n"
-                "# or: MPIJob for the MPI operator (Intel's Gaudi-on-Kubernetes guide uses this form)\n"
-                f"{_yaml(self.mpijob())}")
+        """Both manifests as YAML documents: apply one of them, for the operator your cluster
+        runs."""
+        return (
+            "# PyTorchJob for Kubeflow's training operator; the run directory on PVC "
+            f"{self.claim!r}\n"
+            f"{_yaml(self.pytorchjob())}---\n"
+            "# or: MPIJob for the MPI operator (Intel's Gaudi-on-Kubernetes guide uses this form)\n"
+            f"{_yaml(self.mpijob())}"
+        )
 
     # ------------------------------------------------------------------ display
     def __str__(self) -> str:
@@ -244,9 +370,15 @@ class LaunchCommand:
         if self.format == "kubernetes":
             return self.kubernetes
         if self.strategy == "deepspeed":
-            nodes = "".join(f"# on {h} (node {i}):\n{self.deepspeed_node(i)}\n" for i, h in enumerate(self.hosts))
-            return (f"# hostfile\n{self.hostfile}\n# on {self.hosts[0]} (reaching the others over ssh):\n"
-                    f"{self.deepspeed}\n\n# or without ssh, the hostfile on every node:\n{nodes}")
+            nodes = "".join(
+                f"# on {h} (node {i}):\n{self.deepspeed_node(i)}\n"
+                for i, h in enumerate(self.hosts)
+            )
+            return (
+                f"# hostfile\n{self.hostfile}\n# on {self.hosts[0]} (reaching the others over "
+                "ssh):\n"
+                f"{self.deepspeed}\n\n# or without ssh, the hostfile on every node:\n{nodes}"
+            )
         return f"# on each of {', '.join(self.hosts)}:\n{self.torchrun}\n"
 
     def _repr_markdown_(self) -> str:

@@ -69,10 +69,19 @@ def restart(run, rank: int):
     writer = _claim_again(run)
     step = int(ckpt.name.split("-")[-1]) if ckpt is not None else 0
     attempt = 1 + sum(e.get("phase") == "restart" for e in before)
-    run.log.truncate_after(step)  # as resume() does: the steps after the checkpoint are trained again
-    run.log.emit({"phase": "restart", "step": step, "attempt": attempt, "from": ckpt.name if ckpt is not None else None,
-                  "skipped": sorted(run.broken_checkpoints),
-                  "torchrun_restarts": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))})
+    run.log.truncate_after(
+        step
+    )  # as resume() does: the steps after the checkpoint are trained again
+    run.log.emit(
+        {
+            "phase": "restart",
+            "step": step,
+            "attempt": attempt,
+            "from": ckpt.name if ckpt is not None else None,
+            "skipped": sorted(run.broken_checkpoints),
+            "torchrun_restarts": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
+        }
+    )
     return ckpt, writer
 
 
@@ -93,9 +102,16 @@ def main(argv: list[str] | None = None) -> int:
     if model is not None:
         out = Path(run.path) / "ranks"
         out.mkdir(exist_ok=True)
-        (out / f"rank-{rank}.json").write_text(json.dumps({
-            "rank": rank, "world_size": size, "step": run.trainer.state.global_step,
-            "params_sha256": digest(model)}))
+        (out / f"rank-{rank}.json").write_text(
+            json.dumps(
+                {
+                    "rank": rank,
+                    "world_size": size,
+                    "step": run.trainer.state.global_step,
+                    "params_sha256": digest(model),
+                }
+            )
+        )
     return 0
 
 

@@ -4,7 +4,8 @@ Endpoints, under the server's base URL (every one needs a logged-in user):
 
 - ``GET workbench/devices``: ``{"time", "devices": [...], "notes": [...]}`` (``device.monitor_all``)
 - ``GET workbench/runs``: ``{"runs": [row, ...]}``, every run under the server's root, newest first
-- ``GET workbench/run?path=<rel>``: one run's summary, spec, last events, checkpoints and latest sample grid
+- ``GET workbench/run?path=<rel>``: one run's summary, spec, last events, checkpoints and latest
+  sample grid
 - ``POST workbench/stop`` with ``{"path": <rel>}``: writes the run's STOP file
 
 Serving them imports no torch, transformers, datasets or Habana bridge: device readings

@@ -16,7 +16,9 @@ from jupyter_server.base.handlers import APIHandler
 from ..backends.registry import monitor_all
 from .runs import BadPath, NotFound, NotRunning, RunTable
 
-PATH_HINT = 'send {"path": "<run directory relative to the server root>"}, as workbench/runs lists it'
+PATH_HINT = (
+    'send {"path": "<run directory relative to the server root>"}, as workbench/runs lists it'
+)
 
 
 class _Handler(APIHandler):
@@ -65,8 +67,11 @@ class RunHandler(_Handler):
     def get(self) -> None:
         rel = self.get_query_argument("path", None)
         if rel is None:
-            raise tornado.web.HTTPError(400, "missing query argument 'path': ask for workbench/run?path=<run "
-                                             "directory relative to the server root>, as workbench/runs lists it")
+            raise tornado.web.HTTPError(
+                400,
+                "missing query argument 'path': ask for workbench/run?path=<run "
+                "directory relative to the server root>, as workbench/runs lists it",
+            )
         self.answer(self.table.detail, rel)
 
 
@@ -79,7 +84,11 @@ class StopHandler(_Handler):
             body = json.loads(self.request.body or b"")
         except ValueError:
             body = None
-        if not isinstance(body, dict) or not isinstance(body.get("path"), str) or not body["path"].strip():
+        if (
+            not isinstance(body, dict)
+            or not isinstance(body.get("path"), str)
+            or not body["path"].strip()
+        ):
             raise tornado.web.HTTPError(400, f"the body needs 'path': {PATH_HINT}")
         self.answer(self.table.stop, body["path"])
 
@@ -89,6 +98,12 @@ def handlers(base_url: str, table: RunTable) -> list[tuple[str, type, dict]]:
     from jupyter_server.utils import url_path_join
 
     kwargs = {"table": table}
-    return [(url_path_join(base_url, "workbench", name), cls, kwargs)
-            for name, cls in (("devices", DevicesHandler), ("runs", RunsHandler), ("run", RunHandler),
-                              ("stop", StopHandler))]
+    return [
+        (url_path_join(base_url, "workbench", name), cls, kwargs)
+        for name, cls in (
+            ("devices", DevicesHandler),
+            ("runs", RunsHandler),
+            ("run", RunHandler),
+            ("stop", StopHandler),
+        )
+    ]

@@ -36,11 +36,17 @@ class NotRunning(RuntimeError):
 
 
 def _folders(path: Path) -> list[Path]:
-    """The sub-folders of ``path`` worth looking into (no hidden ones, no symlinks: never out of the root)."""
+    """The sub-folders of ``path`` worth looking into (no hidden ones, no symlinks: never out of
+    the root)."""
     try:
         with os.scandir(path) as it:
-            return [Path(e.path) for e in it if e.is_dir(follow_symlinks=False)
-                    and not e.name.startswith(".") and e.name not in SKIP]
+            return [
+                Path(e.path)
+                for e in it
+                if e.is_dir(follow_symlinks=False)
+                and not e.name.startswith(".")
+                and e.name not in SKIP
+            ]
     except OSError:  # vanished, or not readable
         return []
 
@@ -100,15 +106,25 @@ class RunTable:
         """The run directory at ``rel`` (relative to the root); NotFound for anything that
         is not a run directory inside the root (``..``, absolute paths, symlinks out)."""
         if not isinstance(rel, str) or not rel.strip():
-            raise BadPath("give 'path': a run directory relative to the server's root, as workbench/runs lists it")
+            raise BadPath(
+                "give 'path': a run directory relative to the server's root, as workbench/runs "
+                "lists it"
+            )
         if PurePosixPath(rel).is_absolute() or os.path.isabs(rel):
-            raise NotFound(f"{rel!r} is an absolute path; give the run's path relative to the server's root, "
-                           f"as workbench/runs lists it")
+            raise NotFound(
+                f"{rel!r} is an absolute path; give the run's path relative to the server's root, "
+                f"as workbench/runs lists it"
+            )
         full = (self.root / rel).resolve()
         if full != self.root and self.root not in full.parents:
-            raise NotFound(f"{rel!r} is outside the server's root; give a run's path as workbench/runs lists it")
+            raise NotFound(
+                f"{rel!r} is outside the server's root; give a run's path as workbench/runs lists "
+                "it"
+            )
         if not (full / "spec.json").is_file():
-            raise NotFound(f"no run directory at {rel!r} (no spec.json there); workbench/runs lists the runs")
+            raise NotFound(
+                f"no run directory at {rel!r} (no spec.json there); workbench/runs lists the runs"
+            )
         return full
 
     def relative(self, path: Path) -> str:
@@ -126,23 +142,43 @@ class RunTable:
         """The list's row for the run directory ``path``."""
         run, tail = self._open(path)
         row: dict[str, Any] = {
-            "path": self.relative(path), "name": path.name, "status": "failed", "step": tail.step or 0,
-            "max_steps": tail.max_steps, "loss": tail.loss, "loss_series": tail.loss_series(),
-            "tokens_per_s": tail.tokens_per_s, "samples_per_s": tail.samples_per_s, "device": tail.device,
-            "mem_alloc": tail.mem_alloc, "mem_total": tail.mem_total, "eta_s": None, "error": None,
-            "model": None, "data": None, "updated": tail.mtime}
+            "path": self.relative(path),
+            "name": path.name,
+            "status": "failed",
+            "step": tail.step or 0,
+            "max_steps": tail.max_steps,
+            "loss": tail.loss,
+            "loss_series": tail.loss_series(),
+            "tokens_per_s": tail.tokens_per_s,
+            "samples_per_s": tail.samples_per_s,
+            "device": tail.device,
+            "mem_alloc": tail.mem_alloc,
+            "mem_total": tail.mem_total,
+            "eta_s": None,
+            "error": None,
+            "model": None,
+            "data": None,
+            "updated": tail.mtime,
+        }
         try:
             summary, spec, status = run.summary, run.spec, run.status
         except (OSError, ValueError) as e:  # a spec or summary that does not parse
             row["error"] = f"unreadable run directory: {e}"
             return row
         step = int(summary.get("step") or 0)
-        row.update({
-            "status": status, "step": step if summary.get("ended") else max(step, tail.step or 0),
-            "max_steps": tail.max_steps or summary.get("max_steps") or (spec.get("args") or {}).get("max_steps"),
-            "device": tail.device or (summary.get("device") or {}).get("kind"), "error": summary.get("error"),
-            "model": model_name(spec),
-            "data": (spec.get("data") or {}).get("source")})
+        row.update(
+            {
+                "status": status,
+                "step": step if summary.get("ended") else max(step, tail.step or 0),
+                "max_steps": tail.max_steps
+                or summary.get("max_steps")
+                or (spec.get("args") or {}).get("max_steps"),
+                "device": tail.device or (summary.get("device") or {}).get("kind"),
+                "error": summary.get("error"),
+                "model": model_name(spec),
+                "data": (spec.get("data") or {}).get("source"),
+            }
+        )
         if status == "running":
             row["eta_s"] = tail.eta_s(row["max_steps"])
         return row
@@ -151,17 +187,27 @@ class RunTable:
         """One run: summary, spec, the last events, its checkpoints, its latest sample grid."""
         path = self.resolve(rel)
         run, tail = self._open(path)
-        return {"path": self.relative(path), "name": path.name, "status": run.status, "summary": run.summary,
-                "spec": run.spec, "events": list(tail.recent), "checkpoints": [p.name for p in run.checkpoints],
-                "samples": tail.samples}
+        return {
+            "path": self.relative(path),
+            "name": path.name,
+            "status": run.status,
+            "summary": run.summary,
+            "spec": run.spec,
+            "events": list(tail.recent),
+            "checkpoints": [p.name for p in run.checkpoints],
+            "samples": tail.samples,
+        }
 
     # ----------------------------------------------------------------- stopping
     def stop(self, rel: Any) -> dict[str, Any]:
-        """Ask a running run to stop after its current step (its STOP file); NotRunning otherwise."""
+        """Ask a running run to stop after its current step (its STOP file); NotRunning
+        otherwise."""
         path = self.resolve(rel)
         run, _tail = self._open(path)
         status = run.status
         if status != "running":
-            raise NotRunning(f"run {self.relative(path)!r} is {status}, not running: there is nothing to stop")
+            raise NotRunning(
+                f"run {self.relative(path)!r} is {status}, not running: there is nothing to stop"
+            )
         run.stop()
         return {"path": self.relative(path), "status": run.status, "stopping": True}

@@ -79,9 +79,13 @@ class EventTail:
             return
         try:
             with open(self.path, "rb") as f:
-                st = os.fstat(f.fileno())  # the file opened, should it have been replaced since the stat
+                st = os.fstat(
+                    f.fileno()
+                )  # the file opened, should it have been replaced since the stat
                 if st.st_ino != self._inode or st.st_size < self._offset:
-                    self._start_over(st.st_ino)  # rewritten (a resume) or shortened: read it all again
+                    self._start_over(
+                        st.st_ino
+                    )  # rewritten (a resume) or shortened: read it all again
                 f.seek(self._offset)
                 data = f.read()
         except FileNotFoundError:
@@ -94,7 +98,9 @@ class EventTail:
         for line in lines:
             try:
                 event = json.loads(line)
-            except ValueError:  # a line cut short by a kill, then appended to: skipped, as EventLog.read does
+            except (
+                ValueError
+            ):  # a line cut short by a kill, then appended to: skipped, as EventLog.read does
                 continue
             if isinstance(event, dict):
                 self._add(event)

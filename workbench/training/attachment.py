@@ -31,8 +31,10 @@ from .recipe import auto_steps, optim_name
 from .trainer import fused_optimizer, summary
 
 # why an attached run cannot be rebuilt by Run.resume()
-NOT_REBUILDABLE = ("it was trained by your own Trainer, and its spec describes that Trainer but "
-                   "cannot rebuild it (model code, data, collator and metrics are yours)")
+NOT_REBUILDABLE = (
+    "it was trained by your own Trainer, and its spec describes that Trainer but "
+    "cannot rebuild it (model code, data, collator and metrics are yours)"
+)
 LIVE = ("auto", True, False)
 
 
@@ -41,11 +43,14 @@ def _check(live, name, throughput_warmup_steps, run_dir) -> None:
     if not callable(live) and live not in LIVE:
         raise ValueError(f"live={live!r}: pass 'auto', True, False or a callable live(run)")
     if name is not None and (not isinstance(name, str) or not name.strip()):
-        raise ValueError(f"name={name!r}: pass a short text for the run directory's name, "
-                         f"e.g. name='bert-sst2'")
+        raise ValueError(
+            f"name={name!r}: pass a short text for the run directory's name, e.g. name='bert-sst2'"
+        )
     steps = throughput_warmup_steps
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 0):
-        raise ValueError(f"throughput_warmup_steps={steps!r}: pass a whole number of steps, 0 or more")
+        raise ValueError(
+            f"throughput_warmup_steps={steps!r}: pass a whole number of steps, 0 or more"
+        )
     runs.check_root(run_dir)
 
 
@@ -57,9 +62,15 @@ class Attachment:
     and the last one after.
     """
 
-    def __init__(self, *, name: str | None = None, run_dir: str | Path | None = None,
-                 live: str | bool = "auto", throughput_warmup_steps: int | None = None,
-                 trainer=None):
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        run_dir: str | Path | None = None,
+        live: str | bool = "auto",
+        throughput_warmup_steps: int | None = None,
+        trainer=None,
+    ):
         self.name, self.run_dir, self.live = name, run_dir, live
         self.warmup = throughput_warmup_steps
         self.trainer = trainer  # known with wb.attach(trainer): its dataset sizes, its processor
@@ -71,7 +82,9 @@ class Attachment:
         self._t0 = 0.0
         self._cadence = 1
         self._output_dir: Path | None = None
-        self._marks: MarkStep | bool | None = None  # lazy mode's mark_step, once the device is known
+        self._marks: MarkStep | bool | None = (
+            None  # lazy mode's mark_step, once the device is known
+        )
         atexit.register(self._at_exit)
 
     # ------------------------------------------------------------------ the run
@@ -80,25 +93,42 @@ class Attachment:
         its data's sizes; the run's ``args`` carry what the views read."""
         config = getattr(model, "config", None)
         trainer = self.trainer
-        train_rows = _rows(getattr(trainer, "train_dataset", None) or getattr(loader, "dataset", None))
+        train_rows = _rows(
+            getattr(trainer, "train_dataset", None) or getattr(loader, "dataset", None)
+        )
         eval_rows = _rows(getattr(trainer, "eval_dataset", None))
         params = sum(p.numel() for p in model.parameters()) if model is not None else None
         batch = args.per_device_train_batch_size
         return {
-            "attached": {"rebuildable": False, "why": NOT_REBUILDABLE,
-                         "resume": f"trainer.train(resume_from_checkpoint=True) with the Trainer "
-                                   f"that made it (its checkpoints are in {args.output_dir})"},
-            "model": {"name": type(model).__name__, "class": f"{type(model).__module__}."
-                                                             f"{type(model).__qualname__}",
-                      "config": config.to_dict() if config is not None else None,
-                      "num_params": params, "task": _task(model)},
-            "data": {"source": f"{type(loader.dataset).__name__ if loader is not None else 'own'}"
-                               f" ({train_rows} rows)", "train_rows": train_rows,
-                     "eval_rows": eval_rows},
-            "args": {"max_steps": state.max_steps, "batch_size": batch, "lr": args.learning_rate,
-                     "seed": args.seed, "precision": "bf16" if args.bf16 else "fp16" if args.fp16
-                     else "fp32", "device": self._device.kind, "log_every": self._cadence,
-                     "throughput_warmup_steps": self.warmup},
+            "attached": {
+                "rebuildable": False,
+                "why": NOT_REBUILDABLE,
+                "resume": f"trainer.train(resume_from_checkpoint=True) with the Trainer "
+                f"that made it (its checkpoints are in {args.output_dir})",
+            },
+            "model": {
+                "name": type(model).__name__,
+                "class": f"{type(model).__module__}.{type(model).__qualname__}",
+                "config": config.to_dict() if config is not None else None,
+                "num_params": params,
+                "task": _task(model),
+            },
+            "data": {
+                "source": f"{type(loader.dataset).__name__ if loader is not None else 'own'}"
+                f" ({train_rows} rows)",
+                "train_rows": train_rows,
+                "eval_rows": eval_rows,
+            },
+            "args": {
+                "max_steps": state.max_steps,
+                "batch_size": batch,
+                "lr": args.learning_rate,
+                "seed": args.seed,
+                "precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32",
+                "device": self._device.kind,
+                "log_every": self._cadence,
+                "throughput_warmup_steps": self.warmup,
+            },
             "training_arguments": _arguments(args),
         }
 
@@ -115,19 +145,30 @@ class Attachment:
         create(path, spec, checkpoints=self._output_dir)
         run = Run(path)
         self.run = run
-        run.dashboard = show(run, self.live, background=threading.current_thread()
-                             is not threading.main_thread())
+        run.dashboard = show(
+            run, self.live, background=threading.current_thread() is not threading.main_thread()
+        )
         self._writer = RunWriter(run).claim()
         self._writer.begin_on(self._device, size)
         self._stack = contextlib.ExitStack()
         self._stack.enter_context(training(run))  # %wb stop and Run.stop() find it
         self._stack.enter_context(Interrupts(run))  # the first Ctrl-C stops with a checkpoint
         counter = _counter(loader, model)
-        self.events = as_callback(Events(
-            run.log, run.stop_flag, spec["model"]["task"], self._device, counter,
-            args.per_device_train_batch_size, self.warmup, size,
-            min_interval=self._device.backend.log_interval_s if size == 1 else 0.0,
-            stop_file=path / STOP_FILE if size == 1 else None, save_last=False))
+        self.events = as_callback(
+            Events(
+                run.log,
+                run.stop_flag,
+                spec["model"]["task"],
+                self._device,
+                counter,
+                args.per_device_train_batch_size,
+                self.warmup,
+                size,
+                min_interval=self._device.backend.log_interval_s if size == 1 else 0.0,
+                stop_file=path / STOP_FILE if size == 1 else None,
+                save_last=False,
+            )
+        )
         self._t0 = runs.monotonic()
 
     def _end(self, state, model, status: str | None = None, error: str | None = None) -> None:
@@ -140,11 +181,14 @@ class Attachment:
             status = "stopped" if stopped else "completed"
             if events.nan_step is not None:
                 status = "failed"
-                error = (f"the loss became {events.last.get('loss')} at step {events.nan_step}; "
-                         f"training stopped")
+                error = (
+                    f"the loss became {events.last.get('loss')} at step {events.nan_step}; "
+                    f"training stopped"
+                )
         ran = _Ran(state, model)
-        end = summary(run, ran, self._device, events, status, error, None,
-                      runs.monotonic() - self._t0)
+        end = summary(
+            run, ran, self._device, events, status, error, None, runs.monotonic() - self._t0
+        )
         end["output_dir"] = str(self._output_dir)
         stack, self._stack = self._stack, None
         writer.finish(end, run.log, ended=stack.close if stack is not None else None)
@@ -157,8 +201,12 @@ class Attachment:
         """End a run the Trainer never ended (an exception left ``train()``) as failed."""
         if self._writer is not None:
             step = self.events.last.get("step", 0) if self.events is not None else 0
-            self._end(_State(step), None, "failed",
-                      f"{why}: the Trainer did not reach on_train_end (step {step})")
+            self._end(
+                _State(step),
+                None,
+                "failed",
+                f"{why}: the Trainer did not reach on_train_end (step {step})",
+            )
 
     # ------------------------------------------------------------------ the Trainer calls these
     def _mark(self, args, state, control, **kw):
@@ -223,8 +271,12 @@ class _Ran:
     model: Any
 
 
-TASKS = (("ForCausalLM", "causal_lm"), ("ForSeq2SeqLM", "seq2seq"),
-         ("ForConditionalGeneration", "seq2seq"), ("ForSequenceClassification", "classification"))
+TASKS = (
+    ("ForCausalLM", "causal_lm"),
+    ("ForSeq2SeqLM", "seq2seq"),
+    ("ForConditionalGeneration", "seq2seq"),
+    ("ForSequenceClassification", "classification"),
+)
 
 
 def _task(model) -> str:
@@ -284,8 +336,13 @@ def _apply(trainer) -> None:
         trainer.optimizer_cls_and_kwargs = fused_optimizer(device, trainer.args)
 
 
-def callback(*, name: str | None = None, run_dir: str | Path | None = None,
-             live: str | bool = "auto", throughput_warmup_steps: int | None = None):
+def callback(
+    *,
+    name: str | None = None,
+    run_dir: str | Path | None = None,
+    live: str | bool = "auto",
+    throughput_warmup_steps: int | None = None,
+):
     """A ``TrainerCallback`` that gives any Trainer the run directory, dashboard and Stop.
 
     Parameters
@@ -305,12 +362,21 @@ def callback(*, name: str | None = None, run_dir: str | Path | None = None,
     ...                   callbacks=[wb.callback()])  # doctest: +SKIP
     """
     _check(live, name, throughput_warmup_steps, run_dir)
-    return as_callback(Attachment(name=name, run_dir=run_dir, live=live,
-                                  throughput_warmup_steps=throughput_warmup_steps))
+    return as_callback(
+        Attachment(
+            name=name, run_dir=run_dir, live=live, throughput_warmup_steps=throughput_warmup_steps
+        )
+    )
 
 
-def attach(trainer, *, name: str | None = None, run_dir: str | Path | None = None,
-           live: str | bool = "auto", throughput_warmup_steps: int | None = None):
+def attach(
+    trainer,
+    *,
+    name: str | None = None,
+    run_dir: str | Path | None = None,
+    live: str | bool = "auto",
+    throughput_warmup_steps: int | None = None,
+):
     """Give ``trainer`` (a ``transformers.Trainer``) what a ``wb.train`` run has; returns the
     attachment (``.run`` is the ``wb.Run`` once training began).
 
@@ -320,15 +386,24 @@ def attach(trainer, *, name: str | None = None, run_dir: str | Path | None = Non
     import transformers
 
     if not isinstance(trainer, transformers.Trainer):
-        raise TypeError(f"wb.attach(trainer) takes a transformers.Trainer, got "
-                        f"{type(trainer).__name__}; for a callbacks list use wb.callback()")
+        raise TypeError(
+            f"wb.attach(trainer) takes a transformers.Trainer, got "
+            f"{type(trainer).__name__}; for a callbacks list use wb.callback()"
+        )
     if any(isinstance(c, Attachment) for c in trainer.callback_handler.callbacks):
-        raise ValueError("this Trainer is attached already (wb.attach or wb.callback): "
-                         "attach it once")
+        raise ValueError(
+            "this Trainer is attached already (wb.attach or wb.callback): attach it once"
+        )
     _check(live, name, throughput_warmup_steps, run_dir)
-    attachment = as_callback(Attachment(name=name, run_dir=run_dir, live=live,
-                                        throughput_warmup_steps=throughput_warmup_steps,
-                                        trainer=trainer))
+    attachment = as_callback(
+        Attachment(
+            name=name,
+            run_dir=run_dir,
+            live=live,
+            throughput_warmup_steps=throughput_warmup_steps,
+            trainer=trainer,
+        )
+    )
     _apply(trainer)
     trainer.add_callback(attachment)
     return attachment

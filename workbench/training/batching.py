@@ -46,8 +46,17 @@ class BucketCollator:
         False leaves the row count as it comes (one more shape: the partial batch).
     """
 
-    def __init__(self, tokenizer, boundaries, batch_size: int, *, task: str = "classification",
-                 pad_token_id: int | None = None, label_pad: int = LABEL_PAD, pad_batch: bool = True):
+    def __init__(
+        self,
+        tokenizer,
+        boundaries,
+        batch_size: int,
+        *,
+        task: str = "classification",
+        pad_token_id: int | None = None,
+        label_pad: int = LABEL_PAD,
+        pad_batch: bool = True,
+    ):
         if pad_token_id is None:
             pad_token_id = getattr(tokenizer, "pad_token_id", None)
         if pad_token_id is None:
@@ -62,8 +71,10 @@ class BucketCollator:
         """The static sequence length of a batch whose longest sequence is ``longest``."""
         i = int(np.searchsorted(self.boundaries, longest))
         if i == len(self.boundaries):
-            raise ValueError(f"a sequence of {longest} tokens exceeds the largest boundary "
-                             f"{self.boundaries[-1]}; truncate to it or add a boundary")
+            raise ValueError(
+                f"a sequence of {longest} tokens exceeds the largest boundary "
+                f"{self.boundaries[-1]}; truncate to it or add a boundary"
+            )
         return self.boundaries[i]
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
@@ -85,15 +96,17 @@ class BucketCollator:
             else:
                 arr = np.full((rows, length), fill, dtype=np.int64)
                 for i, f in enumerate(features):
-                    arr[i, :len(f[key])] = f[key]
+                    arr[i, : len(f[key])] = f[key]
             out[key] = arr
         if "attention_mask" not in out:
             out["attention_mask"] = np.zeros((rows, length), dtype=np.int64)
             for i, f in enumerate(features):
-                out["attention_mask"][i, :len(f["input_ids"])] = 1
+                out["attention_mask"][i, : len(f["input_ids"])] = 1
         if self.task == "causal_lm" and "labels" not in out:
             # the model shifts labels itself; padding (attention_mask 0) takes no loss
-            out["labels"] = np.where(out["attention_mask"] == 1, out["input_ids"], self.pad["labels"])
+            out["labels"] = np.where(
+                out["attention_mask"] == 1, out["input_ids"], self.pad["labels"]
+            )
         return {k: torch.from_numpy(v) for k, v in out.items()}
 
 
@@ -101,19 +114,27 @@ class BucketCollator:
 PACKINGS = ("concat", "isolated")
 
 
-def _pack_ids(docs, block_length: int, eos_token_id: int, tail: str, pad_token_id: int,
-              packing: str = "concat") -> dict:
+def _pack_ids(
+    docs,
+    block_length: int,
+    eos_token_id: int,
+    tail: str,
+    pad_token_id: int,
+    packing: str = "concat",
+) -> dict:
     """Pack lists of token ids into blocks; the columns as lists of rows."""
     docs = [np.append(np.asarray(d, dtype=np.int64), eos_token_id) for d in docs]
     ids = np.concatenate(docs) if docs else np.zeros(0, dtype=np.int64)
     start = np.zeros(len(ids), dtype=bool)  # first token of each document
-    start[np.cumsum([0] + [len(d) for d in docs[:-1]])[:len(docs)]] = True
+    start[np.cumsum([0] + [len(d) for d in docs[:-1]])[: len(docs)]] = True
     mask = np.ones(len(ids), dtype=np.int64)
     n = len(ids) // block_length * block_length
     if tail == "pad" and n < len(ids):
         extra = block_length - (len(ids) - n)
         ids = np.concatenate([ids, np.full(extra, pad_token_id)])
-        start = np.concatenate([start, np.ones(extra, dtype=bool)])  # padding: label -100, position 0
+        start = np.concatenate(
+            [start, np.ones(extra, dtype=bool)]
+        )  # padding: label -100, position 0
         mask = np.concatenate([mask, np.zeros(extra, dtype=np.int64)])
         n = len(ids)
     ids, start, mask = ids[:n], start[:n], mask[:n]
@@ -129,8 +150,16 @@ def _pack_ids(docs, block_length: int, eos_token_id: int, tail: str, pad_token_i
     return {k: v.reshape(-1, block_length).tolist() for k, v in cols.items()}
 
 
-def pack(data, block_length: int, eos_token_id: int, *, tail: str = "drop",
-         pad_token_id: int | None = None, map_batch_size: int = 1000, packing: str = "concat"):
+def pack(
+    data,
+    block_length: int,
+    eos_token_id: int,
+    *,
+    tail: str = "drop",
+    pad_token_id: int | None = None,
+    map_batch_size: int = 1000,
+    packing: str = "concat",
+):
     """Concatenate causal-LM documents, each followed by EOS, and cut them into blocks.
 
     Every block has exactly ``block_length`` tokens: one static shape and no padding
@@ -179,13 +208,28 @@ def pack(data, block_length: int, eos_token_id: int, *, tail: str = "drop",
         raise ValueError(f"block_length must be at least 2, got {block_length}")
     pad = eos_token_id if pad_token_id is None else pad_token_id
     if hasattr(data, "map") and hasattr(data, "items"):  # a DatasetDict: every split
-        return type(data)({split: pack(ds, block_length, eos_token_id, tail=tail, pad_token_id=pad,
-                                       map_batch_size=map_batch_size, packing=packing)
-                           for split, ds in data.items()})
+        return type(data)(
+            {
+                split: pack(
+                    ds,
+                    block_length,
+                    eos_token_id,
+                    tail=tail,
+                    pad_token_id=pad,
+                    map_batch_size=map_batch_size,
+                    packing=packing,
+                )
+                for split, ds in data.items()
+            }
+        )
     if hasattr(data, "map") and hasattr(data, "column_names"):
-        return data.map(lambda b: _pack_ids(b["input_ids"], block_length, eos_token_id, tail, pad, packing),
-                        batched=True, batch_size=map_batch_size, remove_columns=data.column_names,
-                        desc=f"packing into blocks of {block_length}")
+        return data.map(
+            lambda b: _pack_ids(b["input_ids"], block_length, eos_token_id, tail, pad, packing),
+            batched=True,
+            batch_size=map_batch_size,
+            remove_columns=data.column_names,
+            desc=f"packing into blocks of {block_length}",
+        )
     cols = _pack_ids(data, block_length, eos_token_id, tail, pad, packing)
     return [dict(zip(cols, row)) for row in zip(*cols.values())]
 
@@ -220,7 +264,9 @@ class CountingCollator:
             if mask is None:
                 self.pending.append((len(features), 0, 0, None))
             else:
-                self.pending.append((len(features), int(mask.sum()), mask.numel(), tuple(mask.shape)))
+                self.pending.append(
+                    (len(features), int(mask.sum()), mask.numel(), tuple(mask.shape))
+                )
         for key in self.drop:
             batch.pop(key, None)
         return batch
@@ -239,7 +285,10 @@ class CountingCollator:
         """Padding waste % and distinct shapes so far (None where there are no tokens)."""
         if not self.computed:
             return {"padding_waste_pct": None, "shapes_seen": None}
-        return {"padding_waste_pct": 100 * (1 - self.tokens / self.computed), "shapes_seen": len(self.shapes)}
+        return {
+            "padding_waste_pct": 100 * (1 - self.tokens / self.computed),
+            "shapes_seen": len(self.shapes),
+        }
 
 
 def collator(task: str, tokenizer, model, padding: str, max_length: int):
@@ -252,7 +301,11 @@ def collator(task: str, tokenizer, model, padding: str, max_length: int):
     if task == "classification":
         return transformers.DataCollatorWithPadding(tokenizer, pad_to_multiple_of=multiple)
     if task == "causal_lm":
-        return transformers.DataCollatorForLanguageModeling(tokenizer, mlm=False, pad_to_multiple_of=multiple)
+        return transformers.DataCollatorForLanguageModeling(
+            tokenizer, mlm=False, pad_to_multiple_of=multiple
+        )
     if task == "seq2seq":
-        return transformers.DataCollatorForSeq2Seq(tokenizer, model=model, pad_to_multiple_of=multiple)
+        return transformers.DataCollatorForSeq2Seq(
+            tokenizer, model=model, pad_to_multiple_of=multiple
+        )
     return transformers.default_data_collator

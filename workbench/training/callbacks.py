@@ -21,9 +21,20 @@ from .batching import CountingCollator
 class Events:
     """Emits events at logging steps and evaluations; stops on request or on NaN."""
 
-    def __init__(self, log: EventLog, stop: threading.Event, task: str, device, counter: CountingCollator,
-                 batch_size: int, warmup_steps: int, world_size: int = 1, min_interval: float = 0.0,
-                 stop_file: Path | None = None, save_last: bool = True):
+    def __init__(
+        self,
+        log: EventLog,
+        stop: threading.Event,
+        task: str,
+        device,
+        counter: CountingCollator,
+        batch_size: int,
+        warmup_steps: int,
+        world_size: int = 1,
+        min_interval: float = 0.0,
+        stop_file: Path | None = None,
+        save_last: bool = True,
+    ):
         self.log, self.stop, self.task, self.device, self.counter = log, stop, task, device, counter
         # wb.train checkpoints its last step; an attached Trainer (training.attachment) saves
         # as its own arguments say, and on a stop request
@@ -48,9 +59,17 @@ class Events:
     def on_train_begin(self, args, state, control, **kw):
         self.max_steps = state.max_steps
         self.t_start = monotonic()
-        self.log.emit({"phase": "start", "step": state.global_step, "max_steps": state.max_steps,
-                           "device": self.device.kind, "mem_total": self.device.total_memory,
-                           "batch_size": self.batch_size, "world_size": self.world_size})
+        self.log.emit(
+            {
+                "phase": "start",
+                "step": state.global_step,
+                "max_steps": state.max_steps,
+                "device": self.device.kind,
+                "mem_total": self.device.total_memory,
+                "batch_size": self.batch_size,
+                "world_size": self.world_size,
+            }
+        )
         self._restart = True
 
     def on_step_begin(self, args, state, control, **kw):
@@ -70,8 +89,12 @@ class Events:
         if last:  # always log and checkpoint the final step (NaN is checked at the log first)
             control.should_log = True
             control.should_save = control.should_save or self.save_last or stopping
-        elif (control.should_log and not control.should_save and self._last_log is not None
-              and monotonic() - self._last_log < self.min_interval):
+        elif (
+            control.should_log
+            and not control.should_save
+            and self._last_log is not None
+            and monotonic() - self._last_log < self.min_interval
+        ):
             control.should_log = False
         return control
 
@@ -81,7 +104,12 @@ class Events:
             return control
         self.device.synchronize()  # the only sync: at logging steps, before reading the clock
         now = monotonic()
-        t0, s0, n0, k0 = self._mark or (now, state.global_step, self.counter.samples, self.counter.tokens)
+        t0, s0, n0, k0 = self._mark or (
+            now,
+            state.global_step,
+            self.counter.samples,
+            self.counter.tokens,
+        )
         dt = max(now - t0, 1e-9)
         steps = max(state.global_step - s0, 1)
         samples, tokens = self.counter.samples - n0, self.counter.tokens - k0
@@ -89,13 +117,19 @@ class Events:
         event = {
             "step": state.global_step,
             "phase": "warmup" if state.global_step <= self.warmup_steps else "train",
-            "loss": logs["loss"], "lr": logs.get("learning_rate"),
+            "loss": logs["loss"],
+            "lr": logs.get("learning_rate"),
             "grad_norm": logs.get("grad_norm"),  # transformers computes it at every optimizer step
-            "epoch": logs.get("epoch"), "samples_per_s": self.world_size * samples / dt,
-            "tokens_per_s": self.world_size * tokens / dt if tokens else None, "step_time": dt / steps,
-            "mem_alloc": mem["allocated"], "mem_peak": mem["peak"], "compiles": self.device.compiles(),
+            "epoch": logs.get("epoch"),
+            "samples_per_s": self.world_size * samples / dt,
+            "tokens_per_s": self.world_size * tokens / dt if tokens else None,
+            "step_time": dt / steps,
+            "mem_alloc": mem["allocated"],
+            "mem_peak": mem["peak"],
+            "compiles": self.device.compiles(),
             "dynamo_graphs": self.device.dynamo_graphs(),
-            "tokens_per_step": tokens / steps if tokens else None, **self.counter.stats(),
+            "tokens_per_step": tokens / steps if tokens else None,
+            **self.counter.stats(),
             "time": now - self.t_start,
         }
         self.log.emit(event)
@@ -113,18 +147,23 @@ class Events:
         metrics = dict(metrics or {})
         if "eval_loss" in metrics and self.task in ("causal_lm", "seq2seq"):
             metrics["eval_perplexity"] = math.exp(min(metrics["eval_loss"], 50))
-        keep = {k: v for k, v in metrics.items()
-                if k != "epoch" and not k.endswith(("_runtime", "_per_second", "_steps_per_second"))}
+        keep = {
+            k: v
+            for k, v in metrics.items()
+            if k != "epoch" and not k.endswith(("_runtime", "_per_second", "_steps_per_second"))
+        }
         self.eval = {k.removeprefix("eval_"): v for k, v in keep.items()}
-        self.log.emit({"step": state.global_step, "phase": "eval", **keep,
-                       "time": monotonic() - self.t_start})  # for the view's time axis
+        self.log.emit(
+            {"step": state.global_step, "phase": "eval", **keep, "time": monotonic() - self.t_start}
+        )  # for the view's time axis
         self._restart = True
 
     def on_save(self, args, state, control, **kw):
         self._restart = True
 
     def exclude(self, seconds: float) -> None:
-        """Leave ``seconds`` spent outside training (sampling a grid) out of the throughput interval."""
+        """Leave ``seconds`` spent outside training (sampling a grid) out of the throughput
+        interval."""
         if self._mark is not None:
             t, *rest = self._mark
             self._mark = (t + seconds, *rest)
@@ -146,9 +185,23 @@ class Samples:
     random state too, and the time spent sampling leaves the throughput (``exclude``). The
     main process only: every rank holds the same weights."""
 
-    def __init__(self, log: EventLog, prompts: list[str], every: int | None, steps: int, seed: int, device,
-                 exclude=None):
-        self.log, self.prompts, self.every, self.steps, self.seed = log, list(prompts), every, steps, seed
+    def __init__(
+        self,
+        log: EventLog,
+        prompts: list[str],
+        every: int | None,
+        steps: int,
+        seed: int,
+        device,
+        exclude=None,
+    ):
+        self.log, self.prompts, self.every, self.steps, self.seed = (
+            log,
+            list(prompts),
+            every,
+            steps,
+            seed,
+        )
         self.device, self.exclude = device, exclude
         self.t_start = monotonic()
         self.done: set[int] = set()  # steps sampled already (a stop request can repeat the last)
@@ -170,15 +223,23 @@ class Samples:
 
         from ..diffusion.texttoimage import sample_grid
 
-        self.device.synchronize()  # the queued training steps end first: their time is not the sampler's
+        # the queued training steps end first: their time is not the sampler's
+        self.device.synchronize()
         t0 = monotonic()
         # the sampler draws its noise from a CPU generator of its own (seeded); the global
         # CPU generator (caption dropout, timesteps) is restored all the same
         with torch.random.fork_rng(devices=[]):
             png, columns = sample_grid(model, self.prompts, self.steps, self.seed)
-        self.log.emit({"phase": "samples", "step": state.global_step, "time": t0 - self.t_start,
-                       "prompts": self.prompts, "columns": columns,
-                       "image": base64.b64encode(png).decode("ascii")})
+        self.log.emit(
+            {
+                "phase": "samples",
+                "step": state.global_step,
+                "time": t0 - self.t_start,
+                "prompts": self.prompts,
+                "columns": columns,
+                "image": base64.b64encode(png).decode("ascii"),
+            }
+        )
         self.done.add(state.global_step)
         if self.exclude is not None:
             self.exclude(monotonic() - t0)
@@ -241,9 +302,15 @@ def use_batch_sampler(trainer, sampler) -> None:
 
     def get_train_dataloader():
         args = trainer.args
-        loader = trainer.accelerator.prepare(torch.utils.data.DataLoader(
-            trainer.train_dataset, batch_sampler=sampler, collate_fn=trainer.data_collator,
-            num_workers=args.dataloader_num_workers, pin_memory=args.dataloader_pin_memory))
+        loader = trainer.accelerator.prepare(
+            torch.utils.data.DataLoader(
+                trainer.train_dataset,
+                batch_sampler=sampler,
+                collate_fn=trainer.data_collator,
+                num_workers=args.dataloader_num_workers,
+                pin_memory=args.dataloader_pin_memory,
+            )
+        )
         shard = getattr(loader, "batch_sampler", None)
         if getattr(shard, "batch_sampler", None) is sampler:
             # several processes: the sampler already shards by rank; accelerate's

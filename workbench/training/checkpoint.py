@@ -41,20 +41,25 @@ def problem(ckpt: Path) -> str | None:
             except ValueError:
                 return f"{w.name} has a broken header"
         ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"]
-        if w.stat().st_size < 8 + size + max(ends, default=0):  # the tensors' bytes follow the header
+        if w.stat().st_size < 8 + size + max(
+            ends, default=0
+        ):  # the tensors' bytes follow the header
             return f"{w.name} is cut short ({w.stat().st_size} bytes)"
     return None
 
 
-def load_checkpoint(spec: ModelSpec, ckpt: Path, base: Path | None = None, *,
-                    trust_remote_code: bool = False):
+def load_checkpoint(
+    spec: ModelSpec, ckpt: Path, base: Path | None = None, *, trust_remote_code: bool = False
+):
     """(model, tokenizer) of ``spec`` from checkpoint directory ``ckpt``.
 
     ``base`` is where a LoRA run kept the random-init base weights its adapters sit on
     (pretrained bases are rebuilt from their source instead). Diffusion runs return the
     denoising module and no tokenizer.
     """
-    if spec.task == "text_to_image":  # the parts rebuilt (LoRA added), then every weight the run saved
+    if (
+        spec.task == "text_to_image"
+    ):  # the parts rebuilt (LoRA added), then every weight the run saved
         from safetensors.torch import load_file
 
         from ..diffusion.texttoimage import from_spec
@@ -83,7 +88,9 @@ def load_checkpoint(spec: ModelSpec, ckpt: Path, base: Path | None = None, *,
         else:
             model, _ = spec.build()
         return peft.PeftModel.from_pretrained(model, str(ckpt)), tok
-    model = cls.from_pretrained(str(ckpt), use_safetensors=True, trust_remote_code=trust_remote_code)
+    model = cls.from_pretrained(
+        str(ckpt), use_safetensors=True, trust_remote_code=trust_remote_code
+    )
     return model, tok
 
 
@@ -91,4 +98,6 @@ def load_base(spec: ModelSpec, base: Path):
     """The random-init base a LoRA run kept in ``base`` (its adapters cannot rebuild it)."""
     import transformers
 
-    return getattr(transformers, TASK_CLASSES[spec.task]).from_pretrained(str(base), use_safetensors=True)
+    return getattr(transformers, TASK_CLASSES[spec.task]).from_pretrained(
+        str(base), use_safetensors=True
+    )

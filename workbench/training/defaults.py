@@ -29,9 +29,12 @@ def defaults_for(device, kwargs: dict[str, Any]) -> dict[str, Any]:
     compile_ = device.backend.compile_default(device.mode)
     if kwargs.get("torch_compile") is False:
         compile_ = False
-    chosen = {**device_fields(device, device.resolve_precision("auto"), compile_),
-              "optim": optim_name(device), **QUIET,
-              "dataloader_pin_memory": device.kind != "cpu"}  # pinning needs an accelerator
+    chosen = {
+        **device_fields(device, device.resolve_precision("auto"), compile_),
+        "optim": optim_name(device),
+        **QUIET,
+        "dataloader_pin_memory": device.kind != "cpu",
+    }  # pinning needs an accelerator
     steps = kwargs.get("max_steps")
     if isinstance(steps, int) and steps > 0:
         chosen["logging_steps"] = auto_steps(steps)[0]
@@ -61,29 +64,40 @@ def training_args(output_dir: str, *, device: str = "auto", mode: str | None = N
 
     Examples
     --------
-    >>> args = wb.training_args("out", max_steps=100, per_device_train_batch_size=16)  # doctest: +SKIP
+    >>> args = wb.training_args("out", max_steps=100)  # doctest: +SKIP
     """
     import transformers
 
     if not isinstance(output_dir, (str, bytes)) and not hasattr(output_dir, "__fspath__"):
-        raise TypeError(f"output_dir must be a path, got {output_dir!r}: pass the directory "
-                        f"for the Trainer's checkpoints, e.g. wb.training_args('out', ...)")
+        raise TypeError(
+            f"output_dir must be a path, got {output_dir!r}: pass the directory "
+            f"for the Trainer's checkpoints, e.g. wb.training_args('out', ...)"
+        )
     fields = {f.name for f in dataclasses.fields(transformers.TrainingArguments)}
     unknown = sorted(set(kwargs) - fields)
     if unknown:
         import difflib
 
-        hints = [f"{k} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(k, fields, 1))
-                 else k for k in unknown]
+        hints = [
+            f"{k} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(k, fields, 1)) else k
+            for k in unknown
+        ]
         raise ValueError(f"not TrainingArguments fields: {', '.join(hints)}")
     dev = device_in_mode(device, mode)
-    return transformers.TrainingArguments(output_dir=str(output_dir),
-                                          **{**defaults_for(dev, kwargs), **kwargs})
+    return transformers.TrainingArguments(
+        output_dir=str(output_dir), **{**defaults_for(dev, kwargs), **kwargs}
+    )
 
 
-def bucket_collator(tokenizer, *datasets, batch_size: int, buckets: int = 8,
-                    max_length: int | None = None, task: str = "classification",
-                    column: str = "input_ids"):
+def bucket_collator(
+    tokenizer,
+    *datasets,
+    batch_size: int,
+    buckets: int = 8,
+    max_length: int | None = None,
+    task: str = "classification",
+    column: str = "input_ids",
+):
     """A data collator that pads your tokenized dataset to at most ``buckets`` lengths.
 
     The lengths are the boundaries that waste the least padding over the rows of
@@ -107,8 +121,10 @@ def bucket_collator(tokenizer, *datasets, batch_size: int, buckets: int = 8,
         How labels are padded (``causal_lm``: labels from the ids where a row has none).
     """
     if not datasets:
-        raise ValueError("bucket_collator(tokenizer, train_dataset, ...): pass the tokenized "
-                         "datasets the Trainer will read")
+        raise ValueError(
+            "bucket_collator(tokenizer, train_dataset, ...): pass the tokenized "
+            "datasets the Trainer will read"
+        )
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r}: pass the Trainer's batch size per device")
     import numpy as np
@@ -130,5 +146,6 @@ class LabelsCollator:
         self.boundaries = inner.boundaries  # the static lengths
 
     def __call__(self, features):
-        return self.inner([{("labels" if k in self.RENAMED else k): v for k, v in f.items()}
-                           for f in features])
+        return self.inner(
+            [{("labels" if k in self.RENAMED else k): v for k, v in f.items()} for f in features]
+        )

@@ -68,14 +68,23 @@ class Run(runs.RunDir):
         if self.thread is not None:
             self.thread.join(timeout)
             if self.thread.is_alive():
-                raise TimeoutError(f"{self.name} is still training after {timeout:g} s "
-                                   f"(step {self.step}); run.stop() stops it")
+                raise TimeoutError(
+                    f"{self.name} is still training after {timeout:g} s "
+                    f"(step {self.step}); run.stop() stops it"
+                )
         if self.error is not None and not isinstance(self.error, KeyboardInterrupt):
             raise self.error
         return self
 
-    def resume(self, max_steps: int | None = None, *, live: str | bool = "auto", background: bool = False,
-               callbacks: list | None = None, **overrides) -> Run:
+    def resume(
+        self,
+        max_steps: int | None = None,
+        *,
+        live: str | bool = "auto",
+        background: bool = False,
+        callbacks: list | None = None,
+        **overrides,
+    ) -> Run:
         """Continue from the last checkpoint (weights, optimizer, scheduler, data order).
 
         Parameters
@@ -87,7 +96,9 @@ class Run(runs.RunDir):
         **overrides
             TrainingArguments fields for the rest of the run.
         """
-        return resume(self, max_steps, live=live, background=background, callbacks=callbacks, **overrides)
+        return resume(
+            self, max_steps, live=live, background=background, callbacks=callbacks, **overrides
+        )
 
 
 def active() -> Run | None:
@@ -142,13 +153,26 @@ def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: i
             run.error = e
             raise
         error = disk_full_message(e, run) or f"{type(e).__name__}: {e}"
-        run.error = _ending(e, writer.finish({"status": "failed", "error": error, "traceback": traceback.format_exc()},
-                                             run.log), error)
+        run.error = _ending(
+            e,
+            writer.finish(
+                {"status": "failed", "error": error, "traceback": traceback.format_exc()}, run.log
+            ),
+            error,
+        )
         raise run.error  # noqa: B904 (_ending set its cause: the error itself, or the one it names)
     run.stop_flag.clear()
     run.error = None
     t0 = runs.monotonic()
-    status, error, tb, events, restore, raised, lost = "completed", None, None, None, None, None, None
+    status, error, tb, events, restore, raised, lost = (
+        "completed",
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+    )
     with training(run), quiet_libraries():
         try:
             trainer, events, restore = build(run, device, run.stop_flag, run.callbacks)
@@ -157,23 +181,42 @@ def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: i
                 try:
                     trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
                 except KeyboardInterrupt:
-                    status, error = "stopped", "interrupted twice: aborted without a final checkpoint"
-                status, error = outcome(run, run.stop_flag, events, status) if error is None else (status, error)
+                    status, error = (
+                        "stopped",
+                        "interrupted twice: aborted without a final checkpoint",
+                    )
+                status, error = (
+                    outcome(run, run.stop_flag, events, status)
+                    if error is None
+                    else (status, error)
+                )
                 if status != "failed" and error is None:
                     trainer.evaluate()
         except BaseException as e:  # recorded, then raised
-            status, error, tb = "failed", disk_full_message(e, run) or error_text(e, device), traceback.format_exc()
+            status, error, tb = (
+                "failed",
+                disk_full_message(e, run) or error_text(e, device),
+                traceback.format_exc(),
+            )
             run.error = raised = e
             if isinstance(e, KeyboardInterrupt):
                 status = "stopped"
-        if restore is not None:  # the model leaves as it came (generation pads prompts: masks needed)
+        if (
+            restore is not None
+        ):  # the model leaves as it came (generation pads prompts: masks needed)
             restore()
         if writer is not None:
-            summary = end_summary(run, run.trainer, device, events, status, error, tb, runs.monotonic() - t0)
+            summary = end_summary(
+                run, run.trainer, device, events, status, error, tb, runs.monotonic() - t0
+            )
             # the end event's subscribers see a run that has ended
-            lost = writer.finish(summary, run.log, ended=lambda: run in _ACTIVE and _ACTIVE.remove(run))
+            lost = writer.finish(
+                summary, run.log, ended=lambda: run in _ACTIVE and _ACTIVE.remove(run)
+            )
     if raised is not None or lost is not None:
-        run.error = _ending(raised, lost, error if raised is not None else disk_full_message(lost, run))
+        run.error = _ending(
+            raised, lost, error if raised is not None else disk_full_message(lost, run)
+        )
         raise run.error
     return run
 
@@ -191,7 +234,9 @@ def _ending(raised: BaseException | None, lost: OSError | None, error: str | Non
     return cause
 
 
-def _start(run: Run, resume_from: Path | None, background: bool, writer: RunWriter | None = None) -> Run:
+def _start(
+    run: Run, resume_from: Path | None, background: bool, writer: RunWriter | None = None
+) -> Run:
     if not background:
         return execute(run, resume_from, writer)
 
@@ -209,8 +254,15 @@ def _start(run: Run, resume_from: Path | None, background: bool, writer: RunWrit
     return run
 
 
-def train(model: str | ModelSpec, data: str | DataSpec, *, live: str | bool = "auto",
-          background: bool = False, callbacks: list | None = None, **options) -> Run:
+def train(
+    model: str | ModelSpec,
+    data: str | DataSpec,
+    *,
+    live: str | bool = "auto",
+    background: bool = False,
+    callbacks: list | None = None,
+    **options,
+) -> Run:
     """Train ``model`` on ``data`` with transformers' Trainer; returns the Run.
 
     Parameters
@@ -292,9 +344,11 @@ def train(model: str | ModelSpec, data: str | DataSpec, *, live: str | bool = "a
     'completed'
     """
     if "resume_from_checkpoint" in options:
-        raise ValueError("wb.train(resume_from_checkpoint=...) would be ignored: continue a run "
-                         "with wb.Run.open(run_dir).resume(), or start from its weights with "
-                         "wb.model(family, size=<model dir>)")
+        raise ValueError(
+            "wb.train(resume_from_checkpoint=...) would be ignored: continue a run "
+            "with wb.Run.open(run_dir).resume(), or start from its weights with "
+            "wb.model(family, size=<model dir>)"
+        )
     run = prepare(model, data, **options)
     run.callbacks = list(callbacks or [])
     run.dashboard = attach(run, live, background)
@@ -312,8 +366,15 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, **options) -> Run:
     return Run(preparation.prepare(model, data, **options))
 
 
-def resume(run: Run, max_steps: int | None = None, *, live: str | bool = "auto", background: bool = False,
-           callbacks: list | None = None, **overrides) -> Run:
+def resume(
+    run: Run,
+    max_steps: int | None = None,
+    *,
+    live: str | bool = "auto",
+    background: bool = False,
+    callbacks: list | None = None,
+    **overrides,
+) -> Run:
     """Continue ``run`` from its last checkpoint (``Run.resume`` documents the arguments).
 
     Everything is checked before anything is written: the run's lock (one writer at a
@@ -321,21 +382,30 @@ def resume(run: Run, max_steps: int | None = None, *, live: str | bool = "auto",
     """
     attached = run.spec.get("attached") if (run.path / "spec.json").exists() else None
     if attached:  # a run of the user's own Trainer (wb.attach): its spec cannot rebuild it
-        raise ValueError(f"{run.name} cannot be resumed by resume(): {attached['why']}. "
-                         f"Resume it with {attached['resume']}")
+        raise ValueError(
+            f"{run.name} cannot be resumed by resume(): {attached['why']}. "
+            f"Resume it with {attached['resume']}"
+        )
     if run.status == "prepared":  # claiming its lock would mark it as started
         raise FileNotFoundError(f"{run.name} has no checkpoint to resume from: it never started")
     writer = RunWriter(run).claim("resume")
     try:  # every way out of here but training releases the lock
         ckpt = run.last_checkpoint
         if ckpt is None:
-            raise FileNotFoundError(f"{run.name} has no checkpoint to resume from; start a new run with wb.train(...)")
+            raise FileNotFoundError(
+                f"{run.name} has no checkpoint to resume from; start a new run with wb.train(...)"
+            )
         for name, why in run.broken_checkpoints.items():
             if int(name.split("-")[-1]) > int(ckpt.name.split("-")[-1]):
-                print(f"{name} cannot be resumed from ({why}): resuming from {ckpt.name}", file=sys.stderr)
+                print(
+                    f"{name} cannot be resumed from ({why}): resuming from {ckpt.name}",
+                    file=sys.stderr,
+                )
         spec = preparation.resume_spec(run, ckpt, max_steps, overrides)
         run.callbacks = list(callbacks or [])
-        run.dashboard = attach(run, live, background)  # before the writes: a display that fails changes nothing
+        run.dashboard = attach(
+            run, live, background
+        )  # before the writes: a display that fails changes nothing
         writer.respec(spec)
         run.log.truncate_after(int(ckpt.name.split("-")[-1]))
     except BaseException as e:

@@ -25,7 +25,11 @@ class Interrupts:
             raise KeyboardInterrupt
         self.run.stop()
         # a notice, not an error: on stdout (a notebook shows stderr as a pink error box)
-        print(f"\nStopping {self.run.name} after this step (interrupt again to abort).", file=sys.stdout, flush=True)
+        print(
+            f"\nStopping {self.run.name} after this step (interrupt again to abort).",
+            file=sys.stdout,
+            flush=True,
+        )
 
     def __exit__(self, *exc):
         if self.previous is not None:

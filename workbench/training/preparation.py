@@ -25,8 +25,14 @@ from . import recipe
 from .runargs import RunArgs, check_overrides, check_value
 
 
-def prepare(model: str | ModelSpec, data: str | DataSpec, *, extra_spec: dict | None = None,
-            target: str | None = None, **options) -> Path:
+def prepare(
+    model: str | ModelSpec,
+    data: str | DataSpec,
+    *,
+    extra_spec: dict | None = None,
+    target: str | None = None,
+    **options,
+) -> Path:
     """Check the arguments (``wb.train`` documents them), create the run directory with its
     spec.json and a "prepared" summary; its path.
 
@@ -37,8 +43,9 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, extra_spec: dict | 
     a = RunArgs.from_options(options)
     mspec, dspec = as_model(model), as_dataset(data)
     recipe.check(mspec.task, dspec.task, (mspec.name, dspec.name))
-    sampling = recipe.samples(mspec.task, a.sample_prompts, a.sample_every, a.sample_steps,
-                              a.eval_every)
+    sampling = recipe.samples(
+        mspec.task, a.sample_prompts, a.sample_every, a.sample_steps, a.eval_every
+    )
     if target is not None:
         kind = backend(target).kind
         if a.mode is not None:
@@ -53,15 +60,27 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, *, extra_spec: dict | 
     lr = (5e-5 if mspec.is_pretrained else 1e-3) if a.lr is None else a.lr
     with quiet_libraries():  # the data read and the model's config checked before the run directory
         rows = dspec.load()["train"].num_rows
-        recipe.check_fit(batch_size=a.batch_size, rows=rows, data_name=dspec.name, padding=padding,
-                         max_length=a.max_length, positions=mspec.max_positions,
-                         model_name=mspec.name)
+        recipe.check_fit(
+            batch_size=a.batch_size,
+            rows=rows,
+            data_name=dspec.name,
+            padding=padding,
+            max_length=a.max_length,
+            positions=mspec.max_positions,
+            model_name=mspec.name,
+        )
     total = recipe.total_steps(a.max_steps, a.epochs, rows, a.batch_size)
     cadence = recipe.cadence(total, a.log_every, a.save_every)
     warmup = a.throughput_warmup_steps
-    args = {**a.to_dict(), "lr": lr, "padding": padding, **cadence, **sampling,
-            "device": kind if target is not None or a.device == "auto" else a.device,
-            "throughput_warmup_steps": max(3, cadence["log_every"]) if warmup is None else warmup}
+    args = {
+        **a.to_dict(),
+        "lr": lr,
+        "padding": padding,
+        **cadence,
+        **sampling,
+        "device": kind if target is not None or a.device == "auto" else a.device,
+        "throughput_warmup_steps": max(3, cadence["log_every"]) if warmup is None else warmup,
+    }
     for key in ("run_dir", "name"):  # where the run is, not how it trains
         args.pop(key)
     path = runs.new_run_dir(a.name or f"{mspec.name}-{dspec.name}", a.run_dir)
@@ -80,9 +99,11 @@ def resume_spec(run: runs.RunDir, ckpt: Path, max_steps: int | None, overrides: 
     step = int(ckpt.name.split("-")[-1])
     check_value("max_steps", max_steps)  # as wb.train checks it
     if max_steps is not None and max_steps <= step:
-        raise ValueError(f"resume(max_steps={max_steps}): {ckpt.name} is already at step {step}; "
-                         f"pass a larger max_steps (or leave it out for the original "
-                         f"{spec['args']['max_steps']})")
+        raise ValueError(
+            f"resume(max_steps={max_steps}): {ckpt.name} is already at step {step}; "
+            f"pass a larger max_steps (or leave it out for the original "
+            f"{spec['args']['max_steps']})"
+        )
     fields, trainer_overrides = check_overrides(overrides)
     previous = json.loads(json.dumps(spec["args"]))
     args = spec["args"]
@@ -90,15 +111,17 @@ def resume_spec(run: runs.RunDir, ckpt: Path, max_steps: int | None, overrides: 
         args["max_steps"] = max_steps
     args.update(fields)
     args["trainer_overrides"].update(trainer_overrides)
-    targs = recipe.training_arguments(args, pick_device(args["device"]), spec["model"]["task"],
-                                      run.path, "adamw_torch")
+    targs = recipe.training_arguments(
+        args, pick_device(args["device"]), spec["model"]["task"], run.path, "adamw_torch"
+    )
     try:
         transformers.TrainingArguments(**targs)
     except (TypeError, ValueError) as e:
         shown = ", ".join(f"{k}={v!r}" for k, v in overrides.items())
         raise ValueError(f"resume({shown}) would not run: {e}") from None
-    spec.setdefault("resumes", []).append({"from": ckpt.name, "max_steps": max_steps,
-                                           "at": runs.now(), "previous_args": previous})
+    spec.setdefault("resumes", []).append(
+        {"from": ckpt.name, "max_steps": max_steps, "at": runs.now(), "previous_args": previous}
+    )
     return spec
 
 

@@ -21,8 +21,10 @@ from . import runargs
 # What torch's profiler (kineto, c10) prints straight to file descriptor 2 on every profile,
 # whatever KINETO_LOG_LEVEL says: its start and stop markers, and that memory allocated
 # before the profile is freed inside it (always so: the model and optimizer predate it).
-NOISE = re.compile(r"(USDT|STAGE):.*SyncActivityProfilerHandler\.cpp|"
-                   r"Memory block of unknown size was allocated before the profiling started")
+NOISE = re.compile(
+    r"(USDT|STAGE):.*SyncActivityProfilerHandler\.cpp|"
+    r"Memory block of unknown size was allocated before the profiling started"
+)
 
 
 def _activities(kind: str) -> list:
@@ -39,8 +41,11 @@ def _activities(kind: str) -> list:
     have = set(supported_activities())
     missing = [a.name for a in wanted if a not in have]
     if missing:
-        warnings.warn(f"this torch build cannot record {', '.join(missing)} activity: the profile "
-                      f"holds CPU time only (on Gaudi, use the torch of Intel's container)", stacklevel=3)
+        warnings.warn(
+            f"this torch build cannot record {', '.join(missing)} activity: the profile "
+            f"holds CPU time only (on Gaudi, use the torch of Intel's container)",
+            stacklevel=3,
+        )
     return [a for a in wanted if a in have]
 
 
@@ -70,9 +75,13 @@ class _ProfileSteps:
         from torch.profiler import profile, schedule
 
         self.out.mkdir(parents=True, exist_ok=True)
-        self.prof = profile(activities=_activities(self.kind), record_shapes=True, profile_memory=True,
-                            schedule=schedule(wait=0, warmup=self.warmup, active=self.steps, repeat=1),
-                            on_trace_ready=self._ready)
+        self.prof = profile(
+            activities=_activities(self.kind),
+            record_shapes=True,
+            profile_memory=True,
+            schedule=schedule(wait=0, warmup=self.warmup, active=self.steps, repeat=1),
+            on_trace_ready=self._ready,
+        )
         self.quiet.enter_context(native_stderr_without(NOISE.search))
         self.prof.__enter__()
 
@@ -96,8 +105,10 @@ class Profile:
     tensorboard: Path
 
     def _repr_html_(self) -> str:
-        head = (f"<div style='font:12px sans-serif'>Chrome/Perfetto trace: <code>{self.trace}</code>; "
-                f"TensorBoard: <code>tensorboard --logdir {self.tensorboard}</code></div>")
+        head = (
+            f"<div style='font:12px sans-serif'>Chrome/Perfetto trace: <code>{self.trace}</code>; "
+            f"TensorBoard: <code>tensorboard --logdir {self.tensorboard}</code></div>"
+        )
         return head + self.table.to_html(index=False, float_format=lambda v: f"{v:,.3f}")
 
     def __repr__(self) -> str:
@@ -114,19 +125,29 @@ def top_ops(prof, n: int = 15, device_kind: str = "cpu"):
     import pandas as pd
 
     rows = []
-    on_device = len(backend(device_kind).profiler_activities) > 1  # a device activity beside the CPU
+    on_device = (
+        len(backend(device_kind).profiler_activities) > 1
+    )  # a device activity beside the CPU
     for e in prof.key_averages(group_by_input_shape=True):
         if e.key.startswith("ProfilerStep"):  # the profiler's own per-step marker, not an op
             continue
         self_us = getattr(e, "self_device_time_total", 0) if on_device else e.self_cpu_time_total
-        rows.append({"op": e.key, "self_ms": self_us / 1000, "calls": e.count,
-                     "cpu_total_ms": e.cpu_time_total / 1000,
-                     "input_shapes": str(e.input_shapes)[:120] if e.input_shapes else ""})
+        rows.append(
+            {
+                "op": e.key,
+                "self_ms": self_us / 1000,
+                "calls": e.count,
+                "cpu_total_ms": e.cpu_time_total / 1000,
+                "input_shapes": str(e.input_shapes)[:120] if e.input_shapes else "",
+            }
+        )
     df = pd.DataFrame(rows, columns=["op", "self_ms", "calls", "cpu_total_ms", "input_shapes"])
     return df.sort_values("self_ms", ascending=False).head(n).reset_index(drop=True)
 
 
-def profile(model, data, *, steps: int = 5, warmup: int = 2, top: int = 15, **train_args) -> Profile:
+def profile(
+    model, data, *, steps: int = 5, warmup: int = 2, top: int = 15, **train_args
+) -> Profile:
     """Profile ``steps`` training steps after ``warmup`` steps of ``wb.train(model, data)``.
 
     Parameters
@@ -159,14 +180,24 @@ def profile(model, data, *, steps: int = 5, warmup: int = 2, top: int = 15, **tr
 
     callback.on_train_begin = begin
     try:
-        run = train(model, data, max_steps=warmup + steps, callbacks=[callback], eval_every=None,
-                    **train_args)
+        run = train(
+            model,
+            data,
+            max_steps=warmup + steps,
+            callbacks=[callback],
+            eval_every=None,
+            **train_args,
+        )
     finally:  # a run that failed mid-way gets its stderr back too
         steps_cb.quiet.close()
     prof = steps_cb.prof
     out = run.path / "profile"
-    return Profile(run=run, table=top_ops(prof, top, kind), trace=out / "trace.json",
-                   tensorboard=out / "tensorboard")
+    return Profile(
+        run=run,
+        table=top_ops(prof, top, kind),
+        trace=out / "trace.json",
+        tensorboard=out / "tensorboard",
+    )
 
 
 profile.__signature__ = runargs.signature(profile)  # every run argument, with its default

@@ -45,26 +45,35 @@ def check(task: str, data_task: str, names: tuple[str, str]) -> None:
     model_name, data_name = names
     if task != data_task:
         family = model_name.split("-")[0]
-        raise ValueError(f"{model_name} does its task {task!r} but {data_name!r} is a "
-                         f"{data_task!r} dataset; pick a matching pair, e.g. "
-                         f"wb.model('{family}', task='{data_task}') if the family supports it")
+        raise ValueError(
+            f"{model_name} does its task {task!r} but {data_name!r} is a "
+            f"{data_task!r} dataset; pick a matching pair, e.g. "
+            f"wb.model('{family}', task='{data_task}') if the family supports it"
+        )
 
 
-def samples(task: str, prompts, every: int | None, steps: int, eval_every: int | None) -> dict[str, Any]:
+def samples(
+    task: str, prompts, every: int | None, steps: int, eval_every: int | None
+) -> dict[str, Any]:
     """The spec's sampling arguments, checked: no prompts, no grids; ``every`` defaults to
     ``eval_every`` (None: a grid at the last step only)."""
     if prompts is None:
         return {"sample_prompts": None, "sample_every": None, "sample_steps": steps}
     if task != "text_to_image":
-        raise ValueError(f"sample_prompts is for text-to-image runs (wb.model('sd')); this model does {task!r}: "
-                         f"leave sample_prompts out")
+        raise ValueError(
+            f"sample_prompts is for text-to-image runs (wb.model('sd')); this model does {task!r}: "
+            f"leave sample_prompts out"
+        )
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
     if not prompts or not all(isinstance(p, str) for p in prompts):
-        raise ValueError(f"sample_prompts={prompts!r}: pass a list of prompts (strings), "
-                         f"e.g. sample_prompts=['a handwritten seven', 'a handwritten one']")
+        raise ValueError(
+            f"sample_prompts={prompts!r}: pass a list of prompts (strings), "
+            f"e.g. sample_prompts=['a handwritten seven', 'a handwritten one']"
+        )
     for name, value in (("sample_every", every), ("sample_steps", steps)):
         if (value is not None or name == "sample_steps") and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
             raise ValueError(f"{name}={value!r}: it must be a whole number of steps, at least 1")
     return {"sample_prompts": prompts, "sample_every": every or eval_every, "sample_steps": steps}
 
@@ -75,21 +84,36 @@ def check_precision(precision: str, device) -> None:
     # accelerate autocasts to fp16 only off the CPU (its Accelerator leaves native AMP off for
     # a "cpu" device), so fp16 asked for on a CPU would train in fp32 while recording fp16.
     if p == "fp16" and device.backend.torch_device == "cpu":
-        raise ValueError("precision='fp16' on cpu: transformers runs no fp16 on a CPU, so the run would "
-                         "train in fp32 while recording fp16; use precision='bf16' (autocast on the CPU) "
-                         "or 'fp32' (the CPU's default)")
+        raise ValueError(
+            "precision='fp16' on cpu: transformers runs no fp16 on a CPU, so the run would "
+            "train in fp32 while recording fp16; use precision='bf16' (autocast on the CPU) "
+            "or 'fp32' (the CPU's default)"
+        )
 
 
-def check_fit(*, batch_size: int, rows: int, data_name: str, padding: str, max_length: int,
-              positions: int | None, model_name: str) -> None:
+def check_fit(
+    *,
+    batch_size: int,
+    rows: int,
+    data_name: str,
+    padding: str,
+    max_length: int,
+    positions: int | None,
+    model_name: str,
+) -> None:
     """Refuse a batch larger than the data, or sequences longer than the model can place."""
     if padding != "packed" and batch_size > rows:  # packed: blocks, not rows, make the batches
-        raise ValueError(f"batch_size={batch_size} is more than the {rows} training rows of {data_name!r}: "
-                         f"every batch would be mostly dummy rows. Pass batch_size={rows} or less, or use more data")
+        raise ValueError(
+            f"batch_size={batch_size} is more than the {rows} training rows of {data_name!r}: "
+            f"every batch would be mostly dummy rows. Pass batch_size={rows} or less, or use more "
+            "data"
+        )
     if positions is not None and max_length > positions:
-        raise ValueError(f"max_length={max_length} is more than {model_name}'s {positions} positions "
-                         f"(max_position_embeddings): longer sequences cannot be embedded. "
-                         f"Pass max_length={positions} or less")
+        raise ValueError(
+            f"max_length={max_length} is more than {model_name}'s {positions} positions "
+            f"(max_position_embeddings): longer sequences cannot be embedded. "
+            f"Pass max_length={positions} or less"
+        )
 
 
 def check_cache_latents(cache_latents, task: str, model_name: str, crop: str, flip: bool) -> None:
@@ -100,24 +124,32 @@ def check_cache_latents(cache_latents, task: str, model_name: str, crop: str, fl
     if not cache_latents:
         return
     if task != "text_to_image":
-        raise ValueError(f"cache_latents=True keeps a text-to-image model's latents and caption embeddings; "
-                         f"{model_name} does {task}: leave cache_latents=False (or train wb.model('sd'))")
+        raise ValueError(
+            f"cache_latents=True keeps a text-to-image model's latents and caption embeddings; "
+            f"{model_name} does {task}: leave cache_latents=False (or train wb.model('sd'))"
+        )
     random = [x for x, on in ((f"crop={crop!r}", crop == "random"), ("flip=True", flip)) if on]
     if random:
-        raise ValueError(f"cache_latents=True cannot keep the latents of {' and '.join(random)}: a random crop "
-                         f"or flip gives another image every epoch, so its latents cannot be encoded once. "
-                         f"Train from the cache with wb.dataset(..., crop='center', flip=False), or keep the "
-                         f"augmentation with cache_latents=False")
+        raise ValueError(
+            f"cache_latents=True cannot keep the latents of {' and '.join(random)}: a random crop "
+            f"or flip gives another image every epoch, so its latents cannot be encoded once. "
+            f"Train from the cache with wb.dataset(..., crop='center', flip=False), or keep the "
+            f"augmentation with cache_latents=False"
+        )
 
 
 def check_padding(padding: str, task: str, model_name: str) -> None:
     """Refuse a batching the task cannot use."""
     if padding == "packed" and task != "causal_lm":
-        raise ValueError(f"padding='packed' is for causal language models; {model_name} does {task}: "
-                         f"use 'bucketed' or 'longest'")
+        raise ValueError(
+            f"padding='packed' is for causal language models; {model_name} does {task}: "
+            f"use 'bucketed' or 'longest'"
+        )
     if padding == "bucketed" and task not in ("classification", "causal_lm"):
-        raise ValueError(f"padding='bucketed' handles classification and causal LM; {task} "
-                         f"uses 'longest' or 'max_length'")
+        raise ValueError(
+            f"padding='bucketed' handles classification and causal LM; {task} "
+            f"uses 'longest' or 'max_length'"
+        )
 
 
 def cadence(total: int, log_every: int | None, save_every: int | None) -> dict[str, Any]:
@@ -135,7 +167,9 @@ def cadence(total: int, log_every: int | None, save_every: int | None) -> dict[s
     return {"log_every": log_every, "save_every": save_every, "log_interval_s": interval}
 
 
-def total_steps(max_steps: int | None, epochs: float | None, rows: int | None, batch_size: int) -> int:
+def total_steps(
+    max_steps: int | None, epochs: float | None, rows: int | None, batch_size: int
+) -> int:
     """Steps of a run: ``max_steps``, or the epochs over ``rows`` training rows."""
     if max_steps:
         return max_steps
@@ -159,8 +193,10 @@ def compile_on(a: dict, device) -> bool:
     if a.get("mode") is not None:
         return a["mode"] == "compile"
     if a["compile"] and device.mode == "lazy":
-        raise ValueError("torch.compile does not run in HPU lazy mode (this process is in lazy mode: "
-                         "PT_HPU_LAZY_MODE=1); pass compile=False, or restart with mode='compile'")
+        raise ValueError(
+            "torch.compile does not run in HPU lazy mode (this process is in lazy mode: "
+            "PT_HPU_LAZY_MODE=1); pass compile=False, or restart with mode='compile'"
+        )
     if a["compile"] is not None:
         return bool(a["compile"])
     return device.backend.compile_default(device.mode)
@@ -171,14 +207,27 @@ def training_arguments(a: dict, device, task: str, run_path: Path, optim: str) -
     compile_ = compile_on(a, device)
     targs = dict(
         output_dir=str(run_path / "checkpoints"),
-        per_device_train_batch_size=a["batch_size"], per_device_eval_batch_size=a["batch_size"],
-        learning_rate=a["lr"], max_steps=a["max_steps"] or -1, num_train_epochs=a["epochs"] or 1,
-        logging_steps=a["log_every"], logging_nan_inf_filter=False,
-        eval_strategy="steps" if a["eval_every"] else "no", eval_steps=a["eval_every"],
-        save_strategy="steps", save_steps=a["save_every"], save_total_limit=2,
-        optim=optim, seed=a["seed"], data_seed=a["seed"], report_to=a["report_to"] or "none",
-        disable_tqdm=True, remove_unused_columns=False, dataloader_num_workers=0,
-        prediction_loss_only=task != "classification", max_grad_norm=1.0,
+        per_device_train_batch_size=a["batch_size"],
+        per_device_eval_batch_size=a["batch_size"],
+        learning_rate=a["lr"],
+        max_steps=a["max_steps"] or -1,
+        num_train_epochs=a["epochs"] or 1,
+        logging_steps=a["log_every"],
+        logging_nan_inf_filter=False,
+        eval_strategy="steps" if a["eval_every"] else "no",
+        eval_steps=a["eval_every"],
+        save_strategy="steps",
+        save_steps=a["save_every"],
+        save_total_limit=2,
+        optim=optim,
+        seed=a["seed"],
+        data_seed=a["seed"],
+        report_to=a["report_to"] or "none",
+        disable_tqdm=True,
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+        prediction_loss_only=task != "classification",
+        max_grad_norm=1.0,
         label_names=["labels"] if task not in ("diffusion", "text_to_image") else [],
         **device_fields(device, device.resolve_precision(a["precision"]), compile_),
     )
@@ -189,15 +238,23 @@ def training_arguments(a: dict, device, task: str, run_path: Path, optim: str) -
 def optim_name(device) -> str:
     """The TrainingArguments ``optim`` for ``device`` (the hpex optimizer is no transformers
     name: the Trainer gets it through ``optimizer_cls_and_kwargs``, ``trainer.fused_optimizer``)."""
-    return "adamw_torch" if device.backend.optimizer == "hpex_fused_adamw" else device.backend.optimizer
+    return (
+        "adamw_torch"
+        if device.backend.optimizer == "hpex_fused_adamw"
+        else device.backend.optimizer
+    )
 
 
 def device_fields(device, precision: str, compile_: bool) -> dict[str, Any]:
     """The TrainingArguments fields the backend record decides, for ``wb.train`` and for a
     user's own arguments (``wb.training_args``): the precision, the CPU, torch.compile with
     the backend's compiler, and the DDP settings when several processes train."""
-    targs: dict[str, Any] = dict(bf16=precision == "bf16", fp16=precision == "fp16",
-                                 use_cpu=device.kind == "cpu", torch_compile=compile_)
+    targs: dict[str, Any] = dict(
+        bf16=precision == "bf16",
+        fp16=precision == "fp16",
+        use_cpu=device.kind == "cpu",
+        torch_compile=compile_,
+    )
     if compile_ and device.backend.compile_backend:
         targs["torch_compile_backend"] = device.backend.compile_backend
     if world()[1] > 1:

@@ -44,22 +44,33 @@ def _int_at_least_0(name: str, value) -> None:
 
 
 def _epochs(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0 \
-            or math.isinf(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not value > 0
+        or math.isinf(value)
+    ):
         raise ValueError(f"{name} must be a number of epochs above 0, got {value!r}")
 
 
 def _lr(name: str, value) -> None:
-    if not (isinstance(value, numbers.Real) and not isinstance(value, bool)
-            and value > 0 and math.isfinite(value)):  # nor NaN
-        raise ValueError(f"{name}={value!r} is not a learning rate: it must be a number above 0 "
-                         f"(typical: 1e-3 for a model trained from scratch, 5e-5 to fine-tune)")
+    if not (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and value > 0
+        and math.isfinite(value)
+    ):  # nor NaN
+        raise ValueError(
+            f"{name}={value!r} is not a learning rate: it must be a number above 0 "
+            f"(typical: 1e-3 for a model trained from scratch, 5e-5 to fine-tune)"
+        )
 
 
 def _one_of(*known):
     def check(name: str, value) -> None:
         if value not in known:
             raise ValueError(f"unknown {name} {value!r}; known: {', '.join(map(str, known))}")
+
     return check
 
 
@@ -149,8 +160,10 @@ class RunArgs:
             elif key in ALIASES:
                 field = ALIASES[key]
                 if field in options:
-                    raise ValueError(f"{key}= and {field}= name the same argument; pass only "
-                                     f"{field}={options[field]!r}")
+                    raise ValueError(
+                        f"{key}= and {field}= name the same argument; pass only "
+                        f"{field}={options[field]!r}"
+                    )
                 values[field] = value
             else:
                 overrides[key] = value
@@ -209,11 +222,15 @@ def check_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     fields = {f.name for f in dataclasses.fields(transformers.TrainingArguments)}
     bad = sorted(k for k in split.trainer_overrides if k not in fields)
     if bad:
-        hints = [f"{k} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(k, fields, 1))
-                 else k for k in bad]
-        raise ValueError(f"not TrainingArguments fields: {', '.join(hints)}. resume() takes "
-                         f"max_steps and TrainingArguments fields; a new model or dataset needs "
-                         f"a new run (wb.train)")
+        hints = [
+            f"{k} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(k, fields, 1)) else k
+            for k in bad
+        ]
+        raise ValueError(
+            f"not TrainingArguments fields: {', '.join(hints)}. resume() takes "
+            f"max_steps and TrainingArguments fields; a new model or dataset needs "
+            f"a new run (wb.train)"
+        )
     given = {ALIASES.get(k, k) for k in overrides} & set(FIELDS)
     return {k: split.values[k] for k in given}, split.trainer_overrides
 
@@ -224,9 +241,13 @@ def signature(func) -> inspect.Signature:
     own = inspect.signature(func)
     params = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     names = {p.name for p in params}
-    keyword = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=f.default,
-                                 annotation=f.annotation)
-               for n, f in FIELDS.items() if n not in names]
+    keyword = [
+        inspect.Parameter(
+            n, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.annotation
+        )
+        for n, f in FIELDS.items()
+        if n not in names
+    ]
     positional = [p for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY]
     own_keywords = [p for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
     tail = inspect.Parameter("trainer_overrides", inspect.Parameter.VAR_KEYWORD)

@@ -33,14 +33,25 @@ class LengthStats:
 
     def to_dict(self) -> dict[str, float]:
         x = np.asarray(self.lengths)
-        return {"count": int(x.size), "mean": float(x.mean()), "min": int(x.min()),
-                **{f"p{q}": float(np.percentile(x, q)) for q in (50, 90, 99)}, "max": int(x.max())}
+        return {
+            "count": int(x.size),
+            "mean": float(x.mean()),
+            "min": int(x.min()),
+            **{f"p{q}": float(np.percentile(x, q)) for q in (50, 90, 99)},
+            "max": int(x.max()),
+        }
 
     def __getitem__(self, key: str) -> float:
         return self.to_dict()[key]
 
-    def padding(self, strategy: str, batch_size: int, max_length: int | None = None, k: int = 8,
-                seed: int = 0) -> dict[str, Any]:
+    def padding(
+        self,
+        strategy: str,
+        batch_size: int,
+        max_length: int | None = None,
+        k: int = 8,
+        seed: int = 0,
+    ) -> dict[str, Any]:
         """``padding_stats`` of these lengths: the padding waste and static shapes of one epoch
         under ``strategy`` (``"max_length"``, ``"longest"``, ``"bucketed"``, ``"packed"``, as
         ``wb.train(padding=...)`` shapes batches); the same arguments and the same dict.
@@ -86,8 +97,9 @@ def _chunk_ends(total: np.ndarray, n: int, batch_size: int) -> np.ndarray:
 
 
 # Over 60 lines only through its numpy docstring (the algorithm explained); the code is short.
-def buckets(lengths, k: int = 8, max_length: int | None = None,
-            batch_size: int | None = None) -> list[int]:
+def buckets(
+    lengths, k: int = 8, max_length: int | None = None, batch_size: int | None = None
+) -> list[int]:
     """Bucket boundaries (sequence lengths) that minimise padding, by exact dynamic programming.
 
     Each sequence is padded up to the smallest boundary at or above its length. Every
@@ -156,7 +168,9 @@ def padding_cost(lengths, boundaries, max_length: int | None = None) -> int:
     """Pad tokens when each sequence is padded to the smallest boundary >= its length."""
     x, bounds = _as_lengths(lengths, max_length), np.asarray(sorted(boundaries))
     if x.max() > bounds[-1]:
-        raise ValueError(f"a sequence of {x.max()} tokens exceeds the largest boundary {bounds[-1]}")
+        raise ValueError(
+            f"a sequence of {x.max()} tokens exceeds the largest boundary {bounds[-1]}"
+        )
     return int((bounds[np.searchsorted(bounds, x)] - x).sum())
 
 
@@ -200,8 +214,17 @@ class BucketBatchSampler:
         False keeps the bucket order and no randomness (for evaluation).
     """
 
-    def __init__(self, lengths, boundaries, batch_size: int, seed: int = 0, drop_last: bool = False,
-                 num_replicas: int = 1, rank: int = 0, shuffle: bool = True):
+    def __init__(
+        self,
+        lengths,
+        boundaries,
+        batch_size: int,
+        seed: int = 0,
+        drop_last: bool = False,
+        num_replicas: int = 1,
+        rank: int = 0,
+        shuffle: bool = True,
+    ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         if not 0 <= rank < num_replicas:
@@ -234,7 +257,7 @@ class BucketBatchSampler:
         bs, r = self.batch_size, len(order) % self.batch_size
         # one partial batch, of the shortest rows: filling it with dummy rows costs least
         out = [order[:r]] if r and not self.drop_last else []
-        out += [order[s:s + bs] for s in range(r, len(order) - bs + 1, bs)]
+        out += [order[s : s + bs] for s in range(r, len(order) - bs + 1, bs)]
         if self.shuffle:
             out = [out[i] for i in rng.permutation(len(out))]
         return [b.tolist() for b in out]
@@ -243,16 +266,22 @@ class BucketBatchSampler:
         batches, reps = self.batches(), self.num_replicas
         if reps > 1:
             if self.drop_last:
-                batches = batches[:len(batches) // reps * reps]
+                batches = batches[: len(batches) // reps * reps]
             elif batches:
                 batches += [batches[i % len(batches)] for i in range((-len(batches)) % reps)]
-            batches = batches[self.rank::reps]
+            batches = batches[self.rank :: reps]
         return iter(batches)
 
 
 # --------------------------------------------------------------------------- statistics
-def padding_stats(lengths, strategy: str, batch_size: int, max_length: int | None = None,
-                  k: int = 8, seed: int = 0) -> dict[str, Any]:
+def padding_stats(
+    lengths,
+    strategy: str,
+    batch_size: int,
+    max_length: int | None = None,
+    k: int = 8,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Padding waste and static shapes of one epoch under a batching strategy.
 
     Parameters
@@ -288,25 +317,39 @@ def padding_stats(lengths, strategy: str, batch_size: int, max_length: int | Non
         computed = len(x) * max_length
     elif strategy == "longest":
         order = np.random.default_rng(seed).permutation(len(x))
-        shapes = [(len(b), int(x[b].max())) for b in np.split(order, range(batch_size, len(x), batch_size))]
+        shapes = [
+            (len(b), int(x[b].max()))
+            for b in np.split(order, range(batch_size, len(x), batch_size))
+        ]
         computed = sum(rows * length for rows, length in shapes)
     elif strategy == "bucketed":
         bounds = buckets(x, k=k, batch_size=batch_size)
-        shapes = [(batch_size, bounds[int(np.searchsorted(bounds, x[b].max()))])
-                  for b in BucketBatchSampler(x, bounds, batch_size, seed=seed)]
+        shapes = [
+            (batch_size, bounds[int(np.searchsorted(bounds, x[b].max()))])
+            for b in BucketBatchSampler(x, bounds, batch_size, seed=seed)
+        ]
         computed = sum(rows * length for rows, length in shapes)
         extra["boundaries"] = bounds
     else:
         stream = int(raw.sum() + len(raw))  # one EOS after each document
         blocks = stream // max_length
-        shapes = [(batch_size, max_length)] * math.ceil(blocks / batch_size)  # dummy rows fill the last
+        shapes = [(batch_size, max_length)] * math.ceil(
+            blocks / batch_size
+        )  # dummy rows fill the last
         computed = len(shapes) * batch_size * max_length
         useful = blocks * max_length
         extra["lost_tokens"] = stream - useful
     steps = len(shapes)
-    return {"strategy": strategy, "waste_pct": 100.0 * (1 - useful / computed) if computed else 0.0,
-            "shapes": len(set(shapes)), "useful_tokens_per_step": useful / max(steps, 1), "steps": steps,
-            "useful_tokens": useful, "computed_tokens": int(computed), **extra}
+    return {
+        "strategy": strategy,
+        "waste_pct": 100.0 * (1 - useful / computed) if computed else 0.0,
+        "shapes": len(set(shapes)),
+        "useful_tokens_per_step": useful / max(steps, 1),
+        "steps": steps,
+        "useful_tokens": useful,
+        "computed_tokens": int(computed),
+        **extra,
+    }
 
 
 def tradeoff_rows(lengths, batch_size: int, max_length: int | None, ks, seed: int) -> list[dict]:
@@ -314,8 +357,15 @@ def tradeoff_rows(lengths, batch_size: int, max_length: int | None, ks, seed: in
     rows = []
     for k in ks:
         s = padding_stats(lengths, "bucketed", batch_size, max_length, k=k, seed=seed)
-        rows.append({"k": int(k), "boundaries": s["boundaries"], "waste_pct": s["waste_pct"],
-                     "shapes": s["shapes"], "useful_tokens_per_step": s["useful_tokens_per_step"]})
+        rows.append(
+            {
+                "k": int(k),
+                "boundaries": s["boundaries"],
+                "waste_pct": s["waste_pct"],
+                "shapes": s["shapes"],
+                "useful_tokens_per_step": s["useful_tokens_per_step"],
+            }
+        )
     return rows
 
 

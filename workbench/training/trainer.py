@@ -69,11 +69,15 @@ def _batches(a: dict, task: str, prepared, tok, model):
 
         rank, size = world()
         lengths = lengths_of(prepared["train"])
-        bounds = buckets(lengths, k=a.get("buckets", 8), max_length=a["max_length"], batch_size=a["batch_size"])
+        bounds = buckets(
+            lengths, k=a.get("buckets", 8), max_length=a["max_length"], batch_size=a["batch_size"]
+        )
         if bounds[-1] < a["max_length"]:  # eval rows may be longer than every training row
             bounds.append(a["max_length"])
         inner = batching.BucketCollator(tok, bounds, a["batch_size"], task=task)
-        sampler = BucketBatchSampler(lengths, bounds, a["batch_size"], seed=a["seed"], num_replicas=size, rank=rank)
+        sampler = BucketBatchSampler(
+            lengths, bounds, a["batch_size"], seed=a["seed"], num_replicas=size, rank=rank
+        )
         return prepared, inner, sampler, (), None
     return prepared, batching.collator(task, tok, model, padding, a["max_length"]), None, (), None
 
@@ -92,7 +96,8 @@ def _images(model, dspec: DataSpec, prepared, device: DeviceInfo, a: dict):
 
 
 def fused_optimizer(device: DeviceInfo, args):
-    """The Trainer's ``optimizer_cls_and_kwargs`` for the backend's fused AdamW; None for ``optim``."""
+    """The Trainer's ``optimizer_cls_and_kwargs`` for the backend's fused AdamW; None for
+    ``optim``."""
     # The Trainer builds it, after moving the model to the device, from its own decay /
     # no-decay groups, with betas and eps from the TrainingArguments. Not under DeepSpeed:
     # ZeRO wraps the Trainer's own optimizer and clips with gradient_clipping (docs/gaudi.md).
@@ -100,8 +105,11 @@ def fused_optimizer(device: DeviceInfo, args):
         return None
     from ..backends._bridge import fused_adamw
 
-    return fused_adamw(), {"lr": args.learning_rate, "betas": (args.adam_beta1, args.adam_beta2),
-                           "eps": args.adam_epsilon}  # not the bridge's eps default (1e-6)
+    return fused_adamw(), {
+        "lr": args.learning_rate,
+        "betas": (args.adam_beta1, args.adam_beta2),
+        "eps": args.adam_epsilon,
+    }  # not the bridge's eps default (1e-6)
 
 
 def _room_for_shapes(inner) -> None:
@@ -126,11 +134,16 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
     import transformers
 
     spec = run.spec
-    mspec, dspec, a = ModelSpec.from_dict(spec["model"]), DataSpec.from_dict(spec["data"]), spec["args"]
+    mspec, dspec, a = (
+        ModelSpec.from_dict(spec["model"]),
+        DataSpec.from_dict(spec["data"]),
+        spec["args"],
+    )
     transformers.set_seed(a["seed"])
     model, tok = _model(mspec, dspec, run, device.resolve_precision(a["precision"]))
-    prepared, inner, sampler, drop, restore = _batches(a, mspec.task, dspec.prepare(tok, max_length=a["max_length"]),
-                                                       tok, model)
+    prepared, inner, sampler, drop, restore = _batches(
+        a, mspec.task, dspec.prepare(tok, max_length=a["max_length"]), tok, model
+    )
     if mspec.task == "text_to_image":
         prepared, inner = _images(model, dspec, prepared, device, a)
     from .batching import CountingCollator
@@ -143,22 +156,48 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
     # Gradient clipping stays the Trainer's (max_grad_norm): transformers computes the norm at
     # every optimizer step anyway, to log it, so a fused clip on top would compute it twice.
     rank, size = world()
-    events = as_callback(Events(run.log, stop, mspec.task, device, counter, a["batch_size"],
-                                a["throughput_warmup_steps"], size,
-                                min_interval=recipe.log_interval(a, device, size),
-                                stop_file=run.path / STOP_FILE if size == 1 else None))
+    events = as_callback(
+        Events(
+            run.log,
+            stop,
+            mspec.task,
+            device,
+            counter,
+            a["batch_size"],
+            a["throughput_warmup_steps"],
+            size,
+            min_interval=recipe.log_interval(a, device, size),
+            stop_file=run.path / STOP_FILE if size == 1 else None,
+        )
+    )
     callbacks = [events]
     if size > 1:
         callbacks.insert(0, as_callback(DistStop(stop, run.path / STOP_FILE, a["log_every"])))
     if a.get("sample_prompts") and rank == 0:  # sample grids: the main process only
-        callbacks.append(as_callback(Samples(run.log, a["sample_prompts"], a.get("sample_every"),
-                                             a.get("sample_steps") or 10, a["seed"], device, exclude=events.exclude)))
+        callbacks.append(
+            as_callback(
+                Samples(
+                    run.log,
+                    a["sample_prompts"],
+                    a.get("sample_every"),
+                    a.get("sample_steps") or 10,
+                    a["seed"],
+                    device,
+                    exclude=events.exclude,
+                )
+            )
+        )
     if device.mode == "lazy":  # Gaudi's legacy graph mode (other backends have no mode)
         callbacks.append(as_callback(MarkStep(device)))
     trainer = transformers.Trainer(
-        model=model, args=args, train_dataset=prepared["train"], eval_dataset=prepared["eval"],
-        data_collator=counter, processing_class=tok if mspec.task not in ("diffusion", "text_to_image") else None,
-        callbacks=callbacks + list(extra_callbacks), optimizer_cls_and_kwargs=fused_optimizer(device, args),
+        model=model,
+        args=args,
+        train_dataset=prepared["train"],
+        eval_dataset=prepared["eval"],
+        data_collator=counter,
+        processing_class=tok if mspec.task not in ("diffusion", "text_to_image") else None,
+        callbacks=callbacks + list(extra_callbacks),
+        optimizer_cls_and_kwargs=fused_optimizer(device, args),
         compute_metrics=accuracy if mspec.task == "classification" else None,
     )
     trainer.remove_callback(transformers.PrinterCallback)  # events replace its printed dicts
@@ -168,14 +207,19 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
     return trainer, events, restore
 
 
-def outcome(run: RunDir, stop: threading.Event, events: Events, status: str) -> tuple[str, str | None]:
+def outcome(
+    run: RunDir, stop: threading.Event, events: Events, status: str
+) -> tuple[str, str | None]:
     """The final status and error after ``trainer.train`` returned."""
     if events.nan_step is not None:
         lr = run.spec["args"]["lr"]
-        error = (f"the loss became {events.last.get('loss')} at step {events.nan_step}; training stopped and "
-                 f"the last good checkpoint was kept. Likely fixes: a lower learning rate "
-                 f"(lr={lr / 10:g}), precision='bf16' instead of 'fp16', or gradient "
-                 f"clipping (max_grad_norm=1.0).")
+        error = (
+            f"the loss became {events.last.get('loss')} at step {events.nan_step}; training "
+            "stopped and "
+            f"the last good checkpoint was kept. Likely fixes: a lower learning rate "
+            f"(lr={lr / 10:g}), precision='bf16' instead of 'fp16', or gradient "
+            f"clipping (max_grad_norm=1.0)."
+        )
         print(error, file=sys.stderr, flush=True)
         return "failed", error
     if status == "completed" and stop.is_set():
@@ -183,20 +227,43 @@ def outcome(run: RunDir, stop: threading.Event, events: Events, status: str) -> 
     return status, None
 
 
-def summary(run: RunDir, trainer, device: DeviceInfo, events: Events | None, status: str, error, tb,
-            wall: float) -> dict:
+def summary(
+    run: RunDir,
+    trainer,
+    device: DeviceInfo,
+    events: Events | None,
+    status: str,
+    error,
+    tb,
+    wall: float,
+) -> dict:
     """The end of a run's summary: status, steps, time, memory, loss, throughput."""
     state = trainer.state if trainer is not None else None
     mem = device.memory()
-    summary = {"status": status, "error": error, "traceback": tb,
-               "step": state.global_step if state else 0,
-               "max_steps": state.max_steps if state else run.spec["args"]["max_steps"],
-               "wall_time_s": wall, "mem_peak": mem["peak"], "mem_total": mem["total"],
-               "checkpoint": str(run.last_checkpoint) if run.last_checkpoint else None}
+    summary = {
+        "status": status,
+        "error": error,
+        "traceback": tb,
+        "step": state.global_step if state else 0,
+        "max_steps": state.max_steps if state else run.spec["args"]["max_steps"],
+        "wall_time_s": wall,
+        "mem_peak": mem["peak"],
+        "mem_total": mem["total"],
+        "checkpoint": str(run.last_checkpoint) if run.last_checkpoint else None,
+    }
     if events is not None:
-        summary.update({"train_loss": events.last.get("loss"), "eval": events.eval, **events.throughput(),
-                        "compiles": events.last.get("compiles"), "dynamo_graphs": events.last.get("dynamo_graphs")})
-    if getattr(getattr(trainer, "model", None), "latent_cache", None):  # text to image with cache_latents
+        summary.update(
+            {
+                "train_loss": events.last.get("loss"),
+                "eval": events.eval,
+                **events.throughput(),
+                "compiles": events.last.get("compiles"),
+                "dynamo_graphs": events.last.get("dynamo_graphs"),
+            }
+        )
+    if getattr(
+        getattr(trainer, "model", None), "latent_cache", None
+    ):  # text to image with cache_latents
         summary["latent_cache"] = trainer.model.latent_cache
     return summary
 
@@ -205,8 +272,10 @@ def error_text(e: BaseException, device: DeviceInfo) -> str:
     """A run's error for its summary; out-of-memory errors name the cheapest fixes."""
     text = f"{type(e).__name__}: {e}"
     if device.backend.oom_marker in str(e):  # the backend table knows each device's OOM text
-        text += (f" -- out of {device.kind} memory: wb.plan_memory(...) names the cheapest fix "
-                 f"(a smaller batch_size, gradient_checkpointing=True, precision='bf16')")
+        text += (
+            f" -- out of {device.kind} memory: wb.plan_memory(...) names the cheapest fix "
+            f"(a smaller batch_size, gradient_checkpointing=True, precision='bf16')"
+        )
     return text
 
 

@@ -34,39 +34,106 @@ SAVED_GRIDS = 8  # sample grids a saved view keeps, evenly spaced, the last alwa
 # (RUN_COLOURS), series told by style. The run's eval metrics get panels of their own
 # (:func:`panels_for`), after the loss.
 PANELS: list[dict[str, Any]] = [
-    {"key": "loss", "title": "loss", "ylabel": "loss", "scale": "log", "series": [
-        {"field": "loss", "label": "train", "colour": "#1f77b4", "smooth": True},
-        {"field": "eval_loss", "label": "eval", "colour": "#d62728", "eval": True, "style": "dashed",
-         "marker": True}]},
-    {"key": "lr", "title": "learning rate", "ylabel": "learning rate", "zero": True, "series": [
-        {"field": "lr", "label": "lr", "colour": "#9467bd"}]},
-    {"key": "grad_norm", "title": "gradient norm", "ylabel": "L2 norm", "optional": True, "zero": True, "series": [
-        {"field": "grad_norm", "label": "grad norm", "colour": "#17becf", "smooth": True}]},
-    {"key": "throughput", "title": "throughput", "one_of": True, "warmup": True, "zero": True, "series": [
-        {"field": "tokens_per_s", "label": "tokens/s", "colour": "#2ca02c", "smooth": True},
-        {"field": "samples_per_s", "label": "samples/s", "colour": "#ff7f0e", "smooth": True}]},
-    {"key": "memory", "title": "device memory", "unit": "GiB", "divisor": 2**30, "total": True, "zero": True,
-     "series": [
-        {"field": "mem_alloc", "label": "allocated", "colour": "#8c564b"},
-        {"field": "mem_peak", "label": "peak", "colour": "#e377c2", "style": "dotted"}]},
+    {
+        "key": "loss",
+        "title": "loss",
+        "ylabel": "loss",
+        "scale": "log",
+        "series": [
+            {"field": "loss", "label": "train", "colour": "#1f77b4", "smooth": True},
+            {
+                "field": "eval_loss",
+                "label": "eval",
+                "colour": "#d62728",
+                "eval": True,
+                "style": "dashed",
+                "marker": True,
+            },
+        ],
+    },
+    {
+        "key": "lr",
+        "title": "learning rate",
+        "ylabel": "learning rate",
+        "zero": True,
+        "series": [{"field": "lr", "label": "lr", "colour": "#9467bd"}],
+    },
+    {
+        "key": "grad_norm",
+        "title": "gradient norm",
+        "ylabel": "L2 norm",
+        "optional": True,
+        "zero": True,
+        "series": [
+            {"field": "grad_norm", "label": "grad norm", "colour": "#17becf", "smooth": True}
+        ],
+    },
+    {
+        "key": "throughput",
+        "title": "throughput",
+        "one_of": True,
+        "warmup": True,
+        "zero": True,
+        "series": [
+            {"field": "tokens_per_s", "label": "tokens/s", "colour": "#2ca02c", "smooth": True},
+            {"field": "samples_per_s", "label": "samples/s", "colour": "#ff7f0e", "smooth": True},
+        ],
+    },
+    {
+        "key": "memory",
+        "title": "device memory",
+        "unit": "GiB",
+        "divisor": 2**30,
+        "total": True,
+        "zero": True,
+        "series": [
+            {"field": "mem_alloc", "label": "allocated", "colour": "#8c564b"},
+            {"field": "mem_peak", "label": "peak", "colour": "#e377c2", "style": "dotted"},
+        ],
+    },
     # Gaudi's cumulative graph-compile counter: a rising line means recompiles (new shapes)
-    {"key": "compiles", "title": "graph compilations", "ylabel": "compilations (total)", "optional": True,
-     "zero": True, "series": [
-        {"field": "compiles", "label": "compiles", "colour": "#7f7f7f"}]},
+    {
+        "key": "compiles",
+        "title": "graph compilations",
+        "ylabel": "compilations (total)",
+        "optional": True,
+        "zero": True,
+        "series": [{"field": "compiles", "label": "compiles", "colour": "#7f7f7f"}],
+    },
 ]
-RUN_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+RUN_COLOURS = [
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#ff7f0e",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+]
 _PLOTTED = [s for p in PANELS for s in p["series"]]
 # What each live message and the history carry: the step, the clock (for the header's
 # elapsed time, the ETA and the time axis), the warm-up flag, and every plotted field; eval
 # events: the step, the clock, the loss and the run's metrics (:func:`eval_metrics`).
-TRAIN_FIELDS = ("step", "time", "warmup", *dict.fromkeys(s["field"] for s in _PLOTTED if not s.get("eval")))
+TRAIN_FIELDS = (
+    "step",
+    "time",
+    "warmup",
+    *dict.fromkeys(s["field"] for s in _PLOTTED if not s.get("eval")),
+)
 EVAL_FIELDS = ("step", "time", *dict.fromkeys(s["field"] for s in _PLOTTED if s.get("eval")))
 
 
 def eval_metrics(events: list[dict]) -> list[str]:
-    """The eval metrics the events report besides the loss (``eval_accuracy``, ``eval_rouge1``…)."""
-    seen = dict.fromkeys(k for e in events if e.get("phase") == "eval" for k, v in e.items()
-                         if k.startswith("eval_") and k not in EVAL_FIELDS and isinstance(v, (int, float)))
+    """The eval metrics the events report besides the loss (``eval_accuracy``, ``eval_rouge1``,
+    ...)."""
+    seen = dict.fromkeys(
+        k
+        for e in events
+        if e.get("phase") == "eval"
+        for k, v in e.items()
+        if k.startswith("eval_") and k not in EVAL_FIELDS and isinstance(v, (int, float))
+    )
     return sorted(seen)
 
 
@@ -79,10 +146,23 @@ def panels_for(metrics: list[str] = ()) -> list[dict[str, Any]]:
     extra = []
     for key, fields in groups.items():
         title = "ROUGE" if key == "rouge" else key.replace("_", " ")
-        extra.append({"key": f"eval_{key}", "title": f"eval {title}", "ylabel": "score" if key == "rouge" else title,
-                      "series": [{"field": f, "label": f.removeprefix("eval_").replace("_", " "),
-                                  "colour": RUN_COLOURS[i % len(RUN_COLOURS)], "eval": True, "marker": True}
-                                 for i, f in enumerate(fields)]})
+        extra.append(
+            {
+                "key": f"eval_{key}",
+                "title": f"eval {title}",
+                "ylabel": "score" if key == "rouge" else title,
+                "series": [
+                    {
+                        "field": f,
+                        "label": f.removeprefix("eval_").replace("_", " "),
+                        "colour": RUN_COLOURS[i % len(RUN_COLOURS)],
+                        "eval": True,
+                        "marker": True,
+                    }
+                    for i, f in enumerate(fields)
+                ],
+            }
+        )
     return [PANELS[0], *extra, *PANELS[1:]]
 
 
@@ -101,8 +181,10 @@ def downsample(values: list, limit: int) -> list:
 def _series(events: list[dict]) -> dict[str, dict[str, list]]:
     train = [e for e in events if e.get("phase") in ("warmup", "train")]
     evals = [e for e in events if e.get("phase") == "eval"]
-    return {"train": {f: [_num(e.get(f)) for e in train] for f in TRAIN_FIELDS if f != "warmup"},
-            "eval": {f: [_num(e.get(f)) for e in evals] for f in (*EVAL_FIELDS, *eval_metrics(events))}}
+    return {
+        "train": {f: [_num(e.get(f)) for e in train] for f in TRAIN_FIELDS if f != "warmup"},
+        "eval": {f: [_num(e.get(f)) for e in evals] for f in (*EVAL_FIELDS, *eval_metrics(events))},
+    }
 
 
 def _num(v: Any) -> float | None:
@@ -112,13 +194,20 @@ def _num(v: Any) -> float | None:
 def history(events: list[dict]) -> dict[str, dict[str, list]]:
     """A run's series, each downsampled to at most 2,000 points (for the view's state)."""
     s = _series(events)
-    return {part: {k: downsample(v, HISTORY_POINTS) for k, v in cols.items()} for part, cols in s.items()}
+    return {
+        part: {k: downsample(v, HISTORY_POINTS) for k, v in cols.items()}
+        for part, cols in s.items()
+    }
 
 
 def sample_grids(events: list[dict], limit: int = SAVED_GRIDS) -> list[dict[str, Any]]:
-    """A run's sample grids (its ``samples`` events: step, prompts, columns, base64 PNG), at most ``limit``."""
-    grids = [{k: e.get(k) for k in ("step", "prompts", "columns", "image")}
-             for e in events if e.get("phase") == "samples" and e.get("image")]
+    """A run's sample grids (its ``samples`` events: step, prompts, columns, base64 PNG), at most
+    ``limit``."""
+    grids = [
+        {k: e.get(k) for k in ("step", "prompts", "columns", "image")}
+        for e in events
+        if e.get("phase") == "samples" and e.get("image")
+    ]
     return downsample(grids, limit)
 
 
@@ -136,7 +225,9 @@ def drawn_series(panel: dict, series: dict[str, dict[str, list]]) -> list[dict]:
     return out
 
 
-def visible_panels(runs: list[dict[str, dict[str, list]]], panels: list[dict] | None = None) -> list[dict]:
+def visible_panels(
+    runs: list[dict[str, dict[str, list]]], panels: list[dict] | None = None
+) -> list[dict]:
     """The panels to draw for these runs: every one, except optional ones nobody reports."""
     if panels is None:
         panels = panels_for(sorted({f for s in runs for f in s["eval"] if f not in EVAL_FIELDS}))
@@ -158,15 +249,25 @@ def _fmt_number(x: float) -> str:
 
 def panel_title(panel: dict, log: bool = False, warmup: bool = False, total: float = 0) -> str:
     """'loss (log scale)', 'device memory (of 8 GiB total)': js/src/chart.js spells it the same."""
-    notes = [n for n, on in (("log scale", log), ("warm-up shaded", warmup),
-                             (f"of {_fmt_number(total)} {panel.get('unit', '')} total".replace("  ", " "), total))
-             if on]
+    notes = [
+        n
+        for n, on in (
+            ("log scale", log),
+            ("warm-up shaded", warmup),
+            (f"of {_fmt_number(total)} {panel.get('unit', '')} total".replace("  ", " "), total),
+        )
+        if on
+    ]
     return panel["title"] + (f" ({', '.join(notes)})" if notes else "")
 
 
 def y_label(panel: dict, specs: list[dict]) -> str:
     """The y axis label: the panel's, its unit, or its one series' label."""
-    return panel.get("ylabel") or panel.get("unit") or (specs[0]["label"] if len(specs) == 1 else panel["title"])
+    return (
+        panel.get("ylabel")
+        or panel.get("unit")
+        or (specs[0]["label"] if len(specs) == 1 else panel["title"])
+    )
 
 
 # --------------------------------------------------------------------------- static part
@@ -185,21 +286,29 @@ def figure(runs: dict[str, list[dict]], mem_total: float = 0, warmup_steps: int 
     series = {name: _series(events) for name, events in runs.items()}
     panels = visible_panels(list(series.values()))
     rows = max(1, -(-len(panels) // 2))
-    grids = sample_grids(next(iter(runs.values())), 1) if len(runs) == 1 else []  # one run's last grid
+    grids = (
+        sample_grids(next(iter(runs.values())), 1) if len(runs) == 1 else []
+    )  # one run's last grid
     image = _decode(grids[0]["image"]) if grids else None
-    extra = min(max(10 * image.height / image.width, 1.0), 4.0) + 0.8 if image is not None else 0  # inches
+    extra = (
+        min(max(10 * image.height / image.width, 1.0), 4.0) + 0.8 if image is not None else 0
+    )  # inches
     fig = Figure(figsize=(10, 2.6 * rows + extra), dpi=80)
     FigureCanvasAgg(fig)
-    layout = fig.add_gridspec(rows + bool(extra), 2, height_ratios=[2.6] * rows + ([extra] if extra else []))
+    layout = fig.add_gridspec(
+        rows + bool(extra), 2, height_ratios=[2.6] * rows + ([extra] if extra else [])
+    )
     axes = [fig.add_subplot(layout[r, c]) for r in range(rows) for c in range(2)]
     if image is not None:
         _draw_grid(fig.add_subplot(layout[rows, :]), grids[0], image)
-    xmax = max((x for s in series.values() for part in s.values() for x in part["step"] if x is not None),
-               default=0)
+    xmax = max(
+        (x for s in series.values() for part in s.values() for x in part["step"] if x is not None),
+        default=0,
+    )
     for ax, panel in zip(axes, panels):
         _draw(ax, panel, series, mem_total, warmup_steps)
         ax.set_xlim(0, xmax * 1.03 if xmax > 0 else 1)  # from step 0; a last point drawn whole
-    for ax in axes[len(panels):]:
+    for ax in axes[len(panels) :]:
         ax.set_visible(False)
     fig.tight_layout()
     return fig
@@ -222,8 +331,11 @@ def _draw_grid(ax, grid: dict, image) -> None:
     ax.set_yticks([])
     if 0 < len(prompts) <= columns:
         width = image.width / columns
-        ax.set_xticks([(i + 0.5) * width for i in range(len(prompts))],
-                      [textwrap.fill(p, 16) for p in prompts], fontsize=7)
+        ax.set_xticks(
+            [(i + 0.5) * width for i in range(len(prompts))],
+            [textwrap.fill(p, 16) for p in prompts],
+            fontsize=7,
+        )
         ax.tick_params(length=0)
     else:
         ax.set_xticks([])
@@ -248,8 +360,15 @@ def _draw(ax, panel: dict, series: dict[str, dict], mem_total: float, warmup_ste
             pts = [(x, y) for x, y in zip(part["step"], ys) if x is not None and y is not None]
             if pts:
                 top = max(top, *(y for _, y in pts))
-                ax.plot(*zip(*pts), style, color=colour, label=label, lw=1.4,
-                        marker="o" if spec.get("marker") or len(pts) == 1 else None, ms=3.5)
+                ax.plot(
+                    *zip(*pts),
+                    style,
+                    color=colour,
+                    label=label,
+                    lw=1.4,
+                    marker="o" if spec.get("marker") or len(pts) == 1 else None,
+                    ms=3.5,
+                )
     if not ax.lines:
         ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", color="#999")
     log = panel.get("scale") == "log" and positive
@@ -273,7 +392,9 @@ def _draw(ax, panel: dict, series: dict[str, dict], mem_total: float, warmup_ste
         ax.axhline(total, color="#888", ls="--", lw=1)
     ax.set_title(panel_title(panel, log, shade, total), fontsize=10)
     ax.set_xlabel("step", fontsize=9)
-    ax.set_ylabel(y_label(panel, list({id(d): d for d in drawn}.values()) or panel["series"]), fontsize=9)
+    ax.set_ylabel(
+        y_label(panel, list({id(d): d for d in drawn}.values()) or panel["series"]), fontsize=9
+    )
     ax.tick_params(labelsize=8)
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
@@ -282,9 +403,17 @@ def _draw(ax, panel: dict, series: dict[str, dict], mem_total: float, warmup_ste
 
 def render_table(summaries: dict[str, dict]) -> str:
     """An HTML table of each run's headline figures."""
-    keys = [("status", "status"), ("step", "step"), ("train_loss", "train loss"), ("eval", "eval"),
-            ("tokens_per_s", "tokens/s"), ("samples_per_s", "samples/s"), ("mem_peak", "peak memory"),
-            ("wall_time_s", "wall time (s)"), ("error", "error")]
+    keys = [
+        ("status", "status"),
+        ("step", "step"),
+        ("train_loss", "train loss"),
+        ("eval", "eval"),
+        ("tokens_per_s", "tokens/s"),
+        ("samples_per_s", "samples/s"),
+        ("mem_peak", "peak memory"),
+        ("wall_time_s", "wall time (s)"),
+        ("error", "error"),
+    ]
     rows = []
     for key, label in keys:
         vals = [s.get(key) for s in summaries.values()]
@@ -304,5 +433,3 @@ def _fmt(key: str, v: Any) -> str:
     if isinstance(v, dict):
         return ", ".join(f"{k} {_fmt(k, x)}" for k, x in v.items())
     return str(v)
-
-

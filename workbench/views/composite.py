@@ -29,7 +29,9 @@ def error_text(e: Exception) -> str:
 
 def error_html(text: str) -> str:
     """``text`` as an escaped red message block."""
-    return f"<div style='color:{RED};font:12px sans-serif;max-width:760px'>{html.escape(text)}</div>"
+    return (
+        f"<div style='color:{RED};font:12px sans-serif;max-width:760px'>{html.escape(text)}</div>"
+    )
 
 
 def human_count(n: float) -> str:
@@ -42,8 +44,9 @@ def human_count(n: float) -> str:
 
 def html_table(header: list[str], rows: list[list[str]]) -> str:
     """A small HTML table; cells are escaped here, except those already wrapped as (html,)."""
-    return markup.table([[markup.Html(c[0]) if isinstance(c, tuple) else c for c in row]
-                         for row in rows], header)
+    return markup.table(
+        [[markup.Html(c[0]) if isinstance(c, tuple) else c for c in row] for row in rows], header
+    )
 
 
 def histogram_png(lengths, max_length: int) -> bytes:

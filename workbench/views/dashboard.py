@@ -44,6 +44,7 @@ from .progress import TextProgress, in_notebook
 MIN_INTERVAL = 0.25  # seconds between live messages: at most 4 a second
 MAX_POINTS = 36  # per message: 36 points x 12 float32 fields = 1.7 KB, under 2 KB
 
+
 def frontend(live: str | bool = "auto") -> str:
     """'live', 'static' or 'text': where and how progress can be shown, decided once.
 
@@ -130,8 +131,13 @@ class Dashboard:
         self.handle = None
         self.widget = None
         if mode == "live":
-            self.widget = LiveChart(title=run.name, current=run.name, kernel_id=_kernel_id(),
-                                    blocking=blocking, warmup_steps=self.warmup_steps)
+            self.widget = LiveChart(
+                title=run.name,
+                current=run.name,
+                kernel_id=_kernel_id(),
+                blocking=blocking,
+                warmup_steps=self.warmup_steps,
+            )
             self.widget.on_msg(self._on_msg)
             if sink is not None:  # tests and the benchmark: a stand-in front end
                 self.widget.comm = sink
@@ -143,26 +149,38 @@ class Dashboard:
             return self.summary
         last = next((e for e in reversed(self.events) if e.get("phase") in ("warmup", "train")), {})
         evals = next((e for e in reversed(self.events) if e.get("phase") == "eval"), {})
-        return {"status": "running", "step": last.get("step"), "train_loss": last.get("loss"),
-                "eval": {k.removeprefix("eval_"): v for k, v in evals.items() if k.startswith("eval_")},
-                "tokens_per_s": last.get("tokens_per_s"), "samples_per_s": last.get("samples_per_s")}
+        return {
+            "status": "running",
+            "step": last.get("step"),
+            "train_loss": last.get("loss"),
+            "eval": {k.removeprefix("eval_"): v for k, v in evals.items() if k.startswith("eval_")},
+            "tokens_per_s": last.get("tokens_per_s"),
+            "samples_per_s": last.get("samples_per_s"),
+        }
 
     def _bundle(self, with_png: bool) -> dict[str, Any]:
         figures = self.figures()
         data: dict[str, Any] = {"text/plain": f"{self.run.name}: {figures.get('status')}"}
         picture = ""
         if with_png:
-            png = base64.b64encode(render_png({self.run.name: self.events}, self.mem_total,
-                                              self.warmup_steps)).decode()
+            png = base64.b64encode(
+                render_png({self.run.name: self.events}, self.mem_total, self.warmup_steps)
+            ).decode()
             data["image/png"] = png
             # Front ends show one mime type per output, and most rank HTML above PNG: the
             # HTML carries the picture too, so whichever they pick shows the plots.
             picture = f"<img src='data:image/png;base64,{png}' style='max-width:100%'/>"
-        data["text/html"] = (f"<div><b>{html.escape(self.run.name)}</b></div>" + picture
-                             + render_table({self.run.name: figures}))
+        data["text/html"] = (
+            f"<div><b>{html.escape(self.run.name)}</b></div>"
+            + picture
+            + render_table({self.run.name: figures})
+        )
         if self.widget is not None:
             data["application/vnd.jupyter.widget-view+json"] = {
-                "version_major": 2, "version_minor": 0, "model_id": self.widget.model_id}
+                "version_major": 2,
+                "version_minor": 0,
+                "model_id": self.widget.model_id,
+            }
         return data
 
     def show(self) -> None:
@@ -185,7 +203,11 @@ class Dashboard:
             if self.widget is not None:
                 w = self.widget
                 w.max_steps, w.mem_total, w.device, w.status = (
-                    self.max_steps, self.mem_total, self.device, "running")
+                    self.max_steps,
+                    self.mem_total,
+                    self.device,
+                    "running",
+                )
             return
         if phase in ("warmup", "train", "eval"):
             self.events.append(event)
@@ -197,7 +219,9 @@ class Dashboard:
             if phase == "eval" and self.widget is None:
                 self.refresh()
             return
-        if phase == "samples":  # kept for the picture and the saved view; the live view gets it once
+        if (
+            phase == "samples"
+        ):  # kept for the picture and the saved view; the live view gets it once
             self.events.append(event)
             if self.widget is not None:
                 self.send_samples(event)
@@ -225,30 +249,60 @@ class Dashboard:
         efields = (*EVAL_FIELDS, *self.metrics)
         train = downsample(self.pending, MAX_POINTS)  # keep messages small
         evals = downsample(self.pending_eval, MAX_POINTS)
-        rows = [[_nan(e.get(f)) if f != "warmup" else float(e.get("phase") == "warmup")
-                 for f in TRAIN_FIELDS] for e in train]
+        rows = [
+            [
+                _nan(e.get(f)) if f != "warmup" else float(e.get("phase") == "warmup")
+                for f in TRAIN_FIELDS
+            ]
+            for e in train
+        ]
         erows = [[_nan(e.get(f)) for f in efields] for e in evals]
-        buffers = [np.asarray(rows, dtype=np.float32).reshape(-1).tobytes(),
-                   np.asarray(erows, dtype=np.float32).reshape(-1).tobytes()]
-        self.widget.send({"type": "delta", "run": self.run.name, "fields": list(TRAIN_FIELDS),
-                          "n": len(rows), "efields": list(efields), "en": len(erows)}, buffers)
+        buffers = [
+            np.asarray(rows, dtype=np.float32).reshape(-1).tobytes(),
+            np.asarray(erows, dtype=np.float32).reshape(-1).tobytes(),
+        ]
+        self.widget.send(
+            {
+                "type": "delta",
+                "run": self.run.name,
+                "fields": list(TRAIN_FIELDS),
+                "n": len(rows),
+                "efields": list(efields),
+                "en": len(erows),
+            },
+            buffers,
+        )
         self.pending, self.pending_eval = [], []
         self.last_send = time.monotonic()
         self.messages += 1
 
     def send_samples(self, event: dict) -> None:
         """One sample grid to the view: its step and prompts, the PNG as a binary buffer."""
-        self.widget.send({"type": "samples", "run": self.run.name, "step": event.get("step"),
-                          "prompts": event.get("prompts") or [], "columns": event.get("columns") or 1},
-                         [base64.b64decode(event["image"])])
+        self.widget.send(
+            {
+                "type": "samples",
+                "run": self.run.name,
+                "step": event.get("step"),
+                "prompts": event.get("prompts") or [],
+                "columns": event.get("columns") or 1,
+            },
+            [base64.b64decode(event["image"])],
+        )
         self.messages += 1
 
     def state(self) -> dict[str, Any]:
         """What the view draws at the end: the live widget's traits, with the whole history."""
-        return view_state({self.run.name: self.events}, {self.run.name: self.figures()},
-                          title=self.run.name, current=self.run.name, status=self.figures().get("status", ""),
-                          max_steps=self.max_steps, warmup_steps=self.warmup_steps, device=self.device,
-                          mem_total=self.mem_total)
+        return view_state(
+            {self.run.name: self.events},
+            {self.run.name: self.figures()},
+            title=self.run.name,
+            current=self.run.name,
+            status=self.figures().get("status", ""),
+            max_steps=self.max_steps,
+            warmup_steps=self.warmup_steps,
+            device=self.device,
+            mem_total=self.mem_total,
+        )
 
     def finish(self, event: dict | None = None) -> None:
         """The end (or an error): the summary, then the output becomes the saved view."""
@@ -261,8 +315,15 @@ class Dashboard:
             w.history = {self.run.name: history(self.events)}
             w.summary, w.status = finite_json(self.summary), self.summary.get("status", "")
         if self.handle is not None:
-            self.handle.update(saved_output({self.run.name: self.events}, {self.run.name: self.summary},
-                                            self.state(), heading=self.run.name), raw=True)
+            self.handle.update(
+                saved_output(
+                    {self.run.name: self.events},
+                    {self.run.name: self.summary},
+                    self.state(),
+                    heading=self.run.name,
+                ),
+                raw=True,
+            )
 
     def _on_msg(self, widget, content, buffers) -> None:
         if isinstance(content, dict) and content.get("type") == "stop":
@@ -271,7 +332,6 @@ class Dashboard:
 
 def _nan(v: Any) -> float:
     return float("nan") if v is None else float(v)
-
 
 
 def attach(run, live: str | bool = "auto", background: bool = False) -> Dashboard | None:
@@ -300,7 +360,11 @@ class Comparison:
     def __init__(self, runs: list, table):
         self.runs, self.table = runs, table
         # the table's column names: the same run twice gets two names ("name", "name #2")
-        names = [str(c) for c in table.columns] if len(table.columns) == len(runs) else [r.name for r in runs]
+        names = (
+            [str(c) for c in table.columns]
+            if len(table.columns) == len(runs)
+            else [r.name for r in runs]
+        )
         self.events = {n: r.events for n, r in zip(names, runs)}
         self.summaries = {n: {**r.summary, "status": r.status} for n, r in zip(names, runs)}
 
@@ -309,9 +373,16 @@ class Comparison:
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
         """The overlay as a saved view (interactive where scripts run, a picture elsewhere)."""
-        mem_total = max((float(s.get("mem_total") or 0) for s in self.summaries.values()), default=0)
-        state = view_state(self.events, self.summaries, title=f"{len(self.runs)} runs", status="compared",
-                           mem_total=mem_total)
+        mem_total = max(
+            (float(s.get("mem_total") or 0) for s in self.summaries.values()), default=0
+        )
+        state = view_state(
+            self.events,
+            self.summaries,
+            title=f"{len(self.runs)} runs",
+            status="compared",
+            mem_total=mem_total,
+        )
         data = saved_output(self.events, self.summaries, state)
         data["text/plain"] = self.table.to_string()
         return data

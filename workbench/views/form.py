@@ -64,7 +64,9 @@ class TrainForm(Composite):
     ``wb.train`` call the button makes, ``code()`` the same call as Python.
     """
 
-    def __init__(self, model_picker: ModelPicker | None = None, data_picker: DataPicker | None = None):
+    def __init__(
+        self, model_picker: ModelPicker | None = None, data_picker: DataPicker | None = None
+    ):
         made = (model_picker is None, data_picker is None)  # pickers the form makes, it shows
         self.model_picker = model_picker or pick_model()
         self.data_picker = data_picker or pick_dataset()
@@ -73,20 +75,40 @@ class TrainForm(Composite):
         self._stale = False  # the message is an input error, cleared by the next change
         self.run = None
         mp, dp = self.model_picker, self.data_picker
-        self.until = w.Dropdown(options=[("max steps", "max_steps"), ("epochs", "epochs")],
-                                value="max_steps", description="train for", **control_style())
+        self.until = w.Dropdown(
+            options=[("max steps", "max_steps"), ("epochs", "epochs")],
+            value="max_steps",
+            description="train for",
+            **control_style(),
+        )
         self.max_steps = w.IntText(value=100, description="max steps", **control_style())
         self.epochs = w.FloatText(value=1.0, description="epochs", disabled=True, **control_style())
-        self.batch_size = w.IntText(value=mp.batch_size.value, description="batch size", **control_style())
-        self.lr = w.Text(value="", placeholder="blank: auto", description="lr", continuous_update=False, **control_style())
-        self.precision = w.Dropdown(options=PRECISIONS, value=mp.precision.value, description="precision", **control_style())
-        self.device = w.Dropdown(options=("auto", *ORDER), value="auto", description="device", **control_style())
-        self.max_length = w.IntText(value=dp.max_length.value, description="max length", **control_style())
+        self.batch_size = w.IntText(
+            value=mp.batch_size.value, description="batch size", **control_style()
+        )
+        self.lr = w.Text(
+            value="",
+            placeholder="blank: auto",
+            description="lr",
+            continuous_update=False,
+            **control_style(),
+        )
+        self.precision = w.Dropdown(
+            options=PRECISIONS, value=mp.precision.value, description="precision", **control_style()
+        )
+        self.device = w.Dropdown(
+            options=("auto", *ORDER), value="auto", description="device", **control_style()
+        )
+        self.max_length = w.IntText(
+            value=dp.max_length.value, description="max length", **control_style()
+        )
         # one number on screen: the pickers' plan and padding follow the form
-        self._links = [w.link((self.batch_size, "value"), (mp.batch_size, "value")),
-                       w.link((self.batch_size, "value"), (dp.batch_size, "value")),
-                       w.link((self.precision, "value"), (mp.precision, "value")),
-                       w.link((self.max_length, "value"), (dp.max_length, "value"))]
+        self._links = [
+            w.link((self.batch_size, "value"), (mp.batch_size, "value")),
+            w.link((self.batch_size, "value"), (dp.batch_size, "value")),
+            w.link((self.precision, "value"), (mp.precision, "value")),
+            w.link((self.max_length, "value"), (dp.max_length, "value")),
+        ]
         self.train_button = w.Button(description="Train", button_style="success", icon="play")
         self.code_button = w.Button(description="Show code", icon="code")
         self.message = w.HTML()
@@ -94,18 +116,30 @@ class TrainForm(Composite):
         self.output = w.Output()
         self.train_button.on_click(lambda _: self.train())
         self.code_button.on_click(lambda _: self.show_code())
-        self._watch(self.until, self.max_steps, self.epochs, self.batch_size, self.lr, self.precision,
-                    self.device, self.max_length)
+        self._watch(
+            self.until,
+            self.max_steps,
+            self.epochs,
+            self.batch_size,
+            self.lr,
+            self.precision,
+            self.device,
+            self.max_length,
+        )
         for picker in (mp, dp):  # after the picker's own update: its value is the new one
             picker.on_update(self._refresh_code)
         embedded = [p.widget for p, new in zip((self.model_picker, self.data_picker), made) if new]
-        self.widget = w.VBox([
-            *embedded,
-            w.HBox([self.until, self.max_steps, self.epochs, self.lr]),
-            w.HBox([self.batch_size, self.max_length, self.precision, self.device]),
-            w.HBox([self.train_button, self.code_button]),
-            self.message, self.code_view, self.output,
-        ])
+        self.widget = w.VBox(
+            [
+                *embedded,
+                w.HBox([self.until, self.max_steps, self.epochs, self.lr]),
+                w.HBox([self.batch_size, self.max_length, self.precision, self.device]),
+                w.HBox([self.train_button, self.code_button]),
+                self.message,
+                self.code_view,
+                self.output,
+            ]
+        )
 
     def _react(self, owner) -> None:
         self.max_steps.disabled = self.until.value != "max_steps"
@@ -141,7 +175,9 @@ class TrainForm(Composite):
             try:
                 kw["lr"] = float(self.lr.value)
             except ValueError:
-                raise ValueError(f"lr must be a number such as 1e-3 (blank: auto), got {self.lr.value!r}") from None
+                raise ValueError(
+                    f"lr must be a number such as 1e-3 (blank: auto), got {self.lr.value!r}"
+                ) from None
         for key in ("precision", "device", "max_length"):
             if getattr(self, key).value != default(key):
                 kw[key] = getattr(self, key).value
@@ -151,8 +187,11 @@ class TrainForm(Composite):
     def code(self) -> str:
         """The ``wb.train(...)`` call the Train button makes, as Python to paste into a cell."""
         model, data, kw = self.call()
-        lines = [f"    {_model_code(model)},", f"    {_data_code(data)},",
-                 *(f"    {k}={v!r}," for k, v in kw.items())]
+        lines = [
+            f"    {_model_code(model)},",
+            f"    {_data_code(data)},",
+            *(f"    {k}={v!r}," for k, v in kw.items()),
+        ]
         return "import workbench as wb\n\nrun = wb.train(\n" + "\n".join(lines) + "\n)\n"
 
     def show_code(self) -> None:
@@ -162,10 +201,14 @@ class TrainForm(Composite):
         try:
             text = self.code()
         except Exception as e:
-            self.code_view.value = error_html(f"no code while the input is invalid: {error_text(e)}")
+            self.code_view.value = error_html(
+                f"no code while the input is invalid: {error_text(e)}"
+            )
             return
-        self.code_view.value = (f"<pre style='font:12px monospace;background:#f5f5f5;padding:6px'>"
-                                f"{html.escape(text)}</pre>")
+        self.code_view.value = (
+            f"<pre style='font:12px monospace;background:#f5f5f5;padding:6px'>"
+            f"{html.escape(text)}</pre>"
+        )
 
     def train(self) -> None:
         """Start ``wb.train(..., background=True)``; its dashboard shows in ``output``."""
@@ -174,7 +217,9 @@ class TrainForm(Composite):
         # a run stops "training" before its end event reaches subscribers (this form among
         # them), so a click as soon as the form says it ended starts a new run
         if self.run is not None and self.run.is_training:
-            self.message.value = error_html(f"{self.run.name} is still training; stop it first (form.run.stop())")
+            self.message.value = error_html(
+                f"{self.run.name} is still training; stop it first (form.run.stop())"
+            )
             self._stale = True
             return
         error = None
@@ -195,7 +240,9 @@ class TrainForm(Composite):
             self.message.value, self._stale = error_html(error_text(error)), True
             return
         run, self._stale = self.run, False
-        self.message.value = f"<div style='font:12px sans-serif'>started {html.escape(run.name)}</div>"
+        self.message.value = (
+            f"<div style='font:12px sans-serif'>started {html.escape(run.name)}</div>"
+        )
         # The run ends on its own thread: its "end" event (emitted once summary.json holds
         # the outcome) tells the form. A run that failed at once may have ended before
         # the subscription: then its summary already says so.
@@ -208,23 +255,35 @@ class TrainForm(Composite):
         if run is not self.run:  # a later run replaced it in the form
             return
         s = run.summary
-        where = f"{html.escape(run.name)} {html.escape(s.get('status', '?'))} at step {s.get('step', 0)}"
+        status = html.escape(s.get("status", "?"))
+        where = f"{html.escape(run.name)} {status} at step {s.get('step', 0)}"
         if s.get("status") == "failed":
-            self.message.value = error_html(f"{run.name} failed at step {s.get('step', 0)}: "
-                                            f"{s.get('error') or 'no reason recorded'}")
+            self.message.value = error_html(
+                f"{run.name} failed at step {s.get('step', 0)}: "
+                f"{s.get('error') or 'no reason recorded'}"
+            )
         elif s.get("status") == "stopped":
-            how = ("checkpoint kept: form.run.resume() continues" if run.last_checkpoint is not None
-                   else s.get("error") or "no checkpoint")
-            self.message.value = f"<div style='font:12px sans-serif'>{where} ({html.escape(how)})</div>"
+            how = (
+                "checkpoint kept: form.run.resume() continues"
+                if run.last_checkpoint is not None
+                else s.get("error") or "no checkpoint"
+            )
+            self.message.value = (
+                f"<div style='font:12px sans-serif'>{where} ({html.escape(how)})</div>"
+            )
         else:
-            self.message.value = f"<div style='font:12px sans-serif'>{where} of {s.get('max_steps', '?')}</div>"
+            self.message.value = (
+                f"<div style='font:12px sans-serif'>{where} of {s.get('max_steps', '?')}</div>"
+            )
 
     def __repr__(self) -> str:
         run = f", run={self.run.name} ({self.run.status})" if self.run is not None else ""
         return f"TrainForm({self.model_picker!r}, {self.data_picker!r}{run})"
 
 
-def train_form(model_picker: ModelPicker | None = None, data_picker: DataPicker | None = None) -> TrainForm:
+def train_form(
+    model_picker: ModelPicker | None = None, data_picker: DataPicker | None = None
+) -> TrainForm:
     """A form that trains the picked model on the picked dataset, or shows the code to.
 
     Parameters

@@ -34,8 +34,11 @@ def asset(name: str) -> Path:
     path = BUILD / name
     if not path.exists():
         raise FileNotFoundError(
-            f"the dashboard's JavaScript is not built ({path} is missing): in a clone run `make lab` "
-            "or `cd js && npm ci && npm run build` (needs Node.js 18+); installed wheels ship it built")
+            f"the dashboard's JavaScript is not built ({path} is missing): in a clone run `make "
+            "lab` "
+            "or `cd js && npm ci && npm run build` (needs Node.js 18+); installed wheels ship it "
+            "built"
+        )
     return path
 
 
@@ -58,31 +61,67 @@ def finite_json(value: Any) -> Any:
     return value
 
 
-def view_state(runs: dict[str, list[dict]], summaries: dict[str, dict], *, title: str, status: str,
-               current: str = "", max_steps: int = 0, warmup_steps: int = 0, device: str = "",
-               mem_total: float = 0.0) -> dict[str, Any]:
+def view_state(
+    runs: dict[str, list[dict]],
+    summaries: dict[str, dict],
+    *,
+    title: str,
+    status: str,
+    current: str = "",
+    max_steps: int = 0,
+    warmup_steps: int = 0,
+    device: str = "",
+    mem_total: float = 0.0,
+) -> dict[str, Any]:
     """The state the view draws from: what the live widget's traits hold at a run's end."""
     from .chart import eval_metrics
 
     metrics = sorted({m for events in runs.values() for m in eval_metrics(events)})
-    return {"title": title, "current": current, "status": status, "max_steps": max_steps,
-            "warmup_steps": warmup_steps, "device": device, "mem_total": mem_total, "stoppable": False,
-            "log_scale": True, "blocking": False, "kernel_id": "", "panels": panels_for(metrics),
-            "run_colours": RUN_COLOURS, "history": {n: history(e) for n, e in runs.items()},
-            "samples": {n: g for n, g in ((n, sample_grids(e)) for n, e in runs.items()) if g},
-            "summary": summaries.get(current, {}) if current else {}}
+    return {
+        "title": title,
+        "current": current,
+        "status": status,
+        "max_steps": max_steps,
+        "warmup_steps": warmup_steps,
+        "device": device,
+        "mem_total": mem_total,
+        "stoppable": False,
+        "log_scale": True,
+        "blocking": False,
+        "kernel_id": "",
+        "panels": panels_for(metrics),
+        "run_colours": RUN_COLOURS,
+        "history": {n: history(e) for n, e in runs.items()},
+        "samples": {n: g for n, g in ((n, sample_grids(e)) for n, e in runs.items()) if g},
+        "summary": summaries.get(current, {}) if current else {},
+    }
 
 
-def saved_output(runs: dict[str, list[dict]], summaries: dict[str, dict], state: dict[str, Any],
-                 heading: str = "") -> dict[str, Any]:
+def saved_output(
+    runs: dict[str, list[dict]],
+    summaries: dict[str, dict],
+    state: dict[str, Any],
+    heading: str = "",
+) -> dict[str, Any]:
     """The mime bundle of a finished run (or a comparison): no widget view, see the module doc."""
     mem_total = float(state.get("mem_total") or 0)
-    png = base64.b64encode(render_png(runs, mem_total, int(state.get("warmup_steps") or 0))).decode()
-    fallback = (f"<div><b>{html.escape(heading)}</b></div>" if heading else "") + \
-        f"<img src='data:image/png;base64,{png}' style='max-width:100%'/>" + render_table(summaries)
+    png = base64.b64encode(
+        render_png(runs, mem_total, int(state.get("warmup_steps") or 0))
+    ).decode()
+    fallback = (
+        (f"<div><b>{html.escape(heading)}</b></div>" if heading else "")
+        + f"<img src='data:image/png;base64,{png}' style='max-width:100%'/>"
+        + render_table(summaries)
+    )
     data = json.dumps(finite_json(state), separators=(",", ":")).replace("</", "<\\/")
-    page = (f"<div class='wb-saved'><div class='wb-fallback'>{fallback}</div>"
-            f"<script type='application/json' class='wb-state'>{data}</script>"
-            f"<script>{_page_script()}</script></div>")
+    page = (
+        f"<div class='wb-saved'><div class='wb-fallback'>{fallback}</div>"
+        f"<script type='application/json' class='wb-state'>{data}</script>"
+        f"<script>{_page_script()}</script></div>"
+    )
     status = state.get("status", "")
-    return {"text/plain": f"{heading or state.get('title', '')}: {status}", "text/html": page, "image/png": png}
+    return {
+        "text/plain": f"{heading or state.get('title', '')}: {status}",
+        "text/html": page,
+        "image/png": png,
+    }

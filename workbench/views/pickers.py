@@ -44,7 +44,11 @@ LOCAL, HUB_DATA = "local file", "hub id"
 COLUMN_ROLES = ("text", "label", "target")
 # task -> the family whose bundled tokenizer measures token lengths (None: images)
 TASK_TOKENIZER = {"classification": "bert", "causal_lm": "gpt2", "seq2seq": "t5", "diffusion": None}
-STRATEGY_NAMES = {"max_length": "pad to max_length", "longest": "dynamic padding", "bucketed": "bucketed (k=8)"}
+STRATEGY_NAMES = {
+    "max_length": "pad to max_length",
+    "longest": "dynamic padding",
+    "bucketed": "bucketed (k=8)",
+}
 BUCKET_KS = (4, 8, 16)
 
 
@@ -57,59 +61,109 @@ class ModelPicker(Composite):
     ``"offline"``: cannot load; None: no hub) and ``error`` the message shown instead.
     """
 
-    def __init__(self, family: str = "bert", size: str = "tiny", batch_size: int | None = None,
-                 seq_len: int | None = None, precision: str = "auto", task: str | None = None,
-                 tokens: int = 0):
+    def __init__(
+        self,
+        family: str = "bert",
+        size: str = "tiny",
+        batch_size: int | None = None,
+        seq_len: int | None = None,
+        precision: str = "auto",
+        task: str | None = None,
+        tokens: int = 0,
+    ):
         if family not in FAMILIES:  # a catalog name such as "gpt2-small" (unknown: lists the known)
             spec = as_model(family)
             family, size = spec.family, spec.source if spec.size == "custom" else spec.size
         info = FAMILIES[family]
-        self._hold, self._seq_len = False, seq_len or default("max_length")  # the text length, kept across the UNet
+        self._hold, self._seq_len = (
+            False,
+            seq_len or default("max_length"),
+        )  # the text length, kept across the UNet
         self.value: ModelSpec | None = None
         self.plan = None
         self.fits: bool | None = None
         self.error: str | None = None
         self.hub: str | None = None  # "cached", "download", "offline" (cannot load), None: no hub
         named = size in ("tiny", *info["sizes"])
-        self.family = w.Dropdown(options=[(f"{f}: {i['about']}", f) for f, i in FAMILIES.items()],
-                                 value=family, description="family", **control_style())
-        self.size = w.Dropdown(options=self._sizes(family), value=size if named else HUB,
-                               description="size", **control_style())
-        self.source = w.Text(value="" if named else size, placeholder="org/name or /path/to/model",
-                             description="hub id / path", continuous_update=False,
-                             disabled=named, **control_style())
-        self.task = w.Dropdown(options=info["tasks"], value=task or info["tasks"][0],
-                               description="task", **control_style())
+        self.family = w.Dropdown(
+            options=[(f"{f}: {i['about']}", f) for f, i in FAMILIES.items()],
+            value=family,
+            description="family",
+            **control_style(),
+        )
+        self.size = w.Dropdown(
+            options=self._sizes(family),
+            value=size if named else HUB,
+            description="size",
+            **control_style(),
+        )
+        self.source = w.Text(
+            value="" if named else size,
+            placeholder="org/name or /path/to/model",
+            description="hub id / path",
+            continuous_update=False,
+            disabled=named,
+            **control_style(),
+        )
+        self.task = w.Dropdown(
+            options=info["tasks"],
+            value=task or info["tasks"][0],
+            description="task",
+            **control_style(),
+        )
         batch_size = default("batch_size") if batch_size is None else batch_size
         self.batch_size = w.IntText(value=batch_size, description="batch size", **control_style())
-        self.seq_len = w.IntText(value=seq_len or self._unet_side() or 128,
-                                 description="image side" if family == "unet" else "seq len", **control_style())
-        self.precision = w.Dropdown(options=PRECISIONS, value=precision, description="precision", **control_style())
+        self.seq_len = w.IntText(
+            value=seq_len or self._unet_side() or 128,
+            description="image side" if family == "unet" else "seq len",
+            **control_style(),
+        )
+        self.precision = w.Dropdown(
+            options=PRECISIONS, value=precision, description="precision", **control_style()
+        )
         self.tokens = w.IntText(value=tokens, description="tokens (0: off)", **control_style())
         self.summary = w.HTML()
         self.devices = w.HTML()
-        self._watch(self.family, self.size, self.source, self.task, self.batch_size, self.seq_len,
-                    self.precision, self.tokens)
-        self.widget = w.VBox([
-            w.HBox([self.family, self.size, self.source]),
-            w.HBox([self.task, self.batch_size, self.seq_len, self.precision, self.tokens]),
-            self.summary, self.devices,
-        ])
+        self._watch(
+            self.family,
+            self.size,
+            self.source,
+            self.task,
+            self.batch_size,
+            self.seq_len,
+            self.precision,
+            self.tokens,
+        )
+        self.widget = w.VBox(
+            [
+                w.HBox([self.family, self.size, self.source]),
+                w.HBox([self.task, self.batch_size, self.seq_len, self.precision, self.tokens]),
+                self.summary,
+                self.devices,
+            ]
+        )
         self.update()
 
     @staticmethod
     def _sizes(family: str) -> list[tuple[str, str]]:
         sizes = FAMILIES[family]["sizes"]
-        return [("tiny (random init, no hub)", "tiny"),
-                *((f"{s} ({'pip package' if s == MINILM else 'hub: ' + sizes[s][0]})", s) for s in sizes),
-                (HUB, HUB)]
+        return [
+            ("tiny (random init, no hub)", "tiny"),
+            *(
+                (f"{s} ({'pip package' if s == MINILM else 'hub: ' + sizes[s][0]})", s)
+                for s in sizes
+            ),
+            (HUB, HUB),
+        ]
 
     def _unet_side(self) -> int | None:
         """The UNet's image side for the chosen size (what its plan's length means)."""
         info, size = FAMILIES["unet"], self.size.value
         if self.family.value != "unet" or size not in ("tiny", *info["sizes"]):
             return None
-        return int((info["tiny"] if size == "tiny" else info["sizes"][size][1]).get("sample_size", 64))
+        return int(
+            (info["tiny"] if size == "tiny" else info["sizes"][size][1]).get("sample_size", 64)
+        )
 
     def _react(self, owner) -> None:
         fam = self.family.value
@@ -140,7 +194,9 @@ class ModelPicker(Composite):
             self._seq_len = self.seq_len.value
         try:
             spec = self._spec()
-            plan = plan_memory(spec, self.batch_size.value, self.seq_len.value, precision=self.precision.value)
+            plan = plan_memory(
+                spec, self.batch_size.value, self.seq_len.value, precision=self.precision.value
+            )
             table = plan.table()
             costs = self._costs(spec, [d for d in table["device"] if d != "detected"])
         except Exception as e:  # shown in the widget: a callback must never raise
@@ -151,23 +207,42 @@ class ModelPicker(Composite):
         self.value, self.plan = spec, plan
         det = table[table["device"] == "detected"].iloc[0]
         self.fits = bool(det["fits"])
-        head = (f"<b>{html.escape(spec.name)}</b> · {html.escape(spec.task)} · "
-                f"<b>{human_count(plan.num_params)}</b> parameters · {self._weights(spec)}")
+        head = (
+            f"<b>{html.escape(spec.name)}</b> · {html.escape(spec.task)} · "
+            f"<b>{human_count(plan.num_params)}</b> parameters · {self._weights(spec)}"
+        )
         where = f"the detected {det['kind']} ({det['name']}, {det['memory_gib']:g} GiB)"
         if det["fits"]:
             verdict = f"<span style='color:{GREEN}'>fits</span>"
         else:
             fix = det["suggestion"] or "no estimate for this device"
-            verdict = f"<span style='color:{RED}'>does not fit</span>; cheapest fix: {html.escape(fix)}"
+            verdict = (
+                f"<span style='color:{RED}'>does not fit</span>; cheapest fix: {html.escape(fix)}"
+            )
         self.summary.value = (
             f"<div style='font:12px sans-serif'>{head}<br>On {html.escape(where)}: needs "
             f"{det['needs_gib']:g} GiB per device in {html.escape(det['precision'])} "
-            f"(batch {plan.batch_size} x {plan.seq_len}): {verdict}</div>")
-        rows = [[r.device, f"{r.memory_gib:g} GiB", f"{r.needs_gib:g} GiB",
-                 (f"<span style='color:{GREEN if r.fits else RED}'>{'yes' if r.fits else 'no'}</span>",),
-                 r.suggestion, *costs.get(r.device, ())] for r in table.itertuples() if r.device != "detected"]
+            f"(batch {plan.batch_size} x {plan.seq_len}): {verdict}</div>"
+        )
+        rows = [
+            [
+                r.device,
+                f"{r.memory_gib:g} GiB",
+                f"{r.needs_gib:g} GiB",
+                (
+                    f"<span style='color:{GREEN if r.fits else RED}'>"
+                    f"{'yes' if r.fits else 'no'}</span>",
+                ),
+                r.suggestion,
+                *costs.get(r.device, ()),
+            ]
+            for r in table.itertuples()
+            if r.device != "detected"
+        ]
         extra = [f"time for {self.tokens.value:,} tokens", "cost"] if costs else []
-        self.devices.value = html_table(["device", "memory", "needs", "fits", "cheapest fix", *extra], rows)
+        self.devices.value = html_table(
+            ["device", "memory", "needs", "fits", "cheapest fix", *extra], rows
+        )
 
     def _weights(self, spec: ModelSpec) -> str:
         """Where the weights come from, as HTML; sets ``hub``: whether loading needs the hub."""
@@ -175,36 +250,67 @@ class ModelPicker(Composite):
         if ident is None:
             self.hub = None
             return html.escape(f"weights: {spec.source}" if spec.source else "random init")
-        self.hub = "cached" if spec.in_hub_cache() else "offline" if offline_switch() else "download"
+        self.hub = (
+            "cached" if spec.in_hub_cache() else "offline" if offline_switch() else "download"
+        )
         if self.hub == "cached":
             return f"weights: {html.escape(ident)} (in the local hub cache)"
         if self.hub == "download":
             return f"weights: {html.escape(ident)}: needs the hub (download)"
-        return (f"weights: {html.escape(ident)}: <span style='color:{RED}'>needs the hub (download), but the hub is "
-                f"switched off ({html.escape(offline_switch())}): it cannot load offline</span>; use size='tiny', a "
-                f"local directory (hf download {html.escape(ident)} --local-dir DIR where you have a network), "
-                f"or unset HF_HUB_OFFLINE")
+        return (
+            f"weights: {html.escape(ident)}: <span style='color:{RED}'>needs the hub (download), "
+            "but the hub is "
+            f"switched off ({html.escape(offline_switch())}): it cannot load offline</span>; use "
+            "size='tiny', a "
+            f"local directory (hf download {html.escape(ident)} --local-dir DIR where you have a "
+            "network), "
+            f"or unset HF_HUB_OFFLINE"
+        )
 
     def _costs(self, spec: ModelSpec, devices: list[str]) -> dict[str, tuple[str, str]]:
         """device -> (time, cost) of the token budget (``wb.plan``); empty while the budget is 0."""
         if self.tokens.value <= 0:
             return {}
-        p = plan_cost(spec, tokens=self.tokens.value, batch_size=self.batch_size.value, seq_len=self.seq_len.value,
-                      precision=self.precision.value, devices=devices)
-        return {r["device"]: (fmt_hours(r.get("hours")) + (f" on {r['devices']}" if r.get("devices", 1) > 1 else ""),
-                              fmt_money(r.get("cost_usd"))) for r in p.rows}
+        p = plan_cost(
+            spec,
+            tokens=self.tokens.value,
+            batch_size=self.batch_size.value,
+            seq_len=self.seq_len.value,
+            precision=self.precision.value,
+            devices=devices,
+        )
+        return {
+            r["device"]: (
+                fmt_hours(r.get("hours"))
+                + (f" on {r['devices']}" if r.get("devices", 1) > 1 else ""),
+                fmt_money(r.get("cost_usd")),
+            )
+            for r in p.rows
+        }
 
     def __repr__(self) -> str:
         if self.value is None:
             return f"ModelPicker(invalid: {self.error})"
-        fits = ("fits" if self.fits else "does not fit") + {"offline": ", cannot load offline",
-                                                           "download": ", needs the hub"}.get(self.hub, "")
-        return (f"ModelPicker({self.value.name}, task={self.value.task}, batch {self.batch_size.value} x "
-                f"{self.seq_len.value}, {self.precision.value}: {fits})")
+        fits = ("fits" if self.fits else "does not fit") + {
+            "offline": ", cannot load offline",
+            "download": ", needs the hub",
+        }.get(self.hub, "")
+        return (
+            f"ModelPicker({self.value.name}, task={self.value.task}, batch "
+            f"{self.batch_size.value} x "
+            f"{self.seq_len.value}, {self.precision.value}: {fits})"
+        )
 
 
-def pick_model(family: str = "bert", size: str = "tiny", batch_size: int | None = None, seq_len: int | None = None,
-               precision: str = "auto", task: str | None = None, tokens: int = 0) -> ModelPicker:
+def pick_model(
+    family: str = "bert",
+    size: str = "tiny",
+    batch_size: int | None = None,
+    seq_len: int | None = None,
+    precision: str = "auto",
+    task: str | None = None,
+    tokens: int = 0,
+) -> ModelPicker:
     """A model picker over the catalog, with the parameter count and where it fits.
 
     Parameters
@@ -249,8 +355,16 @@ class DataPicker(Composite):
     token lengths (numpy array; None for images), ``stats`` the padding statistics.
     """
 
-    def __init__(self, source: str = "docstrings-topic", tokenizer=None, max_length: int | None = None,
-                 batch_size: int | None = None, limit: int | None = None, task: str | None = None, rows: int = 5):
+    def __init__(
+        self,
+        source: str = "docstrings-topic",
+        tokenizer=None,
+        max_length: int | None = None,
+        batch_size: int | None = None,
+        limit: int | None = None,
+        task: str | None = None,
+        rows: int = 5,
+    ):
         self._hold, self._tokenizer, self._rows = False, tokenizer, rows
         self._tokenizers: dict[str, Any] = {}
         self._inspected: dict[str, tuple[str, Any]] = {}
@@ -261,16 +375,36 @@ class DataPicker(Composite):
         self.error: str | None = None
         kind = DataSpec(source=source).kind
         choice = source if kind == "bundled" else LOCAL if kind == "local" else HUB_DATA
-        self.source = w.Dropdown(options=[*bundled.BUNDLED, LOCAL, HUB_DATA], value=choice,
-                                 description="dataset", **control_style())
-        self.path = w.Text(value=source if kind == "local" else "", placeholder="data.csv, .json, .jsonl, .parquet, .txt",
-                           description="file", continuous_update=False, disabled=kind != "local", **control_style())
-        self.hub = w.Text(value=source if kind == "hub" else "", placeholder="org/name", description="hub id",
-                          continuous_update=False, disabled=kind != "hub", **control_style())
-        self.task = w.Dropdown(options=("auto", *TASKS), value=task or "auto", description="task", **control_style())
+        self.source = w.Dropdown(
+            options=[*bundled.BUNDLED, LOCAL, HUB_DATA],
+            value=choice,
+            description="dataset",
+            **control_style(),
+        )
+        self.path = w.Text(
+            value=source if kind == "local" else "",
+            placeholder="data.csv, .json, .jsonl, .parquet, .txt",
+            description="file",
+            continuous_update=False,
+            disabled=kind != "local",
+            **control_style(),
+        )
+        self.hub = w.Text(
+            value=source if kind == "hub" else "",
+            placeholder="org/name",
+            description="hub id",
+            continuous_update=False,
+            disabled=kind != "hub",
+            **control_style(),
+        )
+        self.task = w.Dropdown(
+            options=("auto", *TASKS), value=task or "auto", description="task", **control_style()
+        )
         self.limit = w.IntText(value=limit or 0, description="rows (0: all)", **control_style())
-        self.columns = {role: w.Text(description=f"{role} column", continuous_update=False, **control_style())
-                        for role in COLUMN_ROLES}
+        self.columns = {
+            role: w.Text(description=f"{role} column", continuous_update=False, **control_style())
+            for role in COLUMN_ROLES
+        }
         max_length = default("max_length") if max_length is None else max_length
         self.max_length = w.IntText(value=max_length, description="max length", **control_style())
         batch_size = default("batch_size") if batch_size is None else batch_size
@@ -279,14 +413,26 @@ class DataPicker(Composite):
         self.preview = w.HTML()
         self.histogram = w.Image(format="png", layout=w.Layout(display="none"))
         self.padding = w.HTML()
-        self._watch(self.source, self.path, self.hub, self.task, self.limit, *self.columns.values(),
-                    self.max_length, self.batch_size)
-        self.widget = w.VBox([
-            w.HBox([self.source, self.path, self.hub]),
-            w.HBox([self.task, self.limit, self.max_length, self.batch_size]),
-            w.HBox(list(self.columns.values())),
-            self.message, self.preview, w.HBox([self.histogram, self.padding]),
-        ])
+        self._watch(
+            self.source,
+            self.path,
+            self.hub,
+            self.task,
+            self.limit,
+            *self.columns.values(),
+            self.max_length,
+            self.batch_size,
+        )
+        self.widget = w.VBox(
+            [
+                w.HBox([self.source, self.path, self.hub]),
+                w.HBox([self.task, self.limit, self.max_length, self.batch_size]),
+                w.HBox(list(self.columns.values())),
+                self.message,
+                self.preview,
+                w.HBox([self.histogram, self.padding]),
+            ]
+        )
         self.update(self.source)
 
     @property
@@ -311,8 +457,11 @@ class DataPicker(Composite):
             return choice
         text = (self.path if choice == LOCAL else self.hub).value.strip()
         if not text:
-            raise ValueError("type a file path (csv, json, jsonl, parquet, txt)" if choice == LOCAL
-                             else "type a hub dataset id (org/name)")
+            raise ValueError(
+                "type a file path (csv, json, jsonl, parquet, txt)"
+                if choice == LOCAL
+                else "type a hub dataset id (org/name)"
+            )
         return text
 
     def _spec(self, refill: bool) -> DataSpec:
@@ -373,10 +522,14 @@ class DataPicker(Composite):
         finally:
             self._hold = False
         self.value, self.lengths = spec, lengths
-        self.message.value = (f"<div style='font:12px sans-serif'><b>{html.escape(spec.name)}</b> · "
-                              f"{html.escape(spec.task)} · columns "
-                              f"{html.escape(', '.join(f'{k}={v}' for k, v in spec.columns.items()))}</div>")
-        self.preview.value = f"<div style='font:12px sans-serif;max-height:220px;overflow:auto'>{preview}</div>"
+        self.message.value = (
+            f"<div style='font:12px sans-serif'><b>{html.escape(spec.name)}</b> · "
+            f"{html.escape(spec.task)} · columns "
+            f"{html.escape(', '.join(f'{k}={v}' for k, v in spec.columns.items()))}</div>"
+        )
+        self.preview.value = (
+            f"<div style='font:12px sans-serif;max-height:220px;overflow:auto'>{preview}</div>"
+        )
         self._show_padding()
 
     def _show_padding(self) -> None:
@@ -385,26 +538,40 @@ class DataPicker(Composite):
         self.stats = {}
         if self.lengths is None:
             self.histogram.layout.display = "none"
-            self.padding.value = "<i style='font:12px sans-serif'>no token lengths for an image dataset</i>"
+            self.padding.value = (
+                "<i style='font:12px sans-serif'>no token lengths for an image dataset</i>"
+            )
             return
         batch, max_length = self.batch_size.value, self.max_length.value
         if batch < 1 or max_length < 1:
             self.padding.value = error_html("batch size and max length must be at least 1")
             return
         try:
-            buckets = {k: padding_stats(self.lengths, "bucketed", batch, max_length, k=k) for k in BUCKET_KS}
-            stats = {s: padding_stats(self.lengths, s, batch, max_length) for s in ("max_length", "longest")}
+            buckets = {
+                k: padding_stats(self.lengths, "bucketed", batch, max_length, k=k)
+                for k in BUCKET_KS
+            }
+            stats = {
+                s: padding_stats(self.lengths, s, batch, max_length)
+                for s in ("max_length", "longest")
+            }
         except Exception as e:  # e.g. no rows left: a message, never a traceback
             self.padding.value = error_html(error_text(e))
             return
         self.stats = {**stats, "bucketed": buckets[8], "buckets": buckets}
-        rows = [[STRATEGY_NAMES[s], f"{self.stats[s]['waste_pct']:.1f}%", self.stats[s]["shapes"]]
-                for s in STRATEGY_NAMES]
-        per_k = [[f"{k} buckets", f"{b['waste_pct']:.1f}%", b["shapes"]] for k, b in buckets.items()]
+        rows = [
+            [STRATEGY_NAMES[s], f"{self.stats[s]['waste_pct']:.1f}%", self.stats[s]["shapes"]]
+            for s in STRATEGY_NAMES
+        ]
+        per_k = [
+            [f"{k} buckets", f"{b['waste_pct']:.1f}%", b["shapes"]] for k, b in buckets.items()
+        ]
         self.padding.value = (
             f"<div style='font:12px sans-serif'>Padding over one epoch, batch {batch}, max length "
             f"{max_length}:{html_table(['batching', 'waste', 'batch shapes'], rows)}<br>"
-            f"Bucketed, by number of buckets:{html_table(['k', 'waste', 'batch shapes'], per_k)}</div>")
+            "Bucketed, by number of "
+            f"buckets:{html_table(['k', 'waste', 'batch shapes'], per_k)}</div>"
+        )
         self.histogram.value = histogram_png(self.lengths, max_length)
         self.histogram.layout.display = None
 
@@ -414,8 +581,14 @@ class DataPicker(Composite):
         return f"DataPicker({self.value!r})"
 
 
-def pick_dataset(source: str = "docstrings-topic", tokenizer=None, max_length: int | None = None,
-                 batch_size: int | None = None, limit: int | None = None, task: str | None = None) -> DataPicker:
+def pick_dataset(
+    source: str = "docstrings-topic",
+    tokenizer=None,
+    max_length: int | None = None,
+    batch_size: int | None = None,
+    limit: int | None = None,
+    task: str | None = None,
+) -> DataPicker:
     """A dataset picker: preview, column mapping, token lengths and padding waste.
 
     Parameters

@@ -26,7 +26,11 @@ def line(name: str, event: dict, max_steps) -> str:
     elif event.get("samples_per_s"):
         parts.append(f"{event['samples_per_s']:,.1f} samples/s")
     if event.get("phase") == "eval":
-        parts += [f"{k} {v:.4g}" for k, v in event.items() if k.startswith("eval_") and isinstance(v, float)]
+        parts += [
+            f"{k} {v:.4g}"
+            for k, v in event.items()
+            if k.startswith("eval_") and isinstance(v, float)
+        ]
     if event.get("phase") == "end":
         parts.append(event.get("status", ""))
     return " | ".join(parts)
@@ -47,4 +51,9 @@ class TextProgress:
             return
         self.last_draw = now
         end = "\n" if event.get("phase") == "end" else ""
-        print(f"\r{line(self.run.name, event, self.max_steps)}\033[K", end=end, file=self.stream, flush=True)
+        print(
+            f"\r{line(self.run.name, event, self.max_steps)}\033[K",
+            end=end,
+            file=self.stream,
+            flush=True,
+        )
