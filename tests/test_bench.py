@@ -35,6 +35,21 @@ def test_engine_bench_measures_three_ways_side_by_side(tmp_path):
     assert proc.returncode != 0 and "not 'mfu'" in proc.stderr
 
 
+def test_attachment_bench_times_the_same_trainer_with_and_without_wb_attach(tmp_path):
+    out = tmp_path / "attachment.json"
+    proc = subprocess.run([sys.executable, "-m", "workbench.bench", "attachment", "--json", str(out),
+                           "--steps", "2", "--repeats", "2", "--warmup", "1", "--model", "gpt2-mini",
+                           "--seq-len", "32", "--batch-size", "4"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    assert set(result["results"]) == {"trainer", "attached"}
+    assert all(len(r["all"]) == 2 and r["tokens_per_s"] > 0 for r in result["results"].values())
+    assert result["ratios"]["attached_vs_trainer"] == pytest.approx(
+        result["results"]["attached"]["tokens_per_s"] / result["results"]["trainer"]["tokens_per_s"])
+    assert set(result["figures"]) == {"noise_band", "within_noise"}
+
+
 @pytest.fixture
 def training_args(monkeypatch):
     """Every TrainingArguments the benchmarks build from now on, in order."""
@@ -269,7 +284,7 @@ def test_interleaved_chunks_rotate_the_order_and_time_every_step():
 def test_the_package_keeps_its_names_and_command_line():
     import workbench.bench as bench
 
-    assert set(bench.BENCHES) == {"engine", "dashboard", "scaling", "shapes", "mfu", "plan", "prompts", "sdcache"}
+    assert set(bench.BENCHES) == {"attachment", "engine", "dashboard", "scaling", "shapes", "mfu", "plan", "prompts", "sdcache"}
     assert all(callable(bench.BENCHES[name]) and bench.BENCHES[name] is getattr(bench, name)
                for name in bench.BENCHES)
     assert "gpt2-124m" in bench.SHAPES

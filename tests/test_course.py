@@ -48,6 +48,11 @@ def test_the_reader_finds_preset_names():
     assert _preset_names('x = 1\n# SIZE, MAX_STEPS = "8b", 1000\n# plain comment') == ["SIZE", "MAX_STEPS"]
 
 
+# Modules that are public API themselves, beside what ``import workbench as wb`` serves:
+# Optimum Habana's names, imported from here by changing one line (docs/optimum-habana.md)
+PUBLIC_MODULES = {"workbench.compat.optimum_habana"}
+
+
 def _private_uses(source: str) -> list[str]:
     """What a cell takes from inside the package: ``import workbench.X``, ``from workbench.X
     import ...``, ``from workbench import NAME`` or ``wb.NAME`` where NAME is no public name
@@ -56,6 +61,8 @@ def _private_uses(source: str) -> list[str]:
     for node in ast.walk(ast.parse(_code(source))):
         if isinstance(node, ast.Import):
             found += [f"import {a.name}" for a in node.names if a.name.startswith("workbench.")]
+        elif isinstance(node, ast.ImportFrom) and node.module in PUBLIC_MODULES:
+            continue  # a public module of its own (the one-import-line move off a library)
         elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "workbench":
             names = [a.name for a in node.names if node.module != "workbench" or a.name not in workbench.__all__]
             found += [f"from {node.module} import {', '.join(names)}"] if names else []

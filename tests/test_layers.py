@@ -33,9 +33,10 @@ LAYERS = [
     {"rundir.run", "training.preparation", "views.dashboard", "rundir.writer", "views.chart",
      "views.page", "planning.planner", "planning.trainingplan"},
     {"training.callbacks", "training.trainer"},
-    {"training.engine"},
+    {"training.engine", "training.attachment", "training.defaults"},
     {"scaleout.launcher", "scaleout.worker", "training.profiler", "views.pickers", "views.form",
-     "views.composite", "magics", "cli", "checks.checkup", "checks.diagnosis", "server"},
+     "views.composite", "magics", "cli", "checks.checkup", "checks.diagnosis", "server",
+     "compat.optimum_habana"},
     {"bench"},
 ]
 WHOLE = {"server", "bench"}  # subpackages placed in one layer as a whole

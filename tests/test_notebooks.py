@@ -48,11 +48,14 @@ CHECKS = {
     "11_what_will_it_cost": lambda r: r["runs_planned"] == 6 and r["gaudi2_sources"] == ["published"]
     and r["gaudi_rows_priced"] and r["sd15_hours_h100"] > 0 and r["lora_70b_gaudi2_devices"] == 8
     and max(r["loo_median_by_family"].values()) <= 0.30 and r["detected_from"] == "your runs",
+    "12_your_own_trainer": lambda r: r["status"] == r["fast_status"] == r["optimum_habana_status"]
+    == "completed" and 0 <= r["accuracy"] <= 1 and r["optimum_habana_bf16"] is True
+    and r["shapes_bucketed"] <= r["buckets"],
     # the worker freed its card (the kernel holds none after it); the in-kernel run trained
     "13_gaudi_node": lambda r: r["worker_status"] == "completed" and r["kernel_held_after_worker"] is False
     and r["in_kernel_status"] == "completed" and 0 <= r["free_cards"] <= r["cards"],
 }
-TRAINING_CELLS = ("wb.train(", "wb.launch(", "wb.profile(")
+TRAINING_CELLS = ("wb.train(", "wb.launch(", "wb.profile(", "wb.attach(", "GaudiTrainer(")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # a library's log warning printed to stdout ("[2026-...] [WARNING] [real_accelerator.py:...]")
 # or a Python warning someone printed there

@@ -190,12 +190,26 @@ def _profiling(ns, shown, out):
     assert json.loads(Path(trace).read_text())["traceEvents"]
 
 
+def _own_trainer(ns, shown, out):
+    *_, status, evals, name = shown
+    assert status == "completed", ns["run"].summary.get("error")
+    assert {"loss", "accuracy"} <= set(evals) and name == "BertForSequenceClassification"
+    assert (ns["run"].path / "checkpoints").resolve() == Path("out").resolve()
+
+
+def _off_optimum_habana(ns, shown, out):
+    *_, name, bf16, status = shown
+    assert (name, bf16, status) == ("Trainer", True, "completed")
+
+
 CHECKS = {
     ("README.md", "A first training cell"): _training,
     ("docs/devices.md", "Devices: `wb.device()` and `workbench devices`"): _first_look,
     ("docs/devices.md", "One Gaudi card per process"): _worker_frees_its_card,
     ("docs/models-and-data.md", "Models and datasets, offline"): _models_and_datasets,
     ("docs/multi-node.md", "Past one device"): _past_one_device,
+    ("docs/optimum-habana.md", "Moving a script"): _off_optimum_habana,
+    ("docs/own-trainer.md", "The same cell, one line added"): _own_trainer,
     ("docs/pickers.md", "Pickers and a training form"): _pickers,
     ("docs/planner.md", "Will it fit? Memory planning"): _memory_planning,
     ("docs/planner.md", "What will it cost? Time and cost per device"): _cost,

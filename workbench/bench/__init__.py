@@ -1,6 +1,7 @@
 """Benchmarks that measure ratios side by side in one process (``python -m workbench.bench``).
 
-One module per benchmark (``engine``, ``dashboard``, ``scaling``, ``shapes``, ``mfu``, ``plan``,
+One module per benchmark (``attachment``: a Trainer with and without ``wb.attach``;
+``engine``, ``dashboard``, ``scaling``, ``shapes``, ``mfu``, ``plan``,
 ``prompts``: a quality figure, not a timing; ``sdcache``: text to image from the latent cache), the
 contenders they share (``contenders``: the raw loop, the plain Trainer, wb.train, the
 interleaving) and the command line (``cli``). Each benchmark's function is exported here
@@ -8,6 +9,7 @@ under its module's name, so ``workbench.bench.engine`` is the function; import a
 other names with ``from workbench.bench.engine import ...``.
 """
 
+from .attachment import attachment
 from .cli import BASELINES, BENCHES, main, parser, save_baseline
 from .contenders import SHAPES, engine_setup
 from .dashboard import dashboard
@@ -23,6 +25,7 @@ __all__ = [
     "BASELINES",
     "BENCHES",
     "SHAPES",
+    "attachment",
     "dashboard",
     "engine",
     "engine_setup",

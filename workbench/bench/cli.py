@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+from .attachment import attachment
 from .contenders import SHAPES
 from .dashboard import dashboard
 from .engine import engine
@@ -26,6 +27,7 @@ from .sdcache import sdcache
 from .shapes import shapes
 
 BENCHES = {
+    "attachment": attachment,
     "engine": engine,
     "dashboard": dashboard,
     "scaling": scaling,

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..catalog import model as as_model
 from ..data import dataset as as_dataset
+from ..training.attachment import attach
 from ..training.batching import collator
 from ..training.callbacks import as_callback
 from ..training.engine import train
@@ -193,11 +194,14 @@ def plain_trainer(
     log_every=10,
     packed=False,
     compile=False,
+    attached=False,
 ):
     """transformers.Trainer with its defaults (what a user writes without the workbench), on
     the same batches as wb.train: padded to ``seq_len``, or (``packed``) the same packed
     blocks as ``padding="packed"`` with the Trainer's default collator. ``log_every=0``:
-    the Trainer's own default cadence; ``compile``: ``torch_compile=True``. Steps/s."""
+    the Trainer's own default cadence; ``compile``: ``torch_compile=True``; ``attached``:
+    the same Trainer with ``wb.attach(trainer, live=False)`` (its run in a temporary
+    directory). Steps/s."""
     import transformers
 
     from ..training.batching import pack
@@ -237,6 +241,8 @@ def plain_trainer(
             callbacks=[clock],
         )
         trainer.remove_callback(transformers.PrinterCallback)
+        if attached:
+            attach(trainer, live=False, run_dir=out)
         trainer.train()
     return clock.steps_per_s()
 

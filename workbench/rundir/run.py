@@ -453,9 +453,7 @@ class RunDir:
         s = self.summary
         # a run killed as it was made has a summary and no spec yet
         spec = self.spec if (self.path / "spec.json").exists() else {"model": {}, "data": {}}
-        model = (
-            "-".join(str(spec["model"][k]) for k in ("family", "size")) if spec["model"] else None
-        )
+        model = model_name(spec)
         return {
             "run": self.name,
             "status": self.status,
@@ -485,6 +483,15 @@ class RunDir:
             "path": str(self.path),
         }
         return markup.key_values((k, _fmt(v)) for k, v in rows.items())
+
+
+def model_name(spec: dict) -> str | None:
+    """The model as the run tables name it: ``family-size``, or an attached Trainer's model
+    class (its spec's model has a ``name``); None when the spec names none."""
+    model = spec.get("model") or {}
+    if model.get("name"):
+        return str(model["name"])
+    return "-".join(str(model.get(k)) for k in ("family", "size")) if model else None
 
 
 def _alive(summary: dict) -> bool:

@@ -24,15 +24,20 @@ RESERVE = ".reserve"  # bytes kept on disk so that the final summary fits when t
 RESERVE_BYTES = 256 * 1024
 
 
-def create(path: Path, spec: dict[str, Any]) -> None:
+def create(path: Path, spec: dict[str, Any], checkpoints: Path | None = None) -> None:
     """Write a new run's summary (``prepared``, naming this process) and then its spec: a run
     directory is never seen without a summary. Until a trainer claims the run, the process
     named is the one that will start it: if it dies first, the run reads ``failed``
-    (``hand_over`` names none, for a run that others start)."""
+    (``hand_over`` names none, for a run that others start). ``checkpoints``: a directory
+    elsewhere that holds the run's checkpoints (an attached Trainer's ``output_dir``), linked
+    as the run's ``checkpoints``."""
     write_json(
         path / "summary.json",
         {"status": "prepared", "error": None, "created": now(), **this_process()},
     )
+    if checkpoints is not None:
+        target = Path(checkpoints).absolute()
+        (path / "checkpoints").symlink_to(target, target_is_directory=True)
     write_json(path / "spec.json", spec)
 
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..rundir.run import RunDir
+from ..rundir.run import RunDir, model_name
 from .tail import EventTail
 
 DEPTH = 3
@@ -175,7 +175,7 @@ class RunTable:
                 or (spec.get("args") or {}).get("max_steps"),
                 "device": tail.device or (summary.get("device") or {}).get("kind"),
                 "error": summary.get("error"),
-                "model": "-".join(str(spec.get("model", {}).get(k)) for k in ("family", "size")),
+                "model": model_name(spec),
                 "data": (spec.get("data") or {}).get("source"),
             }
         )

@@ -33,8 +33,12 @@ class Events:
         world_size: int = 1,
         min_interval: float = 0.0,
         stop_file: Path | None = None,
+        save_last: bool = True,
     ):
         self.log, self.stop, self.task, self.device, self.counter = log, stop, task, device, counter
+        # wb.train checkpoints its last step; an attached Trainer (training.attachment) saves
+        # as its own arguments say, and on a stop request
+        self.save_last = save_last
         self.stop_file = stop_file  # another process asks this one to stop by creating it
         # Reading the loss at a logging step waits for the device to finish every queued
         # step. With ``min_interval`` (seconds) a logging step that comes sooner after the
@@ -78,12 +82,13 @@ class Events:
         last = state.global_step >= state.max_steps
         if control.should_log and self.stop_file is not None and self.stop_file.exists():
             self.stop.set()  # read at logging steps only: no file I/O on the other steps
-        if self.stop.is_set():
+        stopping = self.stop.is_set()
+        if stopping:
             control.should_training_stop = True
             last = True
         if last:  # always log and checkpoint the final step (NaN is checked at the log first)
             control.should_log = True
-            control.should_save = True
+            control.should_save = control.should_save or self.save_last or stopping
         elif (
             control.should_log
             and not control.should_save

@@ -380,6 +380,12 @@ def resume(
     Everything is checked before anything is written: the run's lock (one writer at a
     time), a checkpoint whose files parse, and the overrides (names and values).
     """
+    attached = run.spec.get("attached") if (run.path / "spec.json").exists() else None
+    if attached:  # a run of the user's own Trainer (wb.attach): its spec cannot rebuild it
+        raise ValueError(
+            f"{run.name} cannot be resumed by resume(): {attached['why']}. "
+            f"Resume it with {attached['resume']}"
+        )
     if run.status == "prepared":  # claiming its lock would mark it as started
         raise FileNotFoundError(f"{run.name} has no checkpoint to resume from: it never started")
     writer = RunWriter(run).claim("resume")

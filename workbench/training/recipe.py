@@ -204,7 +204,6 @@ def compile_on(a: dict, device) -> bool:
 
 def training_arguments(a: dict, device, task: str, run_path: Path, optim: str) -> dict[str, Any]:
     """The TrainingArguments fields for a run's arguments on ``device`` (from the backend table)."""
-    precision = device.resolve_precision(a["precision"])
     compile_ = compile_on(a, device)
     targs = dict(
         output_dir=str(run_path / "checkpoints"),
@@ -220,9 +219,6 @@ def training_arguments(a: dict, device, task: str, run_path: Path, optim: str) -
         save_strategy="steps",
         save_steps=a["save_every"],
         save_total_limit=2,
-        bf16=precision == "bf16",
-        fp16=precision == "fp16",
-        use_cpu=device.kind == "cpu",
         optim=optim,
         seed=a["seed"],
         data_seed=a["seed"],
@@ -232,8 +228,32 @@ def training_arguments(a: dict, device, task: str, run_path: Path, optim: str) -
         dataloader_num_workers=0,
         prediction_loss_only=task != "classification",
         max_grad_norm=1.0,
-        torch_compile=compile_,
         label_names=["labels"] if task not in ("diffusion", "text_to_image") else [],
+        **device_fields(device, device.resolve_precision(a["precision"]), compile_),
+    )
+    targs.update(a["trainer_overrides"])
+    return targs
+
+
+def optim_name(device) -> str:
+    """The TrainingArguments ``optim`` for ``device`` (the hpex optimizer is no transformers
+    name: the Trainer gets it through ``optimizer_cls_and_kwargs``, ``trainer.fused_optimizer``)."""
+    return (
+        "adamw_torch"
+        if device.backend.optimizer == "hpex_fused_adamw"
+        else device.backend.optimizer
+    )
+
+
+def device_fields(device, precision: str, compile_: bool) -> dict[str, Any]:
+    """The TrainingArguments fields the backend record decides, for ``wb.train`` and for a
+    user's own arguments (``wb.training_args``): the precision, the CPU, torch.compile with
+    the backend's compiler, and the DDP settings when several processes train."""
+    targs: dict[str, Any] = dict(
+        bf16=precision == "bf16",
+        fp16=precision == "fp16",
+        use_cpu=device.kind == "cpu",
+        torch_compile=compile_,
     )
     if compile_ and device.backend.compile_backend:
         targs["torch_compile_backend"] = device.backend.compile_backend
@@ -241,5 +261,4 @@ def training_arguments(a: dict, device, task: str, run_path: Path, optim: str) -
         targs["ddp_backend"] = device.dist_backend
         if device.backend.ddp_find_unused_parameters is not None:
             targs["ddp_find_unused_parameters"] = device.backend.ddp_find_unused_parameters
-    targs.update(a["trainer_overrides"])
     return targs

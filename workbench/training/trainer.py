@@ -95,16 +95,6 @@ def _images(model, dspec: DataSpec, prepared, device: DeviceInfo, a: dict):
     return prepared, Augment(model.captions.resolution, dspec.crop, dspec.flip)
 
 
-def _optim(device: DeviceInfo) -> str:
-    """The TrainingArguments ``optim`` for ``device`` (the hpex optimizer is no transformers
-    name)."""
-    return (
-        "adamw_torch"
-        if device.backend.optimizer == "hpex_fused_adamw"
-        else device.backend.optimizer
-    )
-
-
 def fused_optimizer(device: DeviceInfo, args):
     """The Trainer's ``optimizer_cls_and_kwargs`` for the backend's fused AdamW; None for
     ``optim``."""
@@ -159,7 +149,7 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
     from .batching import CountingCollator
 
     counter = CountingCollator(inner, model, drop=drop)
-    targs = recipe.training_arguments(a, device, mspec.task, run.path, _optim(device))
+    targs = recipe.training_arguments(a, device, mspec.task, run.path, recipe.optim_name(device))
     if targs["torch_compile"]:
         _room_for_shapes(inner)
     args = transformers.TrainingArguments(**targs)

@@ -1,0 +1,248 @@
+"""A user's own Trainer with one line added: wb.attach(trainer) / callbacks=[wb.callback()]."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import workbench as wb
+from workbench.training.attachment import Attachment
+
+from conftest import RecordingFrontend, wait_for
+
+pytestmark = pytest.mark.usefixtures("runs_in_tmp")
+
+
+def own_parts(rows: int = 96, max_length: int = 32):
+    """What a researcher's notebook has: a model built from its config, a tokenized dataset
+    (``datasets``, mapped with the tokenizer), a compute_metrics."""
+    import transformers
+
+    tok = wb.model("bert", size="tiny").load_tokenizer()
+    splits = wb.dataset("docstrings-topic", limit=rows).load()
+    labels = splits["train"].features["label"].names
+
+    def tokenize(batch):
+        return tok(batch["text"], truncation=True, max_length=max_length)
+
+    data = splits.map(tokenize, batched=True, remove_columns=["text"])
+    config = transformers.BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=64,
+                                     num_labels=len(labels), pad_token_id=tok.pad_token_id)
+    transformers.set_seed(0)
+    model = transformers.BertForSequenceClassification(config)
+
+    def compute_metrics(pred):
+        return {"accuracy": float((np.argmax(pred.predictions, -1) == pred.label_ids).mean())}
+
+    return model, tok, data, compute_metrics
+
+
+def own_trainer(tmp_path: Path, callbacks=None, max_steps: int = 12, **kw):
+    import transformers
+
+    model, tok, data, metrics = own_parts()
+    args = transformers.TrainingArguments(**{
+        "output_dir": str(tmp_path / "out"), "max_steps": max_steps,
+        "per_device_train_batch_size": 8, "learning_rate": 1e-3, "eval_strategy": "steps",
+        "eval_steps": 6, "save_strategy": "no", "report_to": "none", "use_cpu": True,
+        "disable_tqdm": True, "seed": 0, **kw})
+    return transformers.Trainer(model=model, args=args, train_dataset=data["train"],
+                                eval_dataset=data["eval"], processing_class=tok,
+                                data_collator=transformers.DataCollatorWithPadding(tok),
+                                compute_metrics=metrics, callbacks=callbacks)
+
+
+def test_one_added_line_makes_a_run_with_events_and_summary(tmp_path):
+    trainer = own_trainer(tmp_path)
+    attachment = wb.attach(trainer, live=False)  # the one line
+    trainer.train()
+    table = wb.runs()
+    assert len(table) == 1 and table.loc[0, "status"] == "completed"
+    assert table.loc[0, "model"] == "BertForSequenceClassification"
+    run = wb.Run.open(table.loc[0, "path"])
+    assert run.path == attachment.run.path
+    events = run.events
+    train = [e for e in events if e.get("phase") in ("warmup", "train")]
+    assert train and train[-1]["step"] == 12
+    assert all(e["lr"] is not None for e in train)
+    # counted where the batches are made, without a sync; at the epoch's end one interval
+    # can go without its batch (credited to the next)
+    assert sum(bool(e["tokens_per_s"]) for e in train) >= len(train) - 1
+    assert "grad_norm" in train[-1] and train[-1]["mem_alloc"] is not None
+    evals = [e for e in events if e.get("phase") == "eval"]
+    assert [e["step"] for e in evals] == [6, 12] and "eval_accuracy" in evals[-1]
+    s = run.summary
+    assert s["device"]["kind"] == "cpu" and "torch" in s["versions"]
+    assert s["train_loss"] == train[-1]["loss"] and "accuracy" in s["eval"]
+    assert s["tokens_per_s"] > 0
+    spec = run.spec
+    assert spec["model"]["config"]["hidden_size"] == 32
+    assert spec["training_arguments"]["per_device_train_batch_size"] == 8
+    assert (spec["data"]["train_rows"], spec["data"]["eval_rows"]) == (86, 10)
+    assert spec["attached"]["rebuildable"] is False
+    assert (run.path / "checkpoints").resolve() == (tmp_path / "out").resolve()
+    assert wb.compare(run).table.loc["status", run.name] == "completed"
+
+
+def test_the_callback_form_is_the_same_run(tmp_path):
+    trainer = own_trainer(tmp_path, callbacks=[wb.callback(live=False, name="mine")])
+    trainer.train()
+    (run_path,) = wb.runs()["path"]
+    run = wb.Run.open(run_path)
+    assert run.name.endswith("-mine") and run.status == "completed"
+    assert run.spec["data"]["eval_rows"] is None, "the callback form does not see the eval set"
+    assert [e["step"] for e in run.events if e.get("phase") == "eval"] == [6, 12]
+
+
+def _stopped_with_a_checkpoint(run, tmp_path):
+    assert run.status == "stopped", run.summary.get("error")
+    step = run.summary["step"]
+    assert 0 < step < 400
+    ckpt = tmp_path / "out" / f"checkpoint-{step}"
+    assert (ckpt / "model.safetensors").exists(), "the stop saved a checkpoint in output_dir"
+    assert run.last_checkpoint.resolve() == ckpt.resolve(), "the run links it"
+
+
+def test_stop_from_the_dashboard_saves_a_checkpoint(tmp_path):
+    from workbench.views import dashboard
+
+    trainer = own_trainer(tmp_path, max_steps=400, eval_strategy="no")
+    front = RecordingFrontend()
+
+    def live(run):  # the live view with a recording front end, as the kernel would show it
+        d = dashboard.Dashboard(run, mode="live", sink=front)
+        run.subscribe(d)
+        run.dashboard = d
+
+    attachment = wb.attach(trainer, live=live)
+    thread = threading.Thread(target=trainer.train)
+    thread.start()
+    run = wait_for(lambda: attachment.run, 60, "the run to start")
+    wait_for(lambda: run.step >= 2, 60, "two steps")
+    front.answer({"type": "stop"})  # the view's Stop button
+    thread.join(120)
+    assert not thread.is_alive()
+    _stopped_with_a_checkpoint(wb.Run.open(run.path), tmp_path)
+
+
+def test_stop_from_another_handle_saves_a_checkpoint(tmp_path):
+    trainer = own_trainer(tmp_path, max_steps=400, eval_strategy="no")
+    attachment = wb.attach(trainer, live=False)
+    thread = threading.Thread(target=trainer.train)
+    thread.start()
+    run = wait_for(lambda: attachment.run, 60, "the run to start")
+    wait_for(lambda: run.step >= 2, 60, "two steps")
+    wb.Run.open(run.path).stop()  # as another process would: the STOP file
+    thread.join(120)
+    assert not thread.is_alive()
+    _stopped_with_a_checkpoint(wb.Run.open(run.path), tmp_path)
+
+
+def test_an_attached_run_resumes_through_its_own_trainer(tmp_path):
+    trainer = own_trainer(tmp_path, max_steps=4, eval_strategy="no", save_strategy="steps",
+                          save_steps=4)
+    attachment = wb.attach(trainer, live=False)
+    trainer.train()
+    run = wb.Run.open(attachment.run.path)
+    with pytest.raises(ValueError, match=r"resume_from_checkpoint"):
+        run.resume(max_steps=8, live=False)
+    trainer.args.max_steps = 8
+    trainer.train(resume_from_checkpoint=True)  # the user's own way: the next run
+    second = attachment.run
+    assert second.path != run.path and second.status == "completed"
+    assert [e["step"] for e in second.events if e.get("phase") == "start"] == [4]
+
+
+def test_an_error_in_training_ends_the_run_failed(tmp_path):
+    trainer = own_trainer(tmp_path, max_steps=6, eval_strategy="no")
+    attachment = wb.attach(trainer, live=False)
+
+    class Boom(Exception):
+        pass
+
+    def explode(*a, **k):
+        raise Boom("a bug in the user's code")
+
+    trainer.compute_loss_func = explode
+    with pytest.raises(Boom):
+        trainer.train()
+    run = attachment.run
+    assert run.status == "running"  # the Trainer never said it ended; this process did not exit
+    trainer.compute_loss_func = None
+    trainer.train()
+    assert wb.Run.open(run.path).status == "failed"
+    assert "on_train_end" in wb.Run.open(run.path).summary["error"]
+    assert attachment.run.status == "completed"
+
+
+def test_bad_input_is_refused_before_anything_is_written(tmp_path):
+    trainer = own_trainer(tmp_path)
+    with pytest.raises(TypeError, match="transformers.Trainer"):
+        wb.attach(object())
+    with pytest.raises(ValueError, match="live="):
+        wb.attach(trainer, live="sometimes")
+    with pytest.raises(ValueError, match="throughput_warmup_steps"):
+        wb.callback(throughput_warmup_steps=-1)
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(ValueError, match="run_dir"):
+        wb.attach(trainer, run_dir=tmp_path / "afile" / "runs")
+    wb.attach(trainer, live=False)
+    with pytest.raises(ValueError, match="attached already"):
+        wb.attach(trainer, live=False)
+    assert not (tmp_path / "runs").exists()
+    assert sum(isinstance(c, Attachment) for c in trainer.callback_handler.callbacks) == 1
+
+
+@pytest.mark.parametrize("lazy", ["0", "1"], ids=["eager", "lazy"])
+def test_training_args_take_the_hpu_records_choices(fake_hpu, monkeypatch, lazy):
+    """On the HPU (the bridge's test double; the mode is fixed when the bridge loads): bf16,
+    torch.compile with hpu_backend in eager mode and none in lazy mode, AdamW for the
+    Trainer (the fused hpex one comes through wb.attach), no per-step NaN filter, about 50
+    logging steps."""
+    from workbench.training.defaults import defaults_for
+
+    monkeypatch.setenv("PT_HPU_LAZY_MODE", lazy)
+    chosen = defaults_for(wb.device("hpu"), {"max_steps": 500})
+    assert chosen["bf16"] and not chosen["use_cpu"] and chosen["dataloader_pin_memory"]
+    assert chosen["optim"] == "adamw_torch" and chosen["logging_nan_inf_filter"] is False
+    assert chosen["logging_steps"] == 10
+    if lazy == "0":
+        assert chosen["torch_compile"] and chosen["torch_compile_backend"] == "hpu_backend"
+        assert defaults_for(wb.device("hpu"), {"torch_compile": False})["torch_compile"] is False
+    else:
+        assert not chosen["torch_compile"] and "torch_compile_backend" not in chosen
+
+
+def test_training_args_on_the_cpu_and_every_user_keyword_wins(tmp_path):
+    args = wb.training_args(tmp_path / "out", max_steps=100, report_to="none")
+    assert (args.bf16, args.use_cpu, args.optim, args.logging_steps) == (
+        False, True, "adamw_torch_fused", 2)
+    mine = wb.training_args(str(tmp_path / "out"), max_steps=100, logging_steps=7,
+                            optim="adamw_torch", report_to="none")
+    assert (mine.logging_steps, mine.optim) == (7, "adamw_torch")
+    with pytest.raises(ValueError, match=r"learning_rat \(did you mean learning_rate\?\)"):
+        wb.training_args("out", learning_rat=1e-3)
+
+
+def test_the_bucket_collator_pads_your_dataset_to_few_shapes(tmp_path):
+    import transformers
+
+    model, tok, data, metrics = own_parts(rows=200, max_length=128)  # lengths vary
+    collator = wb.bucket_collator(tok, data["train"], data["eval"], batch_size=8, buckets=3)
+    assert len(collator.boundaries) <= 3
+    args = wb.training_args(str(tmp_path / "out"), max_steps=20, per_device_train_batch_size=8,
+                            report_to="none", save_strategy="no", disable_tqdm=True)
+    shapes = {}
+    for name, collate in (("longest", transformers.DataCollatorWithPadding(tok)),
+                          ("bucketed", collator)):
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=data["train"],
+                                       data_collator=collate)
+        attachment = wb.attach(trainer, live=False, name=name)
+        trainer.train()
+        last = [e for e in attachment.run.events if e.get("phase") == "train"][-1]
+        shapes[name] = last["shapes_seen"]
+    assert shapes["bucketed"] <= 3 < shapes["longest"], shapes

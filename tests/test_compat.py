@@ -1,0 +1,191 @@
+"""Optimum Habana scripts on transformers 5: workbench.compat.optimum_habana."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+from test_attach import own_parts
+
+import workbench as wb
+from workbench.compat import optimum_habana as oh
+
+pytestmark = pytest.mark.usefixtures("runs_in_tmp")
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "optimum-habana.md"
+
+# Every field GaudiTrainingArguments declares in huggingface/optimum-habana
+# optimum/habana/transformers/training_args.py at 1d8504c6c (main after v1.20.0, version
+# 1.21.0.dev0), in its order; and GaudiConfig's in gaudi_configuration.py at the same commit.
+OH_121_FIELDS = [
+    "use_habana", "gaudi_config_name", "use_lazy_mode", "use_hpu_graphs",
+    "use_hpu_graphs_for_inference", "use_hpu_graphs_for_training", "use_compiled_autograd",
+    "compile_from_sec_iteration", "compile_dynamic", "use_zero3_leaf_promotion",
+    "cache_size_limit", "use_regional_compilation", "inline_inbuilt_nn_modules",
+    "allow_unspec_int_on_nn_module", "disable_tensor_cache_hpu_graphs", "max_hpu_graphs",
+    "distribution_strategy", "context_parallel_size", "minimize_memory",
+    "throughput_warmup_steps", "adjust_throughput", "pipelining_fwd_bwd", "ignore_eos",
+    "non_blocking_data_copy", "profiling_warmup_steps", "profiling_steps",
+    "profiling_warmup_steps_eval", "profiling_steps_eval", "profiling_record_shapes",
+    "profiling_with_stack", "optim", "adam_epsilon", "logging_nan_inf_filter",
+    "ddp_bucket_cap_mb", "ddp_find_unused_parameters", "half_precision_backend",
+    "attn_implementation", "flash_attention_recompute", "flash_attention_fast_softmax",
+    "flash_attention_causal_mask", "flash_attention_fp8", "sdp_on_bf16", "fp8",
+]
+OH_121_CONFIG = ["use_torch_autocast", "autocast_bf16_ops", "autocast_fp32_ops",
+                 "use_dynamic_shapes", "use_fused_adam", "use_fused_clip_norm"]
+
+# Shaped like the gaudi_config.json files Habana published for its model repos (Optimum
+# Habana's docs/source/package_reference/gaudi_config.mdx quotes bert-large's and SD 2's).
+BERT_CONFIG = {"use_fused_adam": True, "use_fused_clip_norm": True, "use_torch_autocast": True}
+SD2_CONFIG = {**BERT_CONFIG, "autocast_bf16_ops": ["conv2d", "addmm", "bmm", "linear"],
+              "autocast_fp32_ops": ["embedding", "log_softmax", "nll_loss"]}
+
+
+def test_every_121_field_is_in_the_mapping_and_the_docs_table():
+    assert set(OH_121_FIELDS) == set(oh.FIELDS), "the mapping has exactly 1.21's fields"
+    assert set(OH_121_CONFIG) == set(oh.CONFIG_FIELDS)
+    text = DOCS.read_text()
+    rows = dict(re.findall(r"^\| `(\w+)` \| [^|]* \| (\w+) \|", text, re.M))
+    for name in OH_121_FIELDS + OH_121_CONFIG:
+        assert name in rows, f"{name} is missing from docs/optimum-habana.md's table"
+        f = oh.FIELDS.get(name) or oh.CONFIG_FIELDS[name]
+        assert rows[name] == f.how, f"the docs say {rows[name]} for {name}, the code {f.how}"
+    fields = {f.name for f in dataclasses.fields(oh.GaudiTrainingArguments)}
+    assert set(OH_121_FIELDS) <= fields, "HfArgumentParser sees every 1.21 field"
+    defaults = {f.name: f.default for f in dataclasses.fields(oh.GaudiTrainingArguments)}
+    assert (defaults["adam_epsilon"], defaults["use_lazy_mode"], defaults["ddp_bucket_cap_mb"]) \
+        == (1e-6, True, 230), "Optimum Habana's defaults, not transformers'"
+
+
+def _config_dir(tmp_path, config) -> Path:
+    folder = tmp_path / "gaudi"
+    folder.mkdir(exist_ok=True)
+    (folder / "gaudi_config.json").write_text(json.dumps(config))
+    return folder
+
+
+@dataclasses.dataclass
+class ScriptArguments:
+    """The example scripts' own model and data arguments (those the commands below pass)."""
+
+    model_name_or_path: str = "bert-base-uncased"
+    task_name: str | None = None
+    max_seq_length: int = 128
+    dataset_name: str | None = None
+    dataset_config_name: str | None = None
+    dataset_config: str | None = None
+    source_prefix: str | None = None
+    ignore_pad_token_for_loss: bool = True
+    pad_to_max_length: bool = False
+
+
+def _parse(cls, argv):
+    from transformers import HfArgumentParser
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, args = HfArgumentParser((ScriptArguments, cls)).parse_args_into_dataclasses(argv)
+    return args, [str(w.message) for w in caught]
+
+
+def test_the_example_scripts_command_lines_parse(tmp_path):
+    """The commands of optimum-habana's examples/{text-classification, language-modeling,
+    summarization}/README.md (1d8504c6c), with our own gaudi_config.json for the hub names."""
+    config = str(_config_dir(tmp_path, BERT_CONFIG))
+    glue = ["--model_name_or_path", "bert-large-uncased-whole-word-masking",
+            "--gaudi_config_name", config, "--task_name", "mrpc", "--do_train", "--do_eval",
+            "--per_device_train_batch_size", "64", "--learning_rate", "3e-5",
+            "--num_train_epochs", "3", "--max_seq_length", "128",
+            "--output_dir", str(tmp_path / "mrpc"), "--use_habana", "--use_lazy_mode",
+            "--use_hpu_graphs_for_inference", "--throughput_warmup_steps", "3", "--bf16",
+            "--sdp_on_bf16"]
+    args, said = _parse(oh.GaudiTrainingArguments, glue)
+    assert args.bf16 and args.learning_rate == 3e-5 and args.throughput_warmup_steps == 3
+    assert args.gaudi_config.use_fused_adam and args.workbench_device == "cpu"
+    assert any("use_hpu_graphs_for_inference" in s and "lazy mode" in s for s in said)
+    clm = ["--model_name_or_path", "gpt2", "--dataset_name", "wikitext",
+           "--dataset_config_name", "wikitext-2-raw-v1", "--per_device_train_batch_size", "4",
+           "--per_device_eval_batch_size", "4", "--do_train", "--do_eval",
+           "--output_dir", str(tmp_path / "clm"), "--gaudi_config_name", config,
+           "--use_habana", "--use_lazy_mode", "--use_hpu_graphs_for_inference",
+           "--throughput_warmup_steps", "3"]
+    args, _ = _parse(oh.GaudiTrainingArguments, clm)
+    assert args.per_device_eval_batch_size == 4 and args.use_lazy_mode
+    summarization = ["--model_name_or_path", "t5-small", "--do_train", "--do_eval",
+                     "--dataset_name", "cnn_dailymail", "--dataset_config", "3.0.0",
+                     "--source_prefix", "summarize: ", "--output_dir", str(tmp_path / "sum"),
+                     "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "4",
+                     "--overwrite_output_dir", "--predict_with_generate", "--use_habana",
+                     "--use_lazy_mode", "--use_hpu_graphs_for_inference",
+                     "--gaudi_config_name", config, "--ignore_pad_token_for_loss", "False",
+                     "--pad_to_max_length", "--save_strategy", "epoch",
+                     "--throughput_warmup_steps", "3", "--bf16"]
+    args, said = _parse(oh.GaudiSeq2SeqTrainingArguments, summarization)
+    assert args.predict_with_generate and args.save_strategy == "epoch"
+    assert any("overwrite_output_dir" in s for s in said), "a field transformers 5 dropped warns"
+
+
+def test_refusals_name_the_field_and_the_replacement(tmp_path):
+    out = str(tmp_path / "o")
+    with pytest.raises(ValueError, match=r"fp8=True .*bf16"):
+        oh.GaudiTrainingArguments(output_dir=out, use_habana=True, fp8=True)
+    with pytest.raises(ValueError, match=r"context_parallel_size=2"):
+        oh.GaudiTrainingArguments(output_dir=out, context_parallel_size=2)
+    with pytest.raises(ValueError, match="gaudi_config_name needs use_habana"):
+        oh.GaudiTrainingArguments(output_dir=out, gaudi_config_name=str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="hf_hub_download"):
+        oh.GaudiConfig.from_pretrained("Habana/bert-base-uncased")
+    with pytest.raises(ValueError, match="known: use_torch_autocast"):
+        oh.GaudiConfig(use_fused_adamw=True)
+    with pytest.warns(UserWarning, match="fast_ddp"):
+        oh.GaudiTrainingArguments(output_dir=out, distribution_strategy="fast_ddp")
+
+
+def test_habanas_published_configs_read(tmp_path):
+    bert = oh.GaudiConfig.from_pretrained(_config_dir(tmp_path, BERT_CONFIG))
+    assert (bert.use_fused_adam, bert.use_fused_clip_norm, bert.use_torch_autocast) == (
+        True, True, True)
+    sd2 = oh.GaudiConfig.from_pretrained(_config_dir(tmp_path, SD2_CONFIG) / "gaudi_config.json")
+    assert sd2.autocast_bf16_ops[0] == "conv2d" and sd2.to_dict()["autocast_fp32_ops"][-1] == \
+        "nll_loss"
+
+
+def _train(tmp_path, trainer_fn, args):
+    model, tok, data, metrics = own_parts()
+    trainer = trainer_fn(model=model, args=args, train_dataset=data["train"],
+                         eval_dataset=data["eval"], processing_class=tok,
+                         compute_metrics=metrics)
+    trainer.train()
+    run = wb.Run.open(sorted(wb.runs()["path"])[-1])
+    return [e["loss"] for e in run.events if e.get("phase") in ("warmup", "train")], run
+
+
+def test_an_optimum_habana_script_trains_the_loss_curve_of_wb_training_args(tmp_path, capsys):
+    """The done-check: an Optimum Habana argument set with Habana's BERT gaudi_config.json,
+    through the compat module, and its equivalent with wb.training_args, same seed."""
+    import transformers
+
+    config = _config_dir(tmp_path, BERT_CONFIG)
+    common = {"max_steps": 8, "per_device_train_batch_size": 8, "learning_rate": 1e-3,
+              "seed": 0, "report_to": "none", "disable_tqdm": True, "save_strategy": "no"}
+    gaudi_args = oh.GaudiTrainingArguments(
+        output_dir=str(tmp_path / "oh"), use_habana=True, use_lazy_mode=True,
+        gaudi_config_name=str(config), throughput_warmup_steps=2, **common)
+    assert "no Gaudi: training on cpu" in capsys.readouterr().out
+    transformers.set_seed(0)
+    oh_loss, oh_run = _train(tmp_path, oh.GaudiTrainer, gaudi_args)
+    # the equivalent: bf16 from use_torch_autocast, Optimum Habana's adam_epsilon
+    wb_args = wb.training_args(str(tmp_path / "wb"), bf16=True, adam_epsilon=1e-6,
+                               optim="adamw_torch", **common)
+    transformers.set_seed(0)
+    wb_loss, wb_run = _train(tmp_path, lambda **kw: wb.attach(transformers.Trainer(**kw),
+                                                             live=False).trainer, wb_args)
+    assert oh_run.path != wb_run.path and len(oh_loss) == 8
+    assert oh_loss == pytest.approx(wb_loss, rel=1e-6), "the same loss curve"
+    assert oh_run.spec["training_arguments"]["bf16"] is True
+    assert oh_run.spec["args"]["throughput_warmup_steps"] == 2
+    assert oh_run.status == "completed"

@@ -1,0 +1,1 @@
+"""Code written for other libraries, run through the workbench (``compat.optimum_habana``)."""

@@ -1,0 +1,151 @@
+"""The device's fast defaults for a user's own Trainer: its TrainingArguments and static shapes.
+
+``wb.training_args(output_dir, **kwargs)`` returns ``transformers.TrainingArguments`` with
+what the backend record chooses for ``wb.train`` (``recipe.device_fields``,
+``recipe.optim_name``), every keyword of the user's winning. ``wb.bucket_collator`` pads the
+user's own tokenized dataset to a few lengths computed from it (``shapes.buckets``,
+``batching.BucketCollator``): on Gaudi, a few graph compiles instead of one per length.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ..backends.registry import device_in_mode
+from . import shapes
+from .batching import BucketCollator
+from .recipe import auto_steps, device_fields, optim_name
+
+# Reading the loss every step makes the host wait for the device: transformers' NaN filter
+# reads it at every step (``torch.isnan(...)`` in a Python ``if``), so it is off; logging
+# comes about 50 times a run (``recipe.auto_steps``) when the run's length is known.
+QUIET = {"logging_nan_inf_filter": False, "include_num_input_tokens_seen": False}
+
+
+def defaults_for(device, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The TrainingArguments fields the backend record chooses on ``device``, before the
+    user's ``kwargs`` (which win: they are applied after)."""
+    compile_ = device.backend.compile_default(device.mode)
+    if kwargs.get("torch_compile") is False:
+        compile_ = False
+    chosen = {
+        **device_fields(device, device.resolve_precision("auto"), compile_),
+        "optim": optim_name(device),
+        **QUIET,
+        "dataloader_pin_memory": device.kind != "cpu",
+    }  # pinning needs an accelerator
+    steps = kwargs.get("max_steps")
+    if isinstance(steps, int) and steps > 0:
+        chosen["logging_steps"] = auto_steps(steps)[0]
+    return chosen
+
+
+def training_args(output_dir: str, *, device: str = "auto", mode: str | None = None, **kwargs):
+    """``transformers.TrainingArguments`` with the device's fast defaults; yours win.
+
+    Parameters
+    ----------
+    output_dir : str
+        Where the Trainer writes checkpoints (as for ``TrainingArguments``).
+    device : str
+        ``auto`` (the best available), ``hpu``, ``cuda`` or ``cpu``.
+    mode : {"eager", "lazy", "compile"}, optional
+        Gaudi's execution mode (``wb.train``'s ``mode``).
+    **kwargs
+        Any ``TrainingArguments`` field; each one given wins over the defaults.
+
+    What the defaults are: bf16 where the chip has it (fp32 on a CPU); ``torch_compile``
+    with ``hpu_backend`` in Gaudi's eager mode; the backend's AdamW (on Gaudi the fused hpex
+    AdamW, which ``wb.attach`` hands the Trainer over its own decay groups); DDP's backend
+    under torchrun; no NaN filter, and logging about 50 times a run when ``max_steps`` is
+    given (both avoid a device sync per step). Lazy mode's ``mark_step`` calls come with
+    ``wb.attach`` / ``wb.callback()``.
+
+    Examples
+    --------
+    >>> args = wb.training_args("out", max_steps=100)  # doctest: +SKIP
+    """
+    import transformers
+
+    if not isinstance(output_dir, (str, bytes)) and not hasattr(output_dir, "__fspath__"):
+        raise TypeError(
+            f"output_dir must be a path, got {output_dir!r}: pass the directory "
+            f"for the Trainer's checkpoints, e.g. wb.training_args('out', ...)"
+        )
+    fields = {f.name for f in dataclasses.fields(transformers.TrainingArguments)}
+    unknown = sorted(set(kwargs) - fields)
+    if unknown:
+        import difflib
+
+        hints = [
+            f"{k} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(k, fields, 1)) else k
+            for k in unknown
+        ]
+        raise ValueError(f"not TrainingArguments fields: {', '.join(hints)}")
+    dev = device_in_mode(device, mode)
+    return transformers.TrainingArguments(
+        output_dir=str(output_dir), **{**defaults_for(dev, kwargs), **kwargs}
+    )
+
+
+def bucket_collator(
+    tokenizer,
+    *datasets,
+    batch_size: int,
+    buckets: int = 8,
+    max_length: int | None = None,
+    task: str = "classification",
+    column: str = "input_ids",
+):
+    """A data collator that pads your tokenized dataset to at most ``buckets`` lengths.
+
+    The lengths are the boundaries that waste the least padding over the rows of
+    ``datasets`` (training and evaluation: every row must fit one); every batch is padded to
+    its longest row's bucket and filled to ``batch_size`` rows (dummy rows take no loss).
+    Pass it as the Trainer's ``data_collator``; the dataset stays as it is.
+
+    Parameters
+    ----------
+    tokenizer
+        Gives the pad token.
+    *datasets
+        Tokenized datasets (rows with ``column``).
+    batch_size : int
+        Rows of every batch: the larger of the train and eval batch sizes.
+    buckets : int
+        Most distinct lengths (static shapes).
+    max_length : int, optional
+        Rows are cut at this length (it is then the largest bucket).
+    task : {"classification", "causal_lm"}
+        How labels are padded (``causal_lm``: labels from the ids where a row has none).
+    """
+    if not datasets:
+        raise ValueError(
+            "bucket_collator(tokenizer, train_dataset, ...): pass the tokenized "
+            "datasets the Trainer will read"
+        )
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r}: pass the Trainer's batch size per device")
+    import numpy as np
+
+    lengths = np.concatenate([shapes.lengths_of(d, column) for d in datasets])
+    bounds = shapes.buckets(lengths, k=buckets, max_length=max_length)
+    return LabelsCollator(BucketCollator(tokenizer, bounds, batch_size, task=task))
+
+
+class LabelsCollator:
+    """A collator whose rows call their labels ``label`` or ``label_ids`` (as ``datasets``
+    often do) handed to ``inner`` as ``labels``, as transformers' own collators rename them:
+    the bucket collator then pads dummy rows' labels with -100 (no loss)."""
+
+    RENAMED = ("label", "label_ids")
+
+    def __init__(self, inner: BucketCollator):
+        self.inner = inner
+        self.boundaries = inner.boundaries  # the static lengths
+
+    def __call__(self, features):
+        return self.inner(
+            [{("labels" if k in self.RENAMED else k): v for k, v in f.items()} for f in features]
+        )
