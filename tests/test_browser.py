@@ -230,3 +230,31 @@ def test_pick_a_model_and_a_dataset_and_press_train(lab):
     assert [s["status"] for s in failed] == ["failed"] and "HF_HUB_OFFLINE" in failed[0]["error"]
     summary = json.loads(summaries[0].read_text())
     assert summary["status"] == "completed" and summary["step"] == 30
+
+
+def test_an_attached_trainers_executed_notebook_shows_its_chart_after_a_restart(tmp_path):
+    """Notebook 12 (a user's own Trainer with ``wb.attach``), executed by papermill as CI runs
+    it, then opened in a JupyterLab started afterwards: the attached run's cell shows its chart
+    (or, untrusted, its saved picture), never a widget error."""
+    import papermill
+    from playwright.sync_api import sync_playwright
+
+    from conftest import ROOT
+
+    require_chromium()
+    notebook = "12_your_own_trainer.ipynb"
+    papermill.execute_notebook(str(ROOT / "notebooks" / notebook), str(tmp_path / notebook),
+                               kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
+    saved = nbformat.read(tmp_path / notebook, as_version=4)
+    attached = [c for c in saved.cells if c.cell_type == "code" and "wb.attach(" in c.source]
+    assert attached and any("image/png" in o.get("data", {}) for o in attached[0].outputs), \
+        "the attached cell keeps its picture"
+    with jupyterlab(tmp_path) as lab, sync_playwright() as p, \
+            browser_page(p, "attached-reopened", viewport={"width": 1300, "height": 1000}) as page:
+        open_notebook(page, lab, notebook)
+        wait_ui(page, "() => document.querySelector('.wb-saved[data-mounted] .wb-dash .wb-panel canvas')"
+                " || [...document.querySelectorAll('.wb-fallback img')].some(i => i.offsetWidth > 0)",
+                "the attached run's saved chart or its picture", 120_000)
+        page.locator(".wb-saved, .wb-fallback").first.scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "browser-attached-reopened.png"))
+        assert "Error displaying widget" not in page.locator(".jp-Notebook").inner_text()
