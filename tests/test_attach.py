@@ -48,7 +48,7 @@ def own_trainer(tmp_path: Path, callbacks=None, max_steps: int = 12, **kw):
     args = transformers.TrainingArguments(**{
         "output_dir": str(tmp_path / "out"), "max_steps": max_steps,
         "per_device_train_batch_size": 8, "learning_rate": 1e-3, "eval_strategy": "steps",
-        "eval_steps": 6, "save_strategy": "no", "report_to": "none", "use_cpu": True,
+        "eval_steps": 6, "save_strategy": "no", "report_to": "none",
         "disable_tqdm": True, "seed": 0, **kw})
     return transformers.Trainer(model=model, args=args, train_dataset=data["train"],
                                 eval_dataset=data["eval"], processing_class=tok,

@@ -98,7 +98,7 @@ def test_launch_command_for_two_nodes_of_eight_hpus():
                         "--rdzv_endpoint=gaudi-a:29500", f"--rdzv_id={cmd.run_dir.split('/')[-1]}"]
     assert args[-3:] == ["-m", "workbench.scaleout.worker", cmd.run_dir]
     spec = json.loads(open(f"{cmd.run_dir}/spec.json").read())
-    assert spec["launch"] == {"devices": 16, "strategy": "ddp", "zero_stage": None}
+    assert spec["launch"] == {"devices": 16, "strategy": "ddp", "zero_stage": None, "env": {}}
     ds = wb.launch_command("llama-tiny", "docstrings-lm", nodes=2, devices_per_node=8,
                            hosts=["gaudi-a", "gaudi-b"], strategy="deepspeed", zero_stage=3)
     assert ds.hostfile == "gaudi-a slots=8\ngaudi-b slots=8\n"
