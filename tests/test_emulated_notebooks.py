@@ -1,4 +1,4 @@
-"""Notebooks 01 and 07 under papermill with ``WORKBENCH_DEVICE=hpu`` on the emulated Gaudi.
+"""Notebooks 01, 07 and 12 (your own Trainer, attached) under papermill with ``WORKBENCH_DEVICE=hpu`` on the emulated Gaudi.
 
 The kernel is its own process (papermill starts it with this environment), so the emulated
 device never enters pytest's process. Each notebook's recorded results must pass the same
@@ -16,7 +16,7 @@ import workbench as wb
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["01_quickstart", "07_multi_device"])
+@pytest.mark.parametrize("name", ["01_quickstart", "07_multi_device", "12_your_own_trainer"])
 def test_notebook_trains_on_the_emulated_hpu(name, tmp_path, monkeypatch):
     for key, value in environment(tmp_path, WORKBENCH_DEVICE="hpu").items():
         monkeypatch.setenv(key, value)
