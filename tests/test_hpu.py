@@ -325,6 +325,55 @@ def test_launch_trains_two_ranks_over_hccl_each_on_its_own_card(on_hpu):
         assert len(ranks) == 2 and len({seen["params_sha256"] for seen in ranks}) == 1
 
 
+@pytest.mark.slow
+def test_a_killed_rank_restarts_both_from_the_last_checkpoint_on_their_cards(on_hpu):
+    """``wb.launch(devices=2, device="hpu", max_restarts=1)``: rank 1 is killed after the
+    first checkpoint; torchrun restarts both workers, each takes its card again (a dead
+    process's card is free, as the driver frees it on exit), both continue from the last
+    checkpoint over hccl and end on the same weights."""
+    out = on_hpu("""
+        import json, signal, time
+        import psutil
+        import workbench as wb
+
+        run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), devices=2,
+                        device="hpu", mode="eager", max_steps=12, save_every=4, log_every=2,
+                        batch_size=2, max_length=32, max_restarts=1, live=False,
+                        background=True)
+
+        def rank_1():
+            if run.last_checkpoint is None:
+                return None
+            for p in psutil.Process(run.process.pid).children(recursive=True):
+                try:
+                    if ("workbench.scaleout.worker" in " ".join(p.cmdline())
+                            and p.environ().get("RANK") == "1"):
+                        return p
+                except psutil.NoSuchProcess:
+                    continue
+            return None
+
+        deadline = time.monotonic() + 300
+        victim = rank_1()
+        while victim is None and run.process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)  # a poll interval: waiting for the first checkpoint
+            victim = rank_1()
+        out["killed_at"] = run.last_checkpoint.name if victim is not None else None
+        victim.send_signal(signal.SIGKILL)
+        run.wait(600)
+        out["status"] = [run.status, run.summary.get("error")]
+        out["restarts"] = [e for e in run.events if e.get("phase") == "restart"]
+        out["ranks"] = [json.loads(p.read_text()) for p in sorted((run.path / "ranks").glob("*"))]
+    """)
+    assert out["killed_at"] is not None, out
+    assert out["status"] == ["completed", None], out
+    assert len(out["restarts"]) == 1 and out["restarts"][0]["from"].startswith("checkpoint-")
+    ranks = out["ranks"]
+    assert len(ranks) == 2 and {r["step"] for r in ranks} == {12}, ranks
+    assert all(r["device"] == "hpu:0" and r["dist_backend"] == "hccl" for r in ranks), ranks
+    assert len({r["params_sha256"] for r in ranks}) == 1
+
+
 def test_compile_counter_and_unknown_metrics(hpu, monkeypatch):
     """graph_compilation counts non-eager graphs only; an unknown metric is None, not an error."""
     from habana_frameworks.torch.hpu import metrics
