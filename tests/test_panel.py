@@ -108,6 +108,9 @@ def test_panel_shows_devices_and_runs_and_stops_a_run(tmp_path, make_run):
         tab.click()
         wait_ui(page, f"() => !(document.querySelector('{PANEL}')?.offsetWidth > 0)", "the panel to hide", 30_000)
         devices_then = sum("/workbench/devices" in u for u in requests)
+        cards_then = sum("/workbench/cards" in u for u in requests)
+        # The cards (who holds each) come with every fifth reading (CARDS_EVERY), not each.
+        assert 1 <= cards_then <= devices_then // 5 + 2, (cards_then, devices_then)
         runs_then = sum("/workbench/runs" in u for u in requests)
         for _ in range(600):  # until three more runs polls (2 s apart while training), at most ~60 s
             if sum("/workbench/runs" in u for u in requests) >= runs_then + 3:

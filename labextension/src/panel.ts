@@ -144,6 +144,7 @@ export class WorkbenchPanel extends Widget {
     button.disabled = true;
     try {
       await this.actions.shutdownKernel(h.kernel_id);
+      this.devices.refreshCards();
     } catch (error) {
       button.disabled = false;
       Notification.error(`Could not shut down the kernel: ${describe(error)}`, { autoClose: 8000 });
