@@ -20,6 +20,7 @@ points of one core) and the ratio open / closed, and writes them as JSON with ``
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import statistics
 import sys
@@ -80,11 +81,21 @@ def main(argv=None) -> int:
     from playwright.sync_api import sync_playwright
 
     out: dict[str, list[float]] = {"no page": [], "panel closed": [], "panel open": []}
+    # What the page asked the server extension for in each window, per endpoint: tells a
+    # change in what one request costs from a change in how often the page asks.
+    asked: dict[str, collections.Counter] = {k: collections.Counter() for k in out}
+    urls: list[str] = []
+
+    def count(condition: str, since: int) -> None:
+        for u in urls[since:]:
+            if "/workbench/" in u:
+                asked[condition][u.split("/workbench/", 1)[1].split("?")[0]] += 1
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         make_runs(workdir, a.runs, a.events)
         with jupyterlab(workdir) as lab, sync_playwright() as p, browser_page(p, "bench-panel") as page:
             server = psutil.Process(lab["pid"])
+            page.on("request", lambda r: urls.append(r.url))
             for _ in range(a.rounds):
                 page.goto("about:blank")
                 out["no page"].append(window(server, a.seconds))
@@ -94,12 +105,16 @@ def main(argv=None) -> int:
                 if page.evaluate(panel_shown):  # the layout restorer reopened it: show the file browser
                     page.evaluate("() => window.jupyterapp.commands.execute('filebrowser:activate')")
                 window(server, 5, page)  # the page's start-up requests are not the panel's
+                since = len(urls)
                 out["panel closed"].append(window(server, a.seconds, page))
+                count("panel closed", since)
                 page.locator(".wbp-status-item").click()
                 wait_ui(page, panel_shown, "the panel to open", 30_000)
                 wait_ui(page, f"() => document.querySelectorAll('#gaudi-workbench-panel .wbp-run').length === {a.runs}",
                         "the panel to list the runs", 60_000)
+                since = len(urls)
                 out["panel open"].append(window(server, a.seconds, page))
+                count("panel open", since)
                 page.evaluate("() => window.jupyterapp.commands.execute('filebrowser:activate')")
     med = {k: statistics.median(v) for k, v in out.items()}
     result = {"command": "scripts/bench_panel.py " + " ".join(argv or sys.argv[1:]),
@@ -109,6 +124,8 @@ def main(argv=None) -> int:
               "ratios": {"panel_open_vs_closed": (round(med["panel open"] / med["panel closed"], 2)
                                                   if med["panel closed"] > 0 else None)},
               "panel_open_minus_closed_pct": round(med["panel open"] - med["panel closed"], 3),
+              "requests_per_s": {k: {e: round(n / (a.seconds * a.rounds), 3) for e, n in c.items()}
+                                 for k, c in asked.items()},
               "runs": a.runs, "events_per_run": a.events, "seconds": a.seconds, "rounds": a.rounds}
     print(json.dumps(result, indent=2))
     if a.json:
