@@ -5,7 +5,7 @@
 //    costs the server something; nobody looks at a hidden panel); the cards and their holders
 //    with every CARDS_EVERY-th reading, and at once after a kernel is shut down from the
 //    panel (a holder changes when a kernel starts or ends, not every second, and finding
-//    the holders reads every process's open files: 6 ms for 69 processes on the CI VM, so
+//    the holders reads every process's open files: 6 ms for 69 processes on the dev VM, so
 //    tens of ms a second on a busy Gaudi node if asked every second);
 //  - runs: once a second while the panel is visible, every 2 s while a run trains (the
 //    status bar's step and ETA), every 15 s otherwise (to notice a run starting).
