@@ -12,11 +12,12 @@ import tempfile
 import time
 from typing import Any
 
+from transformers import TrainerCallback
+
 from ..catalog import model as as_model
 from ..data import dataset as as_dataset
 from ..training.attachment import attach
 from ..training.batching import collator
-from ..training.callbacks import as_callback
 from ..training.engine import train
 
 __all__ = [
@@ -79,7 +80,7 @@ def engine_setup(shape: str = "bert-mini", config: dict | None = None):
     return as_model(family, size="tiny", **{**overrides, **(config or {})}), as_dataset(data)
 
 
-class _Timer:
+class _Timer(TrainerCallback):
     """A TrainerCallback that notes the clock at two step boundaries (after a sync)."""
 
     def __init__(self, device, start: int, end: int):
@@ -97,7 +98,7 @@ class _Timer:
 
 def timer(device, start: int, end: int):
     """A Trainer callback timing the steps after ``start`` up to ``end``; ``.steps_per_s()``."""
-    return as_callback(_Timer(device, start, end))
+    return _Timer(device, start, end)
 
 
 class RawLoop:

@@ -18,13 +18,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from transformers import TrainerCallback
+
 from ..backends.registry import device as pick_device
 from ..rundir import run as runs
 from ..rundir.run import STOP_FILE
 from ..rundir.writer import RunWriter, create
 from ..views.dashboard import attach as show
 from .batching import CountingCollator
-from .callbacks import Events, MarkStep, as_callback
+from .callbacks import Events, MarkStep
 from .engine import Run, training
 from .interrupts import Interrupts
 from .recipe import auto_steps, optim_name
@@ -54,7 +56,7 @@ def _check(live, name, throughput_warmup_steps, run_dir) -> None:
     runs.check_root(run_dir)
 
 
-class Attachment:
+class Attachment(TrainerCallback):
     """The TrainerCallback that makes a run of a user's Trainer (built by ``callback()``).
 
     One training call (``trainer.train()``) is one run; training again (resuming from a
@@ -154,20 +156,18 @@ class Attachment:
         self._stack.enter_context(training(run))  # %wb stop and Run.stop() find it
         self._stack.enter_context(Interrupts(run))  # the first Ctrl-C stops with a checkpoint
         counter = _counter(loader, model)
-        self.events = as_callback(
-            Events(
-                run.log,
-                run.stop_flag,
-                spec["model"]["task"],
-                self._device,
-                counter,
-                args.per_device_train_batch_size,
-                self.warmup,
-                size,
-                min_interval=self._device.backend.log_interval_s if size == 1 else 0.0,
-                stop_file=path / STOP_FILE if size == 1 else None,
-                save_last=False,
-            )
+        self.events = Events(
+            run.log,
+            run.stop_flag,
+            spec["model"]["task"],
+            self._device,
+            counter,
+            args.per_device_train_batch_size,
+            self.warmup,
+            size,
+            min_interval=self._device.backend.log_interval_s if size == 1 else 0.0,
+            stop_file=path / STOP_FILE if size == 1 else None,
+            save_last=False,
         )
         self._t0 = runs.monotonic()
 
@@ -362,10 +362,8 @@ def callback(
     ...                   callbacks=[wb.callback()])  # doctest: +SKIP
     """
     _check(live, name, throughput_warmup_steps, run_dir)
-    return as_callback(
-        Attachment(
-            name=name, run_dir=run_dir, live=live, throughput_warmup_steps=throughput_warmup_steps
-        )
+    return Attachment(
+        name=name, run_dir=run_dir, live=live, throughput_warmup_steps=throughput_warmup_steps
     )
 
 
@@ -395,14 +393,12 @@ def attach(
             "this Trainer is attached already (wb.attach or wb.callback): attach it once"
         )
     _check(live, name, throughput_warmup_steps, run_dir)
-    attachment = as_callback(
-        Attachment(
-            name=name,
-            run_dir=run_dir,
-            live=live,
-            throughput_warmup_steps=throughput_warmup_steps,
-            trainer=trainer,
-        )
+    attachment = Attachment(
+        name=name,
+        run_dir=run_dir,
+        live=live,
+        throughput_warmup_steps=throughput_warmup_steps,
+        trainer=trainer,
     )
     _apply(trainer)
     trainer.add_callback(attachment)

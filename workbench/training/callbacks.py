@@ -1,8 +1,9 @@
 """The Trainer's callbacks: events, sample grids, stopping across ranks, HPU lazy-mode steps.
 
-Plain classes that get the ``TrainerCallback`` interface from ``as_callback`` when a run
-is built, so that this module imports no transformers at import time. They read and write
-only what they are handed (an event log, a stop flag, the device record): never a run.
+Ordinary ``transformers.TrainerCallback`` subclasses (the Trainer's documented extension
+point for observing and steering the loop). They read and write only what they are handed
+(an event log, a stop flag, the device record): never a run. Modules that must stay light
+(``engine``, read by ``wb.Run.open``) import this one where a Trainer is built.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from transformers import TrainerCallback
+
 from ..rundir.run import EventLog, monotonic
 from .batching import CountingCollator
 
 
-class Events:
+class Events(TrainerCallback):
     """Emits events at logging steps and evaluations; stops on request or on NaN."""
 
     def __init__(
@@ -178,7 +181,7 @@ class Events:
         return out
 
 
-class Samples:
+class Samples(TrainerCallback):
     """Text-to-image runs: at every ``every``-th step (None: none) and at the last, a grid of
     samples for fixed prompts and a fixed seed, emitted as one ``samples`` event (the grid as
     a base64 PNG). Training is left as it was: the model's train mode is restored, the global
@@ -246,7 +249,7 @@ class Samples:
         return control
 
 
-class DistStop:
+class DistStop(TrainerCallback):
     """Across ranks, stop at the same step: at each logging step every rank contributes
     its own stop request (run.stop(), an interrupt, or the launcher's STOP file) to one
     all-reduce, so all ranks agree. Stopping at different steps would hang the others."""
@@ -269,7 +272,7 @@ class DistStop:
         return control
 
 
-class MarkStep:
+class MarkStep(TrainerCallback):
     """HPU lazy mode: run the graph accumulated so far where optimum-habana's trainer does,
     so that one graph never spans micro-steps or evaluation batches: after every backward
     (``on_substep_end`` for the accumulation micro-steps, ``on_pre_optimizer_step`` for the
@@ -283,39 +286,3 @@ class MarkStep:
         self.device.mark_step()
 
     on_substep_end = on_pre_optimizer_step = on_optimizer_step = on_prediction_step = _mark
-
-
-def as_callback(obj):
-    """Give one of our plain classes the TrainerCallback interface (no-op defaults)."""
-    from transformers import TrainerCallback
-
-    cls = type(type(obj).__name__, (type(obj), TrainerCallback), {})
-    obj.__class__ = cls
-    return obj
-
-
-def use_batch_sampler(trainer, sampler) -> None:
-    """Train on ``sampler``'s batches. The Trainer has no public hook for a batch sampler,
-    so this one Trainer instance gets its own ``get_train_dataloader`` (the class and the
-    library stay untouched); the loader still goes through accelerate's ``prepare``."""
-    import torch
-
-    def get_train_dataloader():
-        args = trainer.args
-        loader = trainer.accelerator.prepare(
-            torch.utils.data.DataLoader(
-                trainer.train_dataset,
-                batch_sampler=sampler,
-                collate_fn=trainer.data_collator,
-                num_workers=args.dataloader_num_workers,
-                pin_memory=args.dataloader_pin_memory,
-            )
-        )
-        shard = getattr(loader, "batch_sampler", None)
-        if getattr(shard, "batch_sampler", None) is sampler:
-            # several processes: the sampler already shards by rank; accelerate's
-            # BatchSamplerShard must not shard it again
-            shard.num_processes, shard.process_index, shard.batch_size = 1, 0, None
-        return loader
-
-    trainer.get_train_dataloader = get_train_dataloader

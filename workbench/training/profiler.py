@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from transformers import TrainerCallback
+
 from ..backends.registry import backend
 from ..liblogs import native_stderr_without
 from . import runargs
@@ -58,11 +60,13 @@ def _activities(kind: str) -> list:
     return [getattr(enum, n) for n in names if n in have]
 
 
-class _ProfileSteps:
-    """A TrainerCallback that runs torch.profiler on a schedule: warm-up, then active steps."""
+class _ProfileSteps(TrainerCallback):
+    """A TrainerCallback that runs torch.profiler on a schedule: warm-up, then active steps,
+    writing into the run directory's ``profile`` folder."""
 
-    def __init__(self, kind: str, warmup: int, steps: int, out: Path):
-        self.kind, self.warmup, self.steps, self.out = kind, warmup, steps, out
+    def __init__(self, kind: str, warmup: int, steps: int):
+        self.kind, self.warmup, self.steps = kind, warmup, steps
+        self.out: Path | None = None  # <run directory>/profile, known when training begins
         self.prof, self.recorded = None, ()
         self.quiet = contextlib.ExitStack()  # the profiler's own lines held back while it records
 
@@ -83,6 +87,7 @@ class _ProfileSteps:
     def on_train_begin(self, args, state, control, **kw):
         from torch.profiler import profile, schedule
 
+        self.out = Path(args.output_dir).parent / "profile"  # output_dir: <run>/checkpoints
         self.out.mkdir(parents=True, exist_ok=True)
         activities = _activities(self.kind)
         self.recorded = tuple(a.name.lower() for a in activities)
@@ -174,7 +179,6 @@ def profile(
         Passed to ``wb.train`` (batch_size, max_length, device, ...).
     """
     from ..backends.registry import device as pick_device
-    from .callbacks import as_callback
     from .engine import train
 
     if steps < 1 or warmup < 0:
@@ -182,21 +186,13 @@ def profile(
     kind = pick_device(train_args.get("device", "auto")).kind
     train_args.setdefault("live", "auto")
     train_args.setdefault("name", "profile")
-    steps_cb = _ProfileSteps(kind, warmup, steps, Path("."))
-    callback = as_callback(steps_cb)
-    original = callback.on_train_begin
-
-    def begin(args, state, control, **kw):
-        steps_cb.out = Path(args.output_dir).parent / "profile"  # the run directory
-        return original(args, state, control, **kw)
-
-    callback.on_train_begin = begin
+    steps_cb = _ProfileSteps(kind, warmup, steps)
     try:
         run = train(
             model,
             data,
             max_steps=warmup + steps,
-            callbacks=[callback],
+            callbacks=[steps_cb],
             eval_every=None,
             **train_args,
         )

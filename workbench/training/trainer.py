@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from ..backends.registry import DeviceInfo
 from ..backends.torchrun import world
@@ -16,7 +17,9 @@ from ..data import DataSpec
 from ..rundir.run import STOP_FILE, RunDir
 from . import recipe
 from .attention import causal_sdpa, quiet_missing_mask_warning, without_cache
-from .callbacks import DistStop, Events, MarkStep, Samples, as_callback, use_batch_sampler
+
+if TYPE_CHECKING:  # the callbacks import transformers: build() imports them
+    from .callbacks import Events
 
 
 def _model(mspec: ModelSpec, dspec: DataSpec, run: RunDir, precision: str):
@@ -112,17 +115,14 @@ def fused_optimizer(device: DeviceInfo, args):
     }  # not the bridge's eps default (1e-6)
 
 
-def _room_for_shapes(inner) -> None:
-    """Raise dynamo's recompile limit to a graph per static shape, training and eval, + 2."""
+def _room_for_shapes(inner):
+    """Raise dynamo's recompile limit to a graph per static shape, training and eval, + 2,
+    for this run; returns the function that puts the process's limit back."""
     # Past the limit (8 by default) dynamo runs the model uncompiled: slow on Gaudi.
-    import torch._dynamo
+    from .torchconfig import raise_recompile_limit
 
     shapes = len(getattr(inner, "boundaries", ())) or 1  # bucketed / packed: the boundaries
-    config = torch._dynamo.config
-    # torch 2.7 renamed cache_size_limit to recompile_limit (the old name stays an alias);
-    # Intel's Gaudi containers may ship an older torch
-    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
-    setattr(config, name, max(getattr(config, name), 2 * shapes + 2))
+    return raise_recompile_limit(2 * shapes + 2)
 
 
 def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callbacks: list = ()):
@@ -132,6 +132,9 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
     ``extra_callbacks`` are the caller's own TrainerCallbacks.
     """
     import transformers
+
+    from .callbacks import DistStop, Events, MarkStep, Samples
+    from .loaders import BatchSamplerTrainer
 
     spec = run.spec
     mspec, dspec, a = (
@@ -150,46 +153,43 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
 
     counter = CountingCollator(inner, model, drop=drop)
     targs = recipe.training_arguments(a, device, mspec.task, run.path, recipe.optim_name(device))
-    if targs["torch_compile"]:
-        _room_for_shapes(inner)
     args = transformers.TrainingArguments(**targs)
     # Gradient clipping stays the Trainer's (max_grad_norm): transformers computes the norm at
     # every optimizer step anyway, to log it, so a fused clip on top would compute it twice.
     rank, size = world()
-    events = as_callback(
-        Events(
-            run.log,
-            stop,
-            mspec.task,
-            device,
-            counter,
-            a["batch_size"],
-            a["throughput_warmup_steps"],
-            size,
-            min_interval=recipe.log_interval(a, device, size),
-            stop_file=run.path / STOP_FILE if size == 1 else None,
-        )
+    events = Events(
+        run.log,
+        stop,
+        mspec.task,
+        device,
+        counter,
+        a["batch_size"],
+        a["throughput_warmup_steps"],
+        size,
+        min_interval=recipe.log_interval(a, device, size),
+        stop_file=run.path / STOP_FILE if size == 1 else None,
     )
     callbacks = [events]
     if size > 1:
-        callbacks.insert(0, as_callback(DistStop(stop, run.path / STOP_FILE, a["log_every"])))
+        callbacks.insert(0, DistStop(stop, run.path / STOP_FILE, a["log_every"]))
     if a.get("sample_prompts") and rank == 0:  # sample grids: the main process only
         callbacks.append(
-            as_callback(
-                Samples(
-                    run.log,
-                    a["sample_prompts"],
-                    a.get("sample_every"),
-                    a.get("sample_steps") or 10,
-                    a["seed"],
-                    device,
-                    exclude=events.exclude,
-                )
+            Samples(
+                run.log,
+                a["sample_prompts"],
+                a.get("sample_every"),
+                a.get("sample_steps") or 10,
+                a["seed"],
+                device,
+                exclude=events.exclude,
             )
         )
     if device.mode == "lazy":  # Gaudi's legacy graph mode (other backends have no mode)
-        callbacks.append(as_callback(MarkStep(device)))
-    trainer = transformers.Trainer(
+        callbacks.append(MarkStep(device))
+    # a batch sampler of our own (bucketed): the Trainer subclass that loads from it
+    extra = {} if sampler is None else {"batch_sampler": sampler}
+    trainer_class = transformers.Trainer if sampler is None else BatchSamplerTrainer
+    trainer = trainer_class(
         model=model,
         args=args,
         train_dataset=prepared["train"],
@@ -199,12 +199,25 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
         callbacks=callbacks + list(extra_callbacks),
         optimizer_cls_and_kwargs=fused_optimizer(device, args),
         compute_metrics=accuracy if mspec.task == "classification" else None,
+        **extra,
     )
     trainer.remove_callback(transformers.PrinterCallback)  # events replace its printed dicts
-    if sampler is not None:
-        use_batch_sampler(trainer, sampler)
+    if targs["torch_compile"]:  # last: nothing below can fail and leave the limit raised
+        restore = _both(restore, _room_for_shapes(inner))
     run.hold(model, tok)
     return trainer, events, restore
+
+
+def _both(first, second):
+    """One restore function that runs ``first`` (if any), then ``second``."""
+    if first is None:
+        return second
+
+    def restore():
+        first()
+        second()
+
+    return restore
 
 
 def outcome(
