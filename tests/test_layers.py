@@ -291,3 +291,85 @@ def test_every_module_and_function_the_architecture_doc_names_exists():
     drawn = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name in subpackages}
     table = set(re.findall(r"^\| `([a-z_]+)/` \|", doc, flags=re.M))
     assert drawn <= table, f"subpackages the table lacks: {sorted(drawn - table)}"
+
+
+# ---------------------------------------------------------------- the environment, one list
+def _constants(tree: ast.Module) -> dict[str, str]:
+    """Module-level ``NAME = "string"`` assignments."""
+    out = {}
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)):
+            out.update({t.id: node.value.value for t in node.targets if isinstance(t, ast.Name)})
+    return out
+
+
+def _environment_reads(path: Path) -> list[tuple[int, str]]:
+    """(line, variable) of every environment lookup whose name the code states: a string,
+    a module constant or ``settings.NAME`` (``os.environ.get/[...]/setdefault/pop``,
+    ``os.getenv``, ``NAME in os.environ``)."""
+    from workbench import settings
+
+    tree = ast.parse(path.read_text())
+    known = {**_constants(tree), **{k: v for k, v in vars(settings).items() if isinstance(v, str)}}
+
+    def name(node) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.Name):
+            return known.get(node.id)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "settings":
+            return known.get(node.attr)
+        return None
+
+    def is_environ(node) -> bool:
+        return ast.unparse(node) in ("os.environ", "environ")
+
+    found = []
+    for node in ast.walk(tree):
+        key = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            if is_environ(node.func.value) and node.func.attr in ("get", "setdefault", "pop"):
+                key = node.args[0]
+            elif ast.unparse(node.func) == "os.getenv":
+                key = node.args[0]
+        elif isinstance(node, ast.Subscript) and is_environ(node.value):
+            key = node.slice
+        elif isinstance(node, ast.Compare) and any(is_environ(c) for c in node.comparators):
+            key = node.left
+        if key is not None and name(key) is not None:
+            found.append((node.lineno, name(key)))
+    return found
+
+
+def test_every_environment_variable_the_package_reads_is_in_the_settings_table():
+    """``workbench/settings.py`` is the one list of the variables the package reads: a
+    lookup of a variable it does not list fails here, naming the file and line."""
+    from workbench.settings import VARIABLES
+
+    missing = [f"{p.relative_to(PACKAGE.parent)}:{line} reads {var}"
+               for p in sorted(PACKAGE.rglob("*.py")) for line, var in _environment_reads(p)
+               if var not in VARIABLES]
+    assert not missing, "add these to workbench/settings.py VARIABLES:\n" + "\n".join(missing)
+    reads = {var for p in PACKAGE.rglob("*.py") for _line, var in _environment_reads(p)}
+    assert {"WORKBENCH_RUNS", "WORKBENCH_CACHE", "PT_HPU_LAZY_MODE", "RANK"} <= reads, reads
+
+
+def test_the_environment_reader_sees_each_form_of_lookup(tmp_path):
+    source = ("import os\nfrom workbench import settings\nVAR = 'FROM_CONSTANT'\n"
+              "a = os.environ.get('A_GET')\nb = os.environ['B_ITEM']\nc = os.getenv('C_GETENV')\n"
+              "d = 'D_IN' in os.environ\ne = os.environ.get(VAR)\nf = os.environ.get(settings.RUNS)\n"
+              "g = os.environ.setdefault('G_DEFAULT', '1')\n")
+    path = tmp_path / "mod.py"
+    path.write_text(source)
+    assert [v for _line, v in _environment_reads(path)] == sorted(
+        ["A_GET", "B_ITEM", "C_GETENV", "D_IN", "FROM_CONSTANT", "WORKBENCH_RUNS", "G_DEFAULT"],
+        key=["A_GET", "B_ITEM", "C_GETENV", "D_IN", "FROM_CONSTANT", "WORKBENCH_RUNS", "G_DEFAULT"].index)
+
+
+def test_where_runs_go_is_decided_in_one_function():
+    """``settings.runs_root`` is the one reader of ``WORKBENCH_RUNS``: no other module looks
+    it up (the listing, the planner, ``%wb`` and new runs all ask the function)."""
+    readers = sorted({str(p.relative_to(PACKAGE.parent)) for p in PACKAGE.rglob("*.py")
+                      for _line, var in _environment_reads(p) if var == "WORKBENCH_RUNS"})
+    assert readers == ["workbench/settings.py"], readers

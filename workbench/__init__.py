@@ -7,7 +7,7 @@ imported only when a function that needs them is called.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -53,6 +53,39 @@ _LAZY = {
     "record": "nbrecord",
     "records": "nbrecord",
 }
+
+# What a type checker and an editor read: the lazily served names, imported for them only
+# (TYPE_CHECKING is False when the package runs), so ``wb.train(`` completes its keywords.
+# tests/test_signatures.py checks that this block and _LAZY name the same things.
+if TYPE_CHECKING:
+    from .catalog import ModelSpec as ModelSpec
+    from .catalog import model as model
+    from .catalog import models as models
+    from .checks.checkup import doctor as doctor
+    from .data import DataSpec as DataSpec
+    from .data import dataset as dataset
+    from .data import datasets as datasets
+    from .nbrecord import record as record
+    from .nbrecord import records as records
+    from .planning.memory import MemoryPlan as MemoryPlan
+    from .planning.memory import plan_memory as plan_memory
+    from .planning.planner import plan as plan
+    from .planning.planner import plan_accuracy as plan_accuracy
+    from .planning.trainingplan import TrainingPlan as TrainingPlan
+    from .rundir.run import compare as compare
+    from .rundir.run import runs as runs
+    from .scaleout.launcher import launch as launch
+    from .scaleout.launcher import launch_command as launch_command
+    from .training.attachment import attach as attach
+    from .training.attachment import callback as callback
+    from .training.defaults import bucket_collator as bucket_collator
+    from .training.defaults import training_args as training_args
+    from .training.engine import Run as Run
+    from .training.engine import train as train
+    from .training.profiler import profile as profile
+    from .views.form import train_form as train_form
+    from .views.pickers import pick_dataset as pick_dataset
+    from .views.pickers import pick_model as pick_model
 
 __all__ = ["DeviceInfo", "device", "devices", "__version__", *_LAZY]
 

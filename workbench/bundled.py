@@ -19,6 +19,8 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from .settings import cache_root
+
 BUILD_VERSION = 1  # bump when a builder's output changes
 
 # A fixed list of pure-Python standard-library modules and packages that exist on
@@ -118,8 +120,8 @@ _SKIP = re.compile(r"(^|\.)(test|tests|__main__|windows_events|windows_utils)($|
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("WORKBENCH_CACHE") or Path.home() / ".cache" / "gaudi-workbench"
-    return Path(root)
+    """The workbench's cache (``settings.cache_root``: ``$WORKBENCH_CACHE`` or ~/.cache)."""
+    return cache_root()
 
 
 def _sources(package: str) -> list[Path]:

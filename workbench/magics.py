@@ -15,12 +15,12 @@ USAGE = "usage: %wb device | runs | stop | compare RUN [RUN ...]"
 
 
 def _resolve(name: str):
-    from .rundir.run import DEFAULT_ROOT
+    from .settings import runs_root
     from .training.engine import Run
 
     path = Path(name)
     if not (path / "spec.json").exists():
-        path = Path(DEFAULT_ROOT) / name
+        path = runs_root() / name
     return Run.open(path)
 
 

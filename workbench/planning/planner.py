@@ -25,7 +25,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 import statistics
 from dataclasses import fields
 from pathlib import Path
@@ -35,7 +34,8 @@ from ..backends.chips import CHIPS
 from ..backends.registry import PRECISIONS, DeviceInfo, chip, device
 from ..catalog import ModelSpec
 from ..catalog import model as as_model
-from ..rundir.run import DEFAULT_ROOT, RunDir
+from ..rundir.run import RunDir
+from ..settings import runs_root
 from . import references as refs
 from .flops import UNETS, flops_per_sample, flops_per_token
 from .memory import plan_memory
@@ -147,7 +147,7 @@ def _run_record(path: Path) -> dict[str, Any] | None:
 
 def your_runs(root: str | Path | None = None) -> list[dict[str, Any]]:
     """Every completed run under ``root`` (default ``./runs``) that the planner can learn from."""
-    root = Path(root or os.environ.get("WORKBENCH_RUNS", DEFAULT_ROOT))
+    root = runs_root(root)
     found = (_run_record(p.parent) for p in sorted(root.glob("*/spec.json")))
     return [r for r in found if r is not None]
 

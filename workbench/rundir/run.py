@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import markup
+from ..settings import runs_root, runs_root_named
 from .lock import WriterLock
 
-DEFAULT_ROOT = "runs"
 STOP_FILE = "STOP"  # a file of this name in a run directory stops the run (every rank reads it)
 
 
@@ -129,8 +129,7 @@ def check_root(run_dir: str | Path | None = None) -> Path:
     """The directory new runs go under (``run_dir``, else ``$WORKBENCH_RUNS``, else ``./runs``),
     checked before anything is written: it is a directory this process can create directories
     in, or can be made one. Else one error naming the argument, the path and why."""
-    env = os.environ.get("WORKBENCH_RUNS")
-    root = Path(run_dir or env or DEFAULT_ROOT).expanduser()
+    root = runs_root(run_dir)
     base = root.absolute()
     while not base.exists() and base != base.parent:  # the part of the path that exists
         base = base.parent
@@ -145,13 +144,7 @@ def check_root(run_dir: str | Path | None = None) -> Path:
         except OSError as e:
             why = f"cannot create a directory in {base}: {e.strerror}"
     if why is not None:
-        named = (
-            "run_dir"
-            if run_dir is not None
-            else "WORKBENCH_RUNS"
-            if env
-            else f"run_dir (default {DEFAULT_ROOT!r})"
-        )
+        named = runs_root_named(run_dir)
         raise ValueError(
             f"{named}={str(root)!r} cannot hold run directories: {why}. Pass run_dir= a directory "
             f"you can write to"
@@ -165,7 +158,7 @@ def new_run_dir(name: str, root: str | Path | None = None) -> Path:
     A name longer than the filesystem allows in a directory name is shortened (with a
     warning), keeping its start and a hash of the whole, so distinct names stay distinct.
     """
-    root = Path(root or os.environ.get("WORKBENCH_RUNS", DEFAULT_ROOT))
+    root = runs_root(root)
     root.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
@@ -522,7 +515,7 @@ def runs(root: str | Path | None = None):
     """Every run under ``root`` (default ``./runs``) as a table, newest first."""
     import pandas as pd
 
-    root = Path(root or os.environ.get("WORKBENCH_RUNS", DEFAULT_ROOT))
+    root = runs_root(root)
     columns = [
         "run",
         "status",

@@ -259,9 +259,33 @@ def launch(
     strategy: str = "ddp",
     zero_stage: int | None = None,
     max_restarts: int = 0,
+    max_steps: int | None = None,
+    epochs: float | None = None,
+    batch_size: int = 16,
+    lr: float | None = None,
+    precision: str = "auto",
+    device: str = "auto",
+    eval_every: int | None = None,
+    save_every: int | None = None,
+    log_every: int | None = None,
+    run_dir: str | Path | None = None,
+    name: str | None = None,
+    max_length: int = 128,
+    padding: str = "auto",
+    buckets: int = 8,
+    packing: str = "concat",
+    seed: int = 0,
+    compile: bool | None = None,
+    mode: str | None = None,
+    throughput_warmup_steps: int | None = None,
+    report_to: str | list | None = None,
+    sample_prompts: list | None = None,
+    sample_every: int | None = None,
+    sample_steps: int = 10,
+    cache_latents: bool = False,
     live: str | bool = "auto",
     background: bool = False,
-    **train_args,
+    **trainer_overrides,
 ) -> Run:
     """Train with ``devices`` worker processes under ``torchrun`` on this machine.
 
@@ -279,8 +303,10 @@ def launch(
         torchrun's ``--max_restarts``: when a worker dies, all of them restart, up to this
         many times, and continue from the newest checkpoint whose files parse (losing at most
         ``save_every`` steps); rank 0 logs a ``restart`` event naming the attempt.
-    **train_args
-        Everything ``wb.train`` takes (max_steps, batch_size per device, lr, ...).
+    max_steps, batch_size, lr, ...
+        As for ``wb.train`` (``batch_size`` per device).
+    **trainer_overrides
+        TrainingArguments fields, as for ``wb.train``.
 
     Rank 0 writes the run's events; this process shows them live. Each rank's stdout and
     stderr are kept under ``run.path / "logs"``. Stop (button, ``run.stop()``, an
@@ -289,6 +315,7 @@ def launch(
     """
     if not isinstance(max_restarts, int) or max_restarts < 0:
         raise ValueError(f"max_restarts must be 0 or more; got {max_restarts!r}")
+    train_args = {**runargs.given(locals()), **trainer_overrides}
     run = _prepare(model, data, devices, strategy, zero_stage, train_args)
     cmd = [
         sys.executable,
@@ -350,7 +377,31 @@ def launch_command(
     format: str = "shell",
     accelerator: str | None = None,
     image: str | None = None,
-    **train_args,
+    max_steps: int | None = None,
+    epochs: float | None = None,
+    batch_size: int = 16,
+    lr: float | None = None,
+    precision: str = "auto",
+    device: str = "auto",
+    eval_every: int | None = None,
+    save_every: int | None = None,
+    log_every: int | None = None,
+    run_dir: str | Path | None = None,
+    name: str | None = None,
+    max_length: int = 128,
+    padding: str = "auto",
+    buckets: int = 8,
+    packing: str = "concat",
+    seed: int = 0,
+    compile: bool | None = None,
+    mode: str | None = None,
+    throughput_warmup_steps: int | None = None,
+    report_to: str | list | None = None,
+    sample_prompts: list | None = None,
+    sample_every: int | None = None,
+    sample_steps: int = 10,
+    cache_latents: bool = False,
+    **trainer_overrides,
 ) -> LaunchCommand:
     """Prepare a run directory and render what starts it on ``nodes`` machines with
     ``devices_per_node`` devices each; nothing is run.
@@ -370,6 +421,7 @@ def launch_command(
     The run directory must be on a filesystem every node sees (or copied to the same path
     on each): the workers read their specs from it and rank 0 writes the events there.
     """
+    train_args = {**runargs.given(locals()), **trainer_overrides}
     launchfiles.check(nodes, devices_per_node, hosts, format, strategy, max_restarts, image)
     kind = backend(accelerator).kind if accelerator is not None else None
     # the nodes' devices, not this machine's: the workers train on what the job files request
@@ -388,7 +440,3 @@ def launch_command(
         kind,
         image,
     )
-
-
-launch.__signature__ = runargs.signature(launch)  # every run argument, with its default, in help()
-launch_command.__signature__ = runargs.signature(launch_command)

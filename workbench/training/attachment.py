@@ -29,7 +29,7 @@ from .batching import CountingCollator
 from .callbacks import Events, MarkStep
 from .engine import Run, training
 from .interrupts import Interrupts
-from .recipe import auto_steps, optim_name
+from .recipe import auto_steps, optim_name, throughput_warmup
 from .trainer import fused_optimizer, summary
 
 # why an attached run cannot be rebuilt by Run.resume()
@@ -139,8 +139,7 @@ class Attachment(TrainerCallback):
         self._device = _device_of(args)
         size = args.world_size
         self._cadence = auto_steps(state.max_steps)[0]
-        if self.warmup is None:  # as wb.train: a few steps, and the first event's interval
-            self.warmup = max(3, self._cadence)
+        self.warmup = throughput_warmup(self.warmup, self._cadence)  # as wb.train
         spec = self._spec(args, state, model, loader)
         path = runs.new_run_dir(self.name or f"{spec['model']['name']}-own", self.run_dir)
         self._output_dir = Path(args.output_dir).absolute()

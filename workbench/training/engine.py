@@ -258,10 +258,34 @@ def train(
     model: str | ModelSpec,
     data: str | DataSpec,
     *,
+    max_steps: int | None = None,
+    epochs: float | None = None,
+    batch_size: int = 16,
+    lr: float | None = None,
+    precision: str = "auto",
+    device: str = "auto",
+    eval_every: int | None = None,
+    save_every: int | None = None,
+    log_every: int | None = None,
+    run_dir: str | Path | None = None,
+    name: str | None = None,
+    max_length: int = 128,
+    padding: str = "auto",
+    buckets: int = 8,
+    packing: str = "concat",
+    seed: int = 0,
+    compile: bool | None = None,
+    mode: str | None = None,
+    throughput_warmup_steps: int | None = None,
+    report_to: str | list | None = None,
+    sample_prompts: list | None = None,
+    sample_every: int | None = None,
+    sample_steps: int = 10,
+    cache_latents: bool = False,
     live: str | bool = "auto",
     background: bool = False,
     callbacks: list | None = None,
-    **options,
+    **trainer_overrides,
 ) -> Run:
     """Train ``model`` on ``data`` with transformers' Trainer; returns the Run.
 
@@ -343,6 +367,8 @@ def train(
     >>> run.status  # doctest: +SKIP
     'completed'
     """
+    # the run's arguments the caller chose (the keywords above are runargs.FIELDS, in order)
+    options = {**runargs.given(locals()), **trainer_overrides}
     if "resume_from_checkpoint" in options:
         raise ValueError(
             "wb.train(resume_from_checkpoint=...) would be ignored: continue a run "
@@ -353,9 +379,6 @@ def train(
     run.callbacks = list(callbacks or [])
     run.dashboard = attach(run, live, background)
     return _start(run, None, background)
-
-
-train.__signature__ = runargs.signature(train)  # every run argument, with its default, in help()
 
 
 def prepare(model: str | ModelSpec, data: str | DataSpec, **options) -> Run:

@@ -85,7 +85,7 @@ def prepare(
         **cadence,
         **sampling,
         "device": kind if target is not None or a.device == "auto" else a.device,
-        "throughput_warmup_steps": max(3, cadence["log_every"]) if warmup is None else warmup,
+        "throughput_warmup_steps": recipe.throughput_warmup(warmup, cadence["log_every"]),
     }
     for key in ("run_dir", "name"):  # where the run is, not how it trains
         args.pop(key)

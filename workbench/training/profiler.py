@@ -163,7 +163,36 @@ def top_ops(prof, n: int = 15, device_kind: str = "cpu"):
 
 
 def profile(
-    model, data, *, steps: int = 5, warmup: int = 2, top: int = 15, **train_args
+    model,
+    data,
+    *,
+    steps: int = 5,
+    warmup: int = 2,
+    top: int = 15,
+    epochs: float | None = None,
+    batch_size: int = 16,
+    lr: float | None = None,
+    precision: str = "auto",
+    device: str = "auto",
+    save_every: int | None = None,
+    log_every: int | None = None,
+    run_dir: str | Path | None = None,
+    name: str = "profile",
+    max_length: int = 128,
+    padding: str = "auto",
+    buckets: int = 8,
+    packing: str = "concat",
+    seed: int = 0,
+    compile: bool | None = None,
+    mode: str | None = None,
+    throughput_warmup_steps: int | None = None,
+    report_to: str | list | None = None,
+    sample_prompts: list | None = None,
+    sample_every: int | None = None,
+    sample_steps: int = 10,
+    cache_latents: bool = False,
+    live: str | bool = "auto",
+    **trainer_overrides,
 ) -> Profile:
     """Profile ``steps`` training steps after ``warmup`` steps of ``wb.train(model, data)``.
 
@@ -175,17 +204,19 @@ def profile(
         Steps recorded, and steps run first and left out of the record.
     top : int
         Rows of the top-ops table.
-    **train_args
-        Passed to ``wb.train`` (batch_size, max_length, device, ...).
+    batch_size, max_length, device, ...
+        As for ``wb.train`` (every argument but ``max_steps`` and ``eval_every``, which the
+        profile sets); ``name`` defaults to ``"profile"``.
+    **trainer_overrides
+        TrainingArguments fields, as for ``wb.train``.
     """
     from ..backends.registry import device as pick_device
     from .engine import train
 
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
-    kind = pick_device(train_args.get("device", "auto")).kind
-    train_args.setdefault("live", "auto")
-    train_args.setdefault("name", "profile")
+    train_args = {**runargs.given(locals()), "name": name, **trainer_overrides}
+    kind = pick_device(device).kind
     steps_cb = _ProfileSteps(kind, warmup, steps)
     try:
         run = train(
@@ -194,6 +225,7 @@ def profile(
             max_steps=warmup + steps,
             callbacks=[steps_cb],
             eval_every=None,
+            live=live,
             **train_args,
         )
     finally:  # a run that failed mid-way gets its stderr back too
@@ -207,6 +239,3 @@ def profile(
         tensorboard=out / "tensorboard",
         activities=steps_cb.recorded,
     )
-
-
-profile.__signature__ = runargs.signature(profile)  # every run argument, with its default

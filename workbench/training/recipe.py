@@ -12,6 +12,21 @@ from typing import Any
 
 from ..backends.registry import backend
 from ..backends.torchrun import world
+from .runargs import FIELDS
+
+# What a run directory written before an argument existed meant by its absence, where that
+# differs from the argument's default today: before ``padding=`` every batch was padded to
+# its longest row (the default "auto" is resolved when a run is prepared, never stored);
+# before the log throttle every logging step was logged.
+BEFORE_THE_ARGUMENT: dict[str, Any] = {"padding": "longest", "log_interval_s": 0.0}
+
+
+def spec_args(args: dict[str, Any]) -> dict[str, Any]:
+    """A run spec's ``args`` with every argument present: the stored value, else what its
+    absence meant when the run was written (``BEFORE_THE_ARGUMENT``), else the default of
+    ``runargs.FIELDS``. Readers index the result; no reader restates a default."""
+    defaults = {name: field.default for name, field in FIELDS.items()}
+    return {**defaults, "trainer_overrides": {}, **BEFORE_THE_ARGUMENT, **args}
 
 
 def default_padding(task: str, device_kind: str) -> str:
@@ -37,6 +52,12 @@ def auto_steps(total: int) -> tuple[int, int]:
     save = min(500, max(total // 4, 1))
     save_every = max(log_every, (save + log_every - 1) // log_every * log_every)
     return log_every, save_every
+
+
+def throughput_warmup(given: int | None, log_every: int) -> int:
+    """Steps left out of the throughput figures (compilation, warm caches): ``given``, else
+    at least 3 and at least the first logging interval, whoever built the Trainer."""
+    return max(3, log_every) if given is None else given
 
 
 def check(task: str, data_task: str, names: tuple[str, str]) -> None:
@@ -180,7 +201,7 @@ def log_interval(a: dict, device, world_size: int) -> float:
     """Seconds at least between events (0: log at every logging step). The spec's
     ``log_interval_s`` is None for the default cadence: the backend table's interval, in
     one process only (ranks must log at the same steps: the loss is gathered across them)."""
-    interval = a.get("log_interval_s", 0.0)  # runs made before the throttle: every step
+    interval = spec_args(a)["log_interval_s"]
     if interval is None:
         interval = device.backend.log_interval_s
     return float(interval) if world_size == 1 else 0.0
@@ -190,7 +211,8 @@ def compile_on(a: dict, device) -> bool:
     """Whether the run is ``torch.compile``d: ``mode`` decides, else ``compile``, else the
     backend table (HPU eager mode wants torch.compile; elsewhere it is opt-in). HPU lazy
     mode and torch.compile exclude each other: asking for both is refused."""
-    if a.get("mode") is not None:
+    a = spec_args(a)
+    if a["mode"] is not None:
         return a["mode"] == "compile"
     if a["compile"] and device.mode == "lazy":
         raise ValueError(
@@ -204,6 +226,7 @@ def compile_on(a: dict, device) -> bool:
 
 def training_arguments(a: dict, device, task: str, run_path: Path, optim: str) -> dict[str, Any]:
     """The TrainingArguments fields for a run's arguments on ``device`` (from the backend table)."""
+    a = spec_args(a)
     compile_ = compile_on(a, device)
     targs = dict(
         output_dir=str(run_path / "checkpoints"),

@@ -12,7 +12,6 @@ Checks here need only the values; the ones that need the model, the data or the 
 
 from __future__ import annotations
 
-import inspect
 import math
 import numbers
 from dataclasses import dataclass
@@ -235,20 +234,16 @@ def check_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     return {k: split.values[k] for k in given}, split.trainer_overrides
 
 
-def signature(func) -> inspect.Signature:
-    """``func``'s signature with every run argument shown as a keyword with its default
-    (``help(wb.train)``, IDEs); ``func`` itself takes them as ``**options``."""
-    own = inspect.signature(func)
-    params = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    names = {p.name for p in params}
-    keyword = [
-        inspect.Parameter(
-            n, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.annotation
-        )
-        for n, f in FIELDS.items()
-        if n not in names
-    ]
-    positional = [p for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY]
-    own_keywords = [p for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
-    tail = inspect.Parameter("trainer_overrides", inspect.Parameter.VAR_KEYWORD)
-    return own.replace(parameters=[*positional, *own_keywords, *keyword, tail])
+def given(values: dict[str, Any]) -> dict[str, Any]:
+    """The run arguments among ``values`` (a function's keywords, ``locals()``) that differ
+    from their defaults: what the caller chose.
+
+    ``wb.train``, ``wb.launch``, ``wb.launch_command`` and ``wb.profile`` spell every field
+    as a keyword, so that editors and type checkers see them (tests/test_signatures.py checks
+    each signature against ``FIELDS``); they hand on only these, so that an alias
+    (``learning_rate=``) is not met by the default of its field (``lr=None``)."""
+    return {
+        k: v
+        for k, v in values.items()
+        if k in FIELDS and not (type(v) is type(FIELDS[k].default) and v == FIELDS[k].default)
+    }

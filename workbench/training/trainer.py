@@ -52,9 +52,9 @@ def _batches(a: dict, task: str, prepared, tok, model):
     """(data, collator, batch sampler or None, keys to drop, attention restore or None)."""
     from . import batching
 
-    padding = a.get("padding", "longest")
+    padding = a["padding"]
     if padding == "packed":  # causal LM: documents in full blocks, one static shape
-        packing = a.get("packing", "concat")
+        packing = a["packing"]
         prepared = batching.pack(prepared, a["max_length"], tok.eos_token_id, packing=packing)
         inner = batching.BucketCollator(tok, [a["max_length"]], a["batch_size"], task=task)
         quiet_missing_mask_warning()
@@ -73,7 +73,7 @@ def _batches(a: dict, task: str, prepared, tok, model):
         rank, size = world()
         lengths = lengths_of(prepared["train"])
         bounds = buckets(
-            lengths, k=a.get("buckets", 8), max_length=a["max_length"], batch_size=a["batch_size"]
+            lengths, k=a["buckets"], max_length=a["max_length"], batch_size=a["batch_size"]
         )
         if bounds[-1] < a["max_length"]:  # eval rows may be longer than every training row
             bounds.append(a["max_length"])
@@ -88,7 +88,7 @@ def _batches(a: dict, task: str, prepared, tok, model):
 def _images(model, dspec: DataSpec, prepared, device: DeviceInfo, a: dict):
     """(data, collator) of a text-to-image run: images and caption ids (one resolution, fixed
     caption length: static shapes), or with ``cache_latents`` their cached encodings."""
-    if a.get("cache_latents"):
+    if a["cache_latents"]:
         from ..diffusion.latentcache import cached, collate
 
         splits, _ = cached(model, dspec, prepared, device, device.resolve_precision(a["precision"]))
@@ -140,7 +140,7 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
     mspec, dspec, a = (
         ModelSpec.from_dict(spec["model"]),
         DataSpec.from_dict(spec["data"]),
-        spec["args"],
+        recipe.spec_args(spec["args"]),
     )
     transformers.set_seed(a["seed"])
     model, tok = _model(mspec, dspec, run, device.resolve_precision(a["precision"]))
@@ -172,13 +172,13 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
     callbacks = [events]
     if size > 1:
         callbacks.insert(0, DistStop(stop, run.path / STOP_FILE, a["log_every"]))
-    if a.get("sample_prompts") and rank == 0:  # sample grids: the main process only
+    if a["sample_prompts"] and rank == 0:  # sample grids: the main process only
         callbacks.append(
             Samples(
                 run.log,
                 a["sample_prompts"],
-                a.get("sample_every"),
-                a.get("sample_steps") or 10,
+                a["sample_every"],
+                a["sample_steps"],
                 a["seed"],
                 device,
                 exclude=events.exclude,
