@@ -373,3 +373,126 @@ def test_where_runs_go_is_decided_in_one_function():
     readers = sorted({str(p.relative_to(PACKAGE.parent)) for p in PACKAGE.rglob("*.py")
                       for _line, var in _environment_reads(p) if var == "WORKBENCH_RUNS"})
     assert readers == ["workbench/settings.py"], readers
+
+
+# ---------------------------------------------------------------- the libraries' objects
+# The names the package gives the libraries' objects (transformers' Trainer, its arguments,
+# control and state, a model, its config, a tokenizer, accelerate's loaders and shards,
+# torch): an attribute written on one of them, or on a module imported from outside the
+# package, is a write into someone else's object.
+LIBRARY_OBJECTS = {"trainer", "model", "args", "config", "cfg", "shard", "loader", "tok",
+                   "tokenizer", "accelerator", "base", "unet", "pipe", "pipeline", "scheduler",
+                   "optimizer", "control", "state"}
+# Process-wide library settings change through calls, not assignments
+PROCESS_WIDE_CALLS = re.compile(r"^torch\.(backends\.[\w.]+\.allow_\w+|set_\w+|use_deterministic_algorithms)$")
+
+# Each write the package makes, with why it is allowed: the library documents it, the object
+# is one the package built and nobody else holds yet, or the write is undone (a scope that
+# restores what it found). A new write fails the test until it is added here with its reason.
+DOCUMENTED_WRITES = {
+    ("workbench/catalog.py", "tok.pad_token"):
+        "a tokenizer catalog just loaded, before anyone holds it (transformers' padding docs)",
+    ("workbench/catalog.py", "cfg.num_labels"): "a config catalog builds for a new model",
+    ("workbench/catalog.py", "setattr(cfg)"): "a config catalog builds: the spec's overrides",
+    ("workbench/catalog.py", "model.config.pad_token_id"): "a model catalog just built",
+    ("workbench/diffusion/pipeline.py", "tokenizer.model_max_length"):
+        "a tokenizer the pipeline just loaded (CLIP's 77 positions)",
+    ("workbench/training/attention.py", "config.use_cache"):
+        "restored: without_cache returns the function that puts it back (the engine calls it)",
+    ("workbench/training/attention.py", "setattr(config)"): "that restore",
+    ("workbench/training/torchconfig.py", "setattr(config)"):
+        "torch._dynamo.config, set for a run and restored by the function each setter returns",
+    ("workbench/training/attachment.py", "base.collate_fn"):
+        "the loader the Trainer built for this train() call (counting wrapper), dropped after it",
+    ("workbench/training/attachment.py", "trainer.optimizer_cls_and_kwargs"):
+        "a documented Trainer constructor argument it keeps as its attribute, set before "
+        "train() only where the user chose no optimizer: as if the user had passed it",
+    ("workbench/compat/optimum_habana.py", "trainer.gaudi_config"):
+        "the Trainer the compat layer itself built (Optimum Habana's attribute)",
+    ("workbench/compat/optimum_habana.py", "args.bf16"):
+        "Optimum Habana's documented rule: use_torch_autocast turns bf16 on in its arguments",
+}
+# Not scoped yet (issue 42, the compat layer's, left to its owner this round): the dynamo
+# fields and the SDPA math setting GaudiTrainer sets for the process. Listed so that the
+# list can only shrink; training.torchconfig has the restoring setters they should use.
+NOT_YET_SCOPED = {
+    ("workbench/compat/optimum_habana.py", "setattr(config)"),
+    ("workbench/compat/optimum_habana.py",
+     "torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp()"),
+}
+
+
+def _root(node) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _library_writes(path: Path) -> set[tuple[str, str]]:
+    """(file, what) for every write into a library object in ``path``: an assigned
+    attribute (``trainer.get_train_dataloader = ...``, ``obj.__class__ = ...``), a
+    ``setattr``, or a process-wide torch setter."""
+    tree = ast.parse(path.read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {(a.asname or a.name).split(".")[0] for a in node.names
+                         if not a.name.startswith("workbench")}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and not (node.module or "").startswith("workbench"):
+            imported |= {a.asname or a.name for a in node.names}
+    foreign = LIBRARY_OBJECTS | imported
+    where = str(path.relative_to(PACKAGE.parent))
+    found = set()
+    for node in ast.walk(tree):
+        targets = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        for target in targets:
+            for t in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+                if isinstance(t, ast.Attribute) and (t.attr == "__class__" or _root(t.value) in foreign):
+                    if _root(t.value) == "control" and t.attr.startswith("should_"):
+                        continue  # TrainerControl's flags: how a callback steers the Trainer (documented)
+                    found.add((where, ast.unparse(t)))
+        if isinstance(node, ast.Call):
+            func = ast.unparse(node.func)
+            if func in ("setattr", "delattr") and node.args and _root(node.args[0]) in foreign:
+                found.add((where, f"{func}({ast.unparse(node.args[0])})"))
+            elif PROCESS_WIDE_CALLS.match(func) and not where.endswith("torchconfig.py"):
+                found.add((where, f"{func}()"))
+    return found
+
+
+def test_no_write_into_a_library_object_outside_a_documented_or_restored_scope():
+    """The workbench composes the libraries: no method assigned on a Trainer instance, no
+    class swapped under an object, no field of accelerate's objects overwritten, no torch
+    setting changed for the process and left so. Every write there is, is listed above with
+    its reason; a new one fails here until it is given one."""
+    found = set().union(*(_library_writes(p) for p in sorted(PACKAGE.rglob("*.py"))))
+    unexplained = sorted(found - set(DOCUMENTED_WRITES) - NOT_YET_SCOPED)
+    assert not unexplained, ("writes into library objects with no documented, restored "
+                             "scope (use a documented extension point, or undo it):\n"
+                             + "\n".join(f"{f}: {w}" for f, w in unexplained))
+    gone = sorted((set(DOCUMENTED_WRITES) | NOT_YET_SCOPED) - found)
+    assert not gone, f"listed writes the package no longer makes (remove them): {gone}"
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("def f(trainer):\n    trainer.get_train_dataloader = lambda: None\n",
+     "trainer.get_train_dataloader"),
+    ("def f(obj, cls):\n    obj.__class__ = cls\n", "obj.__class__"),
+    ("def f(loader):\n    shard = loader.batch_sampler\n    shard.num_processes, shard.process_index = 1, 0\n",
+     "shard.num_processes"),
+    ("import torch\ndef f():\n    setattr(torch._dynamo.config, 'recompile_limit', 64)\n",
+     "setattr(torch._dynamo.config)"),
+    ("import torch\ntorch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True)\n",
+     "torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp()"),
+])
+def test_the_write_finder_sees_each_kind_of_patch(tmp_path, monkeypatch, source, expected):
+    """The patches the engine once made are each found (the checker is only as good as this)."""
+    fake = tmp_path / "workbench"
+    fake.mkdir()
+    (fake / "mod.py").write_text(source)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    assert expected in {what for _where, what in _library_writes(fake / "mod.py")}

@@ -1,0 +1,111 @@
+"""The engine uses the libraries' documented extension points and leaves the process as it
+found it: a Trainer subclass for its batch sampler (no method assigned on an instance, no
+field of accelerate's objects overwritten), ordinary TrainerCallback subclasses, torch
+settings set for a run and restored after it, and a model freed once its run is dropped.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+
+import workbench as wb
+from workbench.training import callbacks
+
+pytestmark = pytest.mark.usefixtures("runs_in_tmp")
+
+
+def test_a_bucketed_run_trains_through_a_trainer_subclass_with_its_own_batches():
+    import transformers
+    from accelerate.data_loader import BatchSamplerShard
+
+    from workbench.training.loaders import BatchSamplerTrainer
+
+    run = wb.train("bert-tiny", "docstrings-topic", max_steps=2, padding="bucketed", buckets=2,
+                   batch_size=4, live=False)
+    trainer = run.trainer
+    assert type(trainer) is BatchSamplerTrainer and isinstance(trainer, transformers.Trainer)
+    assert "get_train_dataloader" not in vars(trainer), "a method assigned on the instance"
+    loader = trainer.get_train_dataloader()
+    shard = loader.batch_sampler
+    inner = shard.batch_sampler if isinstance(shard, BatchSamplerShard) else shard
+    assert inner is trainer.batch_sampler  # the run's own bucket sampler, not re-sharded
+    if isinstance(shard, BatchSamplerShard):  # one process: accelerate's shard is a pass-through
+        assert (shard.num_processes, shard.process_index) == (1, 0)
+    lengths = {len(b["input_ids"][0]) for b in loader}
+    assert lengths <= set(inner.boundaries), f"batches of {lengths}, buckets {inner.boundaries}"
+    assert run.status == "completed"
+
+
+def test_the_runs_callbacks_are_trainer_callback_subclasses():
+    from transformers import TrainerCallback
+
+    for cls in (callbacks.Events, callbacks.Samples, callbacks.DistStop, callbacks.MarkStep):
+        assert issubclass(cls, TrainerCallback), cls
+    run = wb.train("bert-tiny", "docstrings-topic", max_steps=1, live=False)
+    ours = [cb for cb in run.trainer.callback_handler.callbacks
+            if type(cb).__module__ == "workbench.training.callbacks"]
+    assert ours and all(type(cb) is getattr(callbacks, type(cb).__name__) for cb in ours), (
+        "a callback's class is not the module's own class (swapped at run time)")
+
+
+def test_a_compiled_run_raises_dynamos_recompile_limit_for_the_run_only():
+    import torch._dynamo
+
+    config = torch._dynamo.config
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    before = getattr(config, name)
+    seen = []
+
+    class Watch(__import__("transformers").TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            seen.append(getattr(config, name))
+
+    # dynamo with its "eager" backend: the run compiles (guards, recompile limit) without
+    # generating code, so the test stays quick on a CPU
+    run = wb.train("bert-tiny", "docstrings-topic", max_steps=2, padding="bucketed", buckets=8,
+                   batch_size=4, compile=True, torch_compile_backend="eager", live=False,
+                   callbacks=[Watch()])
+    assert run.status == "completed"
+    assert seen and min(seen) >= 2 * 8 + 2 > before, (seen, before)
+    assert getattr(config, name) == before, "the run left dynamo's limit raised"
+
+
+def test_torch_settings_are_put_back_however_the_block_ends():
+    import torch
+
+    from workbench.training import torchconfig
+
+    sdp = torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed()
+    with pytest.raises(RuntimeError, match="inside"):
+        with torchconfig.scoped(torchconfig.reduced_precision_sdp_math, not sdp):
+            assert torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed() is (not sdp)
+            raise RuntimeError("inside")
+    assert torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed() is sdp
+    config = torch._dynamo.config
+    inline = config.inline_inbuilt_nn_modules
+    restore = torchconfig.dynamo_settings(inline_inbuilt_nn_modules=not inline)
+    assert config.inline_inbuilt_nn_modules is (not inline)
+    restore()
+    assert config.inline_inbuilt_nn_modules is inline
+    with pytest.raises(ValueError, match="no setting 'no_such_field'"):
+        torchconfig.dynamo_settings(no_such_field=1)
+
+
+def test_the_model_of_a_run_is_freed_once_the_run_is_dropped():
+    """A notebook that trains, then drops the run (``run = None``, or a new run in the same
+    variable) gets the model's memory back: nothing in the workbench keeps it."""
+    run = wb.train("bert-tiny", "docstrings-topic", max_steps=2, live=False)
+    model = weakref.ref(run.trainer.model)
+    trainer = weakref.ref(run.trainer)
+    assert model() is not None
+    del run
+    gc.collect()
+    assert trainer() is None, f"the Trainer is still held by {_holders(trainer())}"
+    assert model() is None, f"the model is still held by {_holders(model())}"
+
+
+def _holders(obj) -> list[str]:
+    return [type(r).__name__ for r in gc.get_referrers(obj)][:10] if obj is not None else []
