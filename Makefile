@@ -1,4 +1,5 @@
-# Two commands set up everything: `make lab` and `make test`.
+# Two commands set up everything: `make lab` and `make test`. `make check` is the fast tier
+# (every test not marked slow, under 3 minutes), `make lint` the static checks (a minute).
 # Each (re)creates .venv when it is missing or older than pyproject.toml/constraints.txt.
 
 PYTHON ?= python3
@@ -31,7 +32,7 @@ EXTRAS ?= dev
 GAUDI  := $(shell $(PYTHON) -c "import habana_frameworks" >/dev/null 2>&1 && echo 1)
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: lab test venv lint constraints clean js python
+.PHONY: lab test check venv lint constraints clean js python
 
 venv: $(STAMP) $(JS) $(LABEXT)
 
@@ -81,8 +82,19 @@ JOBS ?= 2
 test: $(STAMP) $(JS) $(LABEXT)
 	$(PY) -m pytest -n $(JOBS) --dist worksteal $(PYTEST_ARGS)
 
+# The fast tier: every test but the end-to-end ones (marked `slow`: notebooks, browsers,
+# launches, benchmarks, runs in a subprocess, trainings of more than a few seconds), each
+# with the fast tier's timeout (pyproject.toml). docs/tests.md has its time.
+check: $(STAMP) $(JS) $(LABEXT)
+	$(PY) -m pytest -n $(JOBS) --dist worksteal -m "not slow" $(PYTEST_ARGS)
+
+# Static checks: ruff (lint, and the package as `ruff format` writes it), then the policy
+# tests (marked `policy`: they read the source and the docs only: README shape, docs
+# tables, the layers, the environment variables, writes into library objects).
 lint: $(STAMP)
-	$(VENV)/bin/ruff check workbench tests
+	$(VENV)/bin/ruff check workbench tests scripts
+	$(VENV)/bin/ruff format --check workbench
+	$(PY) -m pytest -n 0 -q -m policy -p no:cacheprovider
 
 constraints: $(STAMP)
 	$(PY) -m pip freeze --exclude-editable | grep -v '^gaudi-workbench' \

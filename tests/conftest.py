@@ -52,6 +52,21 @@ def pytest_report_header(config):
     return [f"workbench devices: {', '.join(found)}"]
 
 
+# The fast tier (`make check`, `-m "not slow"`) leaves out every end-to-end run. A test is
+# marked `slow` where it is written (a decorator: a notebook under papermill, a torchrun
+# launch, a benchmark, a run in a subprocess, a training that takes more than a few seconds),
+# and here by what it asks for, so that a new test of that kind is slow without being told:
+SLOW_FIXTURES = {
+    "on_hpu": "trains in a fresh Python on the emulated Gaudi (torch, the double, a C++ device)",
+    "lab": "starts a JupyterLab server and drives it from Chromium",
+    "browser": "drives headless Chromium",
+}
+# A hang is reported in minutes: pyproject's `timeout` holds for the fast tier; a slow test
+# (notebooks, launches and benchmarks of 40-110 s on CI's two cores, more on a busy
+# machine) gets this many seconds unless it names its own with @pytest.mark.timeout.
+SLOW_TIMEOUT_S = 600
+
+
 def pytest_collection_modifyitems(config, items):
     from workbench.backends.registry import BACKENDS
 
@@ -60,6 +75,11 @@ def pytest_collection_modifyitems(config, items):
         for kind in ("hpu", "cuda"):
             if item.get_closest_marker(f"requires_{kind}") and not have[kind]:
                 item.add_marker(pytest.mark.skip(reason=f"needs a real {kind} device"))
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if item.get_closest_marker("browser") or fixtures & SLOW_FIXTURES.keys():
+            item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
 
 
 class NetworkRefused(OSError):

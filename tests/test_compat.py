@@ -45,6 +45,7 @@ SD2_CONFIG = {**BERT_CONFIG, "autocast_bf16_ops": ["conv2d", "addmm", "bmm", "li
               "autocast_fp32_ops": ["embedding", "log_softmax", "nll_loss"]}
 
 
+@pytest.mark.policy
 def test_every_121_field_is_in_the_mapping_and_the_docs_table():
     assert set(OH_121_FIELDS) == set(oh.FIELDS), "the mapping has exactly 1.21's fields"
     assert set(OH_121_CONFIG) == set(oh.CONFIG_FIELDS)

@@ -219,6 +219,7 @@ def test_the_clipping_hint_names_what_computes_the_norm():
     assert "clip_grad_norm_" in check.fix
 
 
+@pytest.mark.policy
 def test_the_panel_doc_quotes_the_missing_library_message_as_it_is(monkeypatch):
     import sys
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "workbench"
+pytestmark = pytest.mark.policy  # source files only: `make lint` runs these
 
 # The layers, lowest first, by module: a module of a subpackage is named with its package
 # (``training.engine``); ``server`` and ``bench`` are placed whole. A new module goes into

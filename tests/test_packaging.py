@@ -5,9 +5,12 @@ from __future__ import annotations
 import re
 import tomllib
 
+import pytest
 import yaml
 
 from conftest import ROOT
+
+pytestmark = pytest.mark.policy  # files only: `make lint` runs these
 
 
 def _name(req: str) -> str:

@@ -220,10 +220,12 @@ CHECKS = {
 }
 
 
+@pytest.mark.policy
 def test_every_python_block_has_a_check():
     assert [(page, section) for page, section, _ in BLOCKS] == list(CHECKS), "one block per section, each checked"
 
 
+@pytest.mark.policy
 @pytest.mark.parametrize("page", PAGES)
 def test_every_block_is_marked_with_a_known_language(page):
     langs = {lang for _, lang, _ in _fences(TEXTS[page])}
@@ -238,6 +240,7 @@ def test_example_runs_and_shows_what_it_says(page, section, code, tmp_path, monk
     CHECKS[page, section](ns, shown, out)
 
 
+@pytest.mark.policy
 def test_readme_is_the_front_door():
     lines = TEXTS["README.md"].count("\n")
     assert lines < 300, f"README.md has {lines} lines: move a topic to its docs/ page and link it"
@@ -253,6 +256,7 @@ def _long_lines(page: str, tables: bool):
             yield f"{page}:{number} ({len(line)} characters)"
 
 
+@pytest.mark.policy
 @pytest.mark.parametrize("page", PAGES)
 def test_no_prose_line_is_over_100_characters(page):
     # the README's tables too; a docs page's table rows may run longer (a cell cannot wrap)
