@@ -56,6 +56,7 @@ def own_trainer(tmp_path: Path, callbacks=None, max_steps: int = 12, **kw):
                                 compute_metrics=metrics, callbacks=callbacks)
 
 
+@pytest.mark.slow
 def test_one_added_line_makes_a_run_with_events_and_summary(tmp_path):
     trainer = own_trainer(tmp_path)
     attachment = wb.attach(trainer, live=False)  # the one line

@@ -165,6 +165,7 @@ def _train(tmp_path, trainer_fn, args):
     return [e["loss"] for e in run.events if e.get("phase") in ("warmup", "train")], run
 
 
+@pytest.mark.slow
 def test_an_optimum_habana_script_trains_the_loss_curve_of_wb_training_args(tmp_path, capsys):
     """The done-check: an Optimum Habana argument set with Habana's BERT gaudi_config.json,
     through the compat module, and its equivalent with wb.training_args, same seed."""

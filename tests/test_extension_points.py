@@ -17,6 +17,7 @@ from workbench.training import callbacks
 pytestmark = pytest.mark.usefixtures("runs_in_tmp")
 
 
+@pytest.mark.slow
 def test_a_bucketed_run_trains_through_a_trainer_subclass_with_its_own_batches():
     import transformers
     from accelerate.data_loader import BatchSamplerShard
@@ -51,6 +52,7 @@ def test_the_runs_callbacks_are_trainer_callback_subclasses():
         "a callback's class is not the module's own class (swapped at run time)")
 
 
+@pytest.mark.slow
 def test_a_compiled_run_raises_dynamos_recompile_limit_for_the_run_only():
     import torch._dynamo
 

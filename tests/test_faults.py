@@ -124,6 +124,7 @@ def test_a_run_killed_at_any_moment_tells_the_truth_and_resumes(tmp_path, point,
         assert "checkpoint-8 cannot be resumed from" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_run_prepared_for_other_machines_stays_prepared_after_its_creator_exits(tmp_path):
     """wb.launch_command prepares a run that torchrun starts elsewhere, later: the notebook
     that prepared it exiting is no failure (unlike wb.train's process dying in setup)."""
@@ -148,6 +149,7 @@ STOPPABLE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_one_writer_at_a_time_and_stop_from_another_process(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", STOPPABLE], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

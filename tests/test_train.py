@@ -35,6 +35,7 @@ def _train_events(run):
     return [e for e in run.events if e["phase"] in ("warmup", "train")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_every_family_trains_on_its_bundled_data(family):
     steps, batch = {"bert": (80, 16), "unet": (20, 8), "sd": (20, 8), "vae": (20, 8)}.get(family, (30, 8))
@@ -63,6 +64,7 @@ def test_every_family_trains_on_its_bundled_data(family):
     assert not list(run.last_checkpoint.glob("pytorch_model*.bin")), "weights are saved as safetensors only"
 
 
+@pytest.mark.slow
 def test_throughput_excludes_warmup_and_summary_uses_train_intervals():
     run = wb.train("gpt2-tiny", "docstrings-lm", max_steps=12, batch_size=4, log_every=2,
                    throughput_warmup_steps=4, max_length=32, live=False)
@@ -72,6 +74,7 @@ def test_throughput_excludes_warmup_and_summary_uses_train_intervals():
     assert run.summary["tokens_per_s"] == pytest.approx((train[1] + train[2]) / 2)
 
 
+@pytest.mark.slow
 def test_default_logging_on_an_accelerator_waits_between_events(monkeypatch):
     from workbench.training import recipe
 
@@ -105,6 +108,7 @@ def test_log_throttle_only_on_one_accelerator_process(fake_hpu):
     assert recipe.log_interval({}, hpu, 1) == 0, "runs made before the throttle existed"
 
 
+@pytest.mark.slow
 def test_causal_sdpa_builds_no_mask_even_under_compile_and_keeps_the_loss():
     """Why packed runs switch the attention: under torch.compile transformers hands SDPA a
     mask tensor (no flash kernel); under the workbench's alias of SDPA it builds none."""
@@ -145,6 +149,7 @@ def test_causal_sdpa_builds_no_mask_even_under_compile_and_keeps_the_loss():
     torch._dynamo.reset()
 
 
+@pytest.mark.slow
 def test_classification_reports_accuracy_and_run_reopens():
     run = wb.train("bert-tiny", wb.dataset("docstrings-topic", limit=200), max_steps=6, live=False)
     assert 0 <= run.summary["eval"]["accuracy"] <= 1
@@ -161,12 +166,14 @@ def test_classification_reports_accuracy_and_run_reopens():
     assert bundle["image/png"] and "<table" in bundle["text/html"]
 
 
+@pytest.mark.slow
 def test_rerunning_never_overwrites_a_run():
     a = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), max_steps=2, name="same", live=False)
     b = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), max_steps=2, name="same", live=False)
     assert a.path != b.path and a.path.exists() and b.path.exists()
 
 
+@pytest.mark.slow
 def test_the_end_event_reaches_subscribers_after_the_run_has_ended():
     """What a subscriber of the end event (the train form, a dashboard) sees: a run that is
     no longer training and whose summary says how it ended; so a new run can start at once."""
@@ -189,6 +196,7 @@ def test_bad_arguments_fail_before_training():
         wb.train("gpt2-tiny", "docstrings-lm", max_steps=2, device="cuda", live=False)
 
 
+@pytest.mark.slow
 def test_stop_from_another_thread_checkpoints_and_resume_matches_an_uninterrupted_run():
     kw = dict(max_steps=12, batch_size=8, log_every=1, max_length=32, live=False)
     data = wb.dataset("docstrings-lm", limit=200)
@@ -287,6 +295,7 @@ def _start_victim(tmp_path):
     return proc, Run.open(found.parents[2])
 
 
+@pytest.mark.slow
 def test_sigint_stops_gracefully_without_a_traceback(tmp_path):
     proc, run = _start_victim(tmp_path)
     proc.send_signal(signal.SIGINT)
@@ -316,6 +325,7 @@ def test_the_first_interrupt_is_a_notice_on_stdout_the_second_aborts(capsys):
     assert "Stopping victim after this step (interrupt again to abort)." in out and err == ""
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_loses_at_most_save_every_steps(tmp_path):
     proc, run = _start_victim(tmp_path)
     # kill it between checkpoints: logged past step 10, at most save_every=5 steps unsaved
@@ -333,6 +343,7 @@ def test_sigkill_then_resume_loses_at_most_save_every_steps(tmp_path):
     assert steps == sorted(set(steps)) and steps[-1] == ckpt + 4
 
 
+@pytest.mark.slow
 def test_diffusion_run_samples_images():
     run = wb.train("unet-tiny", wb.dataset("digits", limit=64), max_steps=3, batch_size=8, live=False)
     images = run.sample(4, steps=5)
@@ -374,6 +385,7 @@ def sdpa_calls(monkeypatch):
     return calls
 
 
+@pytest.mark.slow
 def test_default_batching_is_static_shaped_and_reported_in_events(sdpa_calls):
     topic = wb.train("bert-tiny", wb.dataset("docstrings-topic", limit=300), max_steps=12, batch_size=8,
                      max_length=128, log_every=4, live=False)
