@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backends.hpu import MODES
+from ..backends.registry import PRECISIONS
 from .batching import PACKINGS
 
 # The one padding vocabulary: wb.train's ``padding=``, the shape statistics and the pickers.
@@ -99,7 +100,7 @@ FIELDS: dict[str, Field] = {
     "epochs": Field(None, _optional(_epochs), ("num_train_epochs",), float | None),
     "batch_size": Field(16, _positive_int, ("per_device_train_batch_size",), int),
     "lr": Field(None, _optional(_lr), ("learning_rate",), float | None),
-    "precision": Field("auto", _one_of("auto", "fp32", "bf16", "fp16"), annotation=str),
+    "precision": Field("auto", _one_of(*PRECISIONS), annotation=str),  # the device table's
     "device": Field("auto", annotation=str),  # checked by the device table (names the known ones)
     "eval_every": Field(None, _optional(_positive_int), ("eval_steps",), int | None),
     "save_every": Field(None, _optional(_positive_int), ("save_steps",), int | None),
