@@ -27,7 +27,6 @@ OWN = {
     "launch_command": {},
     "profile": {"max_steps": None, "eval_every": None},  # warmup + steps, and no evaluation
 }
-DEFAULTS_OF_ITS_OWN = {"profile": {"name": "profile"}}
 
 
 @pytest.mark.parametrize("name", sorted(OWN))
@@ -41,11 +40,10 @@ def test_every_run_argument_is_a_keyword_of_the_function_with_the_records_defaul
     for field in expected:
         p = params[field]
         assert p.kind is inspect.Parameter.KEYWORD_ONLY, field
-        want = DEFAULTS_OF_ITS_OWN.get(name, {}).get(field, FIELDS[field].default)
+        want = FIELDS[field].default
         assert p.default == want and type(p.default) is type(want), (
             f"wb.{name}({field}=) defaults to {p.default!r}; runargs.FIELDS says {want!r}")
-        if field not in DEFAULTS_OF_ITS_OWN.get(name, {}):
-            assert p.annotation.replace("pathlib.", "") == _text(FIELDS[field].annotation), field
+        assert p.annotation.replace("pathlib.", "") == _text(FIELDS[field].annotation), field
     tail = list(params.values())[-1]
     assert tail.kind is inspect.Parameter.VAR_KEYWORD and tail.name == "trainer_overrides"
 
@@ -73,7 +71,7 @@ def test_the_keywords_are_in_the_source_where_a_type_checker_reads_them(module, 
 
 
 def test_given_keeps_what_the_caller_chose_and_drops_defaults():
-    chosen = runargs.given({"lr": 1e-3, "batch_size": 16, "max_length": 64, "padding": "auto",
+    chosen = runargs.given(wb.train, {"lr": 1e-3, "batch_size": 16, "max_length": 64, "padding": "auto",
                             "model": "bert-tiny", "live": False, "seed": 0.0})
     # 16 and "auto" are the defaults; 0.0 is not the int default 0 (and is refused later)
     assert chosen == {"lr": 1e-3, "max_length": 64, "seed": 0.0}

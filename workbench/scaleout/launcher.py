@@ -315,7 +315,7 @@ def launch(
     """
     if not isinstance(max_restarts, int) or max_restarts < 0:
         raise ValueError(f"max_restarts must be 0 or more; got {max_restarts!r}")
-    train_args = {**runargs.given(locals()), **trainer_overrides}
+    train_args = {**runargs.given(launch, locals()), **trainer_overrides}
     run = _prepare(model, data, devices, strategy, zero_stage, train_args)
     cmd = [
         sys.executable,
@@ -421,7 +421,7 @@ def launch_command(
     The run directory must be on a filesystem every node sees (or copied to the same path
     on each): the workers read their specs from it and rank 0 writes the events there.
     """
-    train_args = {**runargs.given(locals()), **trainer_overrides}
+    train_args = {**runargs.given(launch_command, locals()), **trainer_overrides}
     launchfiles.check(nodes, devices_per_node, hosts, format, strategy, max_restarts, image)
     kind = backend(accelerator).kind if accelerator is not None else None
     # the nodes' devices, not this machine's: the workers train on what the job files request

@@ -368,7 +368,7 @@ def train(
     'completed'
     """
     # the run's arguments the caller chose (the keywords above are runargs.FIELDS, in order)
-    options = {**runargs.given(locals()), **trainer_overrides}
+    options = {**runargs.given(train, locals()), **trainer_overrides}
     if "resume_from_checkpoint" in options:
         raise ValueError(
             "wb.train(resume_from_checkpoint=...) would be ignored: continue a run "

@@ -177,7 +177,7 @@ def profile(
     save_every: int | None = None,
     log_every: int | None = None,
     run_dir: str | Path | None = None,
-    name: str = "profile",
+    name: str | None = None,
     max_length: int = 128,
     padding: str = "auto",
     buckets: int = 8,
@@ -206,7 +206,7 @@ def profile(
         Rows of the top-ops table.
     batch_size, max_length, device, ...
         As for ``wb.train`` (every argument but ``max_steps`` and ``eval_every``, which the
-        profile sets); ``name`` defaults to ``"profile"``.
+        profile sets); the run's ``name`` is ``"profile"`` unless given.
     **trainer_overrides
         TrainingArguments fields, as for ``wb.train``.
     """
@@ -215,7 +215,8 @@ def profile(
 
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
-    train_args = {**runargs.given(locals()), "name": name, **trainer_overrides}
+    train_args = {**runargs.given(profile, locals()), **trainer_overrides}
+    train_args["name"] = name or "profile"
     kind = pick_device(device).kind
     steps_cb = _ProfileSteps(kind, warmup, steps)
     try:

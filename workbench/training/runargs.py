@@ -12,6 +12,8 @@ Checks here need only the values; the ones that need the model, the data or the 
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import numbers
 from dataclasses import dataclass
@@ -235,16 +237,27 @@ def check_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     return {k: split.values[k] for k in given}, split.trainer_overrides
 
 
-def given(values: dict[str, Any]) -> dict[str, Any]:
-    """The run arguments among ``values`` (a function's keywords, ``locals()``) that differ
-    from their defaults: what the caller chose.
+def given(func, values: dict[str, Any]) -> dict[str, Any]:
+    """The run arguments among ``values`` (``func``'s keywords, its ``locals()``) that the
+    caller chose: those that differ from ``func``'s own default.
 
     ``wb.train``, ``wb.launch``, ``wb.launch_command`` and ``wb.profile`` spell every field
-    as a keyword, so that editors and type checkers see them (tests/test_signatures.py checks
-    each signature against ``FIELDS``); they hand on only these, so that an alias
-    (``learning_rate=``) is not met by the default of its field (``lr=None``)."""
+    as a keyword, so that editors and type checkers see them; tests/test_signatures.py holds
+    each signature to ``FIELDS``. They hand on only what the caller chose: the record fills
+    in the rest (``RunArgs.from_options``), so its defaults are the ones that count, and an
+    alias (``learning_rate=``) is not met by its field's default (``lr=None``)."""
+    defaults = _keyword_defaults(func)
     return {
         k: v
         for k, v in values.items()
-        if k in FIELDS and not (type(v) is type(FIELDS[k].default) and v == FIELDS[k].default)
+        if k in FIELDS and not (type(v) is type(defaults[k]) and v == defaults[k])
+    }
+
+
+@functools.cache
+def _keyword_defaults(func) -> dict[str, Any]:
+    return {
+        name: p.default
+        for name, p in inspect.signature(func).parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
     }
