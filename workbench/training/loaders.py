@@ -40,7 +40,8 @@ class BatchSamplerTrainer(transformers.Trainer):
         if self.accelerator.num_processes == 1:
             return self.accelerator.prepare(loader)
         # accelerate's documented function, with the values Accelerator.prepare would give
-        # it but for the process count: the batches are this rank's already
+        # it but for the process count: the batches are this rank's already. No generator
+        # to synchronise across ranks: the sampler's order depends only on (seed, epoch).
         return prepare_data_loader(
             loader,
             self.accelerator.device,
