@@ -11,6 +11,7 @@ import pytest
 pytestmark = pytest.mark.usefixtures("runs_in_tmp")
 
 
+@pytest.mark.slow
 def test_engine_bench_measures_three_ways_side_by_side(tmp_path):
     out = tmp_path / "engine.json"
     proc = subprocess.run([sys.executable, "-m", "workbench.bench", "engine", "--json", str(out),
@@ -35,6 +36,7 @@ def test_engine_bench_measures_three_ways_side_by_side(tmp_path):
     assert proc.returncode != 0 and "not 'mfu'" in proc.stderr
 
 
+@pytest.mark.slow
 def test_attachment_bench_times_the_same_trainer_with_and_without_wb_attach(tmp_path):
     out = tmp_path / "attachment.json"
     proc = subprocess.run([sys.executable, "-m", "workbench.bench", "attachment", "--json", str(out),
@@ -88,6 +90,7 @@ def test_log_every_zero_leaves_each_engine_its_own_cadence(training_args):
     ("dashboard", ["--steps", "40", "--repeats", "1"], "overhead_pct"),
     ("scaling", ["--steps", "10", "--repeats", "1"], "2_vs_1"),
 ])
+@pytest.mark.slow
 def test_dashboard_and_scaling_benches_run(tmp_path, bench, args, ratio):
     out = tmp_path / f"{bench}.json"
     proc = subprocess.run([sys.executable, "-m", "workbench.bench", bench, "--json", str(out), *args],
@@ -116,6 +119,7 @@ def test_sdcache_bench_times_images_and_cache_side_by_side_and_counts_sd15_flops
     assert 0 < f["sd15_frozen_share_full_unet"] < f["sd15_frozen_share_lora"] < 1
 
 
+@pytest.mark.slow
 def test_mfu_bench_times_trainer_and_workbench_on_the_same_blocks(tmp_path):
     out = tmp_path / "mfu.json"
     proc = subprocess.run([sys.executable, "-m", "workbench.bench", "mfu", "--model", "gpt2-mini", "--json", str(out),

@@ -214,6 +214,7 @@ def test_the_doctor_says_what_this_process_holds(fake_hpu, tmp_path):
     assert "Gaudi 0 (module 0): held by pid" in out["detail"]
 
 
+@pytest.mark.slow
 def test_notebook_13_runs_on_the_emulated_gaudi(tmp_path):
     """Notebook 13 under papermill with DEVICE="hpu" on the emulated node: the worker frees
     its card, the in-kernel run keeps one, and the notebook says which."""

@@ -315,6 +315,7 @@ wb.record("steps", run.summary["step"])
 """
 
 
+@pytest.mark.slow
 def test_papermill_notebook_has_one_png_per_run_and_few_stream_outputs(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(NOTEBOOK.format(steps=1000, eval_every=250)),

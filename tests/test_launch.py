@@ -47,6 +47,7 @@ def _finish(run, timeout: float = 600):
         raise AssertionError(f"{run.name} did not finish in {timeout:g} s\n" + "\n".join(logs)) from None
 
 
+@pytest.mark.slow
 def test_two_gloo_workers_train_identically_and_the_notebook_sees_rank_0(tmp_path):
     seen = []
     run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=400), devices=2, max_steps=30,
@@ -63,6 +64,7 @@ def test_two_gloo_workers_train_identically_and_the_notebook_sees_rank_0(tmp_pat
         assert list(run.path.glob(f"logs/**/attempt_0/{rank}/stderr.log")), f"rank {rank}'s stderr is kept"
 
 
+@pytest.mark.slow
 def test_stop_stops_both_ranks_at_the_same_step_with_a_checkpoint():
     run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=400), devices=2, max_steps=100000,
                     log_every=2, save_every=1000, live=False, background=True, **DATA)
@@ -75,6 +77,7 @@ def test_stop_stops_both_ranks_at_the_same_step_with_a_checkpoint():
     assert (run.path / "checkpoints" / f"checkpoint-{steps.pop()}").exists()
 
 
+@pytest.mark.slow
 def test_a_crashed_rank_fails_the_run_and_is_named():
     run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=400), devices=2, max_steps=100000,
                     log_every=2, live=False, background=True, **DATA)
@@ -121,6 +124,7 @@ def test_deepspeed_zero_configs(stage):
         wb.launch("gpt2-tiny", "docstrings-lm", devices=2, zero_stage=2)
 
 
+@pytest.mark.slow
 def test_deepspeed_zero2_on_two_cpu_processes():
     """DeepSpeed does run here: CPU accelerator, gloo. `make test` builds it from source
     against the installed torch (it ships only as an sdist)."""
@@ -151,6 +155,7 @@ def _workers(path) -> list[psutil.Process]:
             if "workbench.scaleout.worker" in " ".join(p.info["cmdline"] or []) and str(path) in " ".join(p.info["cmdline"])]
 
 
+@pytest.mark.slow
 def test_killing_the_launching_process_ends_its_workers_and_stop_works_from_anywhere(tmp_path):
     import subprocess
     import sys
@@ -189,6 +194,7 @@ def test_killing_the_launching_process_ends_its_workers_and_stop_works_from_anyw
                 pass
 
 
+@pytest.mark.slow
 def test_a_rank_that_raises_is_named_with_its_exception(tmp_path, monkeypatch):
     """rank 1 raises mid-run (a sitecustomize on its path makes it): the run's error is that
     exception, read from torchrun's per-worker error file, not a warning from its log."""

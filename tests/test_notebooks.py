@@ -88,6 +88,7 @@ def test_every_notebook_is_committed_clean_with_a_parameters_cell():
         assert path.stem in CHECKS, f"{path.name} has no recorded-results check in this test"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs_under_papermill(path, tmp_path):
     out = tmp_path / path.name
@@ -141,6 +142,7 @@ def _notebook(path: Path, parameters: str, body: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_broken_notebook_raises(tmp_path):
     src = _notebook(tmp_path / "broken.ipynb", "STEPS = 1", "import workbench as wb\nwb.model('bret')")
     with pytest.raises(papermill.PapermillExecutionError, match="unknown model family 'bret'"):
@@ -148,6 +150,7 @@ def test_a_broken_notebook_raises(tmp_path):
                                    progress_bar=False)
 
 
+@pytest.mark.slow
 def test_workbench_run_cli(tmp_path):
     src = _notebook(tmp_path / "tiny.ipynb", "X = 1\nNAME = 'a'",
                     "import workbench as wb\nwb.record('x2', X * 2)\nwb.record('name', NAME)")

@@ -10,6 +10,7 @@ import workbench as wb
 from workbench.nbrecord import MIME
 
 
+@pytest.mark.slow
 def test_record_round_trips_through_an_executed_notebook(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("import workbench as wb\nwb.record('accuracy', 0.75)\n"
