@@ -111,3 +111,16 @@ def test_the_model_of_a_run_is_freed_once_the_run_is_dropped():
 
 def _holders(obj) -> list[str]:
     return [type(r).__name__ for r in gc.get_referrers(obj)][:10] if obj is not None else []
+
+
+@pytest.mark.slow
+def test_two_ranks_each_train_their_own_share_of_the_bucketed_batches_once():
+    """With two torchrun workers the bucket sampler hands each rank its share; the Trainer
+    subclass prepares that loader without accelerate sharding it a second time: one epoch of
+    64 rows in batches of 4 is 16 batches, 8 steps on each rank (4 if sharded twice)."""
+    run = wb.launch("bert-tiny", wb.dataset("docstrings-topic", limit=64), devices=2,
+                    padding="bucketed", buckets=2, batch_size=4, max_length=32, epochs=1,
+                    live=False)
+    assert run.status == "completed", run.summary.get("error")
+    assert run.summary["world_size"] == 2
+    assert run.summary["max_steps"] == run.summary["step"] == 8, run.summary
