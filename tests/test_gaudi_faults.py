@@ -39,6 +39,7 @@ def kernel_took_a_card(monkeypatch):
     monkeypatch.setenv("HABANA_VISIBLE_MODULES", "2,3")
 
 
+@pytest.mark.slow
 def test_launch_workers_do_not_inherit_the_kernels_card(kernel_took_a_card, spawned):
     with pytest.raises(_Spawned):
         wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), devices=2, max_steps=1,
@@ -49,6 +50,7 @@ def test_launch_workers_do_not_inherit_the_kernels_card(kernel_took_a_card, spaw
     assert env["HABANA_VISIBLE_MODULES"] == "2,3"  # the caller's choice of cards passes
 
 
+@pytest.mark.slow
 def test_doctor_ranks_do_not_inherit_the_kernels_card(kernel_took_a_card, spawned, tmp_path):
     from workbench.backends.registry import device
     from workbench.checks import checkup
@@ -187,6 +189,7 @@ SEEN = ("import habana_frameworks.torch._recipe_cache_config as c; "
         "print('bridge saw', c.CONFIG)")
 
 
+@pytest.mark.slow
 def test_the_bridge_autoloaded_by_import_torch_sees_the_recipe_cache(eager_env, tmp_path):
     # the notebook's first cell: workbench, then torch (which loads the bridge in eager mode)
     done = _python("import sys, workbench as wb, torch\n"
@@ -196,6 +199,7 @@ def test_the_bridge_autoloaded_by_import_torch_sees_the_recipe_cache(eager_env, 
     assert f"bridge saw {tmp_path / 'cache' / 'hpu-recipes'},false,4096" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_bridge_loaded_before_workbench_says_the_cache_is_off(eager_env):
     done = _python("import torch, warnings\n"
                    "with warnings.catch_warnings(record=True) as w:\n"

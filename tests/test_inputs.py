@@ -56,6 +56,7 @@ def test_empty_and_header_only_csv_name_the_file(tmp_path):
     _refused(tmp_path, ValueError, "has column names .* but no rows", model="bert-tiny", data=spec)
 
 
+@pytest.mark.slow
 def test_blank_and_nan_labels_are_dropped_with_a_count_and_the_run_trains(tmp_path):
     labels = ["" if i % 10 == 0 else "NaN" if i % 10 == 5 else ("a" if i % 2 else "b") for i in range(80)]
     spec = wb.dataset(str(_csv(tmp_path / "blanks.csv", labels)), text="text", label="label")
@@ -234,6 +235,7 @@ def test_workbench_run_checks_parameters_against_the_parameters_cell(tmp_path, c
 
 
 # ---------------------------------------------------------------- noise
+@pytest.mark.slow
 def test_a_run_prints_nothing_the_user_did_not_ask_for(tmp_path):
     """In a fresh process (DeepSpeed's warning comes once per process, at its import)."""
     data = _csv(tmp_path / "noise.csv", ["a", "b"] * 40)
