@@ -26,7 +26,7 @@ LAYERS = [
      "backends.chips", "backends.cards", "backends.devicefiles", "backends.torchrun", "backends._bridge",
      "backends.monitor", "backends.hlml", "bundled",
      "views.progress", "nbrecord", "training.interrupts", "families", "rundir.lock",
-     "planning.references", "hub", "diffusion.pipeline", "markup", "liblogs", "training.torchconfig", "settings"},
+     "planning.references", "hub", "diffusion.pipeline", "markup", "liblogs", "training.torchconfig", "settings", "jsonvalues"},
     {"catalog", "data", "training.shapes", "training.batching", "planning.memory",
      "planning.footprint", "training.recipe", "diffusion.denoising", "training.attention",
      "training.checkpoint", "scaleout.launchfiles", "planning.flops", "diffusion.images",

@@ -9,19 +9,17 @@ without executing anything.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
+
+from .jsonvalues import plain
 
 MIME = "application/vnd.workbench.record+json"
 NOT_LITERAL = object()  # a parameter whose value is an expression, not a literal
 
 
 def _jsonable(value: Any) -> Any:
-    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 0) == 0:
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"cannot record {value!r}: it is not a finite number")
+    value = plain(value, nonfinite="refuse")  # jsonvalues: a NaN record is refused
     json.dumps(value)  # raises TypeError for what JSON cannot hold
     return value
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import threading
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import markup
+from ..jsonvalues import plain
 from ..settings import runs_root, runs_root_named
 from .lock import WriterLock
 
@@ -33,16 +33,8 @@ def now() -> str:
 
 
 def _clean(value: Any) -> Any:
-    """JSON-safe: NaN/inf become strings, numpy/torch scalars become floats."""
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return value
+    """JSON-safe for the run's files: NaN/inf kept as text (``jsonvalues``' "text" rule)."""
+    return plain(value, nonfinite="text")
 
 
 def write_json(path: Path, data: dict) -> None:

@@ -19,11 +19,11 @@ from __future__ import annotations
 import base64
 import html
 import json
-import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..jsonvalues import plain
 from .chart import RUN_COLOURS, history, panels_for, render_png, render_table, sample_grids
 
 BUILD = Path(__file__).resolve().parents[1] / "assets" / "build"
@@ -51,14 +51,8 @@ def _page_script() -> str:
 
 
 def finite_json(value: Any) -> Any:
-    """JSON without NaN or infinity (JSON.parse refuses them): those become null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: finite_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite_json(v) for v in value]
-    return value
+    """JSON for the browser (JSON.parse refuses NaN): ``jsonvalues``' "null" rule."""
+    return plain(value, nonfinite="null")
 
 
 def view_state(
