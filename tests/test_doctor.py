@@ -51,6 +51,7 @@ def test_wb_doctor_is_the_function_even_after_its_module_is_imported():
     assert wb.doctor is checkup.doctor and callable(wb.doctor)
 
 
+@pytest.mark.slow
 def test_the_cpu_doctor_names_every_check_and_none_fails(cpu_report):
     r = cpu_report
     assert [c.name for c in r.checks] == list(checkup.CHECKS)
@@ -69,6 +70,7 @@ def test_the_cpu_doctor_names_every_check_and_none_fails(cpu_report):
     assert r.versions["torch"] == torch.__version__ and r.device["kind"] == "cpu"
 
 
+@pytest.mark.slow
 def test_the_reports_are_written_and_rendered(cpu_report):
     r = cpu_report
     saved = json.loads((r.out / "report.json").read_text())
@@ -83,6 +85,7 @@ def test_the_reports_are_written_and_rendered(cpu_report):
     assert text.splitlines()[-1].startswith(f"{len(r.checks)} checks: ")
 
 
+@pytest.mark.slow
 def test_multi_runs_the_all_reduce_and_the_launch_on_cpu(tmp_path, one_thread):
     r = wb.doctor(tmp_path, device="cpu", multi=True, only=["all-reduce", "launch"])
     assert [(c.name, c.status) for c in r.checks] == [("all-reduce", "pass"), ("launch", "pass")], r.table()
@@ -90,6 +93,7 @@ def test_multi_runs_the_all_reduce_and_the_launch_on_cpu(tmp_path, one_thread):
     assert [x["rank"] for x in ranks] == [0, 1] and all(x["backend"] == "gloo" and x["value"] == 3 for x in ranks)
 
 
+@pytest.mark.slow
 def test_the_cli_prints_the_json_report_alone_on_stdout_and_writes_both_reports(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out = tmp_path / "d"
