@@ -9,12 +9,14 @@ device (tests/fakes/README.md says what it cannot show).
 import subprocess
 import sys
 
+import pytest
 from emulated_hpu import FAKES, environment
 
 DONE = ("import torch, habana_frameworks.torch; x = torch.ones(2, device='hpu'); "
         "print(x.device, (x * 2).sum().item())")
 
 
+@pytest.mark.slow
 def test_an_hpu_tensor_exists_with_the_double_and_not_without(tmp_path):
     env = environment(tmp_path)
     with_double = subprocess.run([sys.executable, "-c", DONE], env=env, capture_output=True,

@@ -96,6 +96,7 @@ def test_mode_is_read_back_from_the_bridge_never_from_the_variable(hpu, monkeypa
         set_hpu_mode("turbo")
 
 
+@pytest.mark.slow
 def test_import_torch_autoloads_the_bridge_in_eager_mode(fake_env):
     """Through the ``torch.backends`` entry point a current bridge loads on ``import torch``
     unless lazy mode is chosen (the double registers the same entry point): the mode must
@@ -403,6 +404,7 @@ def test_no_hpu_graphs_in_eager_mode(hpu):
     assert inference_model(net, dev) is net
 
 
+@pytest.mark.slow
 def test_recipe_cache_is_configured_before_the_bridge_loads(fake_env, tmp_path):
     env = {**fake_env, "WORKBENCH_CACHE": str(tmp_path)}
     env.pop("PT_HPU_RECIPE_CACHE_CONFIG", None)

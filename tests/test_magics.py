@@ -23,6 +23,7 @@ def test_device_and_unknown_command(ip):
         ip.run_line_magic("wb", "dance")
 
 
+@pytest.mark.slow
 def test_runs_compare_and_stop(ip, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     a = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=32), max_steps=2, live=False)

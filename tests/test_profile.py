@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 import workbench as wb
 from workbench.liblogs import native_stderr_without
 
 
+@pytest.mark.slow
 def test_profile_writes_a_trace_and_a_top_ops_table(tmp_path, monkeypatch, capfd):
     monkeypatch.chdir(tmp_path)
     prof = wb.profile("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), steps=3, warmup=2,

@@ -25,6 +25,7 @@ def batch_of_3(monkeypatch):
     return 3
 
 
+@pytest.mark.slow
 def test_a_default_changed_in_the_record_is_the_default_of_every_door(batch_of_3):
     run = wb.train("bert-tiny", "docstrings-topic", max_steps=1, live=False)
     assert run.spec["args"]["batch_size"] == batch_of_3
