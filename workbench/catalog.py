@@ -76,7 +76,9 @@ class ModelSpec:
     tokenizer : str or None
         Tokenizer directory or hub id; default: the family's bundled one or ``source``.
     trust_remote_code : bool
-        Passed to ``from_pretrained``; off unless you turn it on.
+        Passed to ``from_pretrained``; off unless you turn it on. A run directory's spec
+        records it but never turns it on: ``RunDir.model_spec`` and ``resume`` take it from
+        the caller.
     lora : dict or None
         LoRA adapters through peft (``{"r": 8, "alpha": 16, "dropout": 0.05,
         "target_modules": [...]}``); only the adapters train.
@@ -182,7 +184,7 @@ class ModelSpec:
         from transformers import AutoConfig
 
         if self.size == MINILM:
-            cfg = AutoConfig.from_pretrained(str(minilm_path()))
+            cfg = AutoConfig.from_pretrained(str(minilm_path()), trust_remote_code=False)
         elif self.source and self.size not in self.info["sizes"]:
             try:
                 cfg = AutoConfig.from_pretrained(
@@ -260,7 +262,10 @@ class ModelSpec:
             return unet_class(cfg).from_config(_unet_fields(cfg))
         import transformers
 
-        return getattr(transformers, TASK_CLASSES[self.task]).from_config(cfg)
+        # explicit: None would make transformers ask on stdin when the config names code
+        return getattr(transformers, TASK_CLASSES[self.task]).from_config(
+            cfg, trust_remote_code=self.trust_remote_code
+        )
 
     def build(self, num_labels: int | None = None):
         """Build the model and its tokenizer (UNet: its image processor).

@@ -48,6 +48,9 @@ class Run(runs.RunDir):
         self.callbacks: list = []  # extra TrainerCallbacks for this process's training
         self.process = None  # the torchrun process of a launched run
         self.error: BaseException | None = None
+        # whether the model's own Python files may run: the caller's decision (wb.train's
+        # model, resume's argument, the worker's --trust-remote-code), never spec.json's
+        self.trust_remote_code = False
 
     @property
     def is_training(self) -> bool:
@@ -83,6 +86,7 @@ class Run(runs.RunDir):
         live: str | bool = "auto",
         background: bool = False,
         callbacks: list | None = None,
+        trust_remote_code: bool = False,
         **overrides,
     ) -> Run:
         """Continue from the last checkpoint (weights, optimizer, scheduler, data order).
@@ -90,14 +94,25 @@ class Run(runs.RunDir):
         Parameters
         ----------
         max_steps : int, optional
-            New total number of steps (default: the original target).
+            New total number of steps (default: the original target; a run that reached it
+            needs a larger one).
         live, background, callbacks
             As for ``wb.train``.
+        trust_remote_code : bool
+            Let the model's own Python files (its config's ``auto_map``) run. Only this
+            argument turns it on: a run directory is data, and a spec.json that asks for it
+            is refused until you pass it.
         **overrides
             TrainingArguments fields for the rest of the run.
         """
         return resume(
-            self, max_steps, live=live, background=background, callbacks=callbacks, **overrides
+            self,
+            max_steps,
+            live=live,
+            background=background,
+            callbacks=callbacks,
+            trust_remote_code=trust_remote_code,
+            **overrides,
         )
 
 
@@ -175,7 +190,9 @@ def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: i
     )
     with training(run), quiet_libraries():
         try:
-            trainer, events, restore = build(run, device, run.stop_flag, run.callbacks)
+            trainer, events, restore = build(
+                run, device, run.stop_flag, run.callbacks, trust_remote_code=run.trust_remote_code
+            )
             run.trainer = trainer
             with Interrupts(run):
                 try:
@@ -350,6 +367,7 @@ def train(
             "wb.model(family, size=<model dir>)"
         )
     run = prepare(model, data, **options)
+    run.trust_remote_code = isinstance(model, ModelSpec) and model.trust_remote_code  # the caller's
     run.callbacks = list(callbacks or [])
     run.dashboard = attach(run, live, background)
     return _start(run, None, background)
@@ -366,6 +384,21 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, **options) -> Run:
     return Run(preparation.prepare(model, data, **options))
 
 
+def untrusted(run: runs.RunDir, trust_remote_code: bool, fix: str) -> str | None:
+    """Why ``run`` cannot be trained without ``trust_remote_code`` from the caller: its
+    spec.json asks for the model's own code, and a run directory (data, shared and downloaded)
+    never turns that on; None when it does not ask, or the caller trusts it."""
+    model = run.spec.get("model") or {}
+    if trust_remote_code or not model.get("trust_remote_code"):
+        return None
+    source = model.get("source") or model.get("tokenizer") or "its model"
+    return (
+        f"{run.name}'s spec.json asks for trust_remote_code=True: training it imports Python "
+        f"files that {source!r} names. A run directory cannot turn that on, only you can: "
+        f"if you trust that code, {fix}"
+    )
+
+
 def resume(
     run: Run,
     max_steps: int | None = None,
@@ -373,6 +406,7 @@ def resume(
     live: str | bool = "auto",
     background: bool = False,
     callbacks: list | None = None,
+    trust_remote_code: bool = False,
     **overrides,
 ) -> Run:
     """Continue ``run`` from its last checkpoint (``Run.resume`` documents the arguments).
@@ -386,6 +420,12 @@ def resume(
             f"{run.name} cannot be resumed by resume(): {attached['why']}. "
             f"Resume it with {attached['resume']}"
         )
+    if not isinstance(trust_remote_code, bool):
+        raise TypeError(f"trust_remote_code must be True or False, got {trust_remote_code!r}")
+    refusal = untrusted(run, trust_remote_code, "resume(trust_remote_code=True)")
+    if refusal is not None:
+        raise ValueError(refusal)
+    run.trust_remote_code = bool(trust_remote_code)
     if run.status == "prepared":  # claiming its lock would mark it as started
         raise FileNotFoundError(f"{run.name} has no checkpoint to resume from: it never started")
     writer = RunWriter(run).claim("resume")

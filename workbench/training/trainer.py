@@ -125,17 +125,25 @@ def _room_for_shapes(inner) -> None:
     setattr(config, name, max(getattr(config, name), 2 * shapes + 2))
 
 
-def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callbacks: list = ()):
+def build(
+    run: RunDir,
+    device: DeviceInfo,
+    stop: threading.Event,
+    extra_callbacks: list = (),
+    *,
+    trust_remote_code: bool = False,
+):
     """(trainer, events callback, attention restore or None) for ``run``'s spec on ``device``.
 
     ``stop`` is the run's stop flag (set: stop after this step with a checkpoint);
-    ``extra_callbacks`` are the caller's own TrainerCallbacks.
+    ``extra_callbacks`` are the caller's own TrainerCallbacks; ``trust_remote_code`` is the
+    caller's (``wb.train``'s model, ``resume``'s argument), never the spec's.
     """
     import transformers
 
     spec = run.spec
     mspec, dspec, a = (
-        ModelSpec.from_dict(spec["model"]),
+        run.model_spec(trust_remote_code),
         DataSpec.from_dict(spec["data"]),
         spec["args"],
     )
