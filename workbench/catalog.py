@@ -295,7 +295,11 @@ class ModelSpec:
             src = str(minilm_path()) if self.size == MINILM else self.source
             try:
                 model = cls.from_pretrained(
-                    src, config=cfg, use_safetensors=True, trust_remote_code=self.trust_remote_code
+                    src,
+                    config=cfg,
+                    use_safetensors=True,
+                    trust_remote_code=self.trust_remote_code,
+                    ignore_mismatched_sizes=self.new_head(cfg.num_labels) is not None,
                 )
             except OSError as e:
                 if is_local(src):
@@ -306,6 +310,28 @@ class ModelSpec:
         if tok is not None and getattr(model.config, "pad_token_id", None) is None:
             model.config.pad_token_id = tok.pad_token_id
         return model, tok
+
+    def new_head(self, num_labels: int | None) -> str | None:
+        """Why a pretrained classifier gets a new classification head for ``num_labels``
+        classes (it was saved with another number: the head is replaced, randomly
+        initialised, through transformers' ``ignore_mismatched_sizes``; the body's weights
+        are kept); None when its head fits, or it has none (transformers adds one anyway)."""
+        if self.task != "classification" or not self.is_pretrained or num_labels is None:
+            return None
+        from transformers import AutoConfig
+
+        src = str(minilm_path()) if self.size == MINILM else self.source
+        saved = AutoConfig.from_pretrained(src, trust_remote_code=self.trust_remote_code)
+        if saved.num_labels == num_labels or not any(
+            a.endswith("ForSequenceClassification") for a in saved.architectures or ()
+        ):
+            return None
+        return (
+            f"{src} is a {saved.num_labels}-class classifier and the data has {num_labels} "
+            f"classes: its classification head is replaced by a new {num_labels}-class one, "
+            f"randomly initialised (transformers' ignore_mismatched_sizes); the rest of its "
+            f"weights are kept"
+        )
 
     def wrap_lora(self, model):
         """Wrap ``model`` with LoRA adapters (peft) as ``self.lora`` says."""

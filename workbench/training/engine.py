@@ -25,7 +25,7 @@ from ..rundir.writer import DiskFull, RunWriter, disk_full_message
 from ..views.dashboard import attach
 from . import preparation, runargs
 from .interrupts import Interrupts
-from .trainer import build, error_text, outcome
+from .trainer import build, error_text, outcome, tied_keys_quiet
 from .trainer import summary as end_summary
 
 _ACTIVE: list[Run] = []  # runs training in this process, newest last (for %wb stop)
@@ -194,7 +194,7 @@ def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: i
                 run, device, run.stop_flag, run.callbacks, trust_remote_code=run.trust_remote_code
             )
             run.trainer = trainer
-            with Interrupts(run):
+            with Interrupts(run), tied_keys_quiet(trainer.model):
                 try:
                     trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
                 except KeyboardInterrupt:

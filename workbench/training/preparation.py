@@ -9,6 +9,7 @@ from the directory it writes. Everything is checked before anything is written.
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,9 @@ def prepare(
             positions=mspec.max_positions,
             model_name=mspec.name,
         )
+        head = mspec.new_head(dspec.num_labels)  # a saved classifier of other classes
+    if head is not None:
+        warnings.warn(head, UserWarning, stacklevel=3)  # said once, by the call making the run
     total = recipe.total_steps(a.max_steps, a.epochs, rows, a.batch_size)
     cadence = recipe.cadence(total, a.log_every, a.save_every)
     warmup = a.throughput_warmup_steps

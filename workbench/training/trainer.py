@@ -6,6 +6,9 @@ to ``transformers.Trainer``; ``engine`` trains with the result.
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import logging
 import sys
 import threading
 
@@ -147,6 +150,8 @@ def build(
         DataSpec.from_dict(spec["data"]),
         spec["args"],
     )
+    # read once for all below, quietly: the call that made the run said what it dropped
+    dspec.load(warn=False)
     transformers.set_seed(a["seed"])
     model, tok = _model(mspec, dspec, run, device.resolve_precision(a["precision"]))
     prepared, inner, sampler, drop, restore = _batches(
@@ -213,6 +218,43 @@ def build(
         use_batch_sampler(trainer, sampler)
     run.hold(model, tok)
     return trainer, events, restore
+
+
+MISSING_KEYS = "There were missing keys in the checkpoint model loaded: "  # transformers' Trainer
+
+
+class _TiedOnly(logging.Filter):
+    """Drops the Trainer's missing-keys warning of a resume when every key it names is a weight
+    tied to one that did load (GPT-2's ``lm_head.weight`` is ``transformer.wte.weight``:
+    safetensors keeps a tied weight once, so no checkpoint has it, and loading its source
+    restores it). Any other missing key still warns."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = str(record.msg)
+        if not text.startswith(MISSING_KEYS):
+            return True
+        try:
+            missing = set(ast.literal_eval(text[len(MISSING_KEYS) :].rstrip(".")))
+        except (ValueError, SyntaxError):
+            return True
+        model = getattr(self.model, "get_base_model", lambda: self.model)()
+        tied = getattr(model, "all_tied_weights_keys", None) or {}  # target -> source (tied now)
+        return not (missing and all(k in tied and tied[k] not in missing for k in missing))
+
+
+@contextlib.contextmanager
+def tied_keys_quiet(model):
+    """While training ``model``: no missing-keys warning for weights tied to loaded ones."""
+    logger, drop = logging.getLogger("transformers.trainer"), _TiedOnly(model)
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
 
 
 def outcome(
