@@ -294,8 +294,8 @@ class RunDir:
     def step(self) -> int:
         """The last step the run reached: the summary's, or the event log's for a run that died."""
         s = self.summary
-        if s.get("ended"):
-            return int(s.get("step") or 0)
+        if s.get("ended") and s.get("step") is not None:
+            return int(s["step"])
         steps = [e["step"] for e in self.events if isinstance(e.get("step"), int)]
         return max(steps, default=int(s.get("step") or 0))
 

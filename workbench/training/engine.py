@@ -21,10 +21,10 @@ from ..catalog import ModelSpec
 from ..data import DataSpec
 from ..liblogs import quiet_libraries
 from ..rundir import run as runs
-from ..rundir.writer import DiskFull, RunWriter, disk_full_message
+from ..rundir.writer import ABORTED, DiskFull, RunWriter, disk_full_message
 from ..views.dashboard import attach
 from . import preparation, runargs
-from .interrupts import Interrupts
+from .interrupts import Interrupts, Terminated
 from .trainer import build, error_text, outcome, tied_keys_quiet
 from .trainer import summary as end_summary
 
@@ -198,17 +198,17 @@ def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: i
                 try:
                     trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
                 except KeyboardInterrupt:
-                    status, error = (
-                        "stopped",
-                        "interrupted twice: aborted without a final checkpoint",
-                    )
+                    status, error = "stopped", ABORTED
                 status, error = (
                     outcome(run, run.stop_flag, events, status)
                     if error is None
                     else (status, error)
                 )
                 if status != "failed" and error is None:
-                    trainer.evaluate()
+                    try:
+                        trainer.evaluate()
+                    except Terminated as e:  # after the run's end (and its checkpoint): it stands
+                        run.error = raised = e
         except BaseException as e:  # recorded, then raised
             status, error, tb = (
                 "failed",
@@ -388,8 +388,10 @@ def untrusted(run: runs.RunDir, trust_remote_code: bool, fix: str) -> str | None
     """Why ``run`` cannot be trained without ``trust_remote_code`` from the caller: its
     spec.json asks for the model's own code, and a run directory (data, shared and downloaded)
     never turns that on; None when it does not ask, or the caller trusts it."""
+    if trust_remote_code or not (run.path / "spec.json").exists():
+        return None
     model = run.spec.get("model") or {}
-    if trust_remote_code or not model.get("trust_remote_code"):
+    if not model.get("trust_remote_code"):
         return None
     source = model.get("source") or model.get("tokenizer") or "its model"
     return (
@@ -429,6 +431,7 @@ def resume(
     if run.status == "prepared":  # claiming its lock would mark it as started
         raise FileNotFoundError(f"{run.name} has no checkpoint to resume from: it never started")
     writer = RunWriter(run).claim("resume")
+    before = None  # (summary, spec) once the writes begin
     try:  # every way out of here but training releases the lock
         ckpt = run.last_checkpoint
         if ckpt is None:
@@ -446,9 +449,16 @@ def resume(
         run.dashboard = attach(
             run, live, background
         )  # before the writes: a display that fails changes nothing
+        before = run.summary, run.spec
+        # "running" first: a kill from here on leaves a run that reads failed (its lock free),
+        # never its old end (completed at step 6) under a spec that asks for more (60)
+        writer.begin({"max_steps": spec["args"]["max_steps"]})
         writer.respec(spec)
         run.log.truncate_after(int(ckpt.name.split("-")[-1]))
     except BaseException as e:
+        if before is not None:  # a write failed (a full disk): the run stays as it was
+            with contextlib.suppress(OSError):
+                writer.put_back(*before)
         writer.release()
         full = disk_full_message(e, run)
         if full is not None:
