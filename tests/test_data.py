@@ -119,3 +119,36 @@ def test_a_misspelt_bundled_dataset_suggests_the_bundled_name_not_a_download():
     with pytest.raises(ValueError, match=r"did you mean the bundled 'digits'\?.*owner/name"):
         wb.dataset("digit", image="image")
     assert wb.dataset("someone/docstrings-topics").kind == "hub", "an owner's hub id is taken as written"
+
+
+def test_blank_rows_are_said_once_per_call(tmp_path):
+    """Every read of the data (the checks, the label count, the preprocessing, the trainer's
+    own rebuild) warned again: four to five lines for one wb.train. Now one per call."""
+    import warnings
+
+    path = tmp_path / "gaps.csv"
+    path.write_text("text,label\n" + "".join(f"{'' if i % 7 == 0 else f'row {i} here'},{'ab'[i % 2]}\n"
+                                             for i in range(60)))
+    spec = wb.dataset(str(path), text="text", label="label")
+
+    def said(call) -> list[str]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")  # every warning issued, even from the same line
+            call()
+        return [str(w.message) for w in caught if "rows of 'gaps'" in str(w.message)]
+
+    one = ["dropped 9 of 60 rows of 'gaps' whose 'text' is blank or NaN; the other rows train "
+           "(fill those in to keep them)"]
+    run = None
+
+    def train():
+        nonlocal run
+        run = wb.train("bert-tiny", spec, max_steps=2, batch_size=4, max_length=16, live=False,
+                       run_dir=tmp_path / "runs")
+
+    assert said(train) == one
+    assert run.status == "completed", run.summary.get("error")
+    assert said(spec.load) == one, "asked again, said again"
+    assert said(lambda: spec.num_labels) == [], "the same spec, already read: nothing new to say"
+    fresh = wb.dataset(str(path), text="text", label="label")
+    assert said(lambda: fresh.preview(2)) == one

@@ -214,6 +214,24 @@ def test_a_bad_override_value_is_refused_as_train_refuses_it_and_the_run_stays_a
     assert Run.open(done.path).status == "completed" and not WriterLock(done.path).busy()
 
 
+def test_resume_of_a_run_at_its_end_trains_nothing_and_says_what_would(done):
+    """resume() without max_steps on a completed run: Trainer would take one step past the end
+    and rotate a checkpoint away. Refused instead, and the advice is a call that trains."""
+    run = Run.open(done.path)
+    end, kept = run.step, [p.name for p in run.checkpoints]
+    files = ("spec.json", "summary.json", "events.jsonl")
+    before = {f: (run.path / f).read_text() for f in files}
+    with pytest.raises(ValueError, match=rf"already reached its end \(checkpoint-{end}, "
+                                         rf"max_steps={end}\).*resume\(max_steps={2 * end}\)"):
+        run.resume(live=False)
+    with pytest.raises(ValueError, match=rf"already at step {end}.*one above {end}") as refused:
+        run.resume(max_steps=end, live=False)
+    assert "leave it out" not in str(refused.value), "leaving it out would train nothing"
+    assert {f: (run.path / f).read_text() for f in files} == before
+    run = Run.open(done.path)
+    assert (run.status, run.step, [p.name for p in run.checkpoints]) == ("completed", end, kept)
+
+
 def test_resume_keeps_the_previous_arguments_and_train_refuses_a_foreign_checkpoint(done, tmp_path):
     run = Run.open(done.path).resume(max_steps=14, live=False, learning_rate=1e-4)
     record = run.spec["resumes"][-1]

@@ -3,11 +3,13 @@ directory exists; and a run's output holds only what the user asked for."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import nbformat
@@ -127,6 +129,51 @@ def test_non_utf8_file_names_the_encoding_and_encoding_reads_it(tmp_path):
         wb.dataset("docstrings-topic", encoding="latin-1")
 
 
+def test_a_numeric_text_column_is_named_with_the_text_columns_there_are(tmp_path):
+    path = tmp_path / "numbers.csv"
+    path.write_text("code,note,label\n" + "".join(f"{i},row {i},{'ab'[i % 2]}\n" for i in range(40)))
+    spec = wb.dataset(str(path), text="code", label="label")
+    _refused(tmp_path, ValueError, r"column 'code' \(for text\) of 'numbers' holds int64 numbers, not "
+             r"text.*pass text='<a text column>' \(text columns: note\)", model="bert-tiny", data=spec)
+
+
+def test_a_label_column_of_mixed_types_is_named(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("".join(json.dumps({"text": f"row {i}", "label": i % 3 if i % 2 else "abc"[i % 3]}) + "\n"
+                            for i in range(40)))
+    spec = wb.dataset(str(path), text="text", label="label")
+    _refused(tmp_path, ValueError, r"label column 'label' of 'mixed' mixes value types.*all text or all "
+             r"whole numbers", model="bert-tiny", data=spec)
+
+
+def test_continuous_labels_are_not_classes(tmp_path):
+    path = tmp_path / "scores.csv"
+    path.write_text("text,label\n" + "".join(f"row {i},{i * 0.37:.2f}\n" for i in range(40)))
+    spec = wb.dataset(str(path), text="text", label="label")
+    _refused(tmp_path, ValueError, r"the labels in 'label' of 'scores' are continuous \(0\.37, 0\.74, 1\.11, "
+             r"\.\.\.\), not classes.*Bin them into classes", model="bert-tiny", data=spec)
+    path.write_text("text,label\n" + "".join(f"row {i},{float(i % 2)}\n" for i in range(40)))
+    assert wb.dataset(str(path), text="text", label="label").num_labels == 2, "1.0 and 0.0 are classes"
+
+
+def test_a_saved_two_class_classifier_trains_on_six_classes_with_a_new_head_and_says_so(tmp_path):
+    model, tok = wb.model("bert-tiny", num_labels=2).build()
+    assert model.config.num_labels == 2
+    model.save_pretrained(tmp_path / "two")
+    tok.save_pretrained(tmp_path / "two")
+    spec = wb.model("bert", size=str(tmp_path / "two"), task="classification")
+    data = wb.dataset("docstrings-topic", limit=120)
+    with pytest.warns(UserWarning, match=r"'?.*two is a 2-class classifier and the data has 6 classes: its "
+                                         r"classification head is replaced by a new 6-class one.*"
+                                         r"ignore_mismatched_sizes"):
+        run = wb.train(spec, data, max_steps=2, batch_size=8, max_length=32, live=False)
+    assert run.status == "completed", run.summary.get("error")
+    assert run.model.config.num_labels == 6
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a head that fits says nothing
+        assert spec.new_head(2) is None
+
+
 # ---------------------------------------------------------------- arguments
 def test_batch_size_larger_than_the_training_rows(tmp_path):
     spec = wb.dataset(str(_csv(tmp_path / "small.csv", ["a", "b"] * 20)), text="text", label="label")
@@ -138,6 +185,12 @@ def test_batch_size_larger_than_the_training_rows(tmp_path):
 @pytest.mark.parametrize("lr", [0, -1e-3, float("nan")])
 def test_learning_rate_must_be_positive(tmp_path, lr, name):
     _refused(tmp_path, ValueError, rf"^{name}={lr!r} .*must be a number above 0", **{name: lr})
+
+
+@pytest.mark.parametrize("name", [1e-3, "", ["a"]])
+def test_a_run_name_must_be_text(tmp_path, name):
+    _refused(tmp_path, TypeError, rf"name must be text \(the run directory's name\), got {re.escape(repr(name))}: "
+             r"pass name='my-run'", name=name)
 
 
 def test_max_length_above_the_model_positions_is_refused(tmp_path):

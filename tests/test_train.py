@@ -219,6 +219,36 @@ def test_stop_from_another_thread_checkpoints_and_resume_matches_an_uninterrupte
         assert torch.allclose(p, q, atol=1e-6)
 
 
+def test_a_gpt2_resume_says_nothing_of_its_tied_head_but_other_missing_keys_still_warn(capfd):
+    """safetensors keeps GPT-2's tied lm_head.weight once (as transformer.wte.weight), so every
+    checkpoint lacks it and the Trainer warned of it on each resume: harmless, now silent; the
+    head is tied again after the resume. A key missing for real still warns."""
+    import logging
+
+    run = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), max_steps=2, batch_size=4,
+                   max_length=32, live=False)
+    capfd.readouterr()
+    Run.open(run.path).resume(max_steps=4, live=False)
+    out, err = capfd.readouterr()
+    assert "missing keys" not in out + err, (out + err)[-2000:]
+    resumed = Run.open(run.path)
+    assert resumed.status == "completed" and resumed.step == 4
+    model = resumed.model
+    assert model.lm_head.weight is model.transformer.wte.weight, "the head is tied to the embedding"
+
+    from workbench.training.trainer import MISSING_KEYS, _TiedOnly
+
+    def says(model, keys) -> bool:
+        record = logging.LogRecord("transformers.trainer", logging.WARNING, __file__, 0,
+                                   f"{MISSING_KEYS}{keys}.", None, None)
+        return _TiedOnly(model).filter(record)
+
+    assert not says(model, ["lm_head.weight"])
+    assert says(model, ["transformer.h.0.attn.c_attn.weight"]), "a real missing weight still warns"
+    untied, _ = wb.model("gpt2-tiny", tie_word_embeddings=False).build()
+    assert says(untied, ["lm_head.weight"]), "an untied head missing is a real loss"
+
+
 def test_nan_loss_stops_with_a_message_and_keeps_the_last_good_checkpoint(capsys):
     from transformers import TrainerCallback
 

@@ -76,7 +76,9 @@ class ModelSpec:
     tokenizer : str or None
         Tokenizer directory or hub id; default: the family's bundled one or ``source``.
     trust_remote_code : bool
-        Passed to ``from_pretrained``; off unless you turn it on.
+        Passed to ``from_pretrained``; off unless you turn it on. A run directory's spec
+        records it but never turns it on: ``RunDir.model_spec`` and ``resume`` take it from
+        the caller.
     lora : dict or None
         LoRA adapters through peft (``{"r": 8, "alpha": 16, "dropout": 0.05,
         "target_modules": [...]}``); only the adapters train.
@@ -182,7 +184,7 @@ class ModelSpec:
         from transformers import AutoConfig
 
         if self.size == MINILM:
-            cfg = AutoConfig.from_pretrained(str(minilm_path()))
+            cfg = AutoConfig.from_pretrained(str(minilm_path()), trust_remote_code=False)
         elif self.source and self.size not in self.info["sizes"]:
             try:
                 cfg = AutoConfig.from_pretrained(
@@ -260,7 +262,10 @@ class ModelSpec:
             return unet_class(cfg).from_config(_unet_fields(cfg))
         import transformers
 
-        return getattr(transformers, TASK_CLASSES[self.task]).from_config(cfg)
+        # explicit: None would make transformers ask on stdin when the config names code
+        return getattr(transformers, TASK_CLASSES[self.task]).from_config(
+            cfg, trust_remote_code=self.trust_remote_code
+        )
 
     def build(self, num_labels: int | None = None):
         """Build the model and its tokenizer (UNet: its image processor).
@@ -290,7 +295,11 @@ class ModelSpec:
             src = str(minilm_path()) if self.size == MINILM else self.source
             try:
                 model = cls.from_pretrained(
-                    src, config=cfg, use_safetensors=True, trust_remote_code=self.trust_remote_code
+                    src,
+                    config=cfg,
+                    use_safetensors=True,
+                    trust_remote_code=self.trust_remote_code,
+                    ignore_mismatched_sizes=self.new_head(cfg.num_labels) is not None,
                 )
             except OSError as e:
                 if is_local(src):
@@ -301,6 +310,28 @@ class ModelSpec:
         if tok is not None and getattr(model.config, "pad_token_id", None) is None:
             model.config.pad_token_id = tok.pad_token_id
         return model, tok
+
+    def new_head(self, num_labels: int | None) -> str | None:
+        """Why a pretrained classifier gets a new classification head for ``num_labels``
+        classes (it was saved with another number: the head is replaced, randomly
+        initialised, through transformers' ``ignore_mismatched_sizes``; the body's weights
+        are kept); None when its head fits, or it has none (transformers adds one anyway)."""
+        if self.task != "classification" or not self.is_pretrained or num_labels is None:
+            return None
+        from transformers import AutoConfig
+
+        src = str(minilm_path()) if self.size == MINILM else self.source
+        saved = AutoConfig.from_pretrained(src, trust_remote_code=self.trust_remote_code)
+        if saved.num_labels == num_labels or not any(
+            a.endswith("ForSequenceClassification") for a in saved.architectures or ()
+        ):
+            return None
+        return (
+            f"{src} is a {saved.num_labels}-class classifier and the data has {num_labels} "
+            f"classes: its classification head is replaced by a new {num_labels}-class one, "
+            f"randomly initialised (transformers' ignore_mismatched_sizes); the rest of its "
+            f"weights are kept"
+        )
 
     def wrap_lora(self, model):
         """Wrap ``model`` with LoRA adapters (peft) as ``self.lora`` says."""

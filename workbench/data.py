@@ -51,6 +51,19 @@ DEFAULT_COLUMNS = {
 _HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 
 
+class BlankRows(UserWarning):
+    """Rows left out of a dataset because their text, label or target is blank."""
+
+
+def _stamp(source: str) -> tuple[int, int] | None:
+    """A local file's (mtime, size): a spec reads its file again when it changed."""
+    try:
+        st = Path(source).expanduser().stat()
+    except (OSError, ValueError):
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
 def _fingerprint(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -145,8 +158,24 @@ class DataSpec:
         except Exception as e:  # offline, missing, gated: one clear message
             raise hub_error("dataset", self.source, e) from e
 
-    def load(self):
-        """A ``DatasetDict`` with ``train`` and ``eval`` splits (deterministic)."""
+    def load(self, *, warn: bool | None = True):
+        """A ``DatasetDict`` with ``train`` and ``eval`` splits (deterministic).
+
+        Read once per spec (again when a field or the local file changes). Rows dropped as
+        blank are said (``BlankRows``) with ``warn=True``; ``None``: only when read now (the
+        spec's own properties and ``prepare``, so that one call says it once); ``False``:
+        never (a run rebuilt from its spec: the call that made the run said it)."""
+        key = json.dumps([self.to_dict(), _stamp(self.source)], sort_keys=True, default=str)
+        cached = self.__dict__.get("_loaded")
+        if cached is None or cached[0] != key:
+            cached = self.__dict__["_loaded"] = (key, *self._split())
+            warn = warn is not False
+        if warn and cached[2]:
+            warnings.warn(cached[2], BlankRows, stacklevel=2)
+        return cached[1]
+
+    def _split(self):
+        """(the splits, the rows dropped as blank as a sentence or None)."""
         import datasets
 
         raw = self._raw()
@@ -159,7 +188,10 @@ class DataSpec:
                     break
             raw = raw[train_key]
         self._check_columns(raw)
-        raw, eval_split = self._drop_blank(raw, eval_split)
+        for split in (raw, eval_split):
+            if split is not None:
+                self._check_kinds(split)
+        (raw, eval_split), dropped = self._drop_blank(raw, eval_split)
         eval_split = (
             eval_split if eval_split is None or len(eval_split) else None
         )  # unlabelled: split train
@@ -192,7 +224,7 @@ class DataSpec:
             eval_split = eval_split.select(
                 range(min(max(1, int(self.limit * self.eval_fraction)), len(eval_split)))
             )
-        return datasets.DatasetDict({"train": raw, "eval": eval_split})
+        return datasets.DatasetDict({"train": raw, "eval": eval_split}), dropped
 
     def _check_columns(self, ds) -> None:
         found = list(ds.column_names)
@@ -209,8 +241,56 @@ class DataSpec:
                 f"{', '.join(found)}. Pass {missing[0]}='<column name>'"
             )
 
+    def _check_kinds(self, ds) -> None:
+        """Refuse a text or target column that is not text, and classification labels that are
+        not classes (mixed types, continuous numbers), naming the column and the fix."""
+        import datasets
+
+        for role in ("text", "target"):
+            col = self.columns.get(role)
+            feature = ds.features.get(col) if col else None
+            if feature is not None and not _is_text(feature):
+                used = set(self.columns.values())
+                texts = [c for c, f in ds.features.items() if _is_text(f) and c not in used]
+                raise ValueError(
+                    f"column {col!r} (for {role}) of {self.name!r} holds {_kind(feature)}, not "
+                    f"text, and the tokenizer reads text: pass {role}='<a text column>' "
+                    f"(text columns: {', '.join(texts) or 'none'}), or write the column as text"
+                )
+        col = self.columns.get("label")
+        if self.task != "classification" or col is None:
+            return
+        feature = ds.features[col]
+        if isinstance(feature, datasets.ClassLabel) or _is_text(feature):
+            return
+        if not isinstance(feature, datasets.Value):
+            raise ValueError(
+                f"label column {col!r} of {self.name!r} mixes value types ({_kind(feature)}: "
+                f"e.g. numbers in some rows, text in others): make every label the same type, "
+                f"all text or all whole numbers"
+            )
+        if feature.dtype.startswith("float"):
+            import pyarrow.compute as pc
+
+            values = ds.with_format("arrow")[col].drop_null()
+            fractional = pc.filter(values, pc.not_equal(values, pc.floor(values)))
+            if len(fractional):
+                shown = ", ".join(f"{v:g}" for v in fractional[:3].to_pylist())
+                raise ValueError(
+                    f"the labels in {col!r} of {self.name!r} are continuous ({shown}, ...), not "
+                    f"classes: classification needs a few classes. Bin them into classes "
+                    f"(e.g. pandas.cut), or use a regression model (not a task the workbench "
+                    f"trains); whole numbers (0, 1, 2) are classes"
+                )
+        elif not (feature.dtype.startswith(("int", "uint")) or feature.dtype == "bool"):
+            raise ValueError(
+                f"label column {col!r} of {self.name!r} holds {_kind(feature)}, not classes: "
+                f"give text or whole-number labels"
+            )
+
     def _drop_blank(self, *splits):
-        """The splits without rows whose text, label or target is blank (warns with the count)."""
+        """(the splits without rows whose text, label or target is blank, what was dropped
+        as a sentence or None)."""
         import numpy as np
 
         cols = {r: self.columns[r] for r in ("text", "label", "target") if r in self.columns}
@@ -221,7 +301,7 @@ class DataSpec:
         drops = [np.any(list(m.values()), axis=0) if m else None for m in masks]
         dropped = sum(int(d.sum()) for d in drops if d is not None)
         if not dropped:
-            return splits
+            return splits, None
         which = " or ".join(repr(c) for c in cols.values() if any(m and m[c].any() for m in masks))
         if drops[0].all():
             raise ValueError(
@@ -229,21 +309,19 @@ class DataSpec:
                 f"fill the column in, or map another one ({next(iter(cols))}='<column>')"
             )
         total = sum(len(ds) for ds in splits if ds is not None)
-        warnings.warn(
-            f"dropped {dropped} of {total} rows of {self.name!r} whose {which} is blank or NaN; "
-            f"the other rows train (fill those in to keep them)",
-            UserWarning,
-            stacklevel=3,
-        )
-        return tuple(
+        kept = tuple(
             ds if d is None else ds.select(np.flatnonzero(~d)) for ds, d in zip(splits, drops)
+        )
+        return kept, (
+            f"dropped {dropped} of {total} rows of {self.name!r} whose {which} is blank or "
+            f"NaN; the other rows train (fill those in to keep them)"
         )
 
     @property
     def label_names(self) -> list[str] | None:
         if self.task != "classification":
             return None
-        return list(self.load()["train"].features[self.columns["label"]].names)
+        return list(self.load(warn=None)["train"].features[self.columns["label"]].names)
 
     @property
     def num_labels(self) -> int | None:
@@ -255,7 +333,7 @@ class DataSpec:
         import numpy as np
         import pandas as pd
 
-        train = self.load()["train"]
+        train = self.load(warn=None)["train"]
         ds, image, label = (
             train.select(range(min(n, train.num_rows))),
             self.columns.get("image"),
@@ -281,7 +359,7 @@ class DataSpec:
         text = self.columns.get("text")
         if text is None:
             raise ValueError(f"{self.name!r} has no text column (task {self.task})")
-        ds = self.load()[split]
+        ds = self.load(warn=None)[split]
         with transformers_errors_only():  # "longer than the maximum" is what we measure here
             ids = tokenizer(list(ds[text]), truncation=False)["input_ids"]
         return LengthStats(np.array([len(x) for x in ids]))
@@ -297,7 +375,7 @@ class DataSpec:
         ``max_length`` defaults to a run's (``RunArgs``).
         """
         max_length = default("max_length") if max_length is None else max_length
-        dd = self.load()
+        dd = self.load(warn=None)
         c = self.columns
         if self.task == "diffusion":
             fn, fp = images.pixels(c["image"]), _fingerprint(self.to_dict(), "pixels")
@@ -386,6 +464,24 @@ def _not_decodable(path: Path, encoding: str) -> str:
         f"wb.dataset({str(path)!r}, encoding='latin-1') ('cp1252' for files saved by Windows "
         "programs)"
     )
+
+
+def _is_text(feature) -> bool:
+    import datasets
+
+    return isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")
+
+
+def _kind(feature) -> str:
+    """A column's type as a user reads it: ``int64 numbers``, ``JSON values``, ``images``."""
+    import datasets
+
+    if isinstance(feature, datasets.Value):
+        numbers = feature.dtype.startswith(("int", "uint", "float"))
+        return f"{feature.dtype} {'numbers' if numbers else 'values'}"
+    if isinstance(feature, datasets.ClassLabel):
+        return "class labels"
+    return f"{type(feature).__name__} values"
 
 
 def _blank(ds, column: str, is_label: bool):

@@ -279,8 +279,8 @@ class RunDir:
     def step(self) -> int:
         """The last step the run reached: the summary's, or the event log's for a run that died."""
         s = self.summary
-        if s.get("ended"):
-            return int(s.get("step") or 0)
+        if s.get("ended") and s.get("step") is not None:
+            return int(s["step"])
         steps = [e["step"] for e in self.events if isinstance(e.get("step"), int)]
         return max(steps, default=int(s.get("step") or 0))
 
@@ -337,17 +337,21 @@ class RunDir:
         self.log.subscribers.append(fn)
 
     # ----------------------------------------------------------------- results
+    def model_spec(self, trust_remote_code: bool = False):
+        """The run's ``ModelSpec``, with ``trust_remote_code`` the caller's: a run directory is
+        data (shared, downloaded), so what its spec.json says never turns remote code on."""
+        from ..catalog import ModelSpec
+
+        return ModelSpec.from_dict({**self.spec["model"], "trust_remote_code": trust_remote_code})
+
     def _load(self):
         if self._loaded is None:
-            from ..catalog import ModelSpec
             from ..training.checkpoint import load_checkpoint
 
             ckpt = self.last_checkpoint
             if ckpt is None:
                 raise FileNotFoundError(f"{self.name} has no checkpoint yet")
-            self._loaded = load_checkpoint(
-                ModelSpec.from_dict(self.spec["model"]), ckpt, base=self.path / "base"
-            )
+            self._loaded = load_checkpoint(self.model_spec(), ckpt, base=self.path / "base")
         return self._loaded
 
     def hold(self, model, tokenizer) -> None:

@@ -20,6 +20,9 @@ from ..backends.record import library_versions
 from .lock import WriterLock
 from .run import STOP_FILE, RunDir, now, write_json
 
+ABORTED = "interrupted twice: aborted without a final checkpoint"  # a second Ctrl-C's error
+# errors of a run that ended during a save (its unfinished checkpoint is removed at the end)
+CUT_SHORT = ("disk full", ABORTED)
 RESERVE = ".reserve"  # bytes kept on disk so that the final summary fits when the disk fills
 RESERVE_BYTES = 256 * 1024
 
@@ -82,6 +85,14 @@ class RunWriter:
         write_json(self.run.path / "spec.json", spec)
         self.run.refresh()
 
+    def put_back(self, summary: dict[str, Any], spec: dict[str, Any]) -> None:
+        """Write back the summary and spec a failed resume found (the reserve makes room);
+        a spec the resume did not replace is left alone."""
+        (self.run.path / RESERVE).unlink(missing_ok=True)
+        self._write(summary)
+        if self.run.spec != spec:
+            self.respec(spec)
+
     def begin(self, info: dict[str, Any]) -> None:
         """The ``running`` summary, and room kept for the final one."""
         reserve = self.run.path / RESERVE
@@ -91,7 +102,7 @@ class RunWriter:
                 os.fsync(f.fileno())
         except OSError:
             reserve.unlink(missing_ok=True)  # already full: the next write says so
-        previous = self.run.summary
+        previous = {k: v for k, v in self.run.summary.items() if k != "ended"}  # not ended now
         self._write(
             {
                 **previous,
@@ -117,13 +128,23 @@ class RunWriter:
         )
 
     def end(self, update: dict[str, Any]) -> None:
-        """The final summary. On a full disk the reserve makes room for it first, and the
-        checkpoint the save could not finish is removed (the earlier ones stay resumable)."""
+        """The final summary. On a full disk the reserve makes room for it first. A save cut
+        short (the disk filled, a second interrupt) leaves a checkpoint directory that cannot
+        be resumed from: it is removed (the earlier ones stay resumable), else Trainer would
+        count it among the checkpoints it keeps and rotate a good one away. An end that does
+        not say the step (a launched run whose rank died: the launcher writes it) takes the
+        step the event log reached, and the last good checkpoint."""
         (self.run.path / RESERVE).unlink(missing_ok=True)
-        if str(update.get("error") or "").startswith("disk full"):
+        if str(update.get("error") or "").startswith(CUT_SHORT):
             for name in self.run.broken_checkpoints:
                 shutil.rmtree(self.run.path / "checkpoints" / name, ignore_errors=True)
-        self._write({**self.run.summary, **update, "ended": now()})
+        summary = {**self.run.summary, **update}
+        if summary.get("step") is None:
+            summary["step"] = self.run.step  # not ended yet: the events' last step
+        if "checkpoint" not in summary:
+            last = self.run.last_checkpoint
+            summary["checkpoint"] = str(last) if last is not None else None
+        self._write({**summary, "ended": now()})
 
     def finish(self, update: dict[str, Any], log, ended=None) -> OSError | None:
         """End the run whatever fails: the final summary (``end``), then ``ended()``, the end

@@ -326,7 +326,8 @@ def launch(
         f"--max_restarts={max_restarts}",
         f"--log_dir={run.path / 'logs'}",
         "--redirects=3",
-        *worker_args(run.path),
+        # the spec this call just wrote from the caller's model: the caller's decision
+        *worker_args(run.path, run.spec["model"]["trust_remote_code"]),
     ]
     log_path = run.path / "launcher.log"
     run.dashboard = attach(run, live, background)
@@ -439,4 +440,5 @@ def launch_command(
         format,
         kind,
         image,
+        trust_remote_code=run.spec["model"]["trust_remote_code"],  # written by this call
     )

@@ -27,9 +27,11 @@ CLAIM = (
 TORCHRUN_PORT = 23456  # the PyTorchJob operator's default port (PyTorchJobDefaultPort)
 
 
-def worker_args(run_dir: str | Path) -> list[str]:
-    """The arguments after ``python``/``torchrun`` that run one worker of ``run_dir``."""
-    return [*WORKER, str(run_dir)]
+def worker_args(run_dir: str | Path, trust_remote_code: bool = False) -> list[str]:
+    """The arguments after ``python``/``torchrun`` that run one worker of ``run_dir``;
+    ``trust_remote_code`` (the caller's, never read back from the run directory) lets the
+    model's own Python files run in the workers."""
+    return [*WORKER, str(run_dir), *(["--trust-remote-code"] if trust_remote_code else [])]
 
 
 def restart_env(max_restarts: int) -> dict[str, str]:
@@ -125,6 +127,7 @@ class LaunchCommand:
     accelerator: str = "cpu"  # the nodes' device kind: which resource the launch files request
     image: str | None = None
     claim: str = CLAIM
+    trust_remote_code: bool = False  # the caller's model said so (workers get the flag)
 
     # ------------------------------------------------------------------ torchrun
     def torchrun_args(
@@ -146,7 +149,7 @@ class LaunchCommand:
             *extra,
             f"--log_dir={Path(self.run_dir) / 'logs'}",
             "--redirects=3",
-            *worker_args(self.run_dir),
+            *worker_args(self.run_dir, self.trust_remote_code),
         ]
 
     @property
@@ -180,8 +183,7 @@ class LaunchCommand:
             f"--master_port={self.port}",
             "--no_local_rank",
             "--module",
-            *WORKER[1:],
-            self.run_dir,
+            *worker_args(self.run_dir, self.trust_remote_code)[1:],
         ]
 
     @property

@@ -1,4 +1,8 @@
-"""One torchrun worker: ``python -m workbench.scaleout.worker RUN_DIR``.
+"""One torchrun worker: ``python -m workbench.scaleout.worker RUN_DIR [--trust-remote-code]``.
+
+``--trust-remote-code`` (``wb.launch`` adds it when its model was given
+``trust_remote_code=True``) lets the model's own Python files run; the run directory's
+spec.json never does: a spec that asks for it without the flag is refused.
 
 Rebuilds the model and data from the run directory's specs and runs the same engine as
 ``wb.train``; the Trainer sets up torch.distributed from torchrun's environment with the
@@ -33,6 +37,7 @@ def digest(model) -> str:
     return h.hexdigest()
 
 
+TRUST_FLAG = "--trust-remote-code"  # the launcher's word, never the run directory's
 CLAIM_WAIT = 60.0  # seconds a restarted rank 0 waits for the run's lock
 
 
@@ -88,14 +93,20 @@ def restart(run, rank: int):
 
 @record  # a failing rank's traceback reaches torchrun's error report
 def main(argv: list[str] | None = None) -> int:
-    from ..training.engine import Run, execute
+    from ..training.engine import Run, execute, untrusted
     from ..training.recipe import world
 
-    args = argv if argv is not None else sys.argv[1:]
+    args = list(argv if argv is not None else sys.argv[1:])
+    trust = TRUST_FLAG in args
+    args = [a for a in args if a != TRUST_FLAG]
     if len(args) != 1:
-        print("usage: python -m workbench.scaleout.worker RUN_DIR", file=sys.stderr)
+        print(f"usage: python -m workbench.scaleout.worker RUN_DIR [{TRUST_FLAG}]", file=sys.stderr)
         return 2
     run = Run.open(args[0])
+    refusal = untrusted(run, trust, f"start the workers with {TRUST_FLAG} after RUN_DIR")
+    if refusal is not None:
+        raise ValueError(refusal)
+    run.trust_remote_code = trust
     rank, size = world()
     ckpt, writer = restart(run, rank)
     execute(run, ckpt, writer)

@@ -1,7 +1,8 @@
 """Checkpoints: the trained model back from a run's checkpoint directory.
 
 Weights load from safetensors only. Remote code never runs because a file says so: whether
-``trust_remote_code`` is on is the caller's decision at load time, never the run's spec.
+``trust_remote_code`` is on is the caller's decision at load time (the ``ModelSpec`` handed
+in: ``RunDir.model_spec`` sets it from its caller), never the run's spec.json.
 """
 
 from __future__ import annotations
@@ -48,14 +49,13 @@ def problem(ckpt: Path) -> str | None:
     return None
 
 
-def load_checkpoint(
-    spec: ModelSpec, ckpt: Path, base: Path | None = None, *, trust_remote_code: bool = False
-):
+def load_checkpoint(spec: ModelSpec, ckpt: Path, base: Path | None = None):
     """(model, tokenizer) of ``spec`` from checkpoint directory ``ckpt``.
 
     ``base`` is where a LoRA run kept the random-init base weights its adapters sit on
     (pretrained bases are rebuilt from their source instead). Diffusion runs return the
-    denoising module and no tokenizer.
+    denoising module and no tokenizer. ``spec.trust_remote_code`` says whether Python files
+    that the checkpoint's or the source's config names may run.
     """
     if (
         spec.task == "text_to_image"
@@ -78,13 +78,17 @@ def load_checkpoint(
         return model, None
     import transformers
 
+    trust_remote_code = spec.trust_remote_code
     cls = getattr(transformers, TASK_CLASSES[spec.task])
-    tok = transformers.AutoTokenizer.from_pretrained(str(ckpt))
+    # explicit: None would make transformers ask on stdin when a file names code
+    tok = transformers.AutoTokenizer.from_pretrained(str(ckpt), trust_remote_code=trust_remote_code)
     if spec.lora is not None:  # base weights (kept in the run, or the pretrained source) + adapters
         import peft
 
         if base is not None and (base / "config.json").exists():
-            model = cls.from_pretrained(str(base), use_safetensors=True)
+            model = cls.from_pretrained(
+                str(base), use_safetensors=True, trust_remote_code=trust_remote_code
+            )
         else:
             model, _ = spec.build()
         return peft.PeftModel.from_pretrained(model, str(ckpt)), tok
@@ -99,5 +103,5 @@ def load_base(spec: ModelSpec, base: Path):
     import transformers
 
     return getattr(transformers, TASK_CLASSES[spec.task]).from_pretrained(
-        str(base), use_safetensors=True
+        str(base), use_safetensors=True, trust_remote_code=spec.trust_remote_code
     )

@@ -21,11 +21,11 @@ from ..catalog import ModelSpec
 from ..data import DataSpec
 from ..liblogs import quiet_libraries
 from ..rundir import run as runs
-from ..rundir.writer import DiskFull, RunWriter, disk_full_message
+from ..rundir.writer import ABORTED, DiskFull, RunWriter, disk_full_message
 from ..views.dashboard import attach
 from . import preparation, runargs
-from .interrupts import Interrupts
-from .trainer import build, error_text, outcome
+from .interrupts import Interrupts, Terminated
+from .trainer import build, error_text, outcome, tied_keys_quiet
 from .trainer import summary as end_summary
 
 _ACTIVE: list[Run] = []  # runs training in this process, newest last (for %wb stop)
@@ -48,6 +48,9 @@ class Run(runs.RunDir):
         self.callbacks: list = []  # extra TrainerCallbacks for this process's training
         self.process = None  # the torchrun process of a launched run
         self.error: BaseException | None = None
+        # whether the model's own Python files may run: the caller's decision (wb.train's
+        # model, resume's argument, the worker's --trust-remote-code), never spec.json's
+        self.trust_remote_code = False
 
     @property
     def is_training(self) -> bool:
@@ -83,6 +86,7 @@ class Run(runs.RunDir):
         live: str | bool = "auto",
         background: bool = False,
         callbacks: list | None = None,
+        trust_remote_code: bool = False,
         **overrides,
     ) -> Run:
         """Continue from the last checkpoint (weights, optimizer, scheduler, data order).
@@ -90,14 +94,25 @@ class Run(runs.RunDir):
         Parameters
         ----------
         max_steps : int, optional
-            New total number of steps (default: the original target).
+            New total number of steps (default: the original target; a run that reached it
+            needs a larger one).
         live, background, callbacks
             As for ``wb.train``.
+        trust_remote_code : bool
+            Let the model's own Python files (its config's ``auto_map``) run. Only this
+            argument turns it on: a run directory is data, and a spec.json that asks for it
+            is refused until you pass it.
         **overrides
             TrainingArguments fields for the rest of the run.
         """
         return resume(
-            self, max_steps, live=live, background=background, callbacks=callbacks, **overrides
+            self,
+            max_steps,
+            live=live,
+            background=background,
+            callbacks=callbacks,
+            trust_remote_code=trust_remote_code,
+            **overrides,
         )
 
 
@@ -175,23 +190,25 @@ def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: i
     )
     with training(run), quiet_libraries():
         try:
-            trainer, events, restore = build(run, device, run.stop_flag, run.callbacks)
+            trainer, events, restore = build(
+                run, device, run.stop_flag, run.callbacks, trust_remote_code=run.trust_remote_code
+            )
             run.trainer = trainer
-            with Interrupts(run):
+            with Interrupts(run), tied_keys_quiet(trainer.model):
                 try:
                     trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
                 except KeyboardInterrupt:
-                    status, error = (
-                        "stopped",
-                        "interrupted twice: aborted without a final checkpoint",
-                    )
+                    status, error = "stopped", ABORTED
                 status, error = (
                     outcome(run, run.stop_flag, events, status)
                     if error is None
                     else (status, error)
                 )
                 if status != "failed" and error is None:
-                    trainer.evaluate()
+                    try:
+                        trainer.evaluate()
+                    except Terminated as e:  # after the run's end (and its checkpoint): it stands
+                        run.error = raised = e
         except BaseException as e:  # recorded, then raised
             status, error, tb = (
                 "failed",
@@ -376,6 +393,7 @@ def train(
             "wb.model(family, size=<model dir>)"
         )
     run = prepare(model, data, **options)
+    run.trust_remote_code = isinstance(model, ModelSpec) and model.trust_remote_code  # the caller's
     run.callbacks = list(callbacks or [])
     run.dashboard = attach(run, live, background)
     return _start(run, None, background)
@@ -389,6 +407,23 @@ def prepare(model: str | ModelSpec, data: str | DataSpec, **options) -> Run:
     return Run(preparation.prepare(model, data, **options))
 
 
+def untrusted(run: runs.RunDir, trust_remote_code: bool, fix: str) -> str | None:
+    """Why ``run`` cannot be trained without ``trust_remote_code`` from the caller: its
+    spec.json asks for the model's own code, and a run directory (data, shared and downloaded)
+    never turns that on; None when it does not ask, or the caller trusts it."""
+    if trust_remote_code or not (run.path / "spec.json").exists():
+        return None
+    model = run.spec.get("model") or {}
+    if not model.get("trust_remote_code"):
+        return None
+    source = model.get("source") or model.get("tokenizer") or "its model"
+    return (
+        f"{run.name}'s spec.json asks for trust_remote_code=True: training it imports Python "
+        f"files that {source!r} names. A run directory cannot turn that on, only you can: "
+        f"if you trust that code, {fix}"
+    )
+
+
 def resume(
     run: Run,
     max_steps: int | None = None,
@@ -396,6 +431,7 @@ def resume(
     live: str | bool = "auto",
     background: bool = False,
     callbacks: list | None = None,
+    trust_remote_code: bool = False,
     **overrides,
 ) -> Run:
     """Continue ``run`` from its last checkpoint (``Run.resume`` documents the arguments).
@@ -409,9 +445,16 @@ def resume(
             f"{run.name} cannot be resumed by resume(): {attached['why']}. "
             f"Resume it with {attached['resume']}"
         )
+    if not isinstance(trust_remote_code, bool):
+        raise TypeError(f"trust_remote_code must be True or False, got {trust_remote_code!r}")
+    refusal = untrusted(run, trust_remote_code, "resume(trust_remote_code=True)")
+    if refusal is not None:
+        raise ValueError(refusal)
+    run.trust_remote_code = bool(trust_remote_code)
     if run.status == "prepared":  # claiming its lock would mark it as started
         raise FileNotFoundError(f"{run.name} has no checkpoint to resume from: it never started")
     writer = RunWriter(run).claim("resume")
+    before = None  # (summary, spec) once the writes begin
     try:  # every way out of here but training releases the lock
         ckpt = run.last_checkpoint
         if ckpt is None:
@@ -429,9 +472,16 @@ def resume(
         run.dashboard = attach(
             run, live, background
         )  # before the writes: a display that fails changes nothing
+        before = run.summary, run.spec
+        # "running" first: a kill from here on leaves a run that reads failed (its lock free),
+        # never its old end (completed at step 6) under a spec that asks for more (60)
+        writer.begin({"max_steps": spec["args"]["max_steps"]})
         writer.respec(spec)
         run.log.truncate_after(int(ckpt.name.split("-")[-1]))
     except BaseException as e:
+        if before is not None:  # a write failed (a full disk): the run stays as it was
+            with contextlib.suppress(OSError):
+                writer.put_back(*before)
         writer.release()
         full = disk_full_message(e, run)
         if full is not None:

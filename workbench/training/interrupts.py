@@ -1,4 +1,10 @@
-"""Ctrl-C while training: the first interrupt stops gracefully, a second one aborts."""
+"""Ctrl-C while training: the first interrupt stops gracefully, a second one aborts; SIGTERM
+ends the run at once, saying so.
+
+A Jupyter kernel restart or shutdown sends SIGINT, then SIGTERM half of its wait later (5 s by
+default), then SIGKILL (jupyter_client ``KernelManager.shutdown_wait_time``): the SIGINT starts
+a stop with a checkpoint, and the SIGTERM must still leave a summary that tells what happened.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +13,26 @@ import sys
 import threading
 
 
+class Terminated(BaseException):
+    """SIGTERM while training (a kernel restart or shutdown, torchrun stopping its workers):
+    a BaseException like KeyboardInterrupt, so that no ``except Exception`` swallows it."""
+
+
 class Interrupts:
     """While training in the main thread, the first SIGINT (Ctrl-C, the notebook's stop
     button, Jupyter's interrupt endpoint) stops gracefully after the current step with a
-    checkpoint; a second one raises KeyboardInterrupt as usual."""
+    checkpoint; a second one raises KeyboardInterrupt as usual. SIGTERM raises ``Terminated``:
+    the run ends now, its summary saying why (the default action would end the process without
+    one, and the run would read failed with no reason)."""
 
     def __init__(self, run):
         self.run, self.previous = run, None
+        self.previous_term = None
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
             self.previous = signal.signal(signal.SIGINT, self._handle)
+            self.previous_term = signal.signal(signal.SIGTERM, self._terminate)
         return self
 
     def _handle(self, signum, frame):
@@ -31,7 +46,15 @@ class Interrupts:
             flush=True,
         )
 
+    def _terminate(self, signum, frame):
+        raise Terminated(
+            "SIGTERM: this process was told to end (a kernel restart or shutdown?); "
+            "the run resumes from its last checkpoint with wb.Run.open(path).resume()"
+        )
+
     def __exit__(self, *exc):
         if self.previous is not None:
             signal.signal(signal.SIGINT, self.previous)
+        if self.previous_term is not None:
+            signal.signal(signal.SIGTERM, self.previous_term)
         return False

@@ -9,6 +9,7 @@ from the directory it writes. Everything is checked before anything is written.
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,9 @@ def prepare(
             positions=mspec.max_positions,
             model_name=mspec.name,
         )
+        head = mspec.new_head(dspec.num_labels)  # a saved classifier of other classes
+    if head is not None:
+        warnings.warn(head, UserWarning, stacklevel=3)  # said once, by the call making the run
     total = recipe.total_steps(a.max_steps, a.epochs, rows, a.batch_size)
     cadence = recipe.cadence(total, a.log_every, a.save_every)
     warmup = a.throughput_warmup_steps
@@ -104,13 +108,10 @@ def resume_spec(run: runs.RunDir, ckpt: Path, max_steps: int | None, overrides: 
     spec = run.spec
     step = int(ckpt.name.split("-")[-1])
     check_value("max_steps", max_steps)  # as wb.train checks it
-    if max_steps is not None and max_steps <= step:
-        raise ValueError(
-            f"resume(max_steps={max_steps}): {ckpt.name} is already at step {step}; "
-            f"pass a larger max_steps (or leave it out for the original "
-            f"{spec['args']['max_steps']})"
-        )
     fields, trainer_overrides = check_overrides(overrides)
+    # the run's own end: its max_steps, or (trained by epochs) the steps its summary counted
+    planned = spec["args"]["max_steps"] or run.summary.get("max_steps")
+    more = f"resume(max_steps={step + (planned or step)})"
     previous = json.loads(json.dumps(spec["args"]))
     args = spec["args"]
     if max_steps is not None:
@@ -125,6 +126,22 @@ def resume_spec(run: runs.RunDir, ckpt: Path, max_steps: int | None, overrides: 
     except (TypeError, ValueError) as e:
         shown = ", ".join(f"{k}={v!r}" for k, v in overrides.items())
         raise ValueError(f"resume({shown}) would not run: {e}") from None
+    if max_steps is None and "epochs" not in fields and planned is not None and step >= planned:
+        # Trainer would still take a step past the end, and rotate a checkpoint away
+        raise ValueError(
+            f"{run.name} already reached its end ({ckpt.name}, max_steps={planned}): resume() "
+            f"has nothing to train. Pass a larger total to train on, e.g. {more}"
+        )
+    if max_steps is not None and max_steps <= step:
+        original = (
+            f", or leave it out for the original {planned}"
+            if planned is not None and planned > step
+            else ""
+        )
+        raise ValueError(
+            f"resume(max_steps={max_steps}): {ckpt.name} is already at step {step}; "
+            f"max_steps is the new total, so pass one above {step} (e.g. {more}){original}"
+        )
     spec.setdefault("resumes", []).append(
         {"from": ckpt.name, "max_steps": max_steps, "at": runs.now(), "previous_args": previous}
     )

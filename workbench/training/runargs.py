@@ -81,6 +81,14 @@ def _bool(name: str, value) -> None:
         raise TypeError(f"{name} must be True or False, got {value!r}")
 
 
+def _run_name(name: str, value) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise TypeError(
+            f"{name} must be text (the run directory's name), got {value!r}: pass {name}='my-run', "
+            f"or leave it out for <model>-<data>"
+        )
+
+
 def _anything(name: str, value) -> None:
     return None
 
@@ -108,7 +116,7 @@ FIELDS: dict[str, Field] = {
     "save_every": Field(None, _optional(_positive_int), ("save_steps",), int | None),
     "log_every": Field(None, _optional(_positive_int), ("logging_steps",), int | None),
     "run_dir": Field(None, annotation=str | Path | None),  # checked where it is made
-    "name": Field(None, annotation=str | None),
+    "name": Field(None, _optional(_run_name), annotation=str | None),
     "max_length": Field(128, _positive_int, annotation=int),
     "padding": Field("auto", _one_of(*PADDINGS), annotation=str),
     "buckets": Field(8, _positive_int, annotation=int),

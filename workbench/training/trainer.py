@@ -6,6 +6,9 @@ to ``transformers.Trainer``; ``engine`` trains with the result.
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import logging
 import sys
 import threading
 from typing import TYPE_CHECKING
@@ -125,11 +128,19 @@ def _room_for_shapes(inner):
     return raise_recompile_limit(2 * shapes + 2)
 
 
-def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callbacks: list = ()):
+def build(
+    run: RunDir,
+    device: DeviceInfo,
+    stop: threading.Event,
+    extra_callbacks: list = (),
+    *,
+    trust_remote_code: bool = False,
+):
     """(trainer, events callback, attention restore or None) for ``run``'s spec on ``device``.
 
     ``stop`` is the run's stop flag (set: stop after this step with a checkpoint);
-    ``extra_callbacks`` are the caller's own TrainerCallbacks.
+    ``extra_callbacks`` are the caller's own TrainerCallbacks; ``trust_remote_code`` is the
+    caller's (``wb.train``'s model, ``resume``'s argument), never the spec's.
     """
     import transformers
 
@@ -138,10 +149,12 @@ def build(run: RunDir, device: DeviceInfo, stop: threading.Event, extra_callback
 
     spec = run.spec
     mspec, dspec, a = (
-        ModelSpec.from_dict(spec["model"]),
+        run.model_spec(trust_remote_code),
         DataSpec.from_dict(spec["data"]),
         recipe.spec_args(spec["args"]),
     )
+    # read once for all below, quietly: the call that made the run said what it dropped
+    dspec.load(warn=False)
     transformers.set_seed(a["seed"])
     model, tok = _model(mspec, dspec, run, device.resolve_precision(a["precision"]))
     prepared, inner, sampler, drop, restore = _batches(
@@ -218,6 +231,43 @@ def _both(first, second):
         second()
 
     return restore
+
+
+MISSING_KEYS = "There were missing keys in the checkpoint model loaded: "  # transformers' Trainer
+
+
+class _TiedOnly(logging.Filter):
+    """Drops the Trainer's missing-keys warning of a resume when every key it names is a weight
+    tied to one that did load (GPT-2's ``lm_head.weight`` is ``transformer.wte.weight``:
+    safetensors keeps a tied weight once, so no checkpoint has it, and loading its source
+    restores it). Any other missing key still warns."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = str(record.msg)
+        if not text.startswith(MISSING_KEYS):
+            return True
+        try:
+            missing = set(ast.literal_eval(text[len(MISSING_KEYS) :].rstrip(".")))
+        except (ValueError, SyntaxError):
+            return True
+        model = getattr(self.model, "get_base_model", lambda: self.model)()
+        tied = getattr(model, "all_tied_weights_keys", None) or {}  # target -> source (tied now)
+        return not (missing and all(k in tied and tied[k] not in missing for k in missing))
+
+
+@contextlib.contextmanager
+def tied_keys_quiet(model):
+    """While training ``model``: no missing-keys warning for weights tied to loaded ones."""
+    logger, drop = logging.getLogger("transformers.trainer"), _TiedOnly(model)
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
 
 
 def outcome(
