@@ -42,8 +42,33 @@ def _first(cfg, *names, default=None):
     return default
 
 
+SHAPE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+
+
+def check_shape(spec, cfg) -> None:
+    """Refuse a transformer config whose sizes cannot build (``hidden_size=-1``), naming the
+    field and the fix, before anything counts its parameters."""
+    for name in (*SHAPE_FIELDS, "intermediate_size", "num_key_value_heads"):
+        value = getattr(cfg, name, None)
+        if value is None and name not in SHAPE_FIELDS:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(
+                f"{spec.name}: {name} must be a positive integer, got {value!r}; pass "
+                f"wb.model(..., {name}=N) with N >= 1, or leave it out for the catalog's"
+            )
+    h, heads = cfg.hidden_size, cfg.num_attention_heads
+    if not getattr(cfg, "head_dim", None) and not getattr(cfg, "d_kv", None) and h % heads:
+        raise ValueError(
+            f"{spec.name}: hidden_size={h} is not a multiple of num_attention_heads={heads}; "
+            "pass sizes where it is (e.g. hidden_size=heads x 64)"
+        )
+
+
 def dims(spec) -> dict[str, Any]:
     """The architecture numbers the estimate needs."""
+    if spec.family not in ("unet", "sd"):
+        check_shape(spec, spec.config())
     d: dict[str, Any] = {
         "family": spec.family,
         "name": spec.name,
@@ -83,6 +108,8 @@ def dims(spec) -> dict[str, Any]:
         positions=_first(cfg, "n_positions", "max_position_embeddings")
         if spec.family in ("gpt2", "bert")
         else None,
+        # rotary positions (Llama): no table, but the model was trained to this length
+        rope_positions=_first(cfg, "max_position_embeddings") if spec.family == "llama" else None,
         lm_head=spec.task in ("causal_lm", "seq2seq"),
     )
     extra = (d["positions"] or 0) + _first(cfg, "type_vocab_size", default=0)
@@ -170,6 +197,11 @@ def _loss_bytes(d, tokens: int, p: int) -> float:
     return max(12 * V * tokens, (4 if p == 4 else 2) * V * tokens + (4 if p == 4 else 6) * V * h)
 
 
+def _per_block(value, n: int) -> list[int]:
+    """A diffusers UNet setting given once or per down block, as one int per block."""
+    return [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)] * n
+
+
 def _unet_acts(
     cfg, batch: int, res: int, p: int, r: int, ckpt: bool, context: int = 77
 ) -> tuple[float, float]:
@@ -179,7 +211,11 @@ def _unet_acts(
     conditional = "cross_attention_dim" in cfg and any(
         "CrossAttn" in t for t in cfg["down_block_types"]
     )
-    head_dim = int(cfg.get("attention_head_dim") or 8)
+    # SD 2 and SDXL give heads and transformer depth per down block (diffusers reverses the lists
+    # for the up blocks and takes the last for the mid block): one number per block here
+    n_blocks = len(chans)
+    head_dims = _per_block(cfg.get("attention_head_dim") or 8, n_blocks)
+    depths = _per_block(cfg.get("transformer_layers_per_block") or 1, n_blocks)
     # (saved bytes, bytes kept under checkpointing): diffusers checkpoints the resnets and
     # each transformer block, not the plain attention blocks, samplers or conv_in/out
     blocks: list[tuple[float, float]] = []
@@ -188,14 +224,14 @@ def _unet_acts(
     def resnet(ci, co, n):  # GroupNorm in (fp32), SiLU in (fp32), conv in (16-bit), twice
         blocks.append(((ci + co) * (2 * r + p) * n, ci * p * n))
 
-    def attention(c, n):
+    def attention(c, n, i):
         if conditional:  # Transformer2DModel: GN, proj_in, self-attn, cross-attn, GEGLU, proj_out
-            heads = head_dim
-            per_px = 4 * r * c + _lin(3, p) * c + 26 * p * c + 8 * heads
-            ctx = context * (2 * p * c + 2 * p * int(cfg["cross_attention_dim"]))
-            blocks.append((per_px * n + ctx, (r + 3 * p) * c * n))
+            heads, depth = head_dims[i], depths[i]  # diffusers' attention_head_dim: the heads
+            per_px = 4 * r * c + depth * (_lin(3, p) * c + 26 * p * c + 8 * heads)
+            ctx = depth * context * (2 * p * c + 2 * p * int(cfg["cross_attention_dim"]))
+            blocks.append((per_px * n + ctx, depth * (r + 3 * p) * c * n))
         else:  # GN in, q/k/v inputs (3 copies), q/k/v, out
-            full = (r + 7 * p) * c * n + 4 * (c // head_dim) * n
+            full = (r + 7 * p) * c * n + 4 * (c // head_dims[i]) * n
             blocks.append((full, full))
 
     n, c_prev, skips = res * res, chans[0], [chans[0]]
@@ -203,7 +239,7 @@ def _unet_acts(
         for _ in range(lpb):
             resnet(c_prev, chans[i], n)
             if "Attn" in kind:
-                attention(chans[i], n)
+                attention(chans[i], n, i)
             c_prev = chans[i]
             skips.append(c_prev)
         if i < len(chans) - 1:  # strided conv saves its input
@@ -212,14 +248,14 @@ def _unet_acts(
             skips.append(c_prev)
     resnet(c_prev, c_prev, n)
     if conditional or cfg.get("add_attention", True):
-        attention(c_prev, n)
+        attention(c_prev, n, -1)
     resnet(c_prev, c_prev, n)
     for i, kind in enumerate(cfg["up_block_types"]):
         c = chans[::-1][i]
         for _ in range(lpb + 1):
             resnet(c_prev + skips.pop(), c, n)
             if "Attn" in kind:
-                attention(c, n)
+                attention(c, n, n_blocks - 1 - i)
             c_prev = c
         if i < len(chans) - 1:  # nearest upsampling, then a conv that saves its input
             n *= 4

@@ -356,6 +356,13 @@ def _seq_len(name: str, d: dict, seq_len: int | None) -> int:
             f"{name} has learned positions for at most {d['positions']} tokens: "
             f"use seq_len <= {d['positions']}"
         )
+    rope = d.get("rope_positions")
+    if rope and seq_len > rope:
+        raise ValueError(
+            f"{name} was trained for at most {rope} positions (max_position_embeddings): use "
+            f"seq_len <= {rope}, or extend the model first, e.g. wb.model(..., "
+            f"max_position_embeddings={seq_len}, rope_scaling={{...}})"
+        )
     return seq_len
 
 

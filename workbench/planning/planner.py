@@ -83,7 +83,7 @@ def _rows_asked(devices) -> list[str]:
             out.append(key)
     if not out:
         raise ValueError(
-            f"devices: pass at least one of {', '.join(CHIPS)}, 'detected' "
+            f"devices: pass at least one of {', '.join(refs.PLANNED)}, 'detected' "
             "(or None for the default set)"
         )
     return out
@@ -459,9 +459,17 @@ def plan(
             "model must be a ModelSpec or a catalog name such as 'gpt2-small', got "
             f"{type(model).__name__}"
         )
-    tokens = int(_positive("tokens", tokens, float))  # 1e9 reads as well as 10**9
-    if num_devices is not None:
-        _positive("num_devices", num_devices)
+    if int(_positive("tokens", tokens, float)) < 1:
+        raise ValueError(
+            f"tokens must be at least 1: a count of training tokens (images for a UNet), "
+            f"e.g. tokens=1e9, got {tokens!r}"
+        )
+    tokens = int(tokens)  # 1e9 reads as well as 10**9
+    if num_devices is not None and _positive("num_devices", num_devices) > MAX_DEVICES:
+        raise ValueError(
+            f"num_devices={num_devices} is past what the planner models (at most "
+            f"{MAX_DEVICES} devices): pass num_devices <= {MAX_DEVICES}"
+        )
     if precision not in PLAN_PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PLAN_PRECISIONS)}")
     spec = as_model(model)
