@@ -306,8 +306,21 @@ def estimate(
     ckpt: bool,
     devices: int,
     kernels: str = "fused",
+    tensor: int = 1,
+    pipeline: int = 1,
 ) -> dict[str, int]:
-    """Per-device bytes of each component for one configuration."""
+    """Per-device bytes of each component for one configuration.
+
+    ``tensor`` and ``pipeline`` (Megatron's tensor and pipeline parallel degrees, transformers
+    only): each device holds 1 / (tensor x pipeline) of the weights, gradients and optimizer
+    state, ZeRO shards that over the ``devices / (tensor x pipeline)`` data-parallel replicas,
+    and activations are 1 / tensor of a whole stack's (sequence parallelism splits the norms
+    and dropouts too; under 1F1B the first stage holds ``pipeline`` micro-batches of its
+    ``layers / pipeline`` layers: one micro-batch of every layer). Megatron-LM's accounting,
+    Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models" (2022).
+    """
+    model_parallel = tensor * pipeline
+    replicas = max(1, devices // model_parallel)
     mixed = precision != "fp32"
     N = d.get(
         "trainable", d["params"]
@@ -342,14 +355,17 @@ def estimate(
             d["layers"] + (d["dec_layers"] if d["family"] == "t5" else 0)
         )
         tail = 2 * 4 * d["vocab"] * h if head else 0  # tied embedding: dense grad + accumulation
+    acts /= tensor
+    N, lora_base, frozen = N / model_parallel, lora_base / model_parallel, frozen / model_parallel
+    matmul, layer_params = matmul / model_parallel, layer_params / tensor
     if mixed and zero == 0:
         acts += 2 * matmul  # autocast's 16-bit weight copies, saved for backward
-    weights = wb * (N + lora_base) / (devices if zero >= 3 else 1) + frozen
+    weights = wb * (N + lora_base) / (replicas if zero >= 3 else 1) + frozen
     if zero >= 3:
         weights += 2 * wb * layer_params  # the gathered layer and the prefetched one
-    grads = wb * N / (devices if zero >= 2 else 1)
-    ddp = 4 * N if (zero == 0 and devices > 1) else 0  # DDP's gradient buckets (a second copy)
-    opt_state = opt * N / (devices if zero >= 1 else 1)
+    grads = wb * N / (replicas if zero >= 2 else 1)
+    ddp = 4 * N if (zero == 0 and replicas > 1) else 0  # DDP's gradient buckets (a second copy)
+    opt_state = opt * N / (replicas if zero >= 1 else 1)
     # backward starts with every activation and ends with every gradient (plus, with
     # checkpointing, the last recomputed layer); the optimizer step needs no more
     peak = weights + opt_state + ddp + max(acts, grads + max(tail, redo))
@@ -366,3 +382,17 @@ def estimate(
             margin=margin,
         ).items()
     }
+
+
+def traffic_per_unit(d, seq: int, precision: str) -> float:
+    """Bytes a token (a UNet: an image) moves through HBM outside the matmuls, about: each
+    activation saved for backward is written in the forward and read in the backward, and
+    its gradient written once (3 x the saved bytes, fused kernels, no weight copies). The
+    memory-bound share of a step, which a chip's HBM bandwidth speeds up and its peak does not."""
+    p = 4 if precision == "fp32" else 2
+    if d["family"] in ("unet", "sd"):
+        saved, _ = _unet_acts(d["unet"], 1, seq, p, 4, False, d.get("context", 77))
+        return 3 * saved
+    saved, _ = _transformer_acts(d, 1, seq, p, 4, 1 if d["dropout"] else 0, False, "fused")
+    loss = 12 * d["vocab"] if d.get("lm_head") else 0  # fp32 log-softmax and its gradients
+    return 3 * saved + loss

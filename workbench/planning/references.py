@@ -62,13 +62,14 @@ def chip_name(name: str, argument: str) -> str:
     return found.name
 
 
-def references(path: str | Path | None = None) -> dict[str, Any]:
+def references(path: str | Path | dict | None = None) -> dict[str, Any]:
     """The MFU references, the scaling efficiency and the default (``path``: a file in the same
-    form)."""
-    data = _read(path or REFERENCES, "references")
+    form, or its content as a dict)."""
+    data = dict(path) if isinstance(path, dict) else _read(path or REFERENCES, "references")
     for key in ("mfu", "scaling", "default"):
         if key not in data:
-            raise ValueError(f"references: {str(path or REFERENCES)!r} has no {key!r} entry")
+            where = "the dict" if isinstance(path, dict) else repr(str(path or REFERENCES))
+            raise ValueError(f"references: {where} has no {key!r} entry")
     for entry in data["mfu"]:
         entry["chip"] = chip_name(entry["chip"], "references")
     return data
