@@ -67,6 +67,11 @@ def check_shape(spec, cfg) -> None:
 
 def dims(spec) -> dict[str, Any]:
     """The architecture numbers the estimate needs."""
+    if spec.family == "vae":
+        raise ValueError(
+            f"{spec.name}: the planner has no memory or FLOP model of a VAE; plan the Stable "
+            "Diffusion pipeline it serves instead, e.g. wb.plan(wb.model('sd', size='sd15'), ...)"
+        )
     if spec.family not in ("unet", "sd"):
         check_shape(spec, spec.config())
     d: dict[str, Any] = {

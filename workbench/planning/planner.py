@@ -26,6 +26,7 @@ import functools
 import json
 import math
 import os
+import re
 import statistics
 from dataclasses import fields
 from pathlib import Path
@@ -359,6 +360,12 @@ def _target(key: str):
     return chip(info), info, f"this machine: {info.kind} ({info.name})"
 
 
+def _day(text: str | None) -> str | None:
+    """The YYYY-MM-DD in a price's date (``"repository snapshot 07efbd0, 2025-02-28 (...)"``)."""
+    found = re.search(r"\d{4}-\d{2}-\d{2}", text or "")
+    return found.group() if found else text
+
+
 PLACEHOLDER = 1e14  # FLOP/s that rank layouts where no throughput is known (their order only)
 
 
@@ -470,7 +477,7 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
             cost_low=cost * (1 + low),
             cost_high=cost * (1 + high),
             usd_per_million_tokens=cost / tokens * 1e6,
-            price_date=price.get("date") or price.get("read"),
+            price_date=_day(price.get("date") or price.get("read")),
             price_source=price.get("provider") or price.get("source"),
         )
         sources["price"] = (
@@ -795,7 +802,13 @@ def accuracy_record(references: str | Path | None = None) -> dict[str, Any]:
     ranges): per chip family, the median and worst absolute error through ``wb.plan`` and of
     the MFU lookup alone, leave-one-out and held-out, and the quartiles of the signed error
     over both."""
-    loo, held = leave_one_out(references), held_out(references)
+    return accuracy_summary(leave_one_out(references), held_out(references))
+
+
+def accuracy_summary(loo: list[dict], held: list[dict]) -> dict[str, Any]:
+    """``accuracy_record`` of already scored ``leave_one_out()`` and ``held_out()`` rows (or
+    the rows of ``plan_accuracy()`` of each check)."""
+    loo, held = [_clean(r) for r in loo], [_clean(r) for r in held]
     quartiles = {}
     for family in FAMILIES:
         errors = sorted(
@@ -818,3 +831,8 @@ def accuracy_record(references: str | Path | None = None) -> dict[str, Any]:
 
 
 ACCURACY_KEYS = ("chip", "precision", "model", "devices", "mfu", "lookup_error", "error")
+
+
+def _clean(row: dict) -> dict:
+    """A scored row with pandas' NaN back to None."""
+    return {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
