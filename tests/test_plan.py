@@ -171,7 +171,11 @@ def test_the_planner_matches_its_recorded_leave_one_out_and_held_out_accuracy(ac
     held = accuracy[accuracy.check == "held-out"].to_dict("records")
     got = accuracy_summary(loo, held)
     for check in ("leave_one_out", "held_out"):
-        assert [{k: r[k] for k in ACCURACY_KEYS} for r in got[check]] == pytest.approx(recorded[check])
+        assert len(got[check]) == len(recorded[check])
+        for g, r in zip(got[check], recorded[check]):
+            for k in ACCURACY_KEYS:
+                same = g[k] == r[k] or (isinstance(r[k], float) and g[k] == pytest.approx(r[k], abs=1e-4))
+                assert same, (check, r["model"], k, g[k], r[k])
     for key in ("leave_one_out_by_family", "held_out_by_family", "lookup_leave_one_out_by_family",
                 "lookup_held_out_by_family", "error_quartiles"):
         assert got[key] == recorded[key], key
@@ -448,13 +452,14 @@ def readme_planner_table() -> str:
         t = f"{h * 60:.0f} min" if h < 1 else f"{h:.1f} h" if h < 48 else f"{h / 24:.1f} d"
         return f"{t}, ${r['cost_usd']:,.0f}" + (" *" if r["mfu_from"] == "default" else "")
 
-    lines = ["| 8 x | batch a device | " + " | ".join(heads.values()) + " |", "|---" * (len(heads) + 2) + "|"]
+    # cells without padding: the README's lines stay within 100 columns
+    lines = ["|8 x|batch a device|" + "|".join(heads.values()) + "|", "|---" * (len(heads) + 2) + "|"]
     for name, (m, b, s, budget) in README_RUNS.items():
         model = wb.model(m[0], size=m[1], lora={"r": 8}) if len(m) == 2 else m[0]
         p = wb.plan(model, tokens=budget, batch_size=b, seq_len=s, devices=list(heads), num_devices=8,
                     runs="/nonexistent")
         shape = f"{b} images" if s is None else f"{b} x {s}"
-        lines.append(f"| {name} | {shape} | " + " | ".join(cell(r) for r in p.rows) + " |")
+        lines.append(f"|{name}|{shape}|" + "|".join(cell(r) for r in p.rows) + "|")
     return "\n".join(lines)
 
 
@@ -462,7 +467,7 @@ def test_the_readme_planner_table_is_what_the_planner_says():
     readme = (ROOT / "README.md").read_text()
     table = readme_planner_table()
     assert table in readme, "README's planner table is stale; paste:\n" + table
-    gaudi2 = [line.split(" | ")[2] for line in table.splitlines()[2:]]
+    gaudi2 = [line.split("|")[3] for line in table.splitlines()[2:]]
     assert all("*" not in cell and "$" in cell for cell in gaudi2)
     # the settings, the price snapshot's date and the planner's measured error sit beside it
     section = readme.split("## What will it cost?")[1].split("\n## ")[0]
@@ -614,7 +619,7 @@ def test_plan_accuracy_predicts_through_wb_plan_itself(accuracy):
         row = wb.plan(spec_of(e), tokens=1e9, batch_size=e["plan"]["batch_size"], seq_len=e["plan"]["seq_len"],
                       precision=e["precision"], devices=["H100"], num_devices=e["devices"],
                       checkpointing=e.get("checkpointing"), runs=NO_RUNS).row("H100 SXM")
-        assert got.predicted == pytest.approx(row["tokens_per_s"] / row["devices"], rel=1e-6)
+        assert got.predicted == pytest.approx(row["tokens_per_s"] / row["devices"], rel=1e-4)
         assert got.layout == row["strategy"] and got.error != got.lookup_error
     new = [e for e in data["held_out"]["results"] if e["read"] == "2026-12-04"]
     assert len(new) >= 10 and all("mlcommons/training_results" in e["url"] for e in new)
