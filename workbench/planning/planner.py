@@ -3,8 +3,11 @@ device, with the source of every figure.
 
 Per device (Gaudi 2, Gaudi 3, A100 80 GB, H100 SXM, H200 and this machine):
 
-* **memory** from ``wb.plan_memory``: does one device hold a step, else the fewest devices
-  and the strategy that do (ZeRO stage, gradient checkpointing);
+* **memory and layout** from ``wb.plan_memory`` and ``layout.best``: for the device count
+  (``num_devices``, else the cheapest per token from the fewest that hold a step), the
+  fastest layout that fits: data parallel, ZeRO 1/2/3, Megatron's tensor x pipeline
+  parallel, gradient checkpointing only where memory needs it, with what each costs in
+  communication on the chip's own links;
 * **throughput** = MFU x the chip's dense peak at the run's precision (``device.CHIPS``) /
   the FLOPs of a token (``flops.flops_per_token``, the count the MFU benchmark uses; for a
   UNet the FLOPs of an image, ``flops.flops_per_sample``, and ``tokens`` counts images). The
@@ -14,10 +17,12 @@ Per device (Gaudi 2, Gaudi 3, A100 80 GB, H100 SXM, H200 and this machine):
   those of a chip with the same peak, the nearest in architecture, LoRA, then size and
   sequence length); a stated default. On a CPU,
   which has no peak in the table, only your runs give a throughput (their achieved FLOP/s).
-  More than one device multiplies by the devices and a sourced scaling efficiency;
-  gradient checkpointing costs a forward pass more (8N instead of 6N FLOPs a token);
+  A figure from another chip of the same peak (H100's for an H200) runs the step's
+  memory-bound share at this chip's HBM bandwidth. More than one device multiplies by the
+  devices and a sourced scaling efficiency;
 * **time** = tokens / throughput; **cost** = hours x devices x the device-hour price
-  (``assets/plan_prices.json``, or yours: ``prices=``).
+  (``assets/plan_prices.json``, or yours: ``prices=``), each with the range the planner's
+  measured error on published results of the chip's family gives (``plan_accuracy``).
 """
 
 from __future__ import annotations
@@ -538,8 +543,9 @@ def plan(
         Gradient checkpointing as you will run it: True or False keeps every layout to it;
         None (default) lets the planner turn it on only where memory needs it.
     num_devices : int, optional
-        Devices per row (e.g. 8, one server): data parallel over them. Default, and where
-        fewer do not hold a step: the fewest that do.
+        Devices per row (e.g. 8, one server), at most 4096, in the fastest layout that fits.
+        Where they do not hold a step: the fewest that do. Default: the count cheapest per
+        token from the fewest that hold a step up to 8x as many.
 
     Returns
     -------
