@@ -30,7 +30,7 @@ LAYERS = [
     {"catalog", "data", "training.shapes", "training.batching", "planning.memory",
      "planning.footprint", "training.recipe", "diffusion.denoising", "training.attention",
      "training.checkpoint", "scaleout.launchfiles", "planning.flops", "diffusion.images",
-     "diffusion.texttoimage", "diffusion.latentcache", "training.runargs"},
+     "diffusion.texttoimage", "diffusion.latentcache", "training.runargs", "planning.layout"},
     {"rundir.run", "training.preparation", "views.dashboard", "rundir.writer", "views.chart",
      "views.page", "planning.planner", "planning.trainingplan"},
     {"training.callbacks", "training.trainer", "training.loaders"},

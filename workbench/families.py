@@ -192,6 +192,8 @@ FAMILIES: dict[str, dict[str, Any]] = {
             "max_position_embeddings": 512,
             "tie_word_embeddings": True,
         },
+        # max_position_embeddings as each model's config.json on the hub has it (Llama 2: 4,096;
+        # Llama 3.1 / 3.2: 131,072): the longest seq_len the planner accepts
         "sizes": {
             "1b": (
                 "meta-llama/Llama-3.2-1B",
@@ -202,6 +204,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
                     "num_attention_heads": 32,
                     "num_key_value_heads": 8,
                     "vocab_size": 128256,
+                    "max_position_embeddings": 131072,
                     "tie_word_embeddings": True,
                 },
             ),
@@ -214,6 +217,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
                     "num_attention_heads": 32,
                     "num_key_value_heads": 32,
                     "vocab_size": 32000,
+                    "max_position_embeddings": 4096,
                     "tie_word_embeddings": False,
                 },
             ),
@@ -226,6 +230,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
                     "num_attention_heads": 32,
                     "num_key_value_heads": 8,
                     "vocab_size": 128256,
+                    "max_position_embeddings": 131072,
                     "tie_word_embeddings": False,
                 },
             ),
@@ -238,6 +243,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
                     "num_attention_heads": 64,
                     "num_key_value_heads": 8,
                     "vocab_size": 32000,
+                    "max_position_embeddings": 4096,
                     "tie_word_embeddings": False,
                 },
             ),

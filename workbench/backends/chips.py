@@ -26,6 +26,9 @@ class Chip:
     usable: int | None = (
         None  # bytes the allocator can hand out (HPU: memory_stats "Limit"); None: memory
     )
+    hbm_tbps: float | None = None  # HBM bandwidth, TB/s
+    link_gbs: float | None = None  # inside a server: GB/s each way per device (NVLink, RoCE)
+    scaleout_gbs: float | None = None  # between servers: GB/s each way per device
 
     def instead(self, precision: str) -> str | None:
         """None when the chip runs ``precision``, else the precision to use in its place."""
@@ -51,6 +54,13 @@ def _peaks(
 # (= bf16; Intel's white papers, as tabulated in Bekman's ML Engineering), H100 SXM and H200
 # 1979 (NVIDIA's 3,958 with sparsity / 2, as composer's speed monitor has it); sources quoted in
 # assets/plan_references.json "peaks" and docs/planner-sources.md. A100: no fp8.
+# Bandwidths (the planner's communication and memory-bound terms; docs/planner-sources.md):
+# HBM from the vendors' datasheets (Gaudi 2 2.46, Gaudi 3 3.7, A100 40GB 1.555 / 80GB 2.039,
+# H100 SXM 3.35, H200 4.8 TB/s). Inside a server, per device each way: NVLink 3 600 GB/s and
+# NVLink 4 900 GB/s in both directions (A100 300, H100/H200 450); Gaudi 2's 21 of its 24
+# 100 GbE ports and Gaudi 3's 21 of its 24 200 GbE ports wire the 8 cards all-to-all (262.5
+# and 525 GB/s), the other 3 go out of the server (37.5 and 75 GB/s); DGX A100 / H100 give
+# each GPU one 200 / 400 Gb/s InfiniBand port (25 / 50 GB/s).
 # HLML names the product, not the generation (pyhlml hlmlDeviceGetName): HL-205 is the first
 # Gaudi's mezzanine card, HL-225 the Gaudi 2 OAM, HL-325L / HL-338 Gaudi 3 (Intel's product names).
 CHIPS: dict[str, Chip] = {
@@ -78,14 +88,43 @@ CHIPS: dict[str, Chip] = {
             _peaks(432, fp8=865),
             r"gaudi2|^hl22\d",
             usable=int(94.62 * GiB),
+            hbm_tbps=2.46,
+            link_gbs=262.5,
+            scaleout_gbs=37.5,
         ),
         Chip(
-            "Gaudi3", "hpu", "Intel Gaudi 3", 128 * GiB, _peaks(1835, fp8=1835), r"gaudi3|^hl3\d\d"
+            "Gaudi3",
+            "hpu",
+            "Intel Gaudi 3",
+            128 * GiB,
+            _peaks(1835, fp8=1835),
+            r"gaudi3|^hl3\d\d",
+            hbm_tbps=3.7,
+            link_gbs=525,
+            scaleout_gbs=75,
         ),
         Chip(
-            "A100 40GB", "cuda", "NVIDIA A100 40GB", 40 * GiB, _peaks(312, 312, 19.5), "a100.*40g"
+            "A100 40GB",
+            "cuda",
+            "NVIDIA A100 40GB",
+            40 * GiB,
+            _peaks(312, 312, 19.5),
+            "a100.*40g",
+            hbm_tbps=1.555,
+            link_gbs=300,
+            scaleout_gbs=25,
         ),
-        Chip("A100 80GB", "cuda", "NVIDIA A100 80GB", 80 * GiB, _peaks(312, 312, 19.5), "a100"),
+        Chip(
+            "A100 80GB",
+            "cuda",
+            "NVIDIA A100 80GB",
+            80 * GiB,
+            _peaks(312, 312, 19.5),
+            "a100",
+            hbm_tbps=2.039,
+            link_gbs=300,
+            scaleout_gbs=25,
+        ),
         # the PCIe and NVL boards run slower clocks: not this row
         Chip(
             "H100 SXM",
@@ -94,8 +133,21 @@ CHIPS: dict[str, Chip] = {
             80 * GiB,
             _peaks(989, 989, 67, 1979),
             "h100(?!.*(pcie|nvl))",
+            hbm_tbps=3.35,
+            link_gbs=450,
+            scaleout_gbs=50,
         ),
-        Chip("H200", "cuda", "NVIDIA H200", 141 * GiB, _peaks(989, 989, 67, 1979), "h200(?!.*nvl)"),
+        Chip(
+            "H200",
+            "cuda",
+            "NVIDIA H200",
+            141 * GiB,
+            _peaks(989, 989, 67, 1979),
+            "h200(?!.*nvl)",
+            hbm_tbps=4.8,
+            link_gbs=450,
+            scaleout_gbs=50,
+        ),
         Chip("CPU", "cpu", "CPU", None, _peaks(None), "^cpu$"),
     )
 }

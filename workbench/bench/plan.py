@@ -63,6 +63,8 @@ def _references_only() -> dict[str, Any]:
                 "error_pct": 100 * (row["tokens_per_s_device"] / e["tokens_per_s"] - 1),
                 "estimate_mfu": row["mfu"],
                 "estimate_from": row["sources"]["mfu"],
+                # a figure from another chip of the same peak: its HBM bandwidth's speed-up
+                "estimate_bandwidth": row["sources"].get("bandwidth", ""),
             }
     return out
 

@@ -42,8 +42,38 @@ def _first(cfg, *names, default=None):
     return default
 
 
+SHAPE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+
+
+def check_shape(spec, cfg) -> None:
+    """Refuse a transformer config whose sizes cannot build (``hidden_size=-1``), naming the
+    field and the fix, before anything counts its parameters."""
+    for name in (*SHAPE_FIELDS, "intermediate_size", "num_key_value_heads"):
+        value = getattr(cfg, name, None)
+        if value is None and name not in SHAPE_FIELDS:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(
+                f"{spec.name}: {name} must be a positive integer, got {value!r}; pass "
+                f"wb.model(..., {name}=N) with N >= 1, or leave it out for the catalog's"
+            )
+    h, heads = cfg.hidden_size, cfg.num_attention_heads
+    if not getattr(cfg, "head_dim", None) and not getattr(cfg, "d_kv", None) and h % heads:
+        raise ValueError(
+            f"{spec.name}: hidden_size={h} is not a multiple of num_attention_heads={heads}; "
+            "pass sizes where it is (e.g. hidden_size=heads x 64)"
+        )
+
+
 def dims(spec) -> dict[str, Any]:
     """The architecture numbers the estimate needs."""
+    if spec.family == "vae":
+        raise ValueError(
+            f"{spec.name}: the planner has no memory or FLOP model of a VAE; plan the Stable "
+            "Diffusion pipeline it serves instead, e.g. wb.plan(wb.model('sd', size='sd15'), ...)"
+        )
+    if spec.family not in ("unet", "sd"):
+        check_shape(spec, spec.config())
     d: dict[str, Any] = {
         "family": spec.family,
         "name": spec.name,
@@ -83,6 +113,8 @@ def dims(spec) -> dict[str, Any]:
         positions=_first(cfg, "n_positions", "max_position_embeddings")
         if spec.family in ("gpt2", "bert")
         else None,
+        # rotary positions (Llama): no table, but the model was trained to this length
+        rope_positions=_first(cfg, "max_position_embeddings") if spec.family == "llama" else None,
         lm_head=spec.task in ("causal_lm", "seq2seq"),
     )
     extra = (d["positions"] or 0) + _first(cfg, "type_vocab_size", default=0)
@@ -170,6 +202,11 @@ def _loss_bytes(d, tokens: int, p: int) -> float:
     return max(12 * V * tokens, (4 if p == 4 else 2) * V * tokens + (4 if p == 4 else 6) * V * h)
 
 
+def _per_block(value, n: int) -> list[int]:
+    """A diffusers UNet setting given once or per down block, as one int per block."""
+    return [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)] * n
+
+
 def _unet_acts(
     cfg, batch: int, res: int, p: int, r: int, ckpt: bool, context: int = 77
 ) -> tuple[float, float]:
@@ -179,7 +216,11 @@ def _unet_acts(
     conditional = "cross_attention_dim" in cfg and any(
         "CrossAttn" in t for t in cfg["down_block_types"]
     )
-    head_dim = int(cfg.get("attention_head_dim") or 8)
+    # SD 2 and SDXL give heads and transformer depth per down block (diffusers reverses the lists
+    # for the up blocks and takes the last for the mid block): one number per block here
+    n_blocks = len(chans)
+    head_dims = _per_block(cfg.get("attention_head_dim") or 8, n_blocks)
+    depths = _per_block(cfg.get("transformer_layers_per_block") or 1, n_blocks)
     # (saved bytes, bytes kept under checkpointing): diffusers checkpoints the resnets and
     # each transformer block, not the plain attention blocks, samplers or conv_in/out
     blocks: list[tuple[float, float]] = []
@@ -188,14 +229,14 @@ def _unet_acts(
     def resnet(ci, co, n):  # GroupNorm in (fp32), SiLU in (fp32), conv in (16-bit), twice
         blocks.append(((ci + co) * (2 * r + p) * n, ci * p * n))
 
-    def attention(c, n):
+    def attention(c, n, i):
         if conditional:  # Transformer2DModel: GN, proj_in, self-attn, cross-attn, GEGLU, proj_out
-            heads = head_dim
-            per_px = 4 * r * c + _lin(3, p) * c + 26 * p * c + 8 * heads
-            ctx = context * (2 * p * c + 2 * p * int(cfg["cross_attention_dim"]))
-            blocks.append((per_px * n + ctx, (r + 3 * p) * c * n))
+            heads, depth = head_dims[i], depths[i]  # diffusers' attention_head_dim: the heads
+            per_px = 4 * r * c + depth * (_lin(3, p) * c + 26 * p * c + 8 * heads)
+            ctx = depth * context * (2 * p * c + 2 * p * int(cfg["cross_attention_dim"]))
+            blocks.append((per_px * n + ctx, depth * (r + 3 * p) * c * n))
         else:  # GN in, q/k/v inputs (3 copies), q/k/v, out
-            full = (r + 7 * p) * c * n + 4 * (c // head_dim) * n
+            full = (r + 7 * p) * c * n + 4 * (c // head_dims[i]) * n
             blocks.append((full, full))
 
     n, c_prev, skips = res * res, chans[0], [chans[0]]
@@ -203,7 +244,7 @@ def _unet_acts(
         for _ in range(lpb):
             resnet(c_prev, chans[i], n)
             if "Attn" in kind:
-                attention(chans[i], n)
+                attention(chans[i], n, i)
             c_prev = chans[i]
             skips.append(c_prev)
         if i < len(chans) - 1:  # strided conv saves its input
@@ -212,14 +253,14 @@ def _unet_acts(
             skips.append(c_prev)
     resnet(c_prev, c_prev, n)
     if conditional or cfg.get("add_attention", True):
-        attention(c_prev, n)
+        attention(c_prev, n, -1)
     resnet(c_prev, c_prev, n)
     for i, kind in enumerate(cfg["up_block_types"]):
         c = chans[::-1][i]
         for _ in range(lpb + 1):
             resnet(c_prev + skips.pop(), c, n)
             if "Attn" in kind:
-                attention(c, n)
+                attention(c, n, n_blocks - 1 - i)
             c_prev = c
         if i < len(chans) - 1:  # nearest upsampling, then a conv that saves its input
             n *= 4
@@ -270,8 +311,21 @@ def estimate(
     ckpt: bool,
     devices: int,
     kernels: str = "fused",
+    tensor: int = 1,
+    pipeline: int = 1,
 ) -> dict[str, int]:
-    """Per-device bytes of each component for one configuration."""
+    """Per-device bytes of each component for one configuration.
+
+    ``tensor`` and ``pipeline`` (Megatron's tensor and pipeline parallel degrees, transformers
+    only): each device holds 1 / (tensor x pipeline) of the weights, gradients and optimizer
+    state, ZeRO shards that over the ``devices / (tensor x pipeline)`` data-parallel replicas,
+    and activations are 1 / tensor of a whole stack's (sequence parallelism splits the norms
+    and dropouts too; under 1F1B the first stage holds ``pipeline`` micro-batches of its
+    ``layers / pipeline`` layers: one micro-batch of every layer). Megatron-LM's accounting,
+    Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models" (2022).
+    """
+    model_parallel = tensor * pipeline
+    replicas = max(1, devices // model_parallel)
     mixed = precision != "fp32"
     N = d.get(
         "trainable", d["params"]
@@ -306,14 +360,17 @@ def estimate(
             d["layers"] + (d["dec_layers"] if d["family"] == "t5" else 0)
         )
         tail = 2 * 4 * d["vocab"] * h if head else 0  # tied embedding: dense grad + accumulation
+    acts /= tensor
+    N, lora_base, frozen = N / model_parallel, lora_base / model_parallel, frozen / model_parallel
+    matmul, layer_params = matmul / model_parallel, layer_params / tensor
     if mixed and zero == 0:
         acts += 2 * matmul  # autocast's 16-bit weight copies, saved for backward
-    weights = wb * (N + lora_base) / (devices if zero >= 3 else 1) + frozen
+    weights = wb * (N + lora_base) / (replicas if zero >= 3 else 1) + frozen
     if zero >= 3:
         weights += 2 * wb * layer_params  # the gathered layer and the prefetched one
-    grads = wb * N / (devices if zero >= 2 else 1)
-    ddp = 4 * N if (zero == 0 and devices > 1) else 0  # DDP's gradient buckets (a second copy)
-    opt_state = opt * N / (devices if zero >= 1 else 1)
+    grads = wb * N / (replicas if zero >= 2 else 1)
+    ddp = 4 * N if (zero == 0 and replicas > 1) else 0  # DDP's gradient buckets (a second copy)
+    opt_state = opt * N / (replicas if zero >= 1 else 1)
     # backward starts with every activation and ends with every gradient (plus, with
     # checkpointing, the last recomputed layer); the optimizer step needs no more
     peak = weights + opt_state + ddp + max(acts, grads + max(tail, redo))
@@ -330,3 +387,17 @@ def estimate(
             margin=margin,
         ).items()
     }
+
+
+def traffic_per_unit(d, seq: int, precision: str) -> float:
+    """Bytes a token (a UNet: an image) moves through HBM outside the matmuls, about: each
+    activation saved for backward is written in the forward and read in the backward, and
+    its gradient written once (3 x the saved bytes, fused kernels, no weight copies). The
+    memory-bound share of a step, which a chip's HBM bandwidth speeds up and its peak does not."""
+    p = 4 if precision == "fp32" else 2
+    if d["family"] in ("unet", "sd"):
+        saved, _ = _unet_acts(d["unet"], 1, seq, p, 4, False, d.get("context", 77))
+        return 3 * saved
+    saved, _ = _transformer_acts(d, 1, seq, p, 4, 1 if d["dropout"] else 0, False, "fused")
+    loss = 12 * d["vocab"] if d.get("lm_head") else 0  # fp32 log-softmax and its gradients
+    return 3 * saved + loss

@@ -71,6 +71,8 @@ class MemoryPlan:
     kernels: str = "fused"
     requested_precision: str = "auto"
     requested_kernels: str = "auto"
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
     _dims: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -103,6 +105,8 @@ class MemoryPlan:
             new.grad_checkpointing,
             new.devices,
             new.kernels,
+            new.tensor_parallel,
+            new.pipeline_parallel,
         )
         return replace(new, **parts)
 
@@ -112,19 +116,27 @@ class MemoryPlan:
         zero_stage: int | None = None,
         devices: int | None = None,
         grad_checkpointing: bool | None = None,
+        tensor_parallel: int | None = None,
+        pipeline_parallel: int | None = None,
+        batch_size: int | None = None,
     ) -> MemoryPlan:
-        """The same plan over ``devices`` with ``zero_stage`` and ``grad_checkpointing`` (each
-        unchanged when None), recomputed without reading the model again."""
+        """The same plan over ``devices`` with ``zero_stage``, ``grad_checkpointing``, the
+        tensor and pipeline parallel degrees and the (micro-)batch per device (each unchanged
+        when None), recomputed without reading the model again."""
         changes = {
             k: v
             for k, v in (
                 ("zero_stage", zero_stage),
                 ("devices", devices),
                 ("grad_checkpointing", grad_checkpointing),
+                ("tensor_parallel", tensor_parallel),
+                ("pipeline_parallel", pipeline_parallel),
+                ("batch_size", batch_size),
             )
             if v is not None
         }
         new = replace(self, **changes)
+        _check_parallel(self._dims, new.devices, new.tensor_parallel, new.pipeline_parallel)
         _check_options(
             new.batch_size,
             new.requested_precision,
@@ -344,6 +356,25 @@ def _check_options(batch_size, precision, kernels, optimizer, zero_stage, device
         )
 
 
+def _check_parallel(d: dict, devices: int, tensor: int, pipeline: int) -> None:
+    """Tensor and pipeline degrees that split this model over these devices, or an error."""
+    for name, value in (("tensor_parallel", tensor), ("pipeline_parallel", pipeline)):
+        _positive(name, value)
+    if tensor * pipeline == 1:
+        return
+    if d["family"] in ("unet", "sd"):
+        raise ValueError("tensor/pipeline parallelism is planned for transformers, not a UNet")
+    if devices % (tensor * pipeline):
+        raise ValueError(
+            f"devices={devices} is not a multiple of tensor_parallel x pipeline_parallel = "
+            f"{tensor * pipeline}"
+        )
+    if d["heads"] % tensor:
+        raise ValueError(f"tensor_parallel={tensor} must divide the {d['heads']} attention heads")
+    if d["layers"] % pipeline:
+        raise ValueError(f"pipeline_parallel={pipeline} must divide the {d['layers']} layers")
+
+
 def _seq_len(name: str, d: dict, seq_len: int | None) -> int:
     """``seq_len`` checked against the model (a UNet's default: its sample size)."""
     if seq_len is None and d["family"] in ("unet", "sd"):
@@ -355,6 +386,13 @@ def _seq_len(name: str, d: dict, seq_len: int | None) -> int:
         raise ValueError(
             f"{name} has learned positions for at most {d['positions']} tokens: "
             f"use seq_len <= {d['positions']}"
+        )
+    rope = d.get("rope_positions")
+    if rope and seq_len > rope:
+        raise ValueError(
+            f"{name} was trained for at most {rope} positions (max_position_embeddings): use "
+            f"seq_len <= {rope}, or extend the model first, e.g. wb.model(..., "
+            f"max_position_embeddings={seq_len}, rope_scaling={{...}})"
         )
     return seq_len
 

@@ -3,8 +3,11 @@ device, with the source of every figure.
 
 Per device (Gaudi 2, Gaudi 3, A100 80 GB, H100 SXM, H200 and this machine):
 
-* **memory** from ``wb.plan_memory``: does one device hold a step, else the fewest devices
-  and the strategy that do (ZeRO stage, gradient checkpointing);
+* **memory and layout** from ``wb.plan_memory`` and ``layout.best``: for the device count
+  (``num_devices``, else the cheapest per token from the fewest that hold a step), the
+  fastest layout that fits: data parallel, ZeRO 1/2/3, Megatron's tensor x pipeline
+  parallel, gradient checkpointing only where memory needs it, with what each costs in
+  communication on the chip's own links;
 * **throughput** = MFU x the chip's dense peak at the run's precision (``device.CHIPS``) /
   the FLOPs of a token (``flops.flops_per_token``, the count the MFU benchmark uses; for a
   UNet the FLOPs of an image, ``flops.flops_per_sample``, and ``tokens`` counts images). The
@@ -14,10 +17,12 @@ Per device (Gaudi 2, Gaudi 3, A100 80 GB, H100 SXM, H200 and this machine):
   those of a chip with the same peak, the nearest in architecture, LoRA, then size and
   sequence length); a stated default. On a CPU,
   which has no peak in the table, only your runs give a throughput (their achieved FLOP/s).
-  More than one device multiplies by the devices and a sourced scaling efficiency;
-  gradient checkpointing costs a forward pass more (8N instead of 6N FLOPs a token);
+  A figure from another chip of the same peak (H100's for an H200) runs the step's
+  memory-bound share at this chip's HBM bandwidth. More than one device multiplies by the
+  devices and a sourced scaling efficiency;
 * **time** = tokens / throughput; **cost** = hours x devices x the device-hour price
-  (``assets/plan_prices.json``, or yours: ``prices=``).
+  (``assets/plan_prices.json``, or yours: ``prices=``), each with the range the planner's
+  measured error on published results of the chip's family gives (``plan_accuracy``).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
+import re
 import statistics
 from dataclasses import fields
 from pathlib import Path
@@ -36,13 +43,15 @@ from ..catalog import ModelSpec
 from ..catalog import model as as_model
 from ..rundir.run import RunDir
 from ..settings import runs_root
+from . import layout
 from . import references as refs
 from .flops import UNETS, flops_per_sample, flops_per_token
+from .footprint import traffic_per_unit
 from .memory import plan_memory
 from .trainingplan import TrainingPlan
 
 DEFAULT_DEVICES = ("Gaudi2", "Gaudi3", "A100 80GB", "H100 SXM", "H200", "detected")
-RECOMPUTE = 6 / 8  # gradient checkpointing: one more forward pass, 8N FLOPs a token instead of 6N
+RECOMPUTE = layout.RECOMPUTE  # gradient checkpointing: 8N FLOPs a token instead of 6N
 SIMILAR = 4.0  # a run counts for a model within this factor of its parameter count
 MAX_DEVICES = 4096
 PLAN_PRECISIONS = (
@@ -83,7 +92,7 @@ def _rows_asked(devices) -> list[str]:
             out.append(key)
     if not out:
         raise ValueError(
-            f"devices: pass at least one of {', '.join(CHIPS)}, 'detected' "
+            f"devices: pass at least one of {', '.join(refs.PLANNED)}, 'detected' "
             "(or None for the default set)"
         )
     return out
@@ -238,6 +247,7 @@ def _from_references(data: dict, found, precision: str, run: dict) -> dict | Non
     what = "measured by this project" if e["kind"] == "measured" else "published"
     return {
         "mfu": e["mfu"],
+        "chip": e["chip"],
         "kind": what,
         "checkpointing": bool(e.get("checkpointing")),
         "source": f"{what}: {e['chip']}, {e['model']}, {e['measures']}{how}; {e['source']}, "
@@ -275,26 +285,76 @@ def _mfu_for(
     return {"achieved": ref["mfu"] * peak * 1e12, **ref}
 
 
-# --------------------------------------------------------------------------- memory
-def _strategy(mp, target) -> tuple[int, int, bool] | None:
-    """(devices, ZeRO stage, gradient checkpointing): the fewest devices that hold a step."""
-    if mp.fits(target):
-        return 1, 0, False
-    if mp.replan(grad_checkpointing=True).fits(target):
-        return 1, 0, True
-    for n in (2**k for k in range(1, 13)):
-        for ckpt in (False, True):
-            for zero in (1, 2, 3):
-                if mp.replan(zero_stage=zero, devices=n, grad_checkpointing=ckpt).fits(target):
-                    return n, zero, ckpt
-    return None
+# --------------------------------------------------------------------------- layout
+def _choose(mp, target, found, asked, per_unit, achieved, trainable, scaling, ckpt) -> tuple:
+    """(the chosen ``layout.best`` result, a note): on ``asked`` devices when given and they
+    hold a step, else on the fewest that do; without ``asked``, the cheapest count per token
+    from the fewest that hold a step up to 8x as many (the fewer on a tie)."""
+
+    def at(n):
+        return layout.best(mp, target, n, found, per_unit, achieved, trainable, ckpt)
+
+    def per_device(pick):  # tokens/s per device, up to the constant achieved/per_unit
+        return (
+            pick["timing"]["units"]
+            / pick["timing"]["step"]
+            * (scaling if pick["layout"].devices > 1 else 1)
+        )
+
+    if asked:
+        pick = at(asked)
+        if pick is not None:
+            return pick, ""
+    counts = [n for n in (2**k for k in range(13)) if n <= MAX_DEVICES and (not asked or n > asked)]
+    fewest = next(((n, p) for n in counts if (p := at(n)) is not None), None)
+    if fewest is None:
+        return None, f"does not fit even over {MAX_DEVICES} devices"
+    n, pick = fewest
+    if asked:
+        return pick, f"num_devices={asked} do not hold a step: planned on {n}, the fewest that do"
+    for more in (2 * n, 4 * n, 8 * n):
+        other = at(more) if more <= MAX_DEVICES else None
+        if other is not None and per_device(other) > 1.001 * per_device(pick):
+            pick = other
+    return pick, ""
 
 
-def _strategy_text(n: int, zero: int, ckpt: bool) -> str:
-    parts = [
-        "one device" if n == 1 else f"{n} devices, " + (f"ZeRO-{zero}" if zero else "data parallel")
-    ]
-    return ", ".join(parts + (["gradient checkpointing"] if ckpt else []))
+def _bandwidth(got: dict, found, mp, per_unit: float) -> tuple[float, str]:
+    """(speed-up, why) of a figure taken from a chip of the same peak but another HBM
+    bandwidth (H100 -> H200): the step's memory-bound share (``traffic_per_unit`` bytes at
+    the reference chip's bandwidth) runs at this chip's."""
+    ref = CHIPS.get(got.get("chip") or "")
+    if ref is None or ref is found or not (ref.hbm_tbps and found.hbm_tbps):
+        return 1.0, ""
+    unit_s = per_unit / got["achieved"]
+    memory_s = min(
+        traffic_per_unit(mp._dims, mp.seq_len, mp.precision) / (ref.hbm_tbps * 1e12), unit_s
+    )
+    speedup = unit_s / (unit_s - memory_s + memory_s * ref.hbm_tbps / found.hbm_tbps)
+    why = (
+        f"x{speedup:.3g}: {memory_s / unit_s:.0%} of a step moves activations through HBM, "
+        f"{ref.hbm_tbps:g} TB/s on {ref.name}, {found.hbm_tbps:g} TB/s here"
+    )
+    return speedup, why
+
+
+def _error_band(data: dict, found) -> tuple[float, float, str]:
+    """(low, high, why): the interquartile range of ``wb.plan``'s measured error on published
+    results of this chip's family (leave-one-out and held-out, recorded in the references'
+    ``accuracy``): the time of a run lies between hours x (1 + low) and hours x (1 + high)
+    for half of those results (error = planned / published tokens/s - 1, so the true time is
+    the planned x (1 + error))."""
+    family = family_of(found.name) if found is not None else "other"
+    band = (data.get("accuracy") or {}).get("error_quartiles", {}).get(family)
+    if not band:
+        return 0.0, 0.0, f"no measured error for {family}: no range"
+    low, high = band["q25"], band["q75"]
+    why = (
+        f"{family}: wb.plan's error on {band['n']} published results (leave-one-out and "
+        f"held-out, wb.plan_accuracy()) has quartiles {low:+.0%} and {high:+.0%}: the time and "
+        f"cost lie in this range for half of them"
+    )
+    return low, high, why
 
 
 # --------------------------------------------------------------------------- one row
@@ -306,36 +366,66 @@ def _target(key: str):
     return chip(info), info, f"this machine: {info.kind} ({info.name})"
 
 
+def _day(text: str | None) -> str | None:
+    """The YYYY-MM-DD in a price's date (``"repository snapshot 07efbd0, 2025-02-28 (...)"``)."""
+    found = re.search(r"\d{4}-\d{2}-\d{2}", text or "")
+    return found.group() if found else text
+
+
+PLACEHOLDER = 1e14  # FLOP/s that rank layouts where no throughput is known (their order only)
+
+
 def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str, ctx: dict) -> dict:
-    """One device's row: memory, strategy, throughput, time, cost and their sources
+    """One device's row: memory, layout, throughput, time, cost and their sources
     (``tokens`` and ``per_token``: images and FLOPs an image for a UNet)."""
     found, target, title = _target(key)
     prec = precision if key != "detected" or ctx["requested"] != "auto" else device().precision
     row = {"device": key, "name": title, "precision": prec, "fits_one": mp.fits(target)}
     sources = {"memory": "wb.plan_memory (weights, gradients, AdamW state, activations, margin)"}
-    picked = _strategy(mp, target)
-    if picked is None:
-        return {**row, "note": f"does not fit even over {MAX_DEVICES} devices", "sources": sources}
-    n, zero, ckpt = picked
-    asked = ctx["num_devices"]
-    if (
-        asked and asked > n
-    ):  # more devices than the fewest that hold a step: data parallel over them
-        n = asked
-    elif asked and asked < n:
-        row["note"] = f"num_devices={asked} do not hold a step: planned on {n}, the fewest that do"
+    got = None
+    if per_token is not None:
+        got = _mfu_for(
+            found, prec, kind_of(spec, mp.seq_len), ctx["mfu"], ctx["runs"], ctx["refs"], key
+        )
+    # an MFU measured with checkpointing already paid for the recompute: the rate without it
+    achieved = (
+        got["achieved"] / (RECOMPUTE if got.get("checkpointing") else 1.0)
+        if got is not None
+        else PLACEHOLDER
+    )
+    trainable = mp._dims.get("trainable", mp.num_params)
+    scaling = ctx["refs"]["scaling"]["efficiency"]
+    pick, note = _choose(
+        mp,
+        target,
+        found,
+        ctx["num_devices"],
+        per_token or 1.0,
+        achieved,
+        trainable,
+        scaling,
+        ctx.get("checkpointing"),
+    )
+    if pick is None:
+        return {**row, "note": note, "sources": sources}
+    lay, n, t = pick["layout"], pick["layout"].devices, pick["timing"]
+    if note:
+        row["note"] = note
     row.update(
         devices=n,
-        strategy=_strategy_text(n, zero, ckpt),
-        memory_gib=round(
-            mp.replan(zero_stage=zero, devices=n, grad_checkpointing=ckpt).per_device / 2**30, 2
-        ),
+        strategy=lay.describe(),
+        launch=lay.how(),
+        tensor_parallel=lay.tensor,
+        pipeline_parallel=lay.pipeline,
+        memory_gib=round(pick["memory"].per_device / 2**30, 2),
+    )
+    sources["layout"] = (
+        "layout.best: the fastest layout of this many devices that fits (data parallel, ZeRO "
+        "1-3, tensor x pipeline parallel, checkpointing only where memory needs it); step = "
+        + ", ".join(f"{k} {t[k]:.3g} s" for k in ("compute", "tensor", "bubble", "data") if t[k])
     )
     if per_token is None:
         return {**row, "note": ctx["why_no_flops"], "sources": sources}
-    got = _mfu_for(
-        found, prec, kind_of(spec, mp.seq_len), ctx["mfu"], ctx["runs"], ctx["refs"], key
-    )
     if got is None:
         why = (
             f"no throughput: {found.name if found else title} has no {prec} peak in device.CHIPS "
@@ -343,12 +433,10 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
             "again)"
         )
         return {**row, "note": why, "sources": sources}
-    peak = found.tflops.get(prec)
-    # an MFU measured with checkpointing already paid for the recompute; one without has not
-    recompute = (RECOMPUTE if ckpt else 1.0) / (RECOMPUTE if got.get("checkpointing") else 1.0)
-    per_device = got["achieved"] / per_token * recompute
-    scaling = ctx["refs"]["scaling"]["efficiency"] if n > 1 else 1.0
-    total = per_device * n * scaling
+    peak = found.tflops.get(prec) if found is not None else None
+    speedup, why_bw = _bandwidth(got, found, mp, per_token) if found is not None else (1.0, "")
+    per_device = t["units"] / t["step"] * speedup
+    total = per_device * n * (scaling if n > 1 else 1.0)
     hours = tokens / total / 3600
     count = (
         f"flops_per_sample: {'2' if spec.lora is not None else '3'} x the UNet's forward (counted "
@@ -361,29 +449,42 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
         peak=f"device.CHIPS: {peak:g} TFLOP/s dense {prec}" if peak else "no peak: a CPU",
         mfu=got["source"],
     )
+    if why_bw:
+        sources["bandwidth"] = why_bw
     if n > 1:
         s = ctx["refs"]["scaling"]
         sources["scaling"] = (
             f"{s['efficiency']:g}: {s['measures']}; {s['source']}, {s['url']} (read {s['read']})"
         )
-    if recompute != 1.0:
+    if lay.checkpointing or got.get("checkpointing"):
         sources["recompute"] = (
-            f"x{recompute:.3g}: gradient checkpointing recomputes the forward pass (6N of 8N "
-            f"FLOPs), {'needed here' if ckpt else 'on in the reference, not needed here'}"
+            f"gradient checkpointing recomputes the forward pass (6N of 8N FLOPs): "
+            f"{'needed here' if lay.checkpointing else 'not needed here'}"
+            f"{', already in the reference' if got.get('checkpointing') else ''}"
         )
+    low, high, why_range = _error_band(ctx["refs"], found)
     row.update(
         tokens_per_s_device=per_device,
         tokens_per_s=total,
-        mfu=got["achieved"] / (peak * 1e12) if peak else None,
+        mfu=per_device * per_token / (peak * 1e12) if peak else None,
         mfu_from=got["kind"],
         hours=hours,
+        hours_low=hours * (1 + low),
+        hours_high=hours * (1 + high),
     )
+    sources["range"] = why_range
     price = ctx["prices"].get(key)
     if price is not None:
         usd = price["usd_per_device_hour"]
         cost = hours * n * usd
         row.update(
-            usd_per_device_hour=usd, cost_usd=cost, usd_per_million_tokens=cost / tokens * 1e6
+            usd_per_device_hour=usd,
+            cost_usd=cost,
+            cost_low=cost * (1 + low),
+            cost_high=cost * (1 + high),
+            usd_per_million_tokens=cost / tokens * 1e6,
+            price_date=_day(price.get("date") or price.get("read")),
+            price_source=price.get("provider") or price.get("source"),
         )
         sources["price"] = (
             f"${usd:g}/device-hour: "
@@ -411,6 +512,7 @@ def plan(
     runs: str | Path | None = None,
     references: str | Path | None = None,
     num_devices: int | None = None,
+    checkpointing: bool | None = None,
 ) -> TrainingPlan:
     """Time and cost of training ``model`` on ``tokens`` tokens, per device, with sources.
 
@@ -438,9 +540,13 @@ def plan(
         Where your runs are (default ``./runs``, or ``$WORKBENCH_RUNS``).
     references : path, optional
         A references file in the form of ``workbench/assets/plan_references.json``.
+    checkpointing : bool, optional
+        Gradient checkpointing as you will run it: True or False keeps every layout to it;
+        None (default) lets the planner turn it on only where memory needs it.
     num_devices : int, optional
-        Devices per row (e.g. 8, one server): data parallel over them. Default, and where
-        fewer do not hold a step: the fewest that do.
+        Devices per row (e.g. 8, one server), at most 4096, in the fastest layout that fits.
+        Where they do not hold a step: the fewest that do. Default: the count cheapest per
+        token from the fewest that hold a step up to 8x as many.
 
     Returns
     -------
@@ -459,9 +565,19 @@ def plan(
             "model must be a ModelSpec or a catalog name such as 'gpt2-small', got "
             f"{type(model).__name__}"
         )
-    tokens = int(_positive("tokens", tokens, float))  # 1e9 reads as well as 10**9
-    if num_devices is not None:
-        _positive("num_devices", num_devices)
+    if int(_positive("tokens", tokens, float)) < 1:
+        raise ValueError(
+            f"tokens must be at least 1: a count of training tokens (images for a UNet), "
+            f"e.g. tokens=1e9, got {tokens!r}"
+        )
+    tokens = int(tokens)  # 1e9 reads as well as 10**9
+    if checkpointing not in (None, True, False):
+        raise ValueError(f"checkpointing must be True, False or None, got {checkpointing!r}")
+    if num_devices is not None and _positive("num_devices", num_devices) > MAX_DEVICES:
+        raise ValueError(
+            f"num_devices={num_devices} is past what the planner models (at most "
+            f"{MAX_DEVICES} devices): pass num_devices <= {MAX_DEVICES}"
+        )
     if precision not in PLAN_PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PLAN_PRECISIONS)}")
     spec = as_model(model)
@@ -489,6 +605,7 @@ def plan(
         "requested": precision,
         "why_no_flops": why,
         "num_devices": num_devices,
+        "checkpointing": checkpointing,
     }
     prec = "fp8" if precision == "fp8" else mp.precision
     rows = [_row(k, spec, mp, tokens, per_unit, prec, ctx) for k in keys]
@@ -508,9 +625,10 @@ def plan(
 
 
 # --------------------------------------------------------------------------- accuracy
-def _predicted_mfu(data: dict, target: dict) -> dict | None:
-    """The MFU ``wb.plan`` would take for ``target``'s chip, precision and size from ``data``'s
-    references, with the gradient-checkpointing correction of ``_row``; None without a reference."""
+def _lookup_mfu(data: dict, target: dict) -> dict | None:
+    """The MFU the reference lookup alone takes for ``target`` (no layout, no bandwidth), with
+    the checkpointing correction; None without a reference. What the planner's accuracy
+    measured before it ran through ``wb.plan``."""
     found = CHIPS[refs.chip_name(target["chip"], "references")]
     if not found.tflops.get(target["precision"]):
         return None
@@ -529,38 +647,78 @@ def _predicted_mfu(data: dict, target: dict) -> dict | None:
     return {"mfu": got["mfu"] * recompute, "from": got["source"]}
 
 
+def spec_of(entry: dict) -> ModelSpec:
+    """The ModelSpec a reference's ``plan`` names: a catalog name, or a family with its shape."""
+    spec = dict(entry["plan"]["spec"])
+    if "model" in spec:
+        name = spec.pop("model")
+        return as_model(name) if not spec else _model_with(name, spec)
+    family = spec.pop("family")
+    return _model_with(family, spec)
+
+
+def _model_with(name: str, options: dict) -> ModelSpec:
+    from ..catalog import model as build
+
+    return build(name, **options)
+
+
+def _through_plan(data: dict, target: dict) -> dict[str, Any]:
+    """``target`` predicted by ``wb.plan`` itself from the references in ``data``: its model,
+    batch a device, sequence length, precision, chip and device count, your runs left out.
+    ``error`` = the planned tokens/s a device / the published - 1 (published tokens/s = its
+    MFU x the peak / the planned model's FLOPs a token)."""
+    how = target["plan"]
+    got = plan(
+        spec_of(target),
+        tokens=10**9,
+        batch_size=how["batch_size"],
+        seq_len=how.get("seq_len"),
+        precision=target["precision"],
+        devices=[target["chip"]],
+        num_devices=target.get("devices") or 1,
+        checkpointing=target.get("checkpointing"),  # as the published run did, where it says
+        references=data,
+        runs=os.devnull,
+    )
+    row = got.rows[0]
+    per_unit = got.flops_per_token or got.flops_per_image
+    peak = CHIPS[row["device"]].tflops.get(target["precision"])
+    out = {"layout": row.get("strategy"), "planned_devices": row.get("devices")}
+    if row.get("tokens_per_s") is None:
+        return {**out, "predicted": None, "published": None, "error": None, "note": row.get("note")}
+    published = target["mfu"] * peak * 1e12 / per_unit
+    predicted = row["tokens_per_s"] / row["devices"]
+    return {
+        **out,
+        "predicted": round(predicted, 1),
+        "published": round(published, 1),
+        "error": round(predicted / published - 1, 4),
+        "note": row.get("note", ""),
+        "from": row["sources"]["mfu"].split(";")[0],
+    }
+
+
 def _scored(data: dict, target: dict) -> dict[str, Any]:
-    got = _predicted_mfu(data, target)
+    """``target`` through ``wb.plan`` and through the lookup alone, from ``data``."""
+    lookup = _lookup_mfu(data, target)
     out = {
         "chip": target["chip"],
         "precision": target["precision"],
         "model": target["model"],
         "devices": target.get("devices"),
         "mfu": target["mfu"],
+        "lookup_mfu": None if lookup is None else round(lookup["mfu"], 4),
+        "lookup_error": None if lookup is None else round(lookup["mfu"] / target["mfu"] - 1, 4),
     }
-    if got is None:
-        return {
-            **out,
-            "predicted_mfu": None,
-            "error": None,
-            "from": "no reference of this chip's peak and precision",
-        }
-    return {
-        **out,
-        "predicted_mfu": round(got["mfu"], 4),
-        "error": round(got["mfu"] / target["mfu"] - 1, 4),
-        "from": got["from"].split(";")[0],
-    }
+    return {**out, **_through_plan(data, target)}
 
 
 def leave_one_out(references: str | Path | None = None) -> list[dict[str, Any]]:
-    """Each reference predicted from the others, as ``wb.plan`` would: the MFU it would take
-    (the nearest in architecture, LoRA, size and sequence length on the same chip or a chip
-    of the same peak and precision) against the reference's own. Its twins go out with it:
-    the same run on another number of devices (same chip, precision, size and sequence
-    length) would predict it almost exactly. ``error`` = predicted / actual - 1, which is
-    also the error in tokens/s (the planner's tokens/s = MFU x peak / FLOPs a token, the
-    count the MFUs use)."""
+    """Each reference predicted by ``wb.plan`` from the others (its twins, the same run on
+    another number of devices, leave with it: they would predict it almost exactly):
+    ``error`` through the planner (memory, layout, communication, bandwidth, MFU), and
+    ``lookup_error``, the MFU lookup's alone."""
     data = refs.references(references)
     out = []
     for e in data["mfu"]:
@@ -575,7 +733,8 @@ def _twin(a: dict, b: dict) -> bool:
 
 
 def held_out(references: str | Path | None = None) -> list[dict[str, Any]]:
-    """The references file's held-out published results predicted from its references."""
+    """The references file's held-out published results predicted by ``wb.plan`` from its
+    references."""
     data = refs.references(references)
     return [_scored(data, e) for e in data.get("held_out", {}).get("results", [])]
 
@@ -583,13 +742,19 @@ def held_out(references: str | Path | None = None) -> list[dict[str, Any]]:
 FAMILIES = {"A100": ("A100",), "H100/H200": ("H100", "H200"), "Gaudi": ("Gaudi",)}
 
 
-def by_family(scored: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Median and worst absolute error per chip family (A100, H100/H200, Gaudi) of
-    ``leave_one_out()`` or ``held_out()`` rows; rows without a prediction are counted apart."""
+def family_of(chip_name: str) -> str:
+    """The chip family a chip's error is pooled in: A100, H100/H200 or Gaudi."""
+    return next((f for f, prefixes in FAMILIES.items() if chip_name.startswith(prefixes)), "other")
+
+
+def by_family(scored: list[dict[str, Any]], key: str = "error") -> dict[str, dict[str, Any]]:
+    """Median and worst absolute ``key`` (``error``: through ``wb.plan``; ``lookup_error``)
+    per chip family of ``leave_one_out()`` or ``held_out()`` rows; rows without a
+    prediction are counted apart."""
     out = {}
-    for family, prefixes in FAMILIES.items():
-        rows = [r for r in scored if r["chip"].startswith(prefixes)]
-        errors = [abs(r["error"]) for r in rows if r["error"] is not None]
+    for family in FAMILIES:
+        rows = [r for r in scored if family_of(r["chip"]) == family]
+        errors = [abs(r[key]) for r in rows if r[key] is not None]
         out[family] = {
             "n": len(errors),
             "unpredicted": len(rows) - len(errors),
@@ -600,23 +765,20 @@ def by_family(scored: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def plan_accuracy(references: str | Path | None = None):
-    """How far ``wb.plan``'s MFU is from published ones, as a DataFrame: each reference
+    """How far ``wb.plan`` is from published training results, as a DataFrame: each reference
     predicted from the others (``check`` = ``"leave-one-out"``) and each held-out published
-    result from the references (``"held-out"``), with the chip family, the published and
-    predicted MFU, the error (predicted / published - 1, also the error in tokens/s), what
-    the prediction came from and where the published figure is.
+    result from the references (``"held-out"``), every one through ``wb.plan`` itself (its
+    model, batch, sequence length, precision, chip and devices), with the chip family, the
+    published and planned tokens/s a device, ``error`` (planned / published - 1), the layout
+    the plan chose, the MFU lookup's own error beside it (``lookup_error``), what the
+    prediction came from and where the published figure is.
 
     Examples
     --------
     >>> import workbench as wb
     >>> acc = wb.plan_accuracy()
-    >>> loo = acc[acc.check == "leave-one-out"]
-    >>> loo.groupby("family").error.apply(lambda e: e.abs().median()).round(3)
-    family
-    A100         0.078
-    Gaudi        0.216
-    H100/H200    0.166
-    Name: error, dtype: float64
+    >>> sorted(acc.family.unique())
+    ['A100', 'Gaudi', 'H100/H200']
     """
     import pandas as pd
 
@@ -631,27 +793,53 @@ def plan_accuracy(references: str | Path | None = None):
         ("held-out", held_out(references)),
     ):
         for r in scored:
-            family = next(
-                (f for f, prefixes in FAMILIES.items() if r["chip"].startswith(prefixes)), "other"
-            )
             rows.append(
                 {
                     "check": check,
-                    "family": family,
-                    **{
-                        k: r[k]
-                        for k in (
-                            "chip",
-                            "precision",
-                            "model",
-                            "devices",
-                            "mfu",
-                            "predicted_mfu",
-                            "error",
-                            "from",
-                        )
-                    },
+                    "family": family_of(r["chip"]),
+                    **r,
                     "source": sources[(r["chip"], r["precision"], r["model"])],
                 }
             )
     return pd.DataFrame(rows)
+
+
+def accuracy_record(references: str | Path | None = None) -> dict[str, Any]:
+    """What ``plan_references.json`` records under ``accuracy`` (and ``wb.plan`` reads for its
+    ranges): per chip family, the median and worst absolute error through ``wb.plan`` and of
+    the MFU lookup alone, leave-one-out and held-out, and the quartiles of the signed error
+    over both."""
+    return accuracy_summary(leave_one_out(references), held_out(references))
+
+
+def accuracy_summary(loo: list[dict], held: list[dict]) -> dict[str, Any]:
+    """``accuracy_record`` of already scored ``leave_one_out()`` and ``held_out()`` rows (or
+    the rows of ``plan_accuracy()`` of each check)."""
+    loo, held = [_clean(r) for r in loo], [_clean(r) for r in held]
+    quartiles = {}
+    for family in FAMILIES:
+        errors = sorted(
+            r["error"]
+            for r in loo + held
+            if family_of(r["chip"]) == family and r["error"] is not None
+        )
+        if errors:
+            q = statistics.quantiles(errors, n=4, method="inclusive")
+            quartiles[family] = {"n": len(errors), "q25": round(q[0], 4), "q75": round(q[2], 4)}
+    return {
+        "leave_one_out_by_family": by_family(loo),
+        "held_out_by_family": by_family(held),
+        "lookup_leave_one_out_by_family": by_family(loo, "lookup_error"),
+        "lookup_held_out_by_family": by_family(held, "lookup_error"),
+        "error_quartiles": quartiles,
+        "leave_one_out": [{k: r[k] for k in ACCURACY_KEYS} for r in loo],
+        "held_out": [{k: r[k] for k in ACCURACY_KEYS} for r in held],
+    }
+
+
+ACCURACY_KEYS = ("chip", "precision", "model", "devices", "mfu", "lookup_error", "error")
+
+
+def _clean(row: dict) -> dict:
+    """A scored row with pandas' NaN back to None."""
+    return {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}

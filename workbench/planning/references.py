@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,24 +34,42 @@ def _read(path: Path, what: str) -> dict[str, Any]:
         raise ValueError(f"{what}: {str(path)!r} is not JSON ({e})") from None
 
 
+# the chips a plan has a row for: a fixed memory and peak (a CPU's are the host's: "detected")
+PLANNED = tuple(name for name, c in CHIPS.items() if c.memory)
+
+
 def chip_name(name: str, argument: str) -> str:
-    """The ``CHIPS`` name of ``name`` (``"H100"`` -> ``"H100 SXM"``); unknown names list the
-    valid ones."""
-    try:
-        return chip(name).name
-    except ValueError:
+    """The ``CHIPS`` name of ``name`` (``"H100"`` -> ``"H100 SXM"``); unknown names, a bare
+    ``"gaudi"`` and ``"cpu"`` are refused with the valid ones."""
+    known = f"known: {', '.join(PLANNED)}, 'detected' (this machine)"
+    key = re.sub(r"[\s_-]", "", str(name).lower())
+    if key in ("gaudi", "intelgaudi"):  # the first Gaudi, dropped by Intel's software after 1.21
         raise ValueError(
-            f"{argument}: unknown device {name!r}; known: {', '.join(CHIPS)}"
-        ) from None
+            f"{argument}: {name!r} is ambiguous: say which Gaudi, 'Gaudi2' or 'Gaudi3' (the "
+            f"first Gaudi, whose support Intel's software dropped after 1.21, is 'Gaudi1'); {known}"
+        )
+    try:
+        found = chip(name)
+    except ValueError:
+        found = None
+    if found is None or found.name not in PLANNED:
+        why = (
+            "a CPU has no fixed memory or peak to plan with: 'detected' plans this machine; "
+            if found is not None
+            else ""
+        )
+        raise ValueError(f"{argument}: unknown device {name!r}; {why}{known}") from None
+    return found.name
 
 
-def references(path: str | Path | None = None) -> dict[str, Any]:
+def references(path: str | Path | dict | None = None) -> dict[str, Any]:
     """The MFU references, the scaling efficiency and the default (``path``: a file in the same
-    form)."""
-    data = _read(path or REFERENCES, "references")
+    form, or its content as a dict)."""
+    data = dict(path) if isinstance(path, dict) else _read(path or REFERENCES, "references")
     for key in ("mfu", "scaling", "default"):
         if key not in data:
-            raise ValueError(f"references: {str(path or REFERENCES)!r} has no {key!r} entry")
+            where = "the dict" if isinstance(path, dict) else repr(str(path or REFERENCES))
+            raise ValueError(f"references: {where} has no {key!r} entry")
     for entry in data["mfu"]:
         entry["chip"] = chip_name(entry["chip"], "references")
     return data

@@ -25,9 +25,16 @@ COLUMNS = [
     "tokens_per_s_device",
     "tokens_per_s",
     "hours",
+    "hours_low",
+    "hours_high",
     "usd_per_device_hour",
     "cost_usd",
+    "cost_low",
+    "cost_high",
     "usd_per_million_tokens",
+    "price_date",
+    "price_source",
+    "launch",
     "note",
 ]
 KINDS = {
@@ -115,14 +122,38 @@ class TrainingPlan:
                     else "no device has a throughput"
                 )
             )
-        return min(rows, key=lambda r: r[key])
+        best = min(rows, key=lambda r: r[key])
+        low, high = {"cost_usd": ("cost_low", "cost_high"), "hours": ("hours_low", "hours_high")}[
+            key
+        ]
+        what = "cheapest" if key == "cost_usd" else "fastest"
+        # another row whose range reaches below the top of the best one's: the order may swap
+        close = [
+            r["device"]
+            for r in rows
+            if r is not best and r.get(low, r[key]) <= best.get(high, best[key])
+        ]
+        if close:
+            answer = (
+                f"it depends: {best['device']} is {what} as planned, but "
+                f"{', '.join(close)} {'lies' if len(close) == 1 else 'lie'} within the measured "
+                f"error of the planner (the {low.split('_')[0]} ranges overlap): which is {what} "
+                "depends on the MFU your run reaches on each chip (train a few steps on each and "
+                "plan again with runs=, or pass mfu=)"
+                + (" and on your prices (prices=)" if key == "cost_usd" else "")
+            )
+        else:
+            answer = f"{best['device']} is {what}, beyond the measured error of every other row"
+        return {**best, "answer": answer, "overlaps": close}
 
     def cheapest(self) -> dict[str, Any]:
-        """The row with the lowest cost (rows without a price are left out)."""
+        """The row with the lowest cost (rows without a price are left out), with ``answer``:
+        whether it is cheapest beyond the planner's measured error, or "it depends" (on what),
+        and ``overlaps``: the rows whose cost range reaches it."""
         return self._best("cost_usd")
 
     def fastest(self) -> dict[str, Any]:
-        """The row with the shortest time."""
+        """The row with the shortest time, with ``answer`` and ``overlaps`` as ``cheapest``."""
         return self._best("hours")
 
     def _title(self) -> str:
@@ -143,14 +174,19 @@ class TrainingPlan:
     def __repr__(self) -> str:
         lines = [
             f"TrainingPlan: {self._title()}",
-            f"  {'device':<11}{'devices':>8}  {self.unit + 's/s':>12}  {'time':>11}  {'cost':>10}  "
-            "MFU from",
+            f"  {'device':<11}{'devices':>8}  {self.unit + 's/s':>12}  {'time':>11}  "
+            f"{'time range':>21}  {'cost':>10}  MFU from",
         ]
         for r in self.rows:
+            span = (
+                f"{fmt_hours(r['hours_low'])} - {fmt_hours(r['hours_high'])}"
+                if r.get("hours_low") is not None
+                else "-"
+            )
             lines.append(
                 f"  {r['device']:<11}{r.get('devices') or '-':>8}  "
                 f"{_num(r.get('tokens_per_s')):>12}  "
-                f"{fmt_hours(r.get('hours')):>11}  {fmt_money(r.get('cost_usd')):>10}  "
+                f"{fmt_hours(r.get('hours')):>11}  {span:>21}  {fmt_money(r.get('cost_usd')):>10}  "
                 f"{r.get('mfu_from') or r.get('note', '')}"
             )
         return "\n".join(lines)
@@ -205,6 +241,7 @@ class TrainingPlan:
             "devices, strategy",
             f"{self.unit}s/s",
             "time",
+            "time range",
             "cost",
             f"$/M {self.unit}s",
             "MFU",
@@ -220,16 +257,19 @@ class TrainingPlan:
                 r.get("strategy") or "-",
                 _num(r.get("tokens_per_s")),
                 fmt_hours(r.get("hours")),
+                f"{fmt_hours(r.get('hours_low'))} - {fmt_hours(r.get('hours_high'))}"
+                if r.get("hours_low") is not None
+                else "-",
                 fmt_money(r.get("cost_usd")),
                 fmt_money(r.get("usd_per_million_tokens")),
                 mfu,
                 r.get("mfu_from") or r.get("note", ""),
             ]
-            body.append([*cells[:8], (cells[8], f"color:{colour}")])
+            body.append([*cells[:9], (cells[9], f"color:{colour}")])
             notes += [
                 f"<li><b>{html.escape(r['device'])}</b> {html.escape(k)}: {html.escape(v)}</li>"
                 for k, v in r["sources"].items()
-                if k in ("mfu", "price", "scaling")
+                if k in ("mfu", "price", "scaling", "layout", "range", "bandwidth")
             ]
         svg = base64.b64encode(self.svg().encode()).decode()
         return (

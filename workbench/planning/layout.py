@@ -1,0 +1,244 @@
+"""Parallel layouts: how one training step is spread over a number of devices, what each
+costs in time, and the fastest layout that fits.
+
+A ``Layout`` is data parallel (DDP, or DeepSpeed ZeRO 1/2/3) or, for transformers, Megatron's
+tensor x pipeline x data parallel (sequence parallel on, ZeRO-1 as Megatron's distributed
+optimizer), with gradient checkpointing or not and a micro-batch with gradient accumulation.
+Every layout of a count takes the same samples a step (``batch_size`` per device x devices),
+so they differ only in memory and in the time their overheads add (``timing``):
+
+* **recompute**: gradient checkpointing runs the forward twice, 8N instead of 6N FLOPs a token;
+* **tensor parallel**: 4 collectives of the hidden state per layer and token (2 forward, 2
+  backward; 2 more under checkpointing), each moving 2 (t - 1) / t x the bytes, over the
+  server's links (NVLink, Gaudi's RoCE ports), not overlapped (Megatron-LM,
+  Narayanan et al. 2021; Korthikanti et al. 2022);
+* **pipeline bubble**: (p - 1) / m of the step idles with m micro-batches a step (1F1B);
+* **data parallel**: the gradient all-reduce (2 (d - 1) / d x the gradients' bytes; ZeRO-3
+  1.5x for gathering the weights again, the ZeRO paper), inside a server over its links,
+  across servers over each device's scale-out port, hidden behind the backward pass (2/3 of
+  the compute) and charged only where it is longer.
+
+The fastest layout that fits is the one a user would run; on a tie the simpler one (fewer
+parallel dimensions, a lower ZeRO stage, a larger micro-batch). A larger ``batch_size`` can
+always run as the smaller one with accumulation, and its gradients are reduced once a step
+over more compute: it never plans slower.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+PER_NODE = 8  # devices a server: HLS-Gaudi2/3, DGX/HGX A100, H100, H200
+RECOMPUTE = 6 / 8  # gradient checkpointing: 8N FLOPs a token instead of 6N
+BACKWARD = 2 / 3  # the share of a step's compute that gradient reduction can hide behind
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a step is spread over ``devices``: tensor x pipeline x data parallel degrees, the
+    ZeRO stage, gradient checkpointing, and the micro-batch x accumulation steps that make up
+    each device's ``batch_size``."""
+
+    devices: int
+    tensor: int = 1
+    pipeline: int = 1
+    zero: int = 0
+    checkpointing: bool = False
+    micro_batch: int = 1
+    accumulation: int = 1
+
+    @property
+    def data(self) -> int:
+        """Data-parallel replicas."""
+        return self.devices // (self.tensor * self.pipeline)
+
+    @property
+    def megatron(self) -> bool:
+        return self.tensor * self.pipeline > 1
+
+    def describe(self) -> str:
+        """The layout in words, e.g. ``8 devices, ZeRO-3``."""
+        if self.megatron:
+            text = (
+                f"{self.devices} devices: tensor parallel {self.tensor} x pipeline parallel "
+                f"{self.pipeline} x data parallel {self.data}"
+                + (", sequence parallel" if self.tensor > 1 else "")
+                + (", ZeRO-1 (distributed optimizer)" if self.zero else "")
+            )
+        elif self.devices == 1:
+            text = "one device"
+        else:
+            text = f"{self.devices} devices, " + (
+                f"ZeRO-{self.zero}" if self.zero else "data parallel"
+            )
+        if self.megatron:
+            text += f", micro-batch {self.micro_batch}, {self.accumulation} micro-batches a step"
+        elif self.accumulation > 1:
+            text += f", micro-batch {self.micro_batch} x {self.accumulation} accumulation steps"
+        return text + (", gradient checkpointing" if self.checkpointing else "")
+
+    def how(self) -> str:
+        """What to run it with: ``wb.launch`` arguments, or Megatron's for tensor/pipeline."""
+        if self.megatron:
+            glob = self.micro_batch * self.accumulation * self.data
+            return (
+                "Megatron-DeepSpeed (Gaudi) or NeMo / Megatron-LM (NVIDIA): "
+                f"--tensor-model-parallel-size {self.tensor} "
+                f"--pipeline-model-parallel-size {self.pipeline}"
+                + (" --sequence-parallel" if self.tensor > 1 else "")
+                + f" --micro-batch-size {self.micro_batch} --global-batch-size {glob}"
+                + (" --use-distributed-optimizer" if self.zero else "")
+                + (" --recompute-activations" if self.checkpointing else "")
+            )
+        args = [f"batch_size={self.micro_batch}"]
+        if self.accumulation > 1:
+            args.append(f"gradient_accumulation_steps={self.accumulation}")
+        if self.checkpointing:
+            args.append("gradient_checkpointing=True")
+        if self.devices == 1:
+            return f"wb.train(model, data, {', '.join(args)})"
+        strategy = (
+            f'strategy="deepspeed", zero_stage={self.zero}' if self.zero else 'strategy="ddp"'
+        )
+        if self.devices <= PER_NODE:
+            return f"wb.launch(model, data, devices={self.devices}, {strategy}, {', '.join(args)})"
+        return (
+            f"wb.launch_command(model, data, nodes={-(-self.devices // PER_NODE)}, "
+            f"devices_per_node={PER_NODE}, {strategy}, {', '.join(args)})"
+        )
+
+
+def _micro_batches(batch: int) -> list[int]:
+    """Micro-batches that divide ``batch``, largest first."""
+    return [m for m in range(batch, 0, -1) if batch % m == 0]
+
+
+def candidates(mp, devices: int, checkpointing: bool | None = None) -> list[Layout]:
+    """Every layout of ``devices`` for the model of MemoryPlan ``mp``, at its largest
+    micro-batch (the caller shrinks it until it fits); ``checkpointing`` True or False keeps
+    to it."""
+    d = mp._dims
+    transformer = d["family"] not in ("unet", "sd")
+    out = []
+    tensors = [t for t in (1, 2, 4, 8) if transformer and devices % t == 0 and d["heads"] % t == 0]
+    for t in tensors or [1]:
+        for p in (1, 2, 4, 8, 16, 32):
+            if devices % (t * p) or (p > 1 and (not transformer or d["layers"] % p)):
+                continue
+            replicas = devices // (t * p)
+            zeros = (0, 1, 2, 3) if t * p == 1 else (0, 1)
+            for z in zeros:
+                if z and replicas == 1:
+                    continue
+                for ckpt in (False, True) if checkpointing is None else (checkpointing,):
+                    out.append(Layout(devices, t, p, z, ckpt, mp.batch_size, 1))
+    return out
+
+
+def memory_of(mp, layout: Layout):
+    """The MemoryPlan of ``layout``."""
+    return mp.replan(
+        devices=layout.devices,
+        zero_stage=layout.zero,
+        grad_checkpointing=layout.checkpointing,
+        tensor_parallel=layout.tensor,
+        pipeline_parallel=layout.pipeline,
+        batch_size=layout.micro_batch,
+    )
+
+
+def fitting(mp, target, layout: Layout) -> tuple[Layout, Any] | None:
+    """``layout`` at the largest micro-batch whose step fits ``target``, with its plan; None."""
+    for m in _micro_batches(mp.batch_size):
+        at = Layout(
+            layout.devices,
+            layout.tensor,
+            layout.pipeline,
+            layout.zero,
+            layout.checkpointing,
+            m,
+            # Megatron: the replica's tensor x pipeline devices take that many samples a step
+            mp.batch_size // m * layout.tensor * layout.pipeline,
+        )
+        plan = memory_of(mp, at)
+        if plan.fits(target):
+            return at, plan
+    return None
+
+
+def timing(
+    layout: Layout,
+    mp,
+    chip,
+    per_unit: float,
+    achieved: float,
+    trainable: int,
+) -> dict[str, float]:
+    """Seconds of one step per device and what makes them up, for ``layout`` of MemoryPlan
+    ``mp`` on ``chip`` (a ``CHIPS`` record or None) at ``achieved`` FLOP/s per device without
+    checkpointing; ``per_unit``: FLOPs a token (a UNet: an image); ``trainable``: parameters
+    with gradients."""
+    d = mp._dims
+    units = mp.batch_size * (1 if d["family"] in ("unet", "sd") else mp.seq_len)
+    compute = units * per_unit / achieved / (RECOMPUTE if layout.checkpointing else 1.0)
+    link = getattr(chip, "link_gbs", None)
+    out = {"compute": compute, "tensor": 0.0, "bubble": 0.0, "data": 0.0}
+    if layout.tensor > 1 and link:
+        collectives = 6 if layout.checkpointing else 4
+        moved = units * d["layers"] * collectives * 2 * (layout.tensor - 1) * 2 * d["h"]
+        out["tensor"] = moved / (link * 1e9)
+    if layout.pipeline > 1:
+        out["bubble"] = (
+            (out["compute"] + out["tensor"]) * (layout.pipeline - 1) / layout.accumulation
+        )
+    if layout.data > 1 and link:
+        grad_bytes = (2 if layout.zero or layout.megatron else 4) * trainable
+        grad_bytes /= layout.tensor * layout.pipeline
+        volume = 2 * (layout.data - 1) / layout.data * grad_bytes
+        volume *= 1.5 if layout.zero == 3 else 1.0
+        across = layout.devices > PER_NODE and chip.scaleout_gbs
+        bandwidth = (chip.scaleout_gbs if across else link) * 1e9
+        out["data"] = max(0.0, volume / bandwidth - BACKWARD * compute)
+    out["step"] = out["compute"] + out["tensor"] + out["bubble"] + out["data"]
+    out["units"] = units
+    return out
+
+
+def _rank(layout: Layout, step: float) -> tuple:
+    # ``step``: the step's time over its compute without checkpointing; the fastest, and on a
+    # tie (0.1%) the simpler: fewer parallel dimensions, a lower ZeRO stage,
+    # no checkpointing, a larger micro-batch
+    return (
+        round(step, 3),
+        layout.tensor * layout.pipeline,
+        layout.zero,
+        layout.checkpointing,
+        -layout.micro_batch,
+    )
+
+
+def best(
+    mp,
+    target,
+    devices: int,
+    chip,
+    per_unit: float,
+    achieved: float,
+    trainable: int,
+    checkpointing: bool | None = None,
+) -> dict[str, Any] | None:
+    """The fastest layout of ``devices`` that fits ``target`` (None if none does): the
+    layout, its MemoryPlan and its ``timing``."""
+    found = []
+    for layout in candidates(mp, devices, checkpointing):
+        fit = fitting(mp, target, layout)
+        if fit is None:
+            continue
+        at, plan = fit
+        t = timing(at, mp, chip, per_unit, achieved, trainable)
+        found.append((_rank(at, t["step"] * achieved / (t["units"] * per_unit)), at, plan, t))
+    if not found:
+        return None
+    _, at, plan, t = min(found, key=lambda f: f[0])
+    return {"layout": at, "memory": plan, "timing": t}
