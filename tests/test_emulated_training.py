@@ -9,6 +9,7 @@ device (tests/fakes/README.md says what it cannot show).
 import subprocess
 import sys
 
+import pytest
 from emulated_hpu import FAKES, environment
 
 DONE = ("import torch, habana_frameworks.torch; x = torch.ones(2, device='hpu'); "
@@ -92,3 +93,31 @@ def test_t5_llama_lora_and_tiny_sd_train_on_hpu(on_hpu):
     for name in ("t5", "lora", "sd"):
         assert out[name]["args_device"] == "hpu:0" and out[name]["params"] == ["hpu:0"], out
     assert out["adapters"] == ["hpu:0"] and out["grids"] == [1, 2]
+
+
+@pytest.mark.parametrize("release", ["current", "1.19"])
+def test_a_lazy_launch_from_an_eager_kernel_trains_lazy_in_its_workers(on_hpu, release):
+    """A kernel whose bridge loaded eager (on current bridges `import torch` loads it) cannot
+    switch to lazy mode, and ``wb.train(mode="lazy")`` there names the fixes; but
+    ``wb.launch(mode="lazy")`` trains: its workers are new processes, started with the mode
+    in their environment before their bridge loads."""
+    out = on_hpu("""
+        import json, torch
+        import workbench as wb
+        out["kernel"] = wb.device("hpu").mode
+        try:
+            train(mode="lazy")
+        except RuntimeError as e:
+            out["train"] = str(e)
+        run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), devices=1,
+                        device="hpu", mode="lazy", max_steps=2, batch_size=2, max_length=32,
+                        log_every=1, live=False)
+        out["status"] = [run.status, run.summary.get("error")]
+        out["ranks"] = [json.loads(p.read_text()) for p in sorted((run.path / "ranks").glob("*"))]
+        out["after"] = wb.device("hpu").mode
+    """, FAKE_HPU_RELEASE=release)
+    assert out["kernel"] == "eager" and out["after"] == "eager"
+    assert "wb.launch(model, data, devices=1, mode='lazy')" in out["train"]
+    assert out["status"] == ["completed", None], out["status"]
+    assert [r["hpu_mode"] for r in out["ranks"]] == ["lazy"]
+    assert out["ranks"][0]["params_device"] == "hpu:0"
