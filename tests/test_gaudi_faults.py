@@ -410,3 +410,23 @@ def test_make_stops_at_once_on_an_unsupported_python(tmp_path, version, ok):
         assert done.returncode != 0
         assert f"is Python {version}; gaudi-workbench needs Python 3.11 or newer" in done.stderr
         assert "Ubuntu 24.04 (Python 3.12" in done.stderr and "1.24 torch 2.10" in done.stderr
+
+
+# ------------------------------------------------------------ DeepSpeed on Gaudi is Intel's fork
+def test_a_zero_launch_without_deepspeed_names_intels_fork_on_gaudi(fake_env, tmp_path):
+    """Intel supports only its DeepSpeed fork on Gaudi (the Makefile's Gaudi branch installs no
+    upstream DeepSpeed): a ZeRO launch where none is installed says how to get the fork, before
+    any run directory is written."""
+    code = ("import sys; sys.modules['deepspeed'] = None  # as where no DeepSpeed is installed\n"
+            "import workbench as wb\n"
+            "try:\n"
+            "    wb.launch('gpt2-tiny', 'docstrings-lm', devices=2, strategy='deepspeed')\n"
+            "except ImportError as e:\n"
+            "    print('refused:', e)\n"
+            "print('runs:', len(wb.runs()))\n")
+    env = {**fake_env, "WORKBENCH_RUNS": str(tmp_path / "runs")}
+    done = _python(code, env)
+    assert done.returncode == 0, done.stderr
+    assert "refused: strategy='deepspeed' needs DeepSpeed" in done.stdout
+    assert "github.com/HabanaAI/DeepSpeed.git@" in done.stdout
+    assert "runs: 0" in done.stdout

@@ -183,7 +183,8 @@ _BROKEN = (
     "the Habana bridge (habana_frameworks.torch) failed to import on a machine with Gaudi cards "
     "({seen}): {error}. Without it nothing would run on the cards. The usual cause is a torch "
     "that is not the one Intel's container ships (the bridge refuses another major.minor "
-    "version, and current bridges refuse lazy mode on any torch but Intel's build): check `pip list | grep -i -e torch -e habana`, reinstall the container's torch "
+    "version, and current bridges refuse lazy mode on any torch but Intel's build): check "
+    "`pip list | grep -i -e torch -e habana`, reinstall the container's torch "
     "(or start a fresh container) and never pip install torch over it. To train on the CPU "
     "anyway, pass device='cpu'."
 )
