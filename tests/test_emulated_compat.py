@@ -28,7 +28,7 @@ with warnings.catch_warnings(record=True) as said:
         output_dir="oh", use_habana=True, use_lazy_mode=True, gaudi_config_name=str(config),
         max_steps=2, per_device_train_batch_size=4, report_to="none", save_strategy="no",
         disable_tqdm=True)
-    model, tok, data, metrics = own_parts(rows=32)
+    model, tok, data, metrics = own_parts()
     trainer = GaudiTrainer(model=model, args=args, train_dataset=data["train"],
                            processing_class=tok)
     trainer.train()

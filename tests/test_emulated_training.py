@@ -121,3 +121,22 @@ def test_a_lazy_launch_from_an_eager_kernel_trains_lazy_in_its_workers(on_hpu, r
     assert out["status"] == ["completed", None], out["status"]
     assert [r["hpu_mode"] for r in out["ranks"]] == ["lazy"]
     assert out["ranks"][0]["params_device"] == "hpu:0"
+
+
+def test_fp16_on_gaudi_trains_and_says_what_its_scaler_costs(on_hpu):
+    """fp16 runs on Gaudi 2 (the chip table allows it), with torch's GradScaler, whose two
+    ops have no HPU kernel in the bridge's 1.19 op table (scripts/ops_list/ops_table.csv:
+    `_amp_update_scale_`, `_amp_foreach_non_finite_check_and_unscale_`): the bridge runs
+    them through its CPU fallback (hpu_ops/cpu_fallback.cpp), so the run trains and the
+    workbench says so, naming bf16."""
+    out = on_hpu("""
+        import warnings
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            run = train(precision="fp16", max_steps=2)
+        out["said"] = [str(w.message) for w in said if "GradScaler" in str(w.message)]
+        out["placed"] = placed(run)
+        out["precision"] = run.spec["args"]["precision"]
+    """)
+    assert out["precision"] == "fp16" and out["placed"]["params"] == ["hpu:0"]
+    assert len(out["said"]) == 1 and "precision='bf16'" in out["said"][0]

@@ -153,6 +153,17 @@ RECORD = Backend(
     # optimum-habana's default; the search walks the graph every step
     ddp_find_unused_parameters=False,
     inference=_bridge.inference_model,  # HPU graphs in lazy mode
+    # The bridge's op table (1.19, scripts/ops_list/ops_table.csv @ 5a56187) has no HPU kernel
+    # for the GradScaler's two ops: they run through the bridge's CPU fallback
+    # (hpu_ops/cpu_fallback.cpp, counted in metric_global("cpu_fallback")), every step
+    precision_notes={
+        "fp16": (
+            "fp16 on Gaudi trains with torch's GradScaler, whose _amp_update_scale_ and "
+            "_amp_foreach_non_finite_check_and_unscale_ have no HPU kernel in the bridge's op "
+            "table: they run on the CPU every step (the bridge's CPU fallback, counted in "
+            "metric_global('cpu_fallback')). bf16 needs no scaler: precision='bf16'"
+        )
+    },
     k8s_resource="habana.ai/gaudi",  # Intel's device plugin
     # Intel's Kubernetes quick start (docs.habana.ai, Quick_Start_Guides/Kubernetes_Quick_Start,
     # 1.24 images): hostIPC, the SYS_NICE capability, and memory and hugepages-2Mi limits of
