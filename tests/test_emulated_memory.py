@@ -9,17 +9,22 @@ reports (96 GiB). The double reproduces both (tests/fakes/README.md).
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
+from pytest_jupyter.jupyter_server import *  # noqa: F403  (the fixtures, for this module only)
 
 import workbench as wb
 from workbench.backends.chips import CHIPS
 from workbench.rundir.lock import WriterLock
-from workbench.server.holders import with_allocator_memory
-from workbench.server.runs import RunTable
 
 GiB = 2**30
+
+
+@pytest.fixture
+def jp_server_config():
+    return {"ServerApp": {"jpserver_extensions": {"workbench.server": True,
+                                                  "jupyter_server_terminals": False},
+                          "allow_unauthenticated_access": False}}
 
 
 @pytest.fixture
@@ -59,28 +64,23 @@ def test_hlml_used_is_nearly_the_hbm_once_held_and_the_workbench_does_not_show_i
 
 
 def test_the_panel_takes_a_held_gaudis_memory_from_the_run_its_holder_writes(
-        hpu, tmp_path, make_run):
-    """``GET workbench/devices`` (``with_allocator_memory`` over ``monitor_all`` and the run
-    table): the card this process holds shows the allocator's figures its run logs."""
+        hpu, jp_root_dir, jp_fetch, jp_asyncio_loop, make_run):
+    """``GET workbench/devices``: the card this process holds (the Jupyter server's own here)
+    shows the allocator's figures its running run logs, not HLML's "used"."""
     import torch
-
-    from workbench.backends.registry import monitor_all
 
     wb.device("hpu")  # loads the bridge (torch.hpu)
     torch.hpu.memory_stats()  # this process holds card 0
-    root = tmp_path / "root"
-    path = make_run(root / "runs", "20261204-gpt2", summary={"status": "running"})
+    path = make_run(jp_root_dir / "runs", "20261204-gpt2", summary={"status": "running"})
     lock = WriterLock(path).claim()
     try:
         events = [{"phase": "start", "step": 0, "max_steps": 4, "device": "hpu",
                    "mem_total": 5 * GiB},
                   {"phase": "train", "step": 1, "loss": 2.0, "mem_alloc": 3 * GiB}]
         (path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
-        table = RunTable(root)
-        assert table.memory_by_writer() == {os.getpid(): (3 * GiB, 5 * GiB)}
-        shown = with_allocator_memory(monitor_all(), table.memory_by_writer)
+        reply = jp_asyncio_loop.run_until_complete(jp_fetch("workbench", "devices"))
     finally:
         lock.release()
-    hpus = {r["index"]: r for r in shown["devices"] if r["kind"] == "hpu"}
+    hpus = {r["index"]: r for r in json.loads(reply.body)["devices"] if r["kind"] == "hpu"}
     assert (hpus[0]["mem_used"], hpus[0]["mem_total"]) == (3 * GiB, 5 * GiB)
     assert hpus[1]["mem_used"] is None, "a free card: nothing in use to report"
