@@ -444,7 +444,7 @@ def test_the_notebook_import_orders_with_the_mode_unset(eager_env, tmp_path, rel
     first = _python("import sys, workbench as wb, transformers\nwb.device('hpu')\n" + SEEN, env)
     assert first.returncode == 0, first.stderr
     assert f"bridge saw {cache}" in first.stdout
-    later = _python("import transformers, warnings\n"
+    later = _python("import torch, transformers, warnings\n"
                     "with warnings.catch_warnings(record=True) as w:\n"
                     "    warnings.simplefilter('always')\n"
                     "    import workbench as wb\n"
