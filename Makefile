@@ -55,8 +55,13 @@ $(STAMP): pyproject.toml constraints.txt
 ifeq ($(GAUDI),1)
 	$(PYTHON) -m venv --system-site-packages $(VENV)
 	$(PY) -c "import torch; print('torch==' + torch.__version__)" > $(VENV)/torch-pin.txt
-	grep -v '^torch==' constraints.txt >> $(VENV)/torch-pin.txt
-	$(PY) -m pip install -e '.[$(EXTRAS)]' -c $(VENV)/torch-pin.txt
+	# DeepSpeed on Gaudi is Intel's fork (HabanaAI/DeepSpeed at the release's tag; Intel: "installing
+	# public DeepSpeed packages is not supported"): a container's fork is pinned as it is, and
+	# upstream's is never installed (the dev extra is devtools + deepspeed: devtools here)
+	$(PY) -c "import importlib.metadata as m; print('deepspeed==' + m.version('deepspeed'))" \
+	  >> $(VENV)/torch-pin.txt 2>/dev/null || echo "no DeepSpeed: for ZeRO on Gaudi install Intel's fork (docs/gaudi.md)"
+	grep -v -e '^torch==' -e '^deepspeed==' constraints.txt >> $(VENV)/torch-pin.txt
+	$(PY) -m pip install -e '.[$(if $(filter dev,$(EXTRAS)),devtools,$(EXTRAS))]' -c $(VENV)/torch-pin.txt
 else
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip

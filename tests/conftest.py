@@ -154,6 +154,9 @@ def fake_hpu(monkeypatch, tmp_path_factory):
     # the Python API only: the emulated device would make "hpu" this process's accelerator
     # for every later test (tests/fakes/README.md); tests that need it use a subprocess
     monkeypatch.setenv("FAKE_HPU_DEVICE", "0")
+    # the torch of Intel's container is Intel's build, which current bridges need for lazy
+    # mode (tests/fakes/README.md); tests of the refusal unset it
+    monkeypatch.setenv("FAKE_HPU_INTEL_TORCH", "1")
     for name in ("PT_HPU_LAZY_MODE", "PT_HPU_RECIPE_CACHE_CONFIG", "HLS_MODULE_ID",
                  "HABANA_VISIBLE_MODULES"):
         monkeypatch.setitem(os.environ, name, "")  # the workbench and the double set them:
@@ -178,6 +181,7 @@ def fake_env(tmp_path_factory):
     env["FAKE_HPU_DEV_DIR"] = str(tmp_path_factory.mktemp("accel"))
     env["WORKBENCH_HPU_DEVICE_FILES"] = os.path.join(env["FAKE_HPU_DEV_DIR"], "accel*")
     env["PYTHONPATH"] = os.pathsep.join([str(FAKES), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["FAKE_HPU_INTEL_TORCH"] = "1"  # as in Intel's container (see fake_hpu)
     return env
 
 

@@ -35,6 +35,9 @@ def environment(tmp_path: Path, **env: str) -> dict[str, str]:
     paths = [str(FAKES), str(ROOT), str(TESTS), os.environ.get("PYTHONPATH", "")]
     base.update(PYTHONPATH=os.pathsep.join(p for p in paths if p), FAKE_HPU_GENERATION="2",
                 FAKE_HPU_COUNT="8", FAKE_HPU_DEV_DIR=str(tmp_path / "accel"),
+                # Intel's container ships Intel's torch build, which current bridges need for
+                # lazy mode; FAKE_HPU_RELEASE (current or 1.19) passes through from the caller
+                FAKE_HPU_INTEL_TORCH="1",
                 # the workbench reads who holds each card from these files (docs/devices.md)
                 WORKBENCH_HPU_DEVICE_FILES=str(tmp_path / "accel" / "accel*"),
                 WORKBENCH_RUNS=str(tmp_path / "runs"))

@@ -94,3 +94,50 @@ def test_t5_llama_lora_and_tiny_sd_train_on_hpu(on_hpu):
     for name in ("t5", "lora", "sd"):
         assert out[name]["args_device"] == "hpu:0" and out[name]["params"] == ["hpu:0"], out
     assert out["adapters"] == ["hpu:0"] and out["grids"] == [1, 2]
+
+
+@pytest.mark.parametrize("release", ["current", "1.19"])
+def test_a_lazy_launch_from_an_eager_kernel_trains_lazy_in_its_workers(on_hpu, release):
+    """A kernel whose bridge loaded eager (on current bridges `import torch` loads it) cannot
+    switch to lazy mode, and ``wb.train(mode="lazy")`` there names the fixes; but
+    ``wb.launch(mode="lazy")`` trains: its workers are new processes, started with the mode
+    in their environment before their bridge loads."""
+    out = on_hpu("""
+        import json, torch
+        import workbench as wb
+        out["kernel"] = wb.device("hpu").mode
+        try:
+            train(mode="lazy")
+        except RuntimeError as e:
+            out["train"] = str(e)
+        run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), devices=1,
+                        device="hpu", mode="lazy", max_steps=2, batch_size=2, max_length=32,
+                        log_every=1, live=False)
+        out["status"] = [run.status, run.summary.get("error")]
+        out["ranks"] = [json.loads(p.read_text()) for p in sorted((run.path / "ranks").glob("*"))]
+        out["after"] = wb.device("hpu").mode
+    """, FAKE_HPU_RELEASE=release)
+    assert out["kernel"] == "eager" and out["after"] == "eager"
+    assert "wb.launch(model, data, devices=1, mode='lazy')" in out["train"]
+    assert out["status"] == ["completed", None], out["status"]
+    assert [r["hpu_mode"] for r in out["ranks"]] == ["lazy"]
+    assert out["ranks"][0]["params_device"] == "hpu:0"
+
+
+def test_fp16_on_gaudi_trains_and_says_what_its_scaler_costs(on_hpu):
+    """fp16 runs on Gaudi 2 (the chip table allows it), with torch's GradScaler, whose two
+    ops have no HPU kernel in the bridge's 1.19 op table (scripts/ops_list/ops_table.csv:
+    `_amp_update_scale_`, `_amp_foreach_non_finite_check_and_unscale_`): the bridge runs
+    them through its CPU fallback (hpu_ops/cpu_fallback.cpp), so the run trains and the
+    workbench says so, naming bf16."""
+    out = on_hpu("""
+        import warnings
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            run = train(precision="fp16", max_steps=2)
+        out["said"] = [str(w.message) for w in said if "GradScaler" in str(w.message)]
+        out["placed"] = placed(run)
+        out["precision"] = run.spec["args"]["precision"]
+    """)
+    assert out["precision"] == "fp16" and out["placed"]["params"] == ["hpu:0"]
+    assert len(out["said"]) == 1 and "precision='bf16'" in out["said"][0]

@@ -415,3 +415,50 @@ def test_make_stops_at_once_on_an_unsupported_python(tmp_path, version, ok):
         assert done.returncode != 0
         assert f"is Python {version}; gaudi-workbench needs Python 3.11 or newer" in done.stderr
         assert "Ubuntu 24.04 (Python 3.12" in done.stderr and "1.24 torch 2.10" in done.stderr
+
+
+# ------------------------------------------------------------ DeepSpeed on Gaudi is Intel's fork
+def test_a_zero_launch_without_deepspeed_names_intels_fork_on_gaudi(fake_env, tmp_path):
+    """Intel supports only its DeepSpeed fork on Gaudi (the Makefile's Gaudi branch installs no
+    upstream DeepSpeed): a ZeRO launch where none is installed says how to get the fork, before
+    any run directory is written."""
+    code = ("import sys; sys.modules['deepspeed'] = None  # as where no DeepSpeed is installed\n"
+            "import workbench as wb\n"
+            "try:\n"
+            "    wb.launch('gpt2-tiny', 'docstrings-lm', devices=2, strategy='deepspeed')\n"
+            "except ImportError as e:\n"
+            "    print('refused:', e)\n"
+            "print('runs:', len(wb.runs()))\n")
+    env = {**fake_env, "WORKBENCH_RUNS": str(tmp_path / "runs")}
+    done = _python(code, env)
+    assert done.returncode == 0, done.stderr
+    assert "refused: strategy='deepspeed' needs DeepSpeed" in done.stdout
+    assert "github.com/HabanaAI/DeepSpeed.git@" in done.stdout
+    assert "runs: 0" in done.stdout
+
+
+@pytest.mark.parametrize("release", ["current", "1.19"])
+def test_the_notebook_import_orders_with_the_mode_unset(eager_env, tmp_path, release):
+    """A notebook that sets nothing (PT_HPU_LAZY_MODE unset): importing torch (or
+    transformers) first loads a current bridge at once, before workbench can choose the
+    recipe cache, and `import workbench` then says the cache is off and how to keep it; a
+    1.19 bridge waits (unset means lazy, no autoload), so both orders keep it there."""
+    env = {k: v for k, v in eager_env.items() if k != "PT_HPU_LAZY_MODE"}
+    env["FAKE_HPU_RELEASE"] = release
+    cache = f"{tmp_path / 'cache' / 'hpu-recipes'},false,4096"
+    first = _python("import sys, workbench as wb, transformers\nwb.device('hpu')\n" + SEEN, env)
+    assert first.returncode == 0, first.stderr
+    assert f"bridge saw {cache}" in first.stdout
+    later = _python("import torch, transformers, warnings\n"
+                    "with warnings.catch_warnings(record=True) as w:\n"
+                    "    warnings.simplefilter('always')\n"
+                    "    import workbench as wb\n"
+                    "    wb.device('hpu')\n"
+                    "print('warned:', *[str(x.message) for x in w])\n" + SEEN, env)
+    assert later.returncode == 0, later.stderr
+    if release == "current":
+        assert "bridge saw None" in later.stdout
+        assert "the HPU recipe cache is off in this process" in later.stdout
+        assert "Import workbench before torch" in later.stdout
+    else:
+        assert f"bridge saw {cache}" in later.stdout and "cache is off" not in later.stdout

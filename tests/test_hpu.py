@@ -96,21 +96,87 @@ def test_mode_is_read_back_from_the_bridge_never_from_the_variable(hpu, monkeypa
         set_hpu_mode("turbo")
 
 
+# What `import torch` does with PT_HPU_LAZY_MODE unset, "0" and "1": current bridges load
+# unless lazy mode is asked for (autoload/__init__.py @ ea38cef, default "0"); 1.19 loads only
+# when eager mode is asked for (@ 5a56187, default "1").
+AUTOLOADS = {"current": {None: True, "0": True, "1": False},
+             "1.19": {None: False, "0": True, "1": False}}
+
+
 @pytest.mark.slow
-def test_import_torch_autoloads_the_bridge_in_eager_mode(fake_env):
-    """Through the ``torch.backends`` entry point a current bridge loads on ``import torch``
-    unless lazy mode is chosen (the double registers the same entry point): the mode must
-    then be chosen before torch is imported, and the error says so."""
+@pytest.mark.parametrize("release", ["current", "1.19"])
+def test_import_torch_autoloads_the_bridge_unless_lazy_mode_is_asked_for(fake_env, release):
+    """Through the ``torch.backends`` entry point the bridge loads on ``import torch`` (the
+    double is a dist-info on the path with the same entry point): the mode must be chosen
+    before torch is imported, and asking for another one afterwards names the fixes."""
     code = ("import sys, torch; from workbench.backends.hpu import set_hpu_mode; "
-            "print('loaded' if 'habana_frameworks.torch' in sys.modules else 'not loaded'); set_hpu_mode('lazy')")
-    for value, loaded in (("0", True), (None, False)):
+            "print('loaded' if 'habana_frameworks.torch' in sys.modules else 'not loaded'); "
+            "set_hpu_mode('lazy')")
+    for value, loaded in AUTOLOADS[release].items():
         env = {k: v for k, v in fake_env.items() if k != "PT_HPU_LAZY_MODE"}
-        env.update({} if value is None else {"PT_HPU_LAZY_MODE": value})
+        env.update({"FAKE_HPU_RELEASE": release, **({} if value is None else {"PT_HPU_LAZY_MODE": value})})
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-        assert out.stdout.strip() == ("loaded" if loaded else "not loaded"), out.stderr[-2000:]
-        assert (out.returncode != 0) == loaded
+        assert out.stdout.strip() == ("loaded" if loaded else "not loaded"), (value, out.stderr[-2000:])
+        assert (out.returncode != 0) == loaded, (value, out.stderr[-2000:])
         if loaded:
             assert "before importing torch" in out.stderr
+            assert "wb.launch(model, data, devices=1, mode='lazy')" in out.stderr
+
+
+def test_lazy_mode_refuses_a_stock_torch_on_current_bridges(fake_env):
+    """Current bridges load their lazy plugin only with Intel's torch build (a local version
+    starting "git" or "hpu": torch/__init__.py @ ea38cef); 1.19 has no such check. The CPU
+    torch here is stock: the fixtures mark it as Intel's (FAKE_HPU_INTEL_TORCH=1), as the
+    container's is; without the mark the bridge refuses lazy mode, and the workbench says why."""
+    code = ("import workbench as wb\ntry:\n    wb.device('hpu')\nexcept Exception as e:\n"
+            "    print(type(e).__name__, e)\nelse:\n    print('ok', wb.device('hpu').mode)")
+    seen = {}
+    for release in ("current", "1.19"):
+        env = {k: v for k, v in fake_env.items() if k != "FAKE_HPU_INTEL_TORCH"}
+        env.update(FAKE_HPU_RELEASE=release, PT_HPU_LAZY_MODE="1", FAKE_HPU_DEVICE="0")
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        seen[release] = out.stdout.strip()
+    assert seen["1.19"] == "ok lazy"
+    assert seen["current"].startswith("RuntimeError") and "Stock PyTorch version" in seen["current"]
+    assert "the container's torch" in seen["current"] or "Intel's container" in seen["current"]
+
+
+def test_hpu_graphs_import_in_every_mode_and_capture_only_in_lazy_mode(hpu, monkeypatch):
+    """Current bridges import ``hpu.graphs`` in every mode and refuse ``HPUGraph()`` outside
+    lazy mode (hpu/__init__.py and hpu/graphs.py @ ea38cef); 1.19 exports them only in lazy
+    mode (test_no_hpu_graphs_in_eager_mode_on_1_19)."""
+    dev = wb.device("hpu")
+    assert dev.mode == "eager"
+    from habana_frameworks.torch.hpu import HPUGraph, wrap_in_hpu_graph
+
+    with pytest.raises(RuntimeError, match="HPUGraph class is available in lazy mode only"):
+        HPUGraph()
+    wrapped = wrap_in_hpu_graph(torch.nn.Linear(2, 2))
+    with pytest.raises(RuntimeError, match="lazy mode only"):
+        wrapped(torch.ones(1, 2))
+    net = torch.nn.Linear(2, 2)
+    assert inference_model(net, dev) is net, "the workbench wraps nothing outside lazy mode"
+
+
+@pytest.mark.parametrize("fields, current, old", [
+    ("{path},false,4096", True, True),
+    ("{path},false,4096,false", True, False),
+    ("{path},false,4096,false,x", False, False),
+])
+def test_the_recipe_cache_variable_takes_four_fields_on_current_bridges(fake_env, tmp_path, fields,
+                                                                          current, old):
+    """``PT_HPU_RECIPE_CACHE_CONFIG``: current bridges add <RECIPE_CACHE_ON_NFS> (four fields);
+    1.19 asserts 1 to 3 (recipe_cache_config.cpp @ 5a56187). The workbench writes three, which
+    both read."""
+    value = fields.format(path=tmp_path / "cache")
+    code = "import habana_frameworks.torch._recipe_cache_config as c; print(c.PATH)"
+    for release, accepted in (("current", current), ("1.19", old)):
+        env = {**fake_env, "FAKE_HPU_RELEASE": release, "FAKE_HPU_DEVICE": "0",
+               "PT_HPU_LAZY_MODE": "0", "PT_HPU_RECIPE_CACHE_CONFIG": value}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        assert (out.returncode == 0) == accepted, (release, value, out.stderr[-1500:])
+        if accepted:
+            assert out.stdout.strip() == str(tmp_path / "cache")
 
 
 def test_lazy_mode_is_refused_off_gaudi(monkeypatch):
@@ -396,7 +462,8 @@ def test_memory_plans_use_the_allocators_limit():
     assert df.loc["Gaudi2", "memory_gib"] == 94.6 and df.loc["H100 SXM", "memory_gib"] == 80
 
 
-def test_no_hpu_graphs_in_eager_mode(hpu):
+def test_no_hpu_graphs_in_eager_mode_on_1_19(hpu, monkeypatch):
+    monkeypatch.setenv("FAKE_HPU_RELEASE", "1.19")
     dev = wb.device("hpu")
     with pytest.raises(ImportError):
         from habana_frameworks.torch.hpu import wrap_in_hpu_graph  # noqa: F401  (lazy mode only)

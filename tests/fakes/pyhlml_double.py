@@ -42,6 +42,7 @@ class Card:
     power_mw: int = 0  # milliwatts
     temp_aip_c: int = 0  # Celsius, sensor HLML_TEMPERATURE_ON_AIP
     temp_board_c: int = 0  # Celsius, sensor HLML_TEMPERATURE_ON_BOARD
+    device_file: str | None = None  # emulated node: used = nearly the HBM while it is held
     module_id: int | None = None  # the module id; None: the card's index
     minor: int | None = None  # /dev/accel/accel<minor>; None: the card's index
     unsupported: set[str] = field(default_factory=set)
@@ -54,14 +55,45 @@ CARDS: list[Card] = []
 PRODUCTS = {"1": b"HL-205", "2": b"HL-225", "3": b"HL-325L"}
 
 
+# HBM per generation (Intel's product briefs: 32, 96 and 128 GB), what HLML's total reports;
+# the allocator's pool (the bridge double's memory_stats "Limit") is smaller.
+HBM = {"1": 32 * 2**30, "2": 96 * 2**30, "3": 128 * 2**30}
+# What HLML's "used" shows once a process holds a card: nearly the whole HBM, because the
+# bridge reserves its pool when it acquires the device (shared/HPU_FACTS.md, "What changed
+# after 1.19"; Intel's docs say hl-smi memory does not reflect tensor allocations). The
+# double leaves 512 MiB of the HBM unreserved: the exact figure is not published.
+UNRESERVED = 512 * 2**20
+
+
+def _held(path: str) -> bool:
+    """Whether a process holds the emulated card whose device file is ``path`` (the bridge
+    double's ``_card.py`` keeps an exclusive flock on it for the holder's life)."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing drops this probe's own shared lock
+
+
 def emulate() -> None:
     """Fill ``CARDS`` with the emulated node of the bridge double (``tests/fakes/
     habana_frameworks``): ``FAKE_HPU_COUNT`` cards (default 8) of ``FAKE_HPU_GENERATION``
-    (default 2) with ``FAKE_HPU_MEMORY`` bytes each, card i on module i, device file accel{i}."""
+    (default 2) with the generation's HBM each, card i on module i, device file accel{i};
+    a card's "used" memory is nearly its HBM while a process holds it."""
     gen = os.environ.get("FAKE_HPU_GENERATION", "2")
-    total = int(os.environ.get("FAKE_HPU_MEMORY", str(96 * 2**30)))
-    CARDS[:] = [Card(name=PRODUCTS.get(gen, b"HL-225"), mem_total=total)
-                for _ in range(int(os.environ.get("FAKE_HPU_COUNT", "8")))]
+    folder = os.environ.get("FAKE_HPU_DEV_DIR") or os.path.join(
+        __import__("tempfile").gettempdir(), "fake-hpu-accel")
+    CARDS[:] = [Card(name=PRODUCTS.get(gen, b"HL-225"), mem_total=HBM.get(gen, HBM["2"]),
+                     device_file=os.path.join(folder, f"accel{i}"))
+                for i in range(int(os.environ.get("FAKE_HPU_COUNT", "8")))]
 
 
 # ---------------------------------------------------------------- errors (hlml_error.py)
@@ -199,7 +231,10 @@ def hlmlDeviceGetUtilizationRates(device):
 def hlmlDeviceGetMemoryInfo(device) -> c_hlml_memory:
     """main.py:248: ``c_hlml_memory`` in bytes."""
     card = _card("hlmlDeviceGetMemoryInfo", device)
-    return c_hlml_memory(free=card.mem_total - card.mem_used, total=card.mem_total, used=card.mem_used)
+    used = card.mem_used
+    if card.device_file is not None and _held(card.device_file):
+        used = card.mem_total - UNRESERVED
+    return c_hlml_memory(free=card.mem_total - used, total=card.mem_total, used=used)
 
 
 def hlmlDeviceGetTemperature(device, sensor_type) -> int:

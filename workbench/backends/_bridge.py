@@ -43,6 +43,17 @@ def loaded() -> bool:
     return "habana_frameworks.torch" in sys.modules
 
 
+def holds_card() -> bool:
+    """Whether this process has taken its Gaudi already (the bridge's lazy init ran); asks
+    without taking one."""
+    if not loaded():
+        return False
+    try:
+        return bool(_torch().hpu.is_initialized())
+    except Exception:
+        return False
+
+
 def hpu_mode() -> str | None:
     """The HPU execution mode of this process, ``"lazy"`` or ``"eager"``, as the bridge
     reports it (``utils.internal.is_lazy()``); None without a bridge.
@@ -59,8 +70,15 @@ def _is_lazy() -> bool:
     """The loaded bridge's answer (``utils.internal.is_lazy``), else its rule for the variable."""
     try:
         return bool(importlib.import_module("habana_frameworks.torch.utils.internal").is_lazy())
-    except Exception:
-        return os.environ.get("PT_HPU_LAZY_MODE", "1") != "0"
+    except Exception:  # unreadable: the variable, as bridge() sets it before loading one
+        return os.environ.get("PT_HPU_LAZY_MODE", "0") != "0"
+
+
+def mode_env(mode: str) -> dict[str, str]:
+    """The environment that starts a new process in ``mode`` (``PT_HPU_LAZY_MODE``)."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
+    return {"PT_HPU_LAZY_MODE": "1" if mode == "lazy" else "0"}
 
 
 def set_hpu_mode(mode: str) -> None:
@@ -79,9 +97,11 @@ def set_hpu_mode(mode: str) -> None:
         if have != want:
             raise RuntimeError(
                 f"the Habana bridge is already loaded in {have} mode and the mode is fixed per "
-                f"process: restart the kernel and ask for mode={mode!r} before importing torch "
-                f"(it loads the bridge itself) or anything that touches the HPU, or set "
-                f"PT_HPU_LAZY_MODE={int(want == 'lazy')} before starting Python"
+                f"process (current bridges load at `import torch` unless PT_HPU_LAZY_MODE=1). "
+                f"Fixes: train in a worker, a new process in mode {mode!r}: "
+                f"wb.launch(model, data, devices=1, mode={mode!r}); or restart the kernel and "
+                f"ask for mode={mode!r} before importing torch or anything that touches the "
+                f"HPU; or set PT_HPU_LAZY_MODE={int(want == 'lazy')} before starting Python"
             )
         return
     os.environ["PT_HPU_LAZY_MODE"] = "1" if want == "lazy" else "0"
@@ -163,7 +183,8 @@ _BROKEN = (
     "the Habana bridge (habana_frameworks.torch) failed to import on a machine with Gaudi cards "
     "({seen}): {error}. Without it nothing would run on the cards. The usual cause is a torch "
     "that is not the one Intel's container ships (the bridge refuses another major.minor "
-    "version): check `pip list | grep -i -e torch -e habana`, reinstall the container's torch "
+    "version, and current bridges refuse lazy mode on any torch but Intel's build): check "
+    "`pip list | grep -i -e torch -e habana`, reinstall the container's torch "
     "(or start a fresh container) and never pip install torch over it. To train on the CPU "
     "anyway, pass device='cpu'."
 )

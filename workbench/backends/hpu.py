@@ -18,6 +18,9 @@ from .record import Backend, PodNeeds
 MODES = _bridge.MODES
 hpu_mode, set_hpu_mode, recipe_cache = _bridge.hpu_mode, _bridge.set_hpu_mode, _bridge.recipe_cache
 prepare_recipe_cache = _bridge.prepare_recipe_cache
+mode_env = _bridge.mode_env
+# whether a bridge is installed (looked up without importing it) and whether it is loaded
+bridge_installed, bridge_loaded = _bridge.has_bridge, _bridge.loaded
 
 HL_SMI = ("hl-smi", "-Q", "driver_version", "-f", "csv,noheader")
 
@@ -73,9 +76,22 @@ def name(index: int) -> str:
     return str(_row(index)["name"])
 
 
+def _pool(name: str) -> int | None:
+    """The allocator's pool (``memory_stats()["Limit"]``) of the chip HLML names, from the chip
+    table; None where the chip or its pool is unknown."""
+    chip = match(name, "hpu") if name != HLML.fallback_name else None
+    return chip.usable if chip is not None else None
+
+
 def total_memory(index: int) -> int:
-    """Bytes of HBM on the card (HLML); 0 where only the device files are known."""
-    return int(_row(index)["total"])
+    """Bytes the bridge's allocator can hand out (``memory_stats()["Limit"]``), less than the
+    HBM HLML reports (94.6 of 96 GiB on a Gaudi 2). Read from the bridge where this process
+    holds its card already (asking would take one otherwise), else the chip table's pool for
+    HLML's model name, else HLML's HBM total; 0 where only the device files are known."""
+    if _bridge.holds_card():
+        return _bridge.memory(index)["total"]
+    row = _row(index)
+    return int(_pool(str(row["name"])) or row["total"])
 
 
 def generation() -> str | None:
@@ -88,8 +104,15 @@ def generation() -> str | None:
 
 
 def monitor() -> list[dict]:
-    """Every Gaudi card, through HLML."""
-    return read_vendor(HLML)
+    """Every Gaudi card, through HLML, without HLML's "used" memory: once a process holds a
+    card the bridge reserves nearly all of its HBM, so "used" says the card is held, not how
+    much its tensors take (``memory_stats``, in the holder, does; the panel takes that from
+    the holder's run). Total: the allocator's pool where the chip table knows it."""
+    readings = read_vendor(HLML)
+    for r in readings:
+        r["mem_used"] = None
+        r["mem_total"] = _pool(str(r["name"])) or r["mem_total"]
+    return readings
 
 
 def driver_version() -> tuple[str | None, str]:
@@ -130,6 +153,17 @@ RECORD = Backend(
     # optimum-habana's default; the search walks the graph every step
     ddp_find_unused_parameters=False,
     inference=_bridge.inference_model,  # HPU graphs in lazy mode
+    # The bridge's op table (1.19, scripts/ops_list/ops_table.csv @ 5a56187) has no HPU kernel
+    # for the GradScaler's two ops: they run through the bridge's CPU fallback
+    # (hpu_ops/cpu_fallback.cpp, counted in metric_global("cpu_fallback")), every step
+    precision_notes={
+        "fp16": (
+            "fp16 on Gaudi trains with torch's GradScaler, whose _amp_update_scale_ and "
+            "_amp_foreach_non_finite_check_and_unscale_ have no HPU kernel in the bridge's op "
+            "table: they run on the CPU every step (the bridge's CPU fallback, counted in "
+            "metric_global('cpu_fallback')). bf16 needs no scaler: precision='bf16'"
+        )
+    },
     k8s_resource="habana.ai/gaudi",  # Intel's device plugin
     # Intel's Kubernetes quick start (docs.habana.ai, Quick_Start_Guides/Kubernetes_Quick_Start,
     # 1.24 images): hostIPC, the SYS_NICE capability, and memory and hugepages-2Mi limits of

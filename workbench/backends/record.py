@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .monitor import Vendor
@@ -100,3 +100,5 @@ class Backend:
     k8s_pod: PodNeeds = PodNeeds()  # what else such a pod asks for
     # Slurm's GRES name for one device (None: no standard one; Gaudi's is per site)
     slurm_gres: str | None = None
+    # what a precision costs on this backend, said when a run asks for it (precision -> why)
+    precision_notes: dict[str, str] = field(default_factory=dict)

@@ -359,12 +359,17 @@ def device_in_mode(kind: str = "auto", mode: str | None = None) -> DeviceInfo:
     return dev
 
 
-def launch_env(dev: DeviceInfo, devices: int) -> dict[str, str]:
+def launch_env(dev: DeviceInfo, devices: int, mode: str | None = None) -> dict[str, str]:
     """The environment that puts ``devices`` workers on free cards of ``dev``'s kind (read
     again now): ``{}`` when none is held; a refusal naming the holders and the fixes when
-    fewer than ``devices`` are free. Reads the OS, starts nothing."""
+    fewer than ``devices`` are free. On Gaudi it also carries the workers' execution mode
+    when ``mode`` names one: each worker's bridge reads it as it loads, which current bridges
+    do at ``import torch``. Reads the OS, starts nothing."""
     b = dev.backend
-    return cards.placement(b.cards(), devices, b.visible_env)
+    env = cards.placement(b.cards(), devices, b.visible_env)
+    if mode is not None and dev.kind == "hpu":
+        env.update(hpu.mode_env(mode))
+    return env
 
 
 def inference_model(model, device: DeviceInfo | None = None):

@@ -33,8 +33,8 @@ from typing import Any
 
 import transformers
 
+from ..backends.hpu import bridge_installed, bridge_loaded, hpu_mode, set_hpu_mode
 from ..backends.registry import device as pick_device
-from ..backends.registry import device_in_mode
 from ..training.attachment import callback
 from ..training.trainer import fused_optimizer
 
@@ -338,11 +338,18 @@ class GaudiConfig:
         if "PT_HPU_AUTOCAST_LOWER_PRECISION_OPS_LIST" in os.environ:
             return  # the user's own lists win
         if "habana_frameworks.torch.core" in sys.modules:
-            raise RuntimeError(
-                "the autocast op lists must be set before the Habana bridge "
-                "loads: make the GaudiConfig and the arguments first, in a new "
-                "kernel"
+            # Optimum Habana sets the variables all the same, where they change nothing: say so,
+            # and train with the bridge's default lists
+            warnings.warn(
+                "autocast_bf16_ops / autocast_fp32_ops are not applied: the Habana bridge "
+                "loaded before them (in eager mode `import torch` loads it), and it reads the "
+                "lists as it loads, so its default lists apply. To use these, start Python with "
+                "PT_HPU_AUTOCAST_LOWER_PRECISION_OPS_LIST and PT_HPU_AUTOCAST_FP32_OPS_LIST set "
+                "to files of op names, or with PT_HPU_LAZY_MODE=1 (then torch does not load it)",
+                UserWarning,
+                stacklevel=5,
             )
+            return
         folder = Path(tempfile.mkdtemp(prefix="workbench-autocast-"))
         for env, ops, name in (
             ("PT_HPU_AUTOCAST_LOWER_PRECISION_OPS_LIST", self.autocast_bf16_ops, "lower_list.txt"),
@@ -397,12 +404,31 @@ def _prepare(self) -> None:
         self.bf16 = True  # Optimum Habana: use_torch_autocast turns bf16 autocast on
     self.workbench_device = None
     if self.use_habana and not self.use_cpu:
-        dev = pick_device()
-        if dev.kind == "hpu":  # the mode is fixed per process: chosen before the HPU is touched
+        want = "lazy" if self.use_lazy_mode else "eager"
+        before = os.environ.get("PT_HPU_LAZY_MODE")
+        if bridge_installed():
+            # the op lists and the mode go before the device probe below, which loads the
+            # bridge: it reads both once, as it loads
             if self.gaudi_config is not None:
                 self.gaudi_config.declare_autocast_bf16_fp32_ops()
-            dev = device_in_mode("hpu", "lazy" if self.use_lazy_mode else "eager")
-        else:
+            if not bridge_loaded():
+                set_hpu_mode(want)
+        dev = pick_device()
+        if dev.kind == "hpu" and hpu_mode() != want:
+            # Loaded already (current bridges load at `import torch` unless PT_HPU_LAZY_MODE=1):
+            # Optimum Habana then runs in the bridge's mode (use_lazy_mode only decides its
+            # mark_step calls, which are no-ops in eager mode); the same here, said aloud
+            warnings.warn(
+                f"use_lazy_mode={self.use_lazy_mode}: the Habana bridge is already loaded in "
+                f"{hpu_mode()} mode (fixed per process; `import torch` loads it unless "
+                f"PT_HPU_LAZY_MODE=1), so this trains in {hpu_mode()} mode. For {want} mode, "
+                f"start Python with PT_HPU_LAZY_MODE={int(want == 'lazy')}",
+                UserWarning,
+                stacklevel=4,
+            )
+        if dev.kind != "hpu":
+            if before is None:  # the mode asked for is not this run's (no Gaudi here)
+                os.environ.pop("PT_HPU_LAZY_MODE", None)
             # a notice, not an error: the same script runs on the GPU or CPU (on stdout: a
             # notebook shows stderr as a pink error box)
             print(

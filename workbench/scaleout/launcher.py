@@ -9,6 +9,7 @@ notebook's dashboard. ``wb.launch_command`` renders the multi-node commands.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..backends.hpu import bridge_installed
 from ..backends.registry import backend
 from ..backends.torchrun import child_env
 from ..rundir.run import STOP_FILE
@@ -69,6 +71,27 @@ def deepspeed_config(
     }
 
 
+# Intel's DeepSpeed install instructions (docs.habana.ai, DeepSpeed User Guide): the fork at
+# the tag of the Gaudi software release; "installing public DeepSpeed packages is not supported"
+GAUDI_DEEPSPEED = (
+    "pip install git+https://github.com/HabanaAI/DeepSpeed.git@<your Gaudi software version, "
+    "e.g. 1.22.0> (on Gaudi only Intel's fork is supported, not PyPI's deepspeed)"
+)
+
+
+def check_deepspeed() -> None:
+    """Refuse strategy="deepspeed" where DeepSpeed is not installed, saying how to get it (on
+    Gaudi: Intel's fork), before anything is written."""
+    try:
+        found = importlib.util.find_spec("deepspeed") is not None
+    except (ImportError, ValueError):  # ValueError: a module set to None in sys.modules
+        found = False
+    if found:
+        return
+    fix = GAUDI_DEEPSPEED if bridge_installed() else "pip install 'gaudi-workbench[deepspeed]'"
+    raise ImportError(f"strategy='deepspeed' needs DeepSpeed, which is not installed here: {fix}")
+
+
 def _prepare(
     model,
     data,
@@ -83,6 +106,7 @@ def _prepare(
     if devices < 1:
         raise ValueError(f"devices must be at least 1, got {devices}")
     if strategy == "deepspeed":
+        check_deepspeed()
         train_args["deepspeed"] = deepspeed_config(zero_stage or 2)
     elif zero_stage:
         raise ValueError("ZeRO stages come with DeepSpeed: pass strategy='deepspeed'")

@@ -93,6 +93,7 @@ def restart(run, rank: int):
 
 @record  # a failing rank's traceback reaches torchrun's error report
 def main(argv: list[str] | None = None) -> int:
+    from ..backends.hpu import hpu_mode
     from ..training.engine import Run, execute, untrusted
     from ..training.recipe import world
 
@@ -124,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                     "device": str(run.trainer.args.device),
                     "params_device": str(next(model.parameters()).device),
                     "dist_backend": dist.get_backend() if dist.is_initialized() else None,
+                    "hpu_mode": hpu_mode(),  # as this worker's bridge reports it (or None)
                 }
             )
         )

@@ -14,7 +14,7 @@ import tornado.web
 from jupyter_server.base.handlers import APIHandler
 
 from ..backends.registry import monitor_all
-from .holders import server_cards
+from .holders import server_cards, with_allocator_memory
 from .runs import BadPath, NotFound, NotRunning, RunTable
 
 PATH_HINT = (
@@ -50,7 +50,7 @@ class DevicesHandler(_Handler):
 
     @tornado.web.authenticated
     def get(self) -> None:
-        self.reply(monitor_all())
+        self.reply(with_allocator_memory(monitor_all(), self.table.memory_by_writer))
 
 
 class CardsHandler(_Handler):

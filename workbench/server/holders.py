@@ -6,6 +6,7 @@ notebook (the kernel manager knows each kernel's process, the session manager it
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..backends.monitor import Unavailable
@@ -60,3 +61,27 @@ async def server_cards(kernel_manager: Any, session_manager: Any) -> dict[str, A
     notebooks = {s["kernel"]["id"]: s.get("path") for s in sessions if s.get("kernel")}
     known = set(kernel_manager.list_kernel_ids())
     return card_rows(kernel_pids(kernel_manager), notebooks, known)
+
+
+def with_allocator_memory(
+    readings: dict[str, Any], by_pid: Callable[[], dict[int, tuple[int, int | None]]]
+) -> dict[str, Any]:
+    """``readings`` (``monitor_all``) with each held Gaudi's memory in use taken from the run
+    its holder writes (``by_pid()``: pid -> (in use, total), ``RunTable.memory_by_writer``,
+    asked only where a Gaudi is listed).
+    HLML's "used" is the bridge's reservation, nearly the whole HBM once a card is held, so the
+    HPU backend leaves it out; a card whose holder writes no run here stays "not reported"."""
+    rows = [r for r in readings["devices"] if r["kind"] == "hpu" and r["mem_used"] is None]
+    writers = by_pid() if rows else {}
+    if not writers:
+        return readings
+    try:
+        holders = {c.index: [h.pid for h in c.holders] for c in BACKENDS["hpu"].cards()}
+    except Unavailable:
+        return readings
+    for r in rows:
+        for pid in holders.get(r["index"], []):
+            if pid in writers:
+                used, total = writers[pid]
+                r["mem_used"], r["mem_total"] = used, total or r["mem_total"]
+    return readings

@@ -11,10 +11,13 @@ Nothing here trains or writes a run, except the STOP file a stop request writes
 from __future__ import annotations
 
 import os
+import re
+import socket
 import time
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ..rundir.lock import LOCK_FILE
 from ..rundir.run import RunDir, model_name
 from .tail import EventTail
 
@@ -182,6 +185,25 @@ class RunTable:
         if status == "running":
             row["eta_s"] = tail.eta_s(row["max_steps"])
         return row
+
+    def memory_by_writer(self) -> dict[int, tuple[int, int | None]]:
+        """pid -> (device memory in use, total) as the last events of each running run log
+        them, keyed by the pid its lock file names when that is a process of this host: the
+        allocator's figures (``memory_stats``), which only the process holding a card reads."""
+        out: dict[int, tuple[int, int | None]] = {}
+        host = socket.gethostname()
+        for path in self._run_dirs():
+            run, tail = self._open(path)
+            try:
+                if run.status != "running" or tail.mem_alloc is None:
+                    continue
+                said = (path / LOCK_FILE).read_text(errors="replace").strip()
+            except (OSError, ValueError):
+                continue
+            found = re.fullmatch(r"pid (\d+) on (.+)", said)
+            if found and found[2] == host:
+                out[int(found[1])] = (int(tail.mem_alloc), tail.mem_total)
+        return out
 
     def detail(self, rel: Any) -> dict[str, Any]:
         """One run: summary, spec, the last events, its checkpoints, its latest sample grid."""

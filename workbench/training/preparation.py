@@ -13,7 +13,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..backends.registry import backend, check_mode, device_in_mode, launch_env
+from ..backends.registry import backend, check_mode, device, device_in_mode, launch_env
 from ..backends.registry import device as pick_device
 from ..catalog import ModelSpec
 from ..catalog import model as as_model
@@ -52,14 +52,20 @@ def prepare(
         if a.mode is not None:
             check_mode(a.mode, kind)
     else:
-        dev = device_in_mode(a.device, a.mode)  # reads HLML and the OS: takes no card
+        launch = (extra_spec or {}).get("launch")
+        if launch:
+            # the workers are new processes that choose their own mode before their bridge
+            # loads: this process's mode (fixed once its bridge loaded) is not asked for
+            dev = device(a.device)  # reads HLML and the OS: takes no card
+            check_mode(a.mode, dev.kind)
+        else:
+            dev = device_in_mode(a.device, a.mode)  # reads HLML and the OS: takes no card
         recipe.check_precision(a.precision, dev)
         kind = dev.kind
-        launch = (extra_spec or {}).get("launch")
         if launch:  # workers of this machine go on free cards, or nothing starts
             extra_spec = {
                 **extra_spec,
-                "launch": {**launch, "env": launch_env(dev, launch["devices"])},
+                "launch": {**launch, "env": launch_env(dev, launch["devices"], a.mode)},
             }
     padding = recipe.default_padding(mspec.task, kind) if a.padding == "auto" else a.padding
     recipe.check_padding(padding, mspec.task, mspec.name)

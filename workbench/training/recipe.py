@@ -7,6 +7,7 @@ model, touches a device or writes a file, so every choice can be tested on its o
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,9 @@ def samples(
 def check_precision(precision: str, device) -> None:
     """Refuse a precision the device would not run as recorded."""
     p = device.resolve_precision(precision)  # unknown names; chips without the format
+    note = device.backend.precision_notes.get(p)
+    if note:  # runs, at a cost the backend names
+        warnings.warn(note, UserWarning, stacklevel=4)
     # accelerate autocasts to fp16 only off the CPU (its Accelerator leaves native AMP off for
     # a "cpu" device), so fp16 asked for on a CPU would train in fp32 while recording fp16.
     if p == "fp16" and device.backend.torch_device == "cpu":

@@ -17,6 +17,25 @@ from habana_frameworks.torch.utils.internal import is_lazy  # noqa: E402
 
 is_lazy()  # the mode is read here, once: the plugin library it selects cannot change
 
+# Current bridges load their lazy plugin only under Intel's own torch build: a torch whose
+# local version does not start with "git" or "hpu" is refused in lazy mode
+# (torch/__init__.py @ ea38cef: `assert is_torch_fork, "Stock PyTorch version ... is not
+# supported in Lazy mode."`). 1.19 has no such check (the same file @ 5a56187).
+from habana_frameworks import _release  # noqa: E402
+
+if _release.current() and is_lazy() and not _release.intel_torch():
+    raise AssertionError(f"Stock PyTorch version {torch.__version__} is not supported in Lazy mode.")
+
+# Test hook (not bridge API): the variables the bridge reads as it loads (its flags are read
+# through a cache, env_flags_impl.h @ 5a56187), as they were at this moment: the recipe cache
+# and the autocast op lists (PT_HPU_AUTOCAST_*, read by the autocast registration,
+# hpu_ops/backend/autocast_helpers.cpp @ 5a56187).
+import os as _os  # noqa: E402
+
+ENV_AT_LOAD = {name: _os.environ.get(name) for name in (
+    "PT_HPU_RECIPE_CACHE_CONFIG", "PT_HPU_AUTOCAST_LOWER_PRECISION_OPS_LIST",
+    "PT_HPU_AUTOCAST_FP32_OPS_LIST", "PT_HPU_LAZY_MODE")}
+
 import habana_frameworks.torch._recipe_cache_config  # noqa: E402,F401 (read once, here)
 import habana_frameworks.torch.activity_profiler  # noqa: E402,F401 (replaces torch.profiler's enum)
 import habana_frameworks.torch.core  # noqa: E402,F401

@@ -11,7 +11,7 @@ import os
 
 import torch
 
-from habana_frameworks import _device
+from habana_frameworks import _device, _release
 from habana_frameworks.torch import _card
 from habana_frameworks.torch.utils.internal import is_lazy
 
@@ -35,21 +35,36 @@ from .streams import (  # noqa: F401  (hpu/__init__.py: from .streams import *)
     stream,
 )
 
-# HPU graphs are exported only in lazy mode (`if is_lazy(): from .graphs import *` in
+# HPU graphs: 1.19 exports them only in lazy mode (`if is_lazy(): from .graphs import *` in
 # hpu/__init__.py @ 5a56187): in eager mode `from ...hpu import wrap_in_hpu_graph` fails.
-if is_lazy():
-    from .graphs import wrap_in_hpu_graph  # noqa: F401
+# Current bridges import them in every mode (`from .graphs import *`, hpu/__init__.py
+# @ ea38cef) and refuse the capture itself outside lazy mode (graphs.py, see there).
+if is_lazy() or _release.current():
+    from .graphs import HPUGraph, graph, wrap_in_hpu_graph  # noqa: F401
 
+_GiB = 1024**3
 HABANA_VISIBLE_MODULES_VAR = "HABANA_VISIBLE_MODULES"
 HLS_MODULE_ID_VAR = "HLS_MODULE_ID"
 CALLS: list[str] = []
-_GiB = 1024**3
 _state = {"in_use": 0, "max_in_use": 0, "num_allocs": 0}  # without the device (see below)
 # The emulated device is loaded with the bridge (its plugin library). FAKE_HPU_DEVICE=0 (test
 # hook) leaves it out: the pytest process itself must not get an "hpu" accelerator, so tests
 # there see the Python API only, and any HPU tensor fails as on a CPU build of torch.
+# The allocator's pool ("Limit") is smaller than the card's HBM (which HLML reports): about
+# 94.6 GiB on a Gaudi 2 and 29.9 GiB on a first Gaudi, as the bridge logs them
+# (shared/HPU_FACTS.md). Gaudi 3's is not published: the double assumes 126 GiB of 128.
+# FAKE_HPU_MEMORY overrides it.
+_LIMITS = {"1": int(29.9 * _GiB), "2": int(94.6 * _GiB), "3": 126 * _GiB}
+
+
+def _limit() -> int:
+    gen = os.environ.get("FAKE_HPU_GENERATION", "2")
+    return int(os.environ.get("FAKE_HPU_MEMORY") or _LIMITS.get(gen, _LIMITS["2"]))
+
+
 _ext = _device.load() if os.environ.get("FAKE_HPU_DEVICE", "1") != "0" else None
 if _ext is not None:
+    os.environ.setdefault("FAKE_HPU_MEMORY", str(_limit()))  # the extension reads the variable
     _ext.set_bridge_loaded(True)
 
 
@@ -194,7 +209,7 @@ def memory_stats(device=None) -> dict:
     if _ext is not None:
         return _ext.memory_stats()
     return {
-        "Limit": int(os.environ.get("FAKE_HPU_MEMORY", str(96 * _GiB))),
+        "Limit": _limit(),
         "InUse": _state["in_use"],
         "MaxInUse": _state["max_in_use"],
         "NumAllocs": _state["num_allocs"],
