@@ -307,7 +307,7 @@ def test_nothing_of_yours_is_kept_alive(tmp_path, how, ending):
     else:
         trainer.train()
     path = Path(wb.runs().loc[0, "path"])
-    del trainer, model
+    del trainer, model, callbacks  # the user holds nothing else of theirs
     gc.collect()
     assert freed() is None, "the model is still referenced after del and gc.collect()"
     status = {"trained": "completed", "stopped": "stopped", "failed": "failed"}[ending]

@@ -121,7 +121,7 @@ def test_two_ranks_over_hccl_on_the_emulated_gaudi_train_and_stop(on_hpu):
     the two ranks over "hccl" (the bridge's module; host copies over gloo in the double),
     each rank on its own card (hpu:0 in its process). Once to the end, once stopped."""
     result = on_hpu(f"""
-        import json, os, subprocess, sys
+        import json, os, subprocess, sys, time
         from pathlib import Path
         import workbench as wb
         script = {str(SCRIPT)!r}
@@ -134,6 +134,30 @@ def test_two_ranks_over_hccl_on_the_emulated_gaudi_train_and_stop(on_hpu):
         out["ranks"] = [json.loads(p.read_text()) for p in sorted(Path("full").glob("rank-*"))]
         out["runs"] = [[r.status, r.summary.get("world_size"), r.summary["device"]["kind"]]
                        for r in map(wb.Run.open, wb.runs()["path"])]
+        # a stop from another process (this one), mid-run
+        proc = subprocess.Popen(torchrun("stopped", "--max_steps", "100000", "--eval_steps",
+                                         "100000"), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        deadline = time.monotonic() + 600
+        def second():
+            paths = [p for p in wb.runs()["path"] if wb.Run.open(p).status == "running"]
+            return wb.Run.open(paths[0]) if paths else None
+        while proc.poll() is None and time.monotonic() < deadline:
+            run = second()
+            if run is not None and run.step >= 2:
+                run.stop()
+                break
+            time.sleep(0.2)  # a poll interval, waiting for rank 0's second step
+        try:
+            out["stop_log"] = proc.communicate(timeout=300)[0][-4000:]
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, 9)
+        out["stop_rc"] = proc.returncode
+        out["stopped"] = [json.loads(p.read_text())
+                          for p in sorted(Path("stopped").glob("rank-*"))]
+        out["stopped_run"] = [[r.status, r.summary.get("step")]
+                              for r in map(wb.Run.open, wb.runs()["path"])][0]
     """)
     assert result["rc"] == 0, result["log"]
     ranks = result["ranks"]
@@ -141,3 +165,7 @@ def test_two_ranks_over_hccl_on_the_emulated_gaudi_train_and_stop(on_hpu):
     assert {(r["device"], r["backend"]) for r in ranks} == {("hpu:0", "hccl")}, ranks
     assert ranks[0]["params_sha256"] == ranks[1]["params_sha256"]
     assert result["runs"] == [["completed", 2, "hpu"]]
+    assert result["stop_rc"] == 0, result["stop_log"]
+    status, step = result["stopped_run"]
+    assert status == "stopped" and 2 <= step < 100000, result["stopped_run"]
+    assert [r["step"] for r in result["stopped"]] == [step, step], "both ranks stopped there"

@@ -182,8 +182,12 @@ def test_an_optimum_habana_script_trains_the_loss_curve_of_wb_training_args(tmp_
     wb_args = wb.training_args(str(tmp_path / "wb"), bf16=True, adam_epsilon=1e-6,
                                optim="adamw_torch", **common)
     transformers.set_seed(0)
-    wb_loss, wb_run = _train(tmp_path, lambda **kw: wb.attach(transformers.Trainer(**kw),
-                                                             live=False).trainer, wb_args)
+    def attached(**kw):
+        trainer = transformers.Trainer(**kw)
+        wb.attach(trainer, live=False)
+        return trainer
+
+    wb_loss, wb_run = _train(tmp_path, attached, wb_args)
     assert oh_run.path != wb_run.path and len(oh_loss) == 8
     assert oh_loss == pytest.approx(wb_loss, rel=1e-6), "the same loss curve"
     assert oh_run.spec["training_arguments"]["bf16"] is True
@@ -392,3 +396,12 @@ def test_seq2seq_with_fused_adam_trains(tmp_path):
     run = wb.Run.open(wb.runs().loc[0, "path"])
     assert run.status == "completed" and run.spec["model"]["task"] == "seq2seq"
     assert "perplexity" in run.summary["eval"]
+
+
+def test_the_migration_page_says_the_way_out_of_the_recipe_cache_warning():
+    """Migrated scripts import torch before the compat: the page gives the two fixes the
+    warning names (import workbench first, or set the variable before Python starts)."""
+    text = DOCS.read_text()
+    assert "the HPU recipe cache is off in this process" in text
+    assert "make `import workbench` the script's first import" in text
+    assert re.search(r"export PT_HPU_RECIPE_CACHE_CONFIG=\S+,false,4096", text)

@@ -36,7 +36,9 @@ import transformers
 
 from ..backends.registry import device as pick_device
 from ..backends.registry import device_in_mode
+from ..backends.torchrun import world
 from ..training.attachment import Attachment, callback
+from ..training.attachment import quiet as _quiet
 from ..training.trainer import fused_optimizer
 
 GAUDI_CONFIG_NAME = "gaudi_config.json"
@@ -621,6 +623,7 @@ class GaudiTrainer(transformers.Trainer):
             preprocess_logits_for_metrics=preprocess_logits_for_metrics,
             **kwargs,
         )
+        _quiet(self)  # the dashboard shows what PrinterCallback would print as dicts
 
     def create_optimizer(self, model=None):
         """The Trainer's own, with the fused AdamW where the Gaudi config asks for it
@@ -705,6 +708,14 @@ def check_optimum_habana_min_version(min_version: str) -> None:
     """``optimum.habana.utils.check_optimum_habana_min_version``: passes. The workbench
     carries 1.21's training API; transformers' own ``check_min_version`` still checks
     transformers."""
+
+
+def warn0(message, *args, **kwargs) -> None:
+    """``optimum.habana.utils.warn0``: ``warnings.warn`` on the main process only (rank 0
+    of torchrun's world), pointing at the caller's line."""
+    if world()[0] == 0:
+        kwargs.setdefault("stacklevel", 2)
+        warnings.warn(message, *args, **kwargs)
 
 
 def _caller() -> int:

@@ -153,7 +153,7 @@ class Attachment:
             self.warmup = max(3, self._cadence)
         task = _task(model)
         # samples from the steps: the batches are the user's collator's, left as they are
-        counter = _Steps(args.per_device_train_batch_size)
+        counter = _Steps(args.per_device_train_batch_size, _collate_fn(loader))
         stop_file = None
         if state.is_world_process_zero:
             spec = self._spec(args, state, model, loader, device)
@@ -359,18 +359,22 @@ def _abandon(opened: _Open, why: str) -> None:
 class _Steps:
     """Samples counted from the steps: ``batch_size`` rows a batch, each rank (the last
     batch of an epoch may hold fewer). Tokens are not counted: that would need the batches,
-    which are the user's collator's and stay untouched."""
+    which are the user's collator's and stay untouched. A ``wb.bucket_collator`` notes the
+    shapes it made itself; they are read from it (``shapes_seen``)."""
 
     tokens = 0
 
-    def __init__(self, batch_size: int):
+    def __init__(self, batch_size: int, collate=None):
         self.batch_size, self.samples = batch_size, 0
+        shapes = getattr(collate, "shapes", None)
+        self.shapes = shapes if isinstance(shapes, set) else None
 
     def consume(self, batches: int = 1) -> None:
         self.samples += self.batch_size * batches
 
-    def stats(self) -> dict[str, None]:
-        return {"padding_waste_pct": None, "shapes_seen": None}
+    def stats(self) -> dict[str, int | None]:
+        seen = len(self.shapes) if self.shapes else None
+        return {"padding_waste_pct": None, "shapes_seen": seen}
 
 
 @dataclasses.dataclass
@@ -433,6 +437,20 @@ def _arguments(args) -> dict[str, Any]:
     return out
 
 
+def _collate_fn(loader):
+    """The train loader's collate function, read (accelerate's adapter wraps a DataLoader)."""
+    return getattr(getattr(loader, "base_dataloader", loader), "collate_fn", None)
+
+
+def quiet(trainer) -> None:
+    """Take transformers' PrinterCallback off ``trainer``, as ``wb.train`` does: it prints
+    every log as a dict, and the attachment logs about 50 times a run for its dashboard
+    (which shows the same figures). Through the Trainer's public ``remove_callback``."""
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
+
+
 def _device_of(args):
     """The workbench's record of the device the Trainer's arguments train on."""
     dev = args.device
@@ -483,8 +501,9 @@ def attach(
     """Give ``trainer`` (a ``transformers.Trainer``) what a ``wb.train`` run has; returns the
     attachment (``.run`` is the ``wb.Run`` once training began).
 
-    Call it before ``trainer.train()``. The Trainer is left as it is: one callback is added
-    (its optimizer, collator and arguments stay yours). The arguments are ``callback``'s.
+    Call it before ``trainer.train()``. One callback is added and transformers'
+    ``PrinterCallback`` (a dict printed at every log) taken off; the model, optimizer,
+    collator and arguments stay as they are. The arguments are ``callback``'s.
     """
     import transformers
 
@@ -508,4 +527,5 @@ def attach(
         )
     )
     trainer.add_callback(attachment)
+    quiet(trainer)
     return attachment
