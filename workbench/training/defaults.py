@@ -145,6 +145,7 @@ class LabelsCollator:
     def __init__(self, inner: BucketCollator):
         self.inner = inner
         self.boundaries = inner.boundaries  # the static lengths
+        self.shapes = inner.shapes  # (rows, length) of every batch made so far
 
     def __call__(self, features):
         return self.inner(
