@@ -169,3 +169,27 @@ def test_two_ranks_over_hccl_on_the_emulated_gaudi_train_and_stop(on_hpu):
     status, step = result["stopped_run"]
     assert status == "stopped" and 2 <= step < 100000, result["stopped_run"]
     assert [r["step"] for r in result["stopped"]] == [step, step], "both ranks stopped there"
+
+
+def test_two_ranks_under_deepspeed_zero2_on_the_emulated_gaudi(on_hpu):
+    """The script's own ``--deepspeed ds.json`` (a TrainingArguments field) under torchrun:
+    ZeRO-2 over "hccl" on the emulated Gaudi, the attachment on both ranks, one run."""
+    result = on_hpu(f"""
+        import json, subprocess, sys
+        from pathlib import Path
+        import workbench as wb
+        from workbench.scaleout.launcher import deepspeed_config
+        Path("ds.json").write_text(json.dumps(deepspeed_config(2)))
+        done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                               "--nproc_per_node", "2", {str(SCRIPT)!r}, "--output_dir", "ds",
+                               "--max_steps", "4", "--eval_steps", "2", "--deepspeed",
+                               "ds.json"], capture_output=True, text=True, timeout=600)
+        out["rc"], out["log"] = done.returncode, done.stderr[-4000:]
+        out["ranks"] = [json.loads(p.read_text()) for p in sorted(Path("ds").glob("rank-*"))]
+        out["runs"] = [[r.status, r.summary.get("world_size"), sorted(r.summary["eval"])]
+                       for r in map(wb.Run.open, wb.runs()["path"])]
+    """)
+    assert result["rc"] == 0, result["log"]
+    assert [(r["rank"], r["step"], r["backend"]) for r in result["ranks"]] == [
+        (0, 4, "hccl"), (1, 4, "hccl")]
+    assert result["runs"] == [["completed", 2, ["accuracy", "loss"]]]
