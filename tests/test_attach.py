@@ -70,16 +70,16 @@ def test_one_added_line_makes_a_run_with_events_and_summary(tmp_path):
     train = [e for e in events if e.get("phase") in ("warmup", "train")]
     assert train and train[-1]["step"] == 12
     assert all(e["lr"] is not None for e in train)
-    # counted where the batches are made, without a sync; at the epoch's end one interval
-    # can go without its batch (credited to the next)
-    assert sum(bool(e["tokens_per_s"]) for e in train) >= len(train) - 1
+    # samples counted from the steps: the batches stay the user's collator's, untouched
+    assert all(e["samples_per_s"] > 0 for e in train)
+    assert trainer.data_collator.__class__.__name__ == "DataCollatorWithPadding"
     assert "grad_norm" in train[-1] and train[-1]["mem_alloc"] is not None
     evals = [e for e in events if e.get("phase") == "eval"]
     assert [e["step"] for e in evals] == [6, 12] and "eval_accuracy" in evals[-1]
     s = run.summary
     assert s["device"]["kind"] == "cpu" and "torch" in s["versions"]
     assert s["train_loss"] == train[-1]["loss"] and "accuracy" in s["eval"]
-    assert s["tokens_per_s"] > 0
+    assert s["samples_per_s"] > 0
     spec = run.spec
     assert spec["model"]["config"]["hidden_size"] == 32
     assert spec["training_arguments"]["per_device_train_batch_size"] == 8
@@ -240,10 +240,155 @@ def test_the_bucket_collator_pads_your_dataset_to_few_shapes(tmp_path):
     shapes = {}
     for name, collate in (("longest", transformers.DataCollatorWithPadding(tok)),
                           ("bucketed", collator)):
+        seen = set()
+
+        def recording(features, collate=collate, seen=seen):
+            batch = collate(features)
+            seen.add(tuple(batch["input_ids"].shape))
+            return batch
+
         trainer = transformers.Trainer(model=model, args=args, train_dataset=data["train"],
-                                       data_collator=collate)
+                                       data_collator=recording)
         attachment = wb.attach(trainer, live=False, name=name)
         trainer.train()
-        last = [e for e in attachment.run.events if e.get("phase") == "train"][-1]
-        shapes[name] = last["shapes_seen"]
+        assert attachment.run.status == "completed"
+        shapes[name] = len(seen)
     assert shapes["bucketed"] <= 3 < shapes["longest"], shapes
+
+
+# ------------------------------------------------------------------ issue 39: wrap, don't keep
+class _Boom(Exception):
+    pass
+
+
+def _explode(*a, **k):
+    raise _Boom("a bug in the user's code")
+
+
+class _StopAt:
+    """The user's own callback, after the attachment: asks the run to stop from "another
+    process" (the run's STOP file) at the end of step ``step``."""
+
+    def __init__(self, step):
+        from transformers import TrainerCallback
+
+        outer = self
+
+        class Callback(TrainerCallback):
+            def on_step_end(self, args, state, control, **kw):
+                if state.global_step == step:
+                    outer.path = Path(wb.runs().loc[0, "path"])
+                    wb.Run.open(outer.path).stop()
+
+        self.callback = Callback()
+
+
+@pytest.mark.parametrize("ending", ["trained", "stopped", "failed"])
+@pytest.mark.parametrize("how", ["attach", "callback"])
+def test_nothing_of_yours_is_kept_alive(tmp_path, how, ending):
+    """After ``del trainer, model; gc.collect()`` the model is freed, as a plain Trainer's
+    is: a notebook that re-runs its cell keeps no older model (on a Gaudi or GPU, its device
+    memory). A run that an error left open ends as failed when its Trainer goes."""
+    import gc
+    import weakref
+
+    stopper = _StopAt(2)
+    callbacks = [stopper.callback] if ending == "stopped" else []
+    if how == "callback":
+        callbacks.insert(0, wb.callback(live=False))
+    trainer = own_trainer(tmp_path, max_steps=6, eval_strategy="no", callbacks=callbacks)
+    if how == "attach":
+        wb.attach(trainer, live=False)
+    model = trainer.model
+    freed = weakref.ref(model)
+    if ending == "failed":
+        trainer.compute_loss_func = _explode
+        with pytest.raises(_Boom):
+            trainer.train()
+    else:
+        trainer.train()
+    path = Path(wb.runs().loc[0, "path"])
+    del trainer, model, callbacks  # the user holds nothing else of theirs
+    gc.collect()
+    assert freed() is None, "the model is still referenced after del and gc.collect()"
+    status = {"trained": "completed", "stopped": "stopped", "failed": "failed"}[ending]
+    assert wb.Run.open(path).status == status
+
+
+def test_a_stop_from_another_process_takes_effect_after_the_current_step(tmp_path):
+    """400 steps log every 8th; a stop asked at step 2 ends the run at step 3, not 8."""
+    stopper = _StopAt(2)
+    trainer = own_trainer(tmp_path, max_steps=400, eval_strategy="no",
+                          callbacks=[wb.callback(live=False), stopper.callback])
+    trainer.train()
+    run = wb.Run.open(stopper.path)
+    assert run.status == "stopped" and run.summary["step"] == 3
+    assert (tmp_path / "out" / "checkpoint-3" / "model.safetensors").exists()
+
+
+def test_an_evaluation_after_train_is_recorded_in_the_run(tmp_path):
+    """Every example script calls ``trainer.evaluate()`` after ``train()``: its figures reach
+    the run's events and summary, and so ``wb.runs()`` and ``wb.compare()``."""
+    trainer = own_trainer(tmp_path, max_steps=4, eval_strategy="no")
+    attachment = wb.attach(trainer, live=False)
+    trainer.train()
+    assert wb.Run.open(attachment.run.path).summary["eval"] == {}
+    metrics = trainer.evaluate()
+    run = wb.Run.open(attachment.run.path)
+    assert run.summary["eval"]["accuracy"] == metrics["eval_accuracy"]
+    assert run.summary["eval"]["loss"] == metrics["eval_loss"] and run.status == "completed"
+    assert [e["step"] for e in run.events if e.get("phase") == "eval"] == [4]
+    table = wb.runs()
+    assert table.loc[0, "eval_accuracy"] == metrics["eval_accuracy"]
+    assert wb.compare(run).table.loc["accuracy", run.name] == metrics["eval_accuracy"]
+
+
+def _lm_parts(kind: str):
+    """A GPT-2 (``run_clm``'s model) or a BERT masked LM, from a config, and token rows."""
+    import transformers
+
+    family = "gpt2" if kind == "causal" else "bert"
+    tok = wb.model(family, size="tiny").load_tokenizer()
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    rows = wb.dataset("docstrings-lm", limit=48).load().map(
+        lambda b: tok(b["text"], truncation=True, max_length=32), batched=True,
+        remove_columns=["text"])
+    transformers.set_seed(0)
+    if kind == "causal":
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2, n_positions=64))
+    else:
+        model = transformers.BertForMaskedLM(transformers.BertConfig(
+            vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+            intermediate_size=64))
+    collator = transformers.DataCollatorForLanguageModeling(tok, mlm=kind == "masked")
+    return model, rows, collator
+
+
+@pytest.mark.parametrize("kind", ["causal", "masked"])
+def test_language_models_get_their_perplexity(tmp_path, kind):
+    import math
+
+    import transformers
+
+    model, rows, collator = _lm_parts(kind)
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=4,
+        report_to="none", disable_tqdm=True, save_strategy="no")
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=rows["train"],
+                                   eval_dataset=rows["eval"], data_collator=collator,
+                                   callbacks=[wb.callback(live=False)])
+    trainer.train()
+    metrics = trainer.evaluate()
+    run = wb.Run.open(wb.runs().loc[0, "path"])
+    assert run.spec["model"]["task"] == ("causal_lm" if kind == "causal" else "masked_lm")
+    assert run.summary["eval"]["perplexity"] == pytest.approx(math.exp(metrics["eval_loss"]))
+
+
+def test_attach_leaves_no_output_in_a_cell(tmp_path):
+    from IPython.core.formatters import DisplayFormatter
+
+    attachment = wb.attach(own_trainer(tmp_path), live=False)
+    shown, _ = DisplayFormatter().format(attachment)
+    assert shown == {}, f"a cell ending in wb.attach(trainer) shows {shown}"

@@ -184,10 +184,226 @@ def test_an_optimum_habana_script_trains_the_loss_curve_of_wb_training_args(tmp_
     wb_args = wb.training_args(str(tmp_path / "wb"), bf16=True, adam_epsilon=1e-6,
                                optim="adamw_torch", **common)
     transformers.set_seed(0)
-    wb_loss, wb_run = _train(tmp_path, lambda **kw: wb.attach(transformers.Trainer(**kw),
-                                                             live=False).trainer, wb_args)
+    def attached(**kw):
+        trainer = transformers.Trainer(**kw)
+        wb.attach(trainer, live=False)
+        return trainer
+
+    wb_loss, wb_run = _train(tmp_path, attached, wb_args)
     assert oh_run.path != wb_run.path and len(oh_loss) == 8
     assert oh_loss == pytest.approx(wb_loss, rel=1e-6), "the same loss curve"
     assert oh_run.spec["training_arguments"]["bf16"] is True
     assert oh_run.spec["args"]["throughput_warmup_steps"] == 2
     assert oh_run.status == "completed"
+
+
+# ------------------------------------------------------------------ issue 39: the scripts' shapes
+# The dataclasses below have the shape of Optimum Habana's own example scripts (1d8504c6c:
+# examples/text-classification/run_glue.py and examples/language-modeling/run_clm.py, their
+# ModelArguments and DataTrainingArguments; written here, trimmed to the fields that matter).
+@dataclasses.dataclass
+class GlueModelArguments:
+    model_name_or_path: str = dataclasses.field(metadata={"help": "model or path"})
+    config_name: str | None = None
+    tokenizer_name: str | None = None
+    cache_dir: str | None = None
+    use_fast_tokenizer: bool = True
+    model_revision: str = "main"
+    token: str | None = None
+    trust_remote_code: bool = False
+    ignore_mismatched_sizes: bool = False
+
+
+@dataclasses.dataclass
+class GlueDataArguments:
+    task_name: str | None = None
+    max_seq_length: int = 128
+    overwrite_cache: bool = False
+    pad_to_max_length: bool = True
+    max_train_samples: int | None = None
+    max_eval_samples: int | None = None
+
+
+@dataclasses.dataclass
+class ClmModelArguments:
+    model_name_or_path: str | None = None
+    model_type: str | None = None
+    cache_dir: str | None = None
+    model_revision: str = "main"
+    token: str | None = None
+    torch_dtype: str | None = None
+    use_cache: bool = dataclasses.field(default=True, metadata={"help": "return key/values"})
+    low_cpu_mem_usage: bool = False
+
+
+@dataclasses.dataclass
+class ClmDataArguments:
+    dataset_name: str | None = None
+    block_size: int | None = None
+    streaming: bool = False
+
+
+def _parser(*classes):
+    from transformers import HfArgumentParser
+
+    return HfArgumentParser(classes)
+
+
+def test_run_glue_shaped_arguments_parse_and_read_the_gaudi_config(tmp_path):
+    """``HfArgumentParser((ModelArguments, DataTrainingArguments, GaudiTrainingArguments))``
+    and then, as every run_*.py does, ``GaudiConfig.from_pretrained(name, cache_dir=,
+    revision=, token=)``; a gaudi_config.json Optimum Habana wrote (with its version keys)."""
+    config = _config_dir(tmp_path, {**BERT_CONFIG, "optimum_version": "1.19.0",
+                                    "transformers_version": "4.55.0"})
+    argv = ["--model_name_or_path", "bert-base-uncased", "--task_name", "mrpc", "--do_train",
+            "--do_eval", "--output_dir", str(tmp_path / "out"), "--use_habana",
+            "--use_lazy_mode", "--gaudi_config_name", str(config), "--cache_dir",
+            str(tmp_path / "cache"), "--max_seq_length", "64", "--bf16"]
+    model_args, data_args, training_args = _parser(
+        GlueModelArguments, GlueDataArguments, oh.GaudiTrainingArguments
+    ).parse_args_into_dataclasses(argv)
+    gaudi_config = oh.GaudiConfig.from_pretrained(
+        training_args.gaudi_config_name, cache_dir=model_args.cache_dir,
+        revision=model_args.model_revision, token=model_args.token)
+    assert gaudi_config.use_fused_adam and gaudi_config.versions["optimum_version"] == "1.19.0"
+    assert data_args.max_seq_length == 64 and training_args.bf16
+
+
+def test_run_clm_shaped_arguments_need_the_one_use_cache_edit(tmp_path):
+    """transformers 5's TrainingArguments has a ``use_cache`` field: run_clm's own
+    ``ModelArguments.use_cache`` now clashes in argparse. The migration page's fix (drop the
+    field, read ``training_args.use_cache``) parses."""
+    import argparse
+
+    with pytest.raises(argparse.ArgumentError, match="use_cache"):
+        _parser(ClmModelArguments, ClmDataArguments, oh.GaudiTrainingArguments)
+    fields = [(f.name, f.type, f) for f in dataclasses.fields(ClmModelArguments)
+              if f.name != "use_cache"]
+    fixed = dataclasses.make_dataclass("ModelArguments", fields)
+    argv = ["--model_name_or_path", "gpt2", "--output_dir", str(tmp_path / "out"),
+            "--use_habana", "--gaudi_config_name", str(_config_dir(tmp_path, BERT_CONFIG)),
+            "--use_cache", "False"]
+    _, _, training_args = _parser(fixed, ClmDataArguments, oh.GaudiTrainingArguments
+                                  ).parse_args_into_dataclasses(argv)
+    assert training_args.use_cache is False
+
+
+def test_optimum_habana_utils_have_their_counterparts():
+    import random
+
+    oh.set_seed(7)
+    first = random.random()
+    oh.set_seed(7)
+    assert random.random() == first
+    assert oh.adapt_transformers_to_gaudi() is None
+    assert oh.check_optimum_habana_min_version("1.19.0.dev0") is None
+
+
+def test_a_hub_name_is_refused_naming_what_was_asked(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"hf_hub_download\('Habana/gpt2', "):
+        oh.GaudiConfig.from_pretrained("Habana/gpt2", cache_dir=str(tmp_path / "cache"),
+                                       revision="main", token=None)
+    with pytest.raises(FileNotFoundError, match="no such gaudi_config.json") as caught:
+        oh.GaudiConfig.from_pretrained(str(tmp_path / "nowhere"))
+    assert "hf_hub_download" not in str(caught.value), "a path is not a hub name"
+
+
+def test_warnings_point_at_the_users_line(tmp_path):
+    with pytest.warns(UserWarning, match="use_hpu_graphs_for_inference") as said:
+        oh.GaudiTrainingArguments(output_dir=str(tmp_path / "o"),
+                                  use_hpu_graphs_for_inference=True)
+    assert {Path(w.filename).name for w in said} == {"test_compat.py"}, \
+        [(w.filename, w.lineno) for w in said]
+
+
+class QuestionAnsweringTrainer(oh.GaudiTrainer):
+    """The shape of Optimum Habana's examples/question-answering/trainer_qa.py: a subclass
+    with keywords of its own, an evaluate() of its own, everything else passed through."""
+
+    def __init__(self, *args, eval_examples=None, post_process_function=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.eval_examples = eval_examples
+        self.post_process_function = post_process_function
+
+    def evaluate(self, eval_dataset=None, eval_examples=None, ignore_keys=None,
+                 metric_key_prefix: str = "eval"):
+        metrics = super().evaluate(eval_dataset, ignore_keys=ignore_keys,
+                                   metric_key_prefix=metric_key_prefix)
+        return self.post_process_function(metrics) if self.post_process_function else metrics
+
+
+def test_a_gaudi_trainer_subclass_trains_with_positional_arguments(tmp_path):
+    """Optimum Habana's positional order (model, gaudi_config, args, data_collator,
+    train_dataset, eval_dataset, processing_class): a subclass trains, evaluates after
+    train() into its run, and writes gaudi_config.json into every checkpoint."""
+    import transformers
+
+    config = oh.GaudiConfig.from_pretrained(_config_dir(tmp_path, BERT_CONFIG))
+    args = oh.GaudiTrainingArguments(
+        output_dir=str(tmp_path / "qa"), use_habana=True, max_steps=4, save_steps=2,
+        save_strategy="steps", per_device_train_batch_size=8, report_to="none",
+        disable_tqdm=True)
+    model, tok, data, metrics = own_parts()
+    trainer = QuestionAnsweringTrainer(
+        model, config, args, transformers.DataCollatorWithPadding(tok), data["train"],
+        data["eval"], tok, compute_metrics=metrics,
+        post_process_function=lambda m: {**m, "post_processed": True})
+    assert isinstance(trainer, oh.GaudiTrainer) and isinstance(trainer, transformers.Trainer)
+    trainer.train()
+    assert trainer.evaluate()["post_processed"]
+    run = wb.Run.open(wb.runs().loc[0, "path"])
+    assert run.status == "completed" and "accuracy" in run.summary["eval"]
+    for step in (2, 4):
+        saved = json.loads((tmp_path / "qa" / f"checkpoint-{step}" / "gaudi_config.json")
+                           .read_text())
+        assert saved["use_fused_adam"] is True and "transformers_version" in saved
+        assert oh.GaudiConfig.from_pretrained(tmp_path / "qa" / f"checkpoint-{step}") \
+            .use_torch_autocast
+
+
+def test_gaudi_trainer_with_a_named_callback_makes_one_run(tmp_path):
+    args = oh.GaudiTrainingArguments(output_dir=str(tmp_path / "o"), max_steps=2,
+                                     per_device_train_batch_size=8, report_to="none",
+                                     disable_tqdm=True, save_strategy="no")
+    model, tok, data, _ = own_parts()
+    oh.GaudiTrainer(model=model, args=args, train_dataset=data["train"], processing_class=tok,
+                    callbacks=[wb.callback(name="mine", live=False)]).train()
+    assert list(wb.runs()["run"].str.endswith("-mine")) == [True]
+
+
+def test_seq2seq_with_fused_adam_trains(tmp_path):
+    """A summarization-shaped run: GaudiSeq2SeqTrainer, Habana's config with
+    ``use_fused_adam: true`` (on the CPU the Trainer's own AdamW), predict_with_generate."""
+    import transformers
+
+    tok = wb.model("t5", size="tiny").load_tokenizer()
+    texts = [r["text"] for r in wb.dataset("docstrings-lm", limit=24).load()["train"]]
+    rows = [{**tok("summarize: " + t, truncation=True, max_length=32),
+             "labels": tok(t, truncation=True, max_length=8)["input_ids"]} for t in texts]
+    transformers.set_seed(0)
+    model = transformers.T5ForConditionalGeneration(transformers.T5Config(
+        vocab_size=len(tok), d_model=32, d_ff=64, d_kv=8, num_layers=1, num_heads=2,
+        decoder_start_token_id=tok.pad_token_id, pad_token_id=tok.pad_token_id))
+    args = oh.GaudiSeq2SeqTrainingArguments(
+        output_dir=str(tmp_path / "sum"), use_habana=True, use_lazy_mode=True,
+        gaudi_config_name=str(_config_dir(tmp_path, BERT_CONFIG)), max_steps=3,
+        per_device_train_batch_size=4, report_to="none", disable_tqdm=True,
+        save_strategy="no", predict_with_generate=True, generation_max_length=8)
+    trainer = oh.GaudiSeq2SeqTrainer(
+        model=model, args=args, train_dataset=rows, eval_dataset=rows[:4],
+        data_collator=transformers.DataCollatorForSeq2Seq(tok, model=model), tokenizer=tok)
+    assert isinstance(trainer, transformers.Seq2SeqTrainer)
+    trainer.train()
+    trainer.evaluate()
+    run = wb.Run.open(wb.runs().loc[0, "path"])
+    assert run.status == "completed" and run.spec["model"]["task"] == "seq2seq"
+    assert "perplexity" in run.summary["eval"]
+
+
+def test_the_migration_page_says_the_way_out_of_the_recipe_cache_warning():
+    """Migrated scripts import torch before the compat: the page gives the two fixes the
+    warning names (import workbench first, or set the variable before Python starts)."""
+    text = DOCS.read_text()
+    assert "the HPU recipe cache is off in this process" in text
+    assert "make `import workbench` the script's first import" in text
+    assert re.search(r"export PT_HPU_RECIPE_CACHE_CONFIG=\S+,false,4096", text)

@@ -199,7 +199,7 @@ def _own_trainer(ns, shown, out):
 
 def _off_optimum_habana(ns, shown, out):
     *_, name, bf16, status = shown
-    assert (name, bf16, status) == ("Trainer", True, "completed")
+    assert (name, bf16, status) == ("GaudiTrainer", True, "completed")
 
 
 CHECKS = {

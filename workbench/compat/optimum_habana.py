@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import sys
 import tempfile
 import warnings
@@ -35,7 +36,9 @@ import transformers
 
 from ..backends.hpu import bridge_installed, bridge_loaded, hpu_mode, set_hpu_mode
 from ..backends.registry import device as pick_device
-from ..training.attachment import callback
+from ..backends.torchrun import world
+from ..training.attachment import Attachment, callback
+from ..training.attachment import quiet as _quiet
 from ..training.trainer import fused_optimizer
 
 GAUDI_CONFIG_NAME = "gaudi_config.json"
@@ -292,15 +295,21 @@ CONFIG_FIELDS: dict[str, Field] = {
 
 
 # --------------------------------------------------------------------------- GaudiConfig
+# keys Optimum Habana's BaseConfig writes into every gaudi_config.json it saves: read, kept,
+# and used for nothing (optimum/configuration_utils.py: to_dict adds the library versions)
+VERSION_KEYS = ("optimum_version", "transformers_version")
+
+
 class GaudiConfig:
     """Optimum Habana's ``gaudi_config.json``: mixed precision and fused ops for a model.
 
-    ``GaudiConfig.from_pretrained(path)`` reads a file or a directory holding one; keywords
-    set fields directly. Unknown fields are refused with the known ones.
+    ``GaudiConfig.from_pretrained(path)`` reads a file or a directory holding one, or a hub
+    name already in the local Hugging Face cache; keywords set fields directly. Unknown
+    fields are refused with the known ones.
     """
 
     def __init__(self, **kwargs):
-        unknown = sorted(set(kwargs) - set(CONFIG_FIELDS))
+        unknown = sorted(set(kwargs) - set(CONFIG_FIELDS) - set(VERSION_KEYS))
         if unknown:
             raise ValueError(
                 f"unknown GaudiConfig field(s) {', '.join(unknown)}; known: "
@@ -308,28 +317,55 @@ class GaudiConfig:
             )
         for name, f in CONFIG_FIELDS.items():
             setattr(self, name, kwargs.get(name, f.default))
+        self.versions = {k: kwargs[k] for k in VERSION_KEYS if k in kwargs}
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | os.PathLike) -> GaudiConfig:
-        """Read ``gaudi_config.json`` (a file, or a directory that holds one)."""
-        path = Path(name_or_path)
+    def from_pretrained(
+        cls,
+        name_or_path: str | os.PathLike | None,
+        *,
+        cache_dir: str | os.PathLike | None = None,
+        revision: str | None = None,
+        token: str | bool | None = None,
+        force_download: bool = False,
+        local_files_only: bool = False,
+        subfolder: str = "",
+        **fields,
+    ) -> GaudiConfig:
+        """Read ``gaudi_config.json``: a file, a directory that holds one, or a hub name
+        (``Habana/bert-base-uncased``) whose file is in the local Hugging Face cache
+        (``cache_dir``, ``revision``, ``token`` as for the hub; nothing is downloaded at run
+        time). ``fields`` override the file's, as in Optimum Habana."""
+        if name_or_path is None:
+            raise ValueError(
+                "gaudi_config_name is not set: pass --gaudi_config_name PATH (a "
+                f"{GAUDI_CONFIG_NAME} or the folder holding it)"
+            )
+        path = Path(name_or_path) / subfolder if subfolder else Path(name_or_path)
         if path.is_dir():
             path = path / GAUDI_CONFIG_NAME
         if not path.is_file():
-            raise FileNotFoundError(
-                f"gaudi_config_name={str(name_or_path)!r}: no {GAUDI_CONFIG_NAME} there. The "
-                f"workbench reads no hub at run time: download it once (e.g. "
-                f"huggingface_hub.hf_hub_download('Habana/bert-base-uncased', "
-                f"'{GAUDI_CONFIG_NAME}')) and pass its path"
+            path = _cached(str(name_or_path), subfolder, cache_dir, revision, token)
+        if force_download:
+            warnings.warn(
+                f"force_download=True: the workbench downloads nothing at run time; reading {path}",
+                UserWarning,
+                stacklevel=_caller(),
             )
-        return cls(**json.loads(path.read_text()))
+        return cls(**{**json.loads(path.read_text()), **fields})
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in CONFIG_FIELDS}
 
+    def to_json_string(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
     def save_pretrained(self, directory: str | os.PathLike) -> None:
         Path(directory).mkdir(parents=True, exist_ok=True)
-        (Path(directory) / GAUDI_CONFIG_NAME).write_text(json.dumps(self.to_dict(), indent=2))
+        # as Optimum Habana writes it: the fields and the versions that wrote them
+        versions = {"transformers_version": transformers.__version__}
+        text = json.dumps({**self.to_dict(), **versions}, indent=2) + "\n"
+        (Path(directory) / GAUDI_CONFIG_NAME).write_text(text)
 
     def declare_autocast_bf16_fp32_ops(self) -> None:
         """Hand the op lists to the bridge's autocast (before it loads), as Optimum Habana did."""
@@ -362,6 +398,41 @@ class GaudiConfig:
         return f"GaudiConfig({self.to_dict()})"
 
 
+def _cached(name: str, subfolder: str, cache_dir, revision, token) -> Path:
+    """A hub name's gaudi_config.json from the local Hugging Face cache, or the error that
+    says how to get it there (or to pass a path)."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import HFValidationError
+
+    try:
+        return Path(
+            hf_hub_download(
+                name,
+                GAUDI_CONFIG_NAME,
+                subfolder=subfolder or None,
+                cache_dir=cache_dir,
+                revision=revision,
+                token=token,
+                local_files_only=True,  # no network at run time
+            )
+        )
+    except (OSError, ValueError, HFValidationError):  # not cached, or not a hub name
+        pass
+    if not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name) or name.startswith("."):
+        raise FileNotFoundError(
+            f"gaudi_config_name={name!r}: no such {GAUDI_CONFIG_NAME} or folder holding one; "
+            f"pass the path of a {GAUDI_CONFIG_NAME} or its folder"
+        )
+    where = f", cache_dir={str(cache_dir)!r}" if cache_dir else ""
+    raise FileNotFoundError(
+        f"gaudi_config_name={name!r}: not a file or folder here, and the "
+        f"{GAUDI_CONFIG_NAME} of {name!r} is not in the local Hugging Face cache. The "
+        f"workbench reads no hub at run time: download it once "
+        f"(huggingface_hub.hf_hub_download({name!r}, {GAUDI_CONFIG_NAME!r}{where})) or "
+        f"pass the path of a {GAUDI_CONFIG_NAME} or its folder"
+    )
+
+
 # --------------------------------------------------------------------------- the arguments
 def _check(args) -> None:
     """Refuse or warn about the fields set away from Optimum Habana's defaults, with why."""
@@ -374,7 +445,9 @@ def _check(args) -> None:
                 f"{name}={value!r} is not supported on transformers 5 by the workbench: {f.what}"
             )
         warnings.warn(
-            f"{name}={value!r} is ignored on transformers 5: {f.what}", UserWarning, stacklevel=4
+            f"{name}={value!r} is ignored on transformers 5: {f.what}",
+            UserWarning,
+            stacklevel=_caller(),
         )
     if args.distribution_strategy not in ("ddp", "fast_ddp"):
         raise ValueError(f"distribution_strategy={args.distribution_strategy!r}: pass 'ddp'")
@@ -383,7 +456,7 @@ def _check(args) -> None:
             "distribution_strategy='fast_ddp' runs as 'ddp': Optimum Habana's own "
             "all-reduce has no transformers 5 hook",
             UserWarning,
-            stacklevel=4,
+            stacklevel=_caller(),
         )
     if args.half_precision_backend not in ("hpu_amp", "cpu_amp"):
         raise ValueError(
@@ -489,7 +562,10 @@ def _dynamo(args) -> None:
             setattr(config, n, getattr(args, n))
 
 
-def _compose(trainer_cls, model, gaudi_config, args, kwargs):
+def _setup(trainer, model, gaudi_config, args, callbacks, optimizers, optimizer_cls_and_kwargs):
+    """Optimum Habana's GaudiTrainer set-up, on transformers 5: the Gaudi config applied to
+    the arguments, the fused AdamW chosen, the workbench's callback added (once). Returns
+    the arguments and the callbacks for the Trainer's constructor."""
     if args is None:
         args = GaudiTrainingArguments(output_dir="tmp_trainer")
     if not hasattr(args, "use_habana"):
@@ -506,49 +582,182 @@ def _compose(trainer_cls, model, gaudi_config, args, kwargs):
             "autocast_bf16_ops / autocast_fp32_ops are the HPU bridge's lists; "
             "torch.autocast elsewhere uses its own",
             UserWarning,
-            stacklevel=3,
+            stacklevel=_caller(),
         )
     if args.sdp_on_bf16:
         import torch
 
         torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True)
     _dynamo(args)
-    given = kwargs.get("optimizers", (None, None))[0] is not None
-    if (
-        config.use_fused_adam
-        and args.use_habana
-        and not given
-        and kwargs.get("optimizer_cls_and_kwargs") is None
-    ):
-        kwargs["optimizer_cls_and_kwargs"] = fused_optimizer(pick_device(args.device.type), args)
-    if "tokenizer" in kwargs:  # transformers 5 calls it processing_class
-        kwargs["processing_class"] = kwargs.pop("tokenizer")
-    warmup = args.throughput_warmup_steps or None
-    kwargs["callbacks"] = [
-        *(kwargs.get("callbacks") or []),
-        callback(throughput_warmup_steps=warmup),
-    ]
-    trainer = trainer_cls(model=model, args=args, **kwargs)
     trainer.gaudi_config = config
-    return trainer
+    # the fused AdamW, over the Trainer's own decay groups, through create_optimizer below
+    # (Seq2SeqTrainer's constructor has no optimizer_cls_and_kwargs)
+    trainer._gaudi_optimizer = optimizer_cls_and_kwargs
+    given = optimizers is not None and optimizers[0] is not None
+    if config.use_fused_adam and args.use_habana and not given and not optimizer_cls_and_kwargs:
+        trainer._gaudi_optimizer = fused_optimizer(pick_device(args.device.type), args)
+    callbacks = list(callbacks or [])
+    if not any(isinstance(c, Attachment) for c in callbacks):  # one run, however named
+        callbacks.append(callback(throughput_warmup_steps=args.throughput_warmup_steps or None))
+    return args, callbacks
 
 
-def GaudiTrainer(model=None, gaudi_config: GaudiConfig | None = None, args=None, **kwargs):  # noqa: N802
-    """Optimum Habana's ``GaudiTrainer(model, gaudi_config, args, ...)``: a
-    ``transformers.Trainer`` with the Gaudi config applied and the workbench attached
-    (``wb.callback()``: the run directory, the live view, Stop). Every other keyword is the
-    Trainer's (``tokenizer`` is ``processing_class`` in transformers 5)."""
-    return _compose(transformers.Trainer, model, gaudi_config, args, kwargs)
+class GaudiTrainer(transformers.Trainer):
+    """Optimum Habana's ``GaudiTrainer``: a ``transformers.Trainer`` with the Gaudi config
+    applied and the workbench attached (``wb.callback()``: the run directory, the live view,
+    Stop), unless ``callbacks`` has one already. Optimum Habana 1.21's argument order
+    (``model, gaudi_config, args, data_collator, ...``); every other keyword is the
+    Trainer's, ``tokenizer`` is ``processing_class`` in transformers 5. A subclass as in
+    Optimum Habana's examples (``class QuestionAnsweringTrainer(GaudiTrainer)``) works as
+    there. With ``use_fused_adam`` on Gaudi the Trainer builds the hpex FusedAdamW over its
+    own decay groups (``create_optimizer``); ``save_model`` writes ``gaudi_config.json``
+    next to the model, in every checkpoint too, as Optimum Habana does."""
+
+    def __init__(
+        self,
+        model=None,
+        gaudi_config: GaudiConfig | None = None,
+        args=None,
+        data_collator=None,
+        train_dataset=None,
+        eval_dataset=None,
+        processing_class=None,
+        model_init=None,
+        compute_loss_func=None,
+        compute_metrics=None,
+        callbacks=None,
+        optimizers=(None, None),
+        optimizer_cls_and_kwargs=None,
+        preprocess_logits_for_metrics=None,
+        **kwargs,
+    ):
+        args, callbacks = _setup(
+            self, model, gaudi_config, args, callbacks, optimizers, optimizer_cls_and_kwargs
+        )
+        super().__init__(
+            model=model,
+            args=args,
+            data_collator=data_collator,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            processing_class=_processing_class(processing_class, kwargs),
+            model_init=model_init,
+            compute_loss_func=compute_loss_func,
+            compute_metrics=compute_metrics,
+            callbacks=callbacks,
+            optimizers=optimizers,
+            preprocess_logits_for_metrics=preprocess_logits_for_metrics,
+            **kwargs,
+        )
+        _quiet(self)  # the dashboard shows what PrinterCallback would print as dicts
+
+    def create_optimizer(self, model=None):
+        """The Trainer's own, with the fused AdamW where the Gaudi config asks for it
+        (transformers documents this method as the subclass's to override)."""
+        if self.optimizer is None and self.optimizer_cls_and_kwargs is None:
+            self.optimizer_cls_and_kwargs = self._gaudi_optimizer
+        return super().create_optimizer(model)
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
+        """The Trainer's own, then ``gaudi_config.json`` beside the model (main process)."""
+        super().save_model(output_dir, _internal_call)
+        if self.args.should_save:
+            self.gaudi_config.save_pretrained(output_dir or self.args.output_dir)
 
 
-def GaudiSeq2SeqTrainer(
-    model=None,
-    gaudi_config: GaudiConfig | None = None,
-    args=None,  # noqa: N802
-    **kwargs,
-):
-    """``GaudiTrainer`` for sequence-to-sequence models: a ``transformers.Seq2SeqTrainer``."""
-    return _compose(transformers.Seq2SeqTrainer, model, gaudi_config, args, kwargs)
+class GaudiSeq2SeqTrainer(GaudiTrainer, transformers.Seq2SeqTrainer):
+    """``GaudiTrainer`` for sequence-to-sequence models: also a
+    ``transformers.Seq2SeqTrainer`` (generation in evaluation and prediction), in Optimum
+    Habana's argument order (which has no ``optimizer_cls_and_kwargs``)."""
+
+    def __init__(
+        self,
+        model=None,
+        gaudi_config: GaudiConfig | None = None,
+        args=None,
+        data_collator=None,
+        train_dataset=None,
+        eval_dataset=None,
+        processing_class=None,
+        model_init=None,
+        compute_loss_func=None,
+        compute_metrics=None,
+        callbacks=None,
+        optimizers=(None, None),
+        preprocess_logits_for_metrics=None,
+        **kwargs,
+    ):
+        if args is None:
+            args = GaudiSeq2SeqTrainingArguments(output_dir="tmp_trainer")
+        super().__init__(
+            model,
+            gaudi_config,
+            args,
+            data_collator,
+            train_dataset,
+            eval_dataset,
+            processing_class,
+            model_init,
+            compute_loss_func,
+            compute_metrics,
+            callbacks,
+            optimizers,
+            None,
+            preprocess_logits_for_metrics,
+            **kwargs,
+        )
+
+
+def _processing_class(processing_class, kwargs):
+    """transformers 5 calls the tokenizer ``processing_class``; scripts may pass either."""
+    tokenizer = kwargs.pop("tokenizer", None)
+    if tokenizer is not None and processing_class is not None:
+        raise TypeError("pass tokenizer= or processing_class=, not both (they are one argument)")
+    return processing_class if processing_class is not None else tokenizer
+
+
+# ------------------------------------------------------------------ optimum.habana.utils
+def set_seed(seed: int) -> None:
+    """``optimum.habana.utils.set_seed``: seeds ``random``, numpy, torch and the device's
+    generators (``transformers.set_seed`` seeds the HPU's too on a Gaudi)."""
+    transformers.set_seed(seed)
+
+
+def adapt_transformers_to_gaudi() -> None:
+    """``optimum.habana.transformers.modeling_utils.adapt_transformers_to_gaudi``: nothing
+    to do on transformers 5. Optimum Habana replaced transformers 4.55's model code with its
+    own Gaudi versions; transformers 5's models run on Gaudi as they are (SDPA attention,
+    bf16 autocast), so the call stays in a migrated script and changes nothing."""
+
+
+def check_optimum_habana_min_version(min_version: str) -> None:
+    """``optimum.habana.utils.check_optimum_habana_min_version``: passes. The workbench
+    carries 1.21's training API; transformers' own ``check_min_version`` still checks
+    transformers."""
+
+
+def warn0(message, *args, **kwargs) -> None:
+    """``optimum.habana.utils.warn0``: ``warnings.warn`` on the main process only (rank 0
+    of torchrun's world), pointing at the caller's line."""
+    if world()[0] == 0:
+        kwargs.setdefault("stacklevel", 2)
+        warnings.warn(message, *args, **kwargs)
+
+
+def _caller() -> int:
+    """The ``stacklevel`` that points a warning at the user's line: the first frame outside
+    this package, dataclasses' generated code and transformers (an argument class's
+    ``__post_init__`` runs inside both)."""
+    import inspect
+
+    inner = (str(Path(__file__).resolve().parents[1]), str(Path(transformers.__file__).parent))
+    frame, level = inspect.currentframe().f_back, 1
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith(inner) or name.startswith("<") or name == dataclasses.__file__):
+            return level
+        frame, level = frame.f_back, level + 1
+    return 1
 
 
 def table() -> list[dict[str, str]]:

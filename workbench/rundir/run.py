@@ -527,8 +527,13 @@ def runs(root: str | Path | None = None):
     found = {p.parent for p in root.glob("*/spec.json")} | {
         p.parent for p in root.glob("*/summary.json")
     }
-    rows = [RunDir(path).row() for path in sorted(found, reverse=True)]
-    return pd.DataFrame([{k: r[k] for k in columns} for r in rows], columns=columns)
+    opened = [RunDir(path) for path in sorted(found, reverse=True)]
+    evals = [(r.row(), r.summary.get("eval") or {}) for r in opened]
+    # the evaluations' figures (summary.json's "eval"), as eval_<name> columns after the rest
+    names = list(dict.fromkeys(k for _, e in evals for k in e))
+    columns += [f"eval_{k}" for k in names]
+    table = [{**row, **{f"eval_{k}": e.get(k) for k in names}} for row, e in evals]
+    return pd.DataFrame([{k: r[k] for k in columns} for r in table], columns=columns)
 
 
 def compare(*runs_: RunDir | str | Path):

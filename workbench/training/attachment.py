@@ -11,10 +11,11 @@ The checkpoints stay in the Trainer's ``output_dir``; the run's ``checkpoints`` 
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import dataclasses
 import threading
+import warnings
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +23,15 @@ from transformers import TrainerCallback
 
 from ..backends.registry import device as pick_device
 from ..rundir import run as runs
-from ..rundir.run import STOP_FILE
+from ..rundir.lock import RunBusy
+from ..rundir.run import STOP_FILE, NullLog
 from ..rundir.writer import RunWriter, create
 from ..views.dashboard import attach as show
-from .batching import CountingCollator
-from .callbacks import Events, MarkStep
+from .callbacks import DistStop, Events, MarkStep
 from .engine import Run, training
 from .interrupts import Interrupts
-from .recipe import auto_steps, optim_name, throughput_warmup
-from .trainer import fused_optimizer, summary
+from .recipe import auto_steps, throughput_warmup
+from .trainer import summary
 
 # why an attached run cannot be rebuilt by Run.resume()
 NOT_REBUILDABLE = (
@@ -61,7 +62,13 @@ class Attachment(TrainerCallback):
 
     One training call (``trainer.train()``) is one run; training again (resuming from a
     checkpoint, say) makes the next run. ``run`` is the live ``wb.Run`` while it trains,
-    and the last one after.
+    and the last one after. An evaluation after ``train()`` (``trainer.evaluate()``, as
+    every example script does) is added to that run's events and its summary's ``eval``.
+
+    Under torchrun (or DeepSpeed's launcher) every rank holds one: rank 0 writes the run,
+    and all ranks take the same decisions at every step (the logging cadence from the step
+    count alone; a stop request agreed by all ranks at every step), since the Trainer's
+    logging, evaluation and checkpointing are collective operations.
     """
 
     def __init__(
@@ -75,22 +82,25 @@ class Attachment(TrainerCallback):
     ):
         self.name, self.run_dir, self.live = name, run_dir, live
         self.warmup = throughput_warmup_steps
-        self.trainer = trainer  # known with wb.attach(trainer): its dataset sizes, its processor
+        # known with wb.attach(trainer): its dataset sizes. A weak reference: the Trainer
+        # holds this callback, and nothing here may keep the user's Trainer (or model) alive
+        self._trainer = weakref.ref(trainer) if trainer is not None else None
         self.run: Run | None = None
         self.events: Events | None = None
-        self._writer: RunWriter | None = None
-        self._stack: contextlib.ExitStack | None = None
-        self._device = None
-        self._t0 = 0.0
+        self._open: _Open | None = None  # the run being written (rank 0, while training)
+        self._closer: weakref.finalize | None = None
+        self._agree: DistStop | None = None  # every rank's stop request, joined (torchrun)
+        self._group = None  # the gloo group the stop requests are joined over
         self._cadence = 1
-        self._output_dir: Path | None = None
-        self._marks: MarkStep | bool | None = (
-            None  # lazy mode's mark_step, once the device is known
-        )
-        atexit.register(self._at_exit)
+        self._marks: MarkStep | bool | None = None  # lazy mode's mark_step, once known
+        self._in_training = False
+
+    @property
+    def trainer(self):
+        return self._trainer() if self._trainer is not None else None
 
     # ------------------------------------------------------------------ the run
-    def _spec(self, args, state, model, loader) -> dict[str, Any]:
+    def _spec(self, args, state, model, loader, device) -> dict[str, Any]:
         """What is known of a user's Trainer: its model's class and config, its arguments and
         its data's sizes; the run's ``args`` carry what the views read."""
         config = getattr(model, "config", None)
@@ -101,6 +111,7 @@ class Attachment(TrainerCallback):
         eval_rows = _rows(getattr(trainer, "eval_dataset", None))
         params = sum(p.numel() for p in model.parameters()) if model is not None else None
         batch = args.per_device_train_batch_size
+        dataset = getattr(loader, "dataset", None)
         return {
             "attached": {
                 "rebuildable": False,
@@ -116,7 +127,7 @@ class Attachment(TrainerCallback):
                 "task": _task(model),
             },
             "data": {
-                "source": f"{type(loader.dataset).__name__ if loader is not None else 'own'}"
+                "source": f"{type(dataset).__name__ if dataset is not None else 'own'}"
                 f" ({train_rows} rows)",
                 "train_rows": train_rows,
                 "eval_rows": eval_rows,
@@ -127,7 +138,7 @@ class Attachment(TrainerCallback):
                 "lr": args.learning_rate,
                 "seed": args.seed,
                 "precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32",
-                "device": self._device.kind,
+                "device": device.kind,
                 "log_every": self._cadence,
                 "throughput_warmup_steps": self.warmup,
             },
@@ -135,47 +146,78 @@ class Attachment(TrainerCallback):
         }
 
     def _begin(self, args, state, model, loader) -> None:
-        self._abandon("it was still open when the Trainer trained again (an error, likely)")
-        self._device = _device_of(args)
+        """Every rank: the same cadence and stop agreement; rank 0: the run directory."""
+        self._close("it was still open when the Trainer trained again (an error, likely)")
+        device = _device_of(args)
         size = args.world_size
         self._cadence = auto_steps(state.max_steps)[0]
         self.warmup = throughput_warmup(self.warmup, self._cadence)  # as wb.train
-        spec = self._spec(args, state, model, loader)
-        path = runs.new_run_dir(self.name or f"{spec['model']['name']}-own", self.run_dir)
-        self._output_dir = Path(args.output_dir).absolute()
-        create(path, spec, checkpoints=self._output_dir)
-        run = Run(path)
-        self.run = run
-        run.dashboard = show(
-            run, self.live, background=threading.current_thread() is not threading.main_thread()
-        )
-        self._writer = RunWriter(run).claim()
-        self._writer.begin_on(self._device, size)
-        self._stack = contextlib.ExitStack()
-        self._stack.enter_context(training(run))  # %wb stop and Run.stop() find it
-        self._stack.enter_context(Interrupts(run))  # the first Ctrl-C stops with a checkpoint
-        counter = _counter(loader, model)
+        task = _task(model)
+        # samples from the steps: the batches are the user's collator's, left as they are
+        counter = _Steps(args.per_device_train_batch_size, _collate_fn(loader))
+        stop_file = None
+        if state.is_world_process_zero:
+            spec = self._spec(args, state, model, loader, device)
+            path = runs.new_run_dir(self.name or f"{spec['model']['name']}-own", self.run_dir)
+            create(path, spec, checkpoints=Path(args.output_dir).absolute())
+            run = Run(path)
+            self.run = run
+            run.dashboard = show(
+                run,
+                self.live,
+                background=threading.current_thread() is not threading.main_thread(),
+            )
+            opened = _Open(run, RunWriter(run).claim(), contextlib.ExitStack(), device)
+            opened.writer.begin_on(device, size)
+            opened.stack.enter_context(training(run))  # %wb stop and Run.stop() find it
+            opened.stack.enter_context(Interrupts(run))  # the first Ctrl-C stops, saving
+            opened.output_dir = str(Path(args.output_dir).absolute())
+            self._open = opened
+            # ends the run as failed if the process exits, or the Trainer is dropped, while
+            # it trains (an error left train()); holds the run, never the user's objects
+            self._closer = weakref.finalize(self, _abandon, opened, "the process exited")
+            log, stop, stop_file = run.log, run.stop_flag, path / STOP_FILE
+        else:  # the other ranks write nothing; their events go nowhere
+            log, stop = NullLog(), threading.Event()
         self.events = Events(
-            run.log,
-            run.stop_flag,
-            spec["model"]["task"],
-            self._device,
+            log,
+            stop,
+            task,
+            device,
             counter,
             args.per_device_train_batch_size,
             self.warmup,
             size,
-            min_interval=self._device.backend.log_interval_s if size == 1 else 0.0,
-            stop_file=path / STOP_FILE if size == 1 else None,
+            min_interval=device.backend.log_interval_s if size == 1 else 0.0,
+            stop_file=stop_file if size == 1 else None,
             save_last=False,
         )
-        self._t0 = runs.monotonic()
+        if self._open is not None:
+            self._open.events = self.events
+        self._agree = DistStop(stop, stop_file, 1, group=self._stop_group()) if size > 1 else None
+        self._in_training = True
 
-    def _end(self, state, model, status: str | None = None, error: str | None = None) -> None:
-        run, writer, events = self.run, self._writer, self.events
-        if writer is None:
+    def _stop_group(self):
+        """The process group the ranks' stop requests are joined over: gloo, on the host,
+        so that agreeing at every step never waits for the device (the Trainer's own group
+        when it is gloo already, else one made once, by every rank at the same point)."""
+        import torch.distributed as dist
+
+        if dist.get_backend() == "gloo":
+            return None
+        if self._group is None:
+            self._group = dist.new_group(backend="gloo")
+        return self._group
+
+    def _end(self, state, status: str | None = None, error: str | None = None) -> None:
+        opened, self._open = self._open, None
+        if self._closer is not None:
+            self._closer.detach()
+            self._closer = None
+        if opened is None:
             return
-        self._writer = None
-        stopped = run.stop_flag.is_set()
+        events = opened.events
+        stopped = opened.run.stop_flag.is_set()
         if status is None:
             status = "stopped" if stopped else "completed"
             if events.nan_step is not None:
@@ -184,28 +226,33 @@ class Attachment(TrainerCallback):
                     f"the loss became {events.last.get('loss')} at step {events.nan_step}; "
                     f"training stopped"
                 )
-        ran = _Ran(state, model)
-        end = summary(
-            run, ran, self._device, events, status, error, None, runs.monotonic() - self._t0
-        )
-        end["output_dir"] = str(self._output_dir)
-        stack, self._stack = self._stack, None
-        writer.finish(end, run.log, ended=stack.close if stack is not None else None)
+        opened.finish(state, status, error)
 
-    def _at_exit(self) -> None:
-        with contextlib.suppress(OSError):  # the run directory may be gone (a temporary one)
-            self._abandon("the process exited while the Trainer trained")
-
-    def _abandon(self, why: str) -> None:
+    def _close(self, why: str) -> None:
         """End a run the Trainer never ended (an exception left ``train()``) as failed."""
-        if self._writer is not None:
-            step = self.events.last.get("step", 0) if self.events is not None else 0
-            self._end(
-                _State(step),
-                None,
-                "failed",
-                f"{why}: the Trainer did not reach on_train_end (step {step})",
-            )
+        if self._closer is not None:
+            self._closer.detach()
+            self._closer = None
+        opened, self._open = self._open, None
+        if opened is not None:
+            _abandon(opened, why)
+
+    def _evaluated(self, state, metrics) -> None:
+        """An evaluation after the run ended (``trainer.evaluate()`` after ``train()``):
+        its event and the summary's ``eval``, written under the run's lock again."""
+        run, events = self.run, self.events
+        if run is None or events is None or not state.is_world_process_zero:
+            return
+        try:
+            writer = RunWriter(run).claim("evaluate")
+        except RunBusy as e:  # another process writes it now: its summary stays as it is
+            warnings.warn(f"the evaluation is not recorded in {run.name}: {e}", stacklevel=2)
+            return
+        try:
+            events.on_evaluate(None, state, None, metrics=metrics)
+            writer.end({"eval": {**run.summary.get("eval", {}), **events.eval}})
+        finally:
+            writer.release()
 
     # ------------------------------------------------------------------ the Trainer calls these
     def _mark(self, args, state, control, **kw):
@@ -219,41 +266,114 @@ class Attachment(TrainerCallback):
     on_substep_end = on_pre_optimizer_step = on_optimizer_step = on_prediction_step = _mark
 
     def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kw):
-        if not state.is_world_process_zero:
-            return control  # rank 0 writes the run; other ranks train as they would
         self._begin(args, state, model, train_dataloader)
         return self.events.on_train_begin(args, state, control, **kw)
 
     def on_step_begin(self, args, state, control, **kw):
-        if self._writer is not None:
+        if self._training():
             self.events.on_step_begin(args, state, control, **kw)
         return control
 
     def on_step_end(self, args, state, control, **kw):
-        if self._writer is None:
+        if not self._training():
             return control
+        if self._agree is not None:  # every rank, every step: the same stop decision
+            self._agree.on_step_end(args, state, control)
         if state.global_step % self._cadence == 0:
-            control.should_log = True  # the view's cadence: about 50 events a run
+            control.should_log = True  # the view's cadence (the same on every rank)
         return self.events.on_step_end(args, state, control, **kw)
 
     def on_log(self, args, state, control, logs=None, **kw):
-        if self._writer is not None:
+        if self._training():
             self.events.on_log(args, state, control, logs=logs, **kw)
         return control
 
     def on_evaluate(self, args, state, control, metrics=None, **kw):
-        if self._writer is not None:
+        if self._training():
             self.events.on_evaluate(args, state, control, metrics=metrics, **kw)
+        else:
+            self._evaluated(state, metrics)
         return control
 
     def on_save(self, args, state, control, **kw):
-        if self._writer is not None:
+        if self._training():
             self.events.on_save(args, state, control, **kw)
         return control
 
-    def on_train_end(self, args, state, control, model=None, **kw):
-        self._end(state, model)
+    def on_train_end(self, args, state, control, **kw):
+        self._in_training = False
+        self._end(state)
+        self._agree = None
         return control
+
+    def _training(self) -> bool:
+        """Between on_train_begin and on_train_end (on every rank)."""
+        return self._in_training
+
+    def __repr__(self) -> str:
+        where = f" -> {self.run.path}" if self.run is not None else ""
+        return f"<workbench attachment{where}>"
+
+    def _ipython_display_(self) -> None:
+        """Nothing: ``wb.attach(trainer)`` as a cell's last line leaves no output (the run
+        shows itself when training begins)."""
+
+
+@dataclasses.dataclass
+class _Open:
+    """A run rank 0 is writing: what its end needs, and nothing of the user's."""
+
+    run: Run
+    writer: RunWriter
+    stack: contextlib.ExitStack
+    device: Any
+    events: Events | None = None
+    output_dir: str | None = None
+    t0: float = dataclasses.field(default_factory=runs.monotonic)
+
+    def finish(self, state, status: str, error: str | None) -> None:
+        end = summary(
+            self.run,
+            _Ran(state, None),
+            self.device,
+            self.events,
+            status,
+            error,
+            None,
+            runs.monotonic() - self.t0,
+        )
+        end["output_dir"] = self.output_dir
+        self.writer.finish(end, self.run.log, ended=self.stack.close)
+
+
+def _abandon(opened: _Open, why: str) -> None:
+    """End ``opened`` as failed: the Trainer never reached on_train_end."""
+    step = opened.events.last.get("step", 0) if opened.events is not None else 0
+    with contextlib.suppress(OSError):  # the run directory may be gone (a temporary one)
+        opened.finish(
+            _State(step), "failed", f"{why}: the Trainer did not reach on_train_end (step {step})"
+        )
+
+
+class _Steps:
+    """Samples counted from the steps: ``batch_size`` rows a batch, each rank (the last
+    batch of an epoch may hold fewer). Tokens are not counted: that would need the batches,
+    which are the user's collator's and stay untouched. A ``wb.bucket_collator`` notes the
+    shapes it made itself; they are read from it (``shapes_seen``)."""
+
+    tokens = 0
+
+    def __init__(self, batch_size: int, collate=None):
+        self.batch_size, self.samples = batch_size, 0
+        shapes = getattr(collate, "shapes", None)
+        self.shapes = shapes if isinstance(shapes, set) else None
+
+    def consume(self, batches: int = 1) -> None:
+        self.samples += self.batch_size * batches
+
+    def stats(self) -> dict[str, int | None]:
+        seen = len(self.shapes) if self.shapes else None
+        return {"padding_waste_pct": None, "shapes_seen": seen}
 
 
 @dataclasses.dataclass
@@ -270,8 +390,17 @@ class _Ran:
     model: Any
 
 
-TASKS = (
+# transformers' own tables of model classes per task (models/auto/modeling_auto.py): the
+# class names a task's Auto class builds, e.g. GPT2LMHeadModel for causal LM
+TASK_TABLES = (
+    ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "causal_lm"),
+    ("MODEL_FOR_MASKED_LM_MAPPING_NAMES", "masked_lm"),
+    ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "seq2seq"),
+    ("MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES", "classification"),
+)
+SUFFIXES = (  # a class of the user's own (or PEFT's wrapper) named as transformers names them
     ("ForCausalLM", "causal_lm"),
+    ("ForMaskedLM", "masked_lm"),
     ("ForSeq2SeqLM", "seq2seq"),
     ("ForConditionalGeneration", "seq2seq"),
     ("ForSequenceClassification", "classification"),
@@ -279,9 +408,15 @@ TASKS = (
 
 
 def _task(model) -> str:
-    """The task as the events name it (perplexity for language models), from the class name."""
+    """The task as the events name it (perplexity for language models), from the model's
+    class: transformers' task tables, else the class name's suffix; "other" otherwise."""
+    from transformers.models.auto import modeling_auto
+
     name = type(model).__name__
-    return next((task for suffix, task in TASKS if name.endswith(suffix)), "other")
+    for table, task in TASK_TABLES:
+        if name in set(getattr(modeling_auto, table, {}).values()):
+            return task
+    return next((task for suffix, task in SUFFIXES if name.endswith(suffix)), "other")
 
 
 def _rows(dataset) -> int | None:
@@ -301,38 +436,24 @@ def _arguments(args) -> dict[str, Any]:
     return out
 
 
-def _counter(loader, model) -> CountingCollator:
-    """Count samples and tokens where the batches are made, without a device sync: the
-    train loader's collate function, wrapped. Workers collate in other processes, where
-    nothing is counted here: throughput then comes from the steps and the batch size."""
-    base = getattr(loader, "base_dataloader", loader)  # accelerate's adapter wraps a DataLoader
-    inner = getattr(base, "collate_fn", None)
-    counter = CountingCollator(inner if inner is not None else _identity, model)
-    if base is not None and not getattr(base, "num_workers", 0):
-        # the DataLoader reads collate_fn when each epoch's iterator is made: after this
-        base.collate_fn = counter
-    return counter
+def _collate_fn(loader):
+    """The train loader's collate function, read (accelerate's adapter wraps a DataLoader)."""
+    return getattr(getattr(loader, "base_dataloader", loader), "collate_fn", None)
+
+
+def quiet(trainer) -> None:
+    """Take transformers' PrinterCallback off ``trainer``, as ``wb.train`` does: it prints
+    every log as a dict, and the attachment logs about 50 times a run for its dashboard
+    (which shows the same figures). Through the Trainer's public ``remove_callback``."""
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
 
 
 def _device_of(args):
     """The workbench's record of the device the Trainer's arguments train on."""
     dev = args.device
     return pick_device(f"{dev.type}:{dev.index}" if dev.index is not None else dev.type)
-
-
-def _identity(features):
-    return features
-
-
-def _apply(trainer) -> None:
-    """The backend's fused AdamW for a Trainer that chose no optimizer of its own, built by
-    the Trainer from its own decay groups (``optimizer_cls_and_kwargs``, a constructor
-    argument the Trainer keeps as an attribute)."""
-    if trainer.optimizer is not None or trainer.optimizer_cls_and_kwargs is not None:
-        return
-    device = _device_of(trainer.args)
-    if trainer.args.optim in ("adamw_torch", optim_name(device)):  # AdamW, not one of the user's
-        trainer.optimizer_cls_and_kwargs = fused_optimizer(device, trainer.args)
 
 
 def callback(
@@ -377,8 +498,9 @@ def attach(
     """Give ``trainer`` (a ``transformers.Trainer``) what a ``wb.train`` run has; returns the
     attachment (``.run`` is the ``wb.Run`` once training began).
 
-    Call it before ``trainer.train()``. On Gaudi, a Trainer that chose no optimizer gets the
-    fused AdamW over its own weight-decay groups. The arguments are ``callback``'s.
+    Call it before ``trainer.train()``. One callback is added and transformers'
+    ``PrinterCallback`` (a dict printed at every log) taken off; the model, optimizer,
+    collator and arguments stay as they are. The arguments are ``callback``'s.
     """
     import transformers
 
@@ -399,6 +521,6 @@ def attach(
         throughput_warmup_steps=throughput_warmup_steps,
         trainer=trainer,
     )
-    _apply(trainer)
     trainer.add_callback(attachment)
+    quiet(trainer)
     return attachment

@@ -66,6 +66,7 @@ class BucketCollator:
         self.boundaries = check_boundaries(boundaries)
         self.batch_size, self.task, self.pad_batch = int(batch_size), task, pad_batch
         self.pad = {"input_ids": int(pad_token_id), "labels": int(label_pad)}  # others pad with 0
+        self.shapes: set[tuple[int, int]] = set()  # (rows, length) of every batch made so far
 
     def length_for(self, longest: int) -> int:
         """The static sequence length of a batch whose longest sequence is ``longest``."""
@@ -87,6 +88,7 @@ class BucketCollator:
         # batch is filled to batch_size rows, and lengths are only ever a boundary.
         rows = self.batch_size if self.pad_batch else n
         length = self.length_for(max(len(f["input_ids"]) for f in features))
+        self.shapes.add((rows, length))
         out = {}
         for key, first in features[0].items():
             fill = self.pad.get(key, 0)

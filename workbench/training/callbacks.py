@@ -20,6 +20,9 @@ from transformers import TrainerCallback
 from ..rundir.run import EventLog, monotonic
 from .batching import CountingCollator
 
+# tasks whose evaluation loss is a per-token cross-entropy: perplexity is exp(loss)
+LANGUAGE_MODELS = ("causal_lm", "masked_lm", "seq2seq")
+
 
 class Events(TrainerCallback):
     """Emits events at logging steps and evaluations; stops on request or on NaN."""
@@ -83,8 +86,8 @@ class Events(TrainerCallback):
     def on_step_end(self, args, state, control, **kw):
         self.counter.consume(args.gradient_accumulation_steps)
         last = state.global_step >= state.max_steps
-        if control.should_log and self.stop_file is not None and self.stop_file.exists():
-            self.stop.set()  # read at logging steps only: no file I/O on the other steps
+        if self.stop_file is not None and self.stop_file.exists():
+            self.stop.set()  # every step (one stat): a stop takes effect after this step
         stopping = self.stop.is_set()
         if stopping:
             control.should_training_stop = True
@@ -148,7 +151,7 @@ class Events(TrainerCallback):
 
     def on_evaluate(self, args, state, control, metrics=None, **kw):
         metrics = dict(metrics or {})
-        if "eval_loss" in metrics and self.task in ("causal_lm", "seq2seq"):
+        if "eval_loss" in metrics and self.task in LANGUAGE_MODELS:
             metrics["eval_perplexity"] = math.exp(min(metrics["eval_loss"], 50))
         keep = {
             k: v
@@ -250,22 +253,27 @@ class Samples(TrainerCallback):
 
 
 class DistStop(TrainerCallback):
-    """Across ranks, stop at the same step: at each logging step every rank contributes
-    its own stop request (run.stop(), an interrupt, or the launcher's STOP file) to one
-    all-reduce, so all ranks agree. Stopping at different steps would hang the others."""
+    """Across ranks, stop at the same step: every ``every`` steps (and at the last) each
+    rank contributes its own stop request (run.stop(), an interrupt, or the STOP file) to
+    one all-reduce, so all ranks agree. Stopping at different steps would hang the others.
+    ``stop_file``: None on a rank that does not know the run directory (an attached
+    Trainer's other ranks); ``group``: the process group to reduce over (None: the
+    default one, on the Trainer's device), a gloo group to agree on the host."""
 
-    def __init__(self, stop: threading.Event, stop_file: Path, log_every: int):
-        self.stop, self.stop_file, self.log_every = stop, stop_file, log_every
+    def __init__(self, stop: threading.Event, stop_file: Path | None, every: int, group=None):
+        self.stop, self.stop_file, self.every, self.group = stop, stop_file, every, group
 
     def on_step_end(self, args, state, control, **kw):
-        if state.global_step % self.log_every and state.global_step < state.max_steps:
+        if state.global_step % self.every and state.global_step < state.max_steps:
             return control
         import torch
         import torch.distributed as dist
 
-        local = self.stop.is_set() or self.stop_file.exists()
-        flag = torch.tensor([1 if local else 0], device=args.device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        asked = self.stop_file is not None and self.stop_file.exists()
+        local = self.stop.is_set() or asked
+        device = "cpu" if self.group is not None else args.device
+        flag = torch.tensor([1 if local else 0], device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.group)
         if flag.item():
             self.stop.set()
             control.should_training_stop = control.should_save = control.should_log = True

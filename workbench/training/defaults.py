@@ -56,8 +56,9 @@ def training_args(output_dir: str, *, device: str = "auto", mode: str | None = N
         Any ``TrainingArguments`` field; each one given wins over the defaults.
 
     What the defaults are: bf16 where the chip has it (fp32 on a CPU); ``torch_compile``
-    with ``hpu_backend`` in Gaudi's eager mode; the backend's AdamW (on Gaudi the fused hpex
-    AdamW, which ``wb.attach`` hands the Trainer over its own decay groups); DDP's backend
+    with ``hpu_backend`` in Gaudi's eager mode; the backend's AdamW by its ``optim`` name (on
+    Gaudi the plain one: hpex's fused AdamW has no ``optim`` name, and ``wb.attach`` leaves
+    the Trainer's optimizer as it is); DDP's backend
     under torchrun; no NaN filter, and logging about 50 times a run when ``max_steps`` is
     given (both avoid a device sync per step). Lazy mode's ``mark_step`` calls come with
     ``wb.attach`` / ``wb.callback()``.
@@ -144,6 +145,7 @@ class LabelsCollator:
     def __init__(self, inner: BucketCollator):
         self.inner = inner
         self.boundaries = inner.boundaries  # the static lengths
+        self.shapes = inner.shapes  # (rows, length) of every batch made so far
 
     def __call__(self, features):
         return self.inner(

@@ -87,7 +87,12 @@ class _HostCollectives(torch.distributed.ProcessGroup):
         return self._run("reduce", tensors, *_opts(opts))
 
     def all_gather_single(self, output, input, opts=None):  # all_gather_into_tensor
-        return self._run("_allgather_base", output, input, *_opts(opts))
+        # gloo's _allgather_base refuses a flat output of world x input.numel() (accelerate's
+        # gather in every evaluation under torchrun: pad_across_processes); HCCL takes it.
+        # Gathered here as a list into the output's chunks, each viewed as the input's shape
+        # (views: the output gets the results).
+        chunks = [c.view(input.shape) for c in output.chunk(self.size())]
+        return self._run("allgather", [chunks], [input], *_opts(opts))
 
     def reduce_scatter(self, outputs, input_lists, opts=None):
         return self._run("reduce_scatter", outputs, input_lists, *_opts(opts))
