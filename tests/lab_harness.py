@@ -190,17 +190,77 @@ def write_notebook(nb, path: Path) -> Path:
     return path
 
 
+# The longest the page's main thread may be busy in one task while a dashboard is on the
+# page (issue 40: an empty log-scale panel froze the tab for 6-8 s). Long tasks are the
+# Performance API's measure of it (w3c.github.io/longtasks: every task over 50 ms, with its
+# duration), read through a PerformanceObserver registered before the page's own scripts.
+STALL_MS = 1000
+
+_WATCH_LONG_TASKS = """(() => {
+    window.__wbLongTasks = [];
+    new PerformanceObserver((list) => {
+        // the observer runs after the task: a dashboard on the page then was there during it
+        // or was drawn by it
+        const dash = document.querySelector('.wb-dash') !== null;
+        for (const e of list.getEntries()) {
+            window.__wbLongTasks.push({start: Math.round(e.startTime), ms: Math.round(e.duration), dash});
+        }
+    }).observe({type: 'longtask', buffered: true});
+})();"""
+
+
+class PageProblems:
+    """What a page reported that a user would suffer: uncaught errors, console errors, and
+    main-thread stalls over STALL_MS while a dashboard was on the page."""
+
+    def __init__(self, page):
+        self.page = page
+        self.errors: list[str] = []
+        page.add_init_script(_WATCH_LONG_TASKS)
+        page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        page.on("console", self._console)
+
+    def _console(self, msg) -> None:
+        if msg.type == "error":
+            where = msg.location or {}
+            self.errors.append(f"console error: {msg.text} ({where.get('url', '')}:{where.get('lineNumber', '')})")
+
+    def stalls(self) -> list[dict]:
+        """The long tasks over STALL_MS with a dashboard on the page, from every document the
+        page has shown so far (a navigation starts a new list: read it before one)."""
+        with contextlib.suppress(Exception):
+            tasks = self.page.evaluate("() => window.__wbLongTasks || []")
+            return [t for t in tasks if t["dash"] and t["ms"] > STALL_MS]
+        return []
+
+    def check(self) -> None:
+        stalls = self.stalls()
+        found = self.errors + [f"the main thread stalled {t['ms']} ms at {t['start']} ms with a dashboard "
+                               f"on the page (limit {STALL_MS} ms)" for t in stalls]
+        assert not found, "the page reported:\n" + "\n".join(found)
+
+
 @contextlib.contextmanager
 def browser_page(playwright, name: str, **page_args):
     """A page in Debian's headless Chromium; on failure a full-page screenshot goes to
-    test-artifacts/browser-failure-NAME.png, for what the test could not say."""
+    test-artifacts/browser-failure-NAME.png, for what the test could not say.
+
+    Every page is watched (PageProblems): at the end of the block a page error, a console
+    error or a main-thread stall over STALL_MS while a dashboard was shown fails the test."""
     ARTIFACTS.mkdir(exist_ok=True)
     browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
         "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"])
     page = browser.new_page(**page_args)
+    # nbconvert's HTML loads require.js and MathJax from cdnjs; this machine has no network, so
+    # they come back empty (the page then runs as it did when they failed) rather than as a
+    # "Failed to load resource" console error that a user with a network never sees
+    page.route("https://cdnjs.cloudflare.com/**",
+               lambda route: route.fulfill(status=200, content_type="text/javascript", body=""))
+    problems = PageProblems(page)
     try:
         yield page
+        problems.check()
     except BaseException:
         with contextlib.suppress(Exception):
             page.screenshot(path=str(ARTIFACTS / f"browser-failure-{name}.png"), full_page=True)
