@@ -40,8 +40,10 @@ KERNEL = "python3"
 # a notebook whose kernel is not found starts the server's default kernel instead of opening
 # "Select Kernel". And apputils-extension/notification.json "fetchNews": no "Jupyter news?"
 # toast over the page.
+# "windowingMode" "none" (same schema): every cell is rendered, not only those in view, so
+# every dashboard of a notebook draws, and the page's checks (PageProblems) see them all.
 OVERRIDES = {
-    "@jupyterlab/notebook-extension:tracker": {"autoStartDefaultKernel": True},
+    "@jupyterlab/notebook-extension:tracker": {"autoStartDefaultKernel": True, "windowingMode": "none"},
     "@jupyterlab/apputils-extension:notification": {"fetchNews": "false"},
 }
 
@@ -337,3 +339,24 @@ def run_all_cells(page, notebook: str) -> None:
     expect(item).not_to_have_attribute("aria-disabled", "true", timeout=60_000)
     item.click()
     wait_ui(page, _STARTED, f"'Run All Cells' to start a cell of {notebook}", 120_000)
+
+
+# Every code cell of the current notebook has run (an execution count, from the notebook's
+# model: the page renders prompts lazily) and its kernel is idle again.
+_ALL_RAN = """() => {
+    const w = window.jupyterapp.shell.currentWidget, k = w?.sessionContext?.session?.kernel;
+    const cells = [...(w?.content?.model?.cells ?? [])].filter(c => c.type === 'code');
+    return cells.length > 0 && cells.every(c => c.executionCount !== null) && k?.status === 'idle';
+}"""
+
+# The outputs of the current notebook's cells that are errors: "ename: evalue" each.
+_ERRORS = """() => [...window.jupyterapp.shell.currentWidget.content.model.cells]
+    .filter(c => c.type === 'code').flatMap(c => c.outputs.toJSON())
+    .filter(o => o.output_type === 'error').map(o => `${o.ename}: ${o.evalue}`)"""
+
+
+def wait_all_ran(page, notebook: str, timeout_ms: int) -> None:
+    """Wait until every code cell of ``notebook`` has run; fail on a cell's error output."""
+    wait_ui(page, _ALL_RAN, f"every cell of {notebook} to run", timeout_ms)
+    errors = page.evaluate(_ERRORS)
+    assert not errors, f"{notebook} raised: {errors}"
