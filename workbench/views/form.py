@@ -128,7 +128,10 @@ class TrainForm(Composite):
         )
         for picker in (mp, dp):  # after the picker's own update: its value is the new one
             picker.on_update(self._refresh_code)
-        embedded = [p.widget for p, new in zip((self.model_picker, self.data_picker), made) if new]
+        embedded = [p for p, new in zip((self.model_picker, self.data_picker), made) if new]
+        for picker in embedded:  # shown inside the form, not again at the cell's end
+            picker.shown_elsewhere()
+        embedded = [p.widget for p in embedded]
         self.widget = w.VBox(
             [
                 *embedded,
@@ -296,8 +299,9 @@ def train_form(
     Returns
     -------
     TrainForm
-        Displays itself. Batch size, precision and max length are linked to the pickers.
+        Displays itself (at the cell's end, unless the cell displays it). Batch size,
+        precision and max length are linked to the pickers.
         Train starts ``wb.train(..., background=True)`` (``form.run``); Show code prints
         the same call.
     """
-    return TrainForm(model_picker, data_picker)
+    return TrainForm(model_picker, data_picker).show_at_cell_end()

@@ -332,7 +332,8 @@ def pick_model(
     Returns
     -------
     ModelPicker
-        Displays itself; ``.value`` is the ``ModelSpec`` (None while the input is invalid),
+        Displays itself (at the cell's end, unless the cell displays it or a form takes it
+        in); ``.value`` is the ``ModelSpec`` (None while the input is invalid),
         ``.plan`` the ``MemoryPlan``, ``.fits`` the verdict on the detected device,
         ``.hub`` whether the weights need the hub (``"offline"``: they cannot load),
         ``.error`` the message shown.
@@ -344,7 +345,8 @@ def pick_model(
     >>> picker.value  # doctest: +SKIP
     ModelSpec(gpt2-small, task=causal_lm, source='openai-community/gpt2')
     """
-    return ModelPicker(family, size, batch_size, seq_len, precision, task, tokens)
+    picker = ModelPicker(family, size, batch_size, seq_len, precision, task, tokens)
+    return picker.show_at_cell_end()
 
 
 # --------------------------------------------------------------------------- dataset picker
@@ -608,7 +610,8 @@ def pick_dataset(
     Returns
     -------
     DataPicker
-        Displays itself; ``.value`` is the ``DataSpec`` (None while the input is invalid),
+        Displays itself (at the cell's end, unless the cell displays it or a form takes it
+        in); ``.value`` is the ``DataSpec`` (None while the input is invalid),
         ``.lengths`` the token lengths, ``.stats`` the padding statistics.
     """
-    return DataPicker(source, tokenizer, max_length, batch_size, limit, task)
+    return DataPicker(source, tokenizer, max_length, batch_size, limit, task).show_at_cell_end()
