@@ -330,3 +330,31 @@ def test_a_saved_notebook_whose_run_failed_before_its_first_step_opens_without_a
                 "the empty panels to draw", 30_000)
         page.screenshot(path=str(ARTIFACTS / "browser-failed-reopened.png"))
         assert page.locator(".wb-dash .wb-status").inner_text() == "failed"
+
+
+def test_the_pickers_example_pasted_cell_by_cell_shows_its_widgets(lab):
+    """docs/pickers.md's example, one statement a cell as its comment says: each of the three
+    cells that make a widget shows it (they were empty unless the widget was the last value)."""
+    import ast
+
+    from playwright.sync_api import sync_playwright
+
+    from conftest import ROOT
+
+    text = (ROOT / "docs" / "pickers.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    cells = [ast.get_source_segment(code, node) for node in ast.parse(code).body]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
+    write_notebook(nb, lab["dir"] / "pickers.ipynb")
+    with sync_playwright() as p, browser_page(p, "pickers-pasted", viewport={"width": 1300, "height": 1400}) as page:
+        open_notebook(page, lab, "pickers.ipynb")
+        run_all_cells(page, "pickers.ipynb")
+        wait_all_ran(page, "pickers.ipynb", 300_000)
+        shown = ("() => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell')].map(c =>"
+                 " [...c.querySelectorAll('.jp-OutputArea-output')].filter(o => o.querySelector('.jupyter-widgets')"
+                 " && o.offsetHeight > 40).length)")
+        wait_ui(page, f"() => ({shown})().join() === '0,1,1,1,0'", "one widget in each of the three middle cells",
+                60_000)
+        page.screenshot(path=str(ARTIFACTS / "browser-pickers-pasted.png"), full_page=True)
+        assert "Error displaying widget" not in page.locator(".jp-Notebook").inner_text()

@@ -149,4 +149,7 @@ class Composite:
 
     def _repr_mimebundle_(self, **kwargs):
         self.shown_elsewhere()
-        return self.widget._repr_mimebundle_(**kwargs)
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        # where widgets do not render (a saved notebook on GitHub): what was picked
+        bundle["text/plain"] = repr(self)
+        return bundle
