@@ -173,12 +173,15 @@ def jupyterlab(workdir: Path):
 
 
 def long_quickstart(workdir: Path) -> str:
-    """The quickstart with parameters for a run long enough to stop (papermill's injection)."""
+    """The quickstart up to its training cell, with parameters for a run long enough to stop
+    (papermill's injection): the one run of the notebook is the one stopped."""
     from papermill.iorw import load_notebook_node
     from papermill.parameterize import parameterize_notebook
 
     nb = load_notebook_node(str(ROOT / "notebooks" / "01_quickstart.ipynb"))
     nb = parameterize_notebook(nb, {"MAX_STEPS": 100000, "BATCH_SIZE": 4})
+    last = max(i for i, c in enumerate(nb.cells) if "wb.train(" in c.source)
+    nb.cells = nb.cells[:last + 1]
     write_notebook(nb, workdir / "01_quickstart.ipynb")
     return "01_quickstart.ipynb"
 

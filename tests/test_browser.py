@@ -19,6 +19,7 @@ import nbformat
 import pytest
 from lab_harness import (
     ARTIFACTS,
+    api,
     browser_page,
     jupyterlab,
     long_quickstart,
@@ -358,3 +359,50 @@ def test_the_pickers_example_pasted_cell_by_cell_shows_its_widgets(lab):
                 60_000)
         page.screenshot(path=str(ARTIFACTS / "browser-pickers-pasted.png"), full_page=True)
         assert "Error displaying widget" not in page.locator(".jp-Notebook").inner_text()
+
+
+def _saved_widget_views(path) -> int:
+    saved = nbformat.read(path, as_version=4)
+    return sum("application/vnd.jupyter.widget-view+json" in o.get("data", {})
+               for c in saved.cells if c.cell_type == "code" for o in c.outputs)
+
+
+def _reopened_shows_the_finished_run(page, lab, notebook, status) -> None:
+    open_notebook(page, lab, notebook)
+    wait_ui(page, "() => document.querySelector('.wb-saved[data-mounted] .wb-dash .wb-panel canvas')"
+            " || [...document.querySelectorAll('.wb-fallback img')].some(i => i.offsetWidth > 0)"
+            " || document.body.innerText.includes('Error displaying widget')",
+            "the reopened notebook to show the finished chart or its picture", 120_000)
+    assert "Error displaying widget" not in page.locator(".jp-Notebook").inner_text()
+    assert page.locator(".wb-saved .wb-dash .wb-status").first.inner_text() == status
+
+
+def test_a_notebook_saved_mid_run_and_reopened_after_the_run_ends_shows_the_finished_chart(tmp_path):
+    """Saved while the run trains (JupyterLab autosaves), closed, reopened once the run has
+    ended: on the same server (the kernel lives on) and after a restart (a new kernel). The
+    saved output then held a widget whose model no kernel had: "Error displaying widget"."""
+    from playwright.sync_api import sync_playwright
+
+    require_chromium()
+    notebook = long_quickstart(tmp_path)
+    with jupyterlab(tmp_path) as lab, sync_playwright() as p:
+        with browser_page(p, "saved-mid-run", viewport={"width": 1300, "height": 1000}) as page:
+            open_notebook(page, lab, notebook)
+            run_all_cells(page, notebook)
+            wait_ui(page, "() => Number(document.querySelector('.wb-dash')?.dataset.points || 0) > 2",
+                    "the dashboard to plot more than two points", 300_000)
+            page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+            wait_for(lambda: _saved_widget_views(tmp_path / notebook) == 1, 60, "the notebook saved mid-run")
+        # the page is closed; the run ends as Stop ends it (an interrupt), with no page open
+        (kernel,) = [s["kernel"]["id"] for s in api(lab, "/api/sessions") if s["path"] == notebook]
+        api(lab, f"/api/kernels/{kernel}/interrupt", {})
+        wait_for(lambda: [json.loads(p.read_text()).get("status") for p in (tmp_path / "runs").glob("*/summary.json")]
+                 == ["stopped"], 180, "the run to stop")
+        wait_for(lambda: api(lab, f"/api/kernels/{kernel}")["execution_state"] == "idle", 120, "the kernel to idle")
+        assert _saved_widget_views(tmp_path / notebook) == 1, "the file still holds the live widget"
+        with browser_page(p, "saved-mid-run-reopened", viewport={"width": 1300, "height": 1000}) as page:
+            _reopened_shows_the_finished_run(page, lab, notebook, "stopped")
+            page.screenshot(path=str(ARTIFACTS / "browser-saved-mid-run-reopened.png"))
+    with jupyterlab(tmp_path) as lab, sync_playwright() as p, \
+            browser_page(p, "saved-mid-run-restarted", viewport={"width": 1300, "height": 1000}) as page:
+        _reopened_shows_the_finished_run(page, lab, notebook, "stopped")

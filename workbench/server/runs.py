@@ -183,6 +183,25 @@ class RunTable:
             row["eta_s"] = tail.eta_s(row["max_steps"])
         return row
 
+    def saved(self, full: Any) -> dict[str, Any]:
+        """The saved output of the run at the absolute path ``full`` (what a live dashboard's
+        output names) once it has ended, else None; NotFound outside the root."""
+        from ..views.dashboard import saved_run_output
+
+        if not isinstance(full, str) or not os.path.isabs(full):
+            raise BadPath(
+                "give 'path': the run directory's absolute path, as the dashboard's output names it"
+            )
+        try:
+            rel = Path(full).resolve().relative_to(self.root).as_posix()
+        except ValueError:
+            raise NotFound(f"{full!r} is outside the server's root") from None
+        path = self.resolve(rel)
+        run = RunDir(path)
+        status = run.status
+        output = None if status in ("running", "prepared") else saved_run_output(run)
+        return {"path": self.relative(path), "status": status, "output": output}
+
     def detail(self, rel: Any) -> dict[str, Any]:
         """One run: summary, spec, the last events, its checkpoints, its latest sample grid."""
         path = self.resolve(rel)
