@@ -38,7 +38,7 @@ CHECKS = {
     and r["grid_steps"] == [15, 30]
     and r["reader_accuracy"] > 0.9,
     "07_multi_device": lambda r: r["status"] == "completed" and r["ranks_identical"] and r["world_size"] == 2
-    and r["two_nodes_status"] == "completed" and r["two_nodes_identical"],
+    and r["two_nodes_status"] == "completed" and r["two_nodes_identical"] and r["gaudi_nodes_device"] == "hpu",
     # a price from a positive throughput, and a shapes ratio of two positive throughputs:
     # both contenders measured. Which one is faster is for the benchmarks to say, not a
     # smoke run of 3 steps x 1 repeat (tests never assert a timing)
