@@ -181,6 +181,11 @@ class RunTable:
         )
         if status == "running":
             row["eta_s"] = tail.eta_s(row["max_steps"])
+        elif summary.get("tokens_per_s") or summary.get("samples_per_s"):
+            # an ended run's throughput is the one it reports (after warm-up), not its last
+            # interval's, which may have been a step or two after an evaluation
+            row["tokens_per_s"] = summary.get("tokens_per_s")
+            row["samples_per_s"] = summary.get("samples_per_s")
         return row
 
     def saved(self, full: Any) -> dict[str, Any]:
