@@ -275,3 +275,32 @@ def test_the_live_view_shows_a_grid_from_its_message_bytes(browser, tmp_path):
                             "const g = c.getContext('2d'); g.drawImage(i, 0, 0); return [...g.getImageData(0, 0, 1, 1).data]; }")
         assert pixel == [0, 0, 255, 255], "the PNG bytes as sent"
         assert not errors, errors
+
+
+def _duration(s: float) -> str:
+    """js/src/view.js's duration()."""
+    h, m, sec = int(s // 3600), int(s % 3600 // 60), int(s % 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s" if m else f"{sec}s"
+
+
+def test_the_headers_eta_is_the_side_panels(browser, tmp_path):
+    """The same moment, the same ETA: the header timed the whole run (warm-up included), the
+    panel the recent steps after warm-up (53m57s against 45m27s in a course run)."""
+    import json
+
+    from workbench.server.tail import EventTail
+
+    events = []
+    for s in range(1, 61):  # 5 slow warm-up steps (compiles), then a steady pace, 60 of 120
+        t = 4.0 * s if s <= 5 else 20 + 0.5 * (s - 5) * (1 + 0.2 * (s % 2))
+        events.append({**_events(n=60)[s - 1], "time": t})
+    events = [e for e in events if e["phase"] != "eval"]
+    log = tmp_path / "events.jsonl"
+    log.write_text("".join(json.dumps(e) + "\n" for e in [{"phase": "start", "step": 0, "max_steps": 120}, *events]))
+    tail = EventTail(log)
+    tail.poll()
+    want = f"ETA {_duration(tail.eta_s(120))}"
+    html = _html({"a": events}, {"a": {"status": "running"}}, status="running")
+    with _open(browser, tmp_path, html, "view-eta") as (pg, errors):
+        assert pg.locator(".wb-time").inner_text().endswith(want), (pg.locator(".wb-time").inner_text(), want)
+        assert not errors, errors
