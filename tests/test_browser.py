@@ -359,6 +359,15 @@ def test_the_pickers_example_pasted_cell_by_cell_shows_its_widgets(lab):
                 60_000)
         page.screenshot(path=str(ARTIFACTS / "browser-pickers-pasted.png"), full_page=True)
         assert "Error displaying widget" not in page.locator(".jp-Notebook").inner_text()
+        cut = page.eval_on_selector_all(".jp-Notebook label.widget-label",
+                                        "els => els.filter(e => e.offsetWidth > 0 && e.scrollWidth > e.clientWidth)"
+                                        ".map(e => e.textContent)")
+        assert not cut, f"labels cut off: {cut}"
+        outside = page.eval_on_selector_all(
+            ".jp-Notebook .jp-OutputArea-output .widget-inline-hbox",
+            "els => els.filter(e => e.offsetWidth > 0 && e.getBoundingClientRect().right >"
+            " e.closest('.jp-OutputArea-output').getBoundingClientRect().right + 1).map(e => e.textContent.trim())")
+        assert not outside, f"controls past the output's right edge: {outside}"
 
 
 def _saved_widget_views(path) -> int:

@@ -19,7 +19,14 @@ GREEN, RED = markup.GREEN, markup.RED
 
 def control_style() -> dict[str, Any]:
     """Keyword arguments that give every control the same label and field width."""
-    return {"style": {"description_width": "90px"}, "layout": w.Layout(width="250px")}
+    # 120px holds the longest label ("tokens (0: off)", "target column") in JupyterLab's
+    # 13px font; 90px cut them off (tests/test_browser.py measures every label)
+    return {"style": {"description_width": "120px"}, "layout": w.Layout(width="280px")}
+
+
+def row(controls: list) -> w.HBox:
+    """Controls side by side, wrapping onto the next line where the output is narrower."""
+    return w.HBox(controls, layout=w.Layout(flex_flow="row wrap"))
 
 
 def error_text(e: Exception) -> str:

@@ -17,7 +17,7 @@ from ..backends.registry import ORDER, PRECISIONS
 from ..catalog import FAMILIES, ModelSpec
 from ..data import DataSpec, infer_task
 from ..training.runargs import default
-from .composite import Composite, control_style, error_html, error_text
+from .composite import Composite, control_style, error_html, error_text, row
 from .pickers import DataPicker, ModelPicker, pick_dataset, pick_model
 
 
@@ -135,8 +135,8 @@ class TrainForm(Composite):
         self.widget = w.VBox(
             [
                 *embedded,
-                w.HBox([self.until, self.max_steps, self.epochs, self.lr]),
-                w.HBox([self.batch_size, self.max_length, self.precision, self.device]),
+                row([self.until, self.max_steps, self.epochs, self.lr]),
+                row([self.batch_size, self.max_length, self.precision, self.device]),
                 w.HBox([self.train_button, self.code_button]),
                 self.message,
                 self.code_view,

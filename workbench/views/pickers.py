@@ -37,6 +37,7 @@ from .composite import (
     histogram_png,
     html_table,
     human_count,
+    row,
 )
 
 HUB = "hub id or local path"
@@ -136,8 +137,8 @@ class ModelPicker(Composite):
         )
         self.widget = w.VBox(
             [
-                w.HBox([self.family, self.size, self.source]),
-                w.HBox([self.task, self.batch_size, self.seq_len, self.precision, self.tokens]),
+                row([self.family, self.size, self.source]),
+                row([self.task, self.batch_size, self.seq_len, self.precision, self.tokens]),
                 self.summary,
                 self.devices,
             ]
@@ -427,9 +428,9 @@ class DataPicker(Composite):
         )
         self.widget = w.VBox(
             [
-                w.HBox([self.source, self.path, self.hub]),
-                w.HBox([self.task, self.limit, self.max_length, self.batch_size]),
-                w.HBox(list(self.columns.values())),
+                row([self.source, self.path, self.hub]),
+                row([self.task, self.limit, self.max_length, self.batch_size]),
+                row(list(self.columns.values())),
                 self.message,
                 self.preview,
                 w.HBox([self.histogram, self.padding]),
