@@ -40,8 +40,10 @@ KERNEL = "python3"
 # a notebook whose kernel is not found starts the server's default kernel instead of opening
 # "Select Kernel". And apputils-extension/notification.json "fetchNews": no "Jupyter news?"
 # toast over the page.
+# "windowingMode" "none" (same schema): every cell is rendered, not only those in view, so
+# every dashboard of a notebook draws, and the page's checks (PageProblems) see them all.
 OVERRIDES = {
-    "@jupyterlab/notebook-extension:tracker": {"autoStartDefaultKernel": True},
+    "@jupyterlab/notebook-extension:tracker": {"autoStartDefaultKernel": True, "windowingMode": "none"},
     "@jupyterlab/apputils-extension:notification": {"fetchNews": "false"},
 }
 
@@ -171,12 +173,15 @@ def jupyterlab(workdir: Path):
 
 
 def long_quickstart(workdir: Path) -> str:
-    """The quickstart with parameters for a run long enough to stop (papermill's injection)."""
+    """The quickstart up to its training cell, with parameters for a run long enough to stop
+    (papermill's injection): the one run of the notebook is the one stopped."""
     from papermill.iorw import load_notebook_node
     from papermill.parameterize import parameterize_notebook
 
     nb = load_notebook_node(str(ROOT / "notebooks" / "01_quickstart.ipynb"))
     nb = parameterize_notebook(nb, {"MAX_STEPS": 100000, "BATCH_SIZE": 4})
+    last = max(i for i, c in enumerate(nb.cells) if "wb.train(" in c.source)
+    nb.cells = nb.cells[:last + 1]
     write_notebook(nb, workdir / "01_quickstart.ipynb")
     return "01_quickstart.ipynb"
 
@@ -190,17 +195,77 @@ def write_notebook(nb, path: Path) -> Path:
     return path
 
 
+# The longest the page's main thread may be busy in one task while a dashboard is on the
+# page (issue 40: an empty log-scale panel froze the tab for 6-8 s). Long tasks are the
+# Performance API's measure of it (w3c.github.io/longtasks: every task over 50 ms, with its
+# duration), read through a PerformanceObserver registered before the page's own scripts.
+STALL_MS = 1000
+
+_WATCH_LONG_TASKS = """(() => {
+    window.__wbLongTasks = [];
+    new PerformanceObserver((list) => {
+        // the observer runs after the task: a dashboard on the page then was there during it
+        // or was drawn by it
+        const dash = document.querySelector('.wb-dash') !== null;
+        for (const e of list.getEntries()) {
+            window.__wbLongTasks.push({start: Math.round(e.startTime), ms: Math.round(e.duration), dash});
+        }
+    }).observe({type: 'longtask', buffered: true});
+})();"""
+
+
+class PageProblems:
+    """What a page reported that a user would suffer: uncaught errors, console errors, and
+    main-thread stalls over STALL_MS while a dashboard was on the page."""
+
+    def __init__(self, page):
+        self.page = page
+        self.errors: list[str] = []
+        page.add_init_script(_WATCH_LONG_TASKS)
+        page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        page.on("console", self._console)
+
+    def _console(self, msg) -> None:
+        if msg.type == "error":
+            where = msg.location or {}
+            self.errors.append(f"console error: {msg.text} ({where.get('url', '')}:{where.get('lineNumber', '')})")
+
+    def stalls(self) -> list[dict]:
+        """The long tasks over STALL_MS with a dashboard on the page, from every document the
+        page has shown so far (a navigation starts a new list: read it before one)."""
+        with contextlib.suppress(Exception):
+            tasks = self.page.evaluate("() => window.__wbLongTasks || []")
+            return [t for t in tasks if t["dash"] and t["ms"] > STALL_MS]
+        return []
+
+    def check(self) -> None:
+        stalls = self.stalls()
+        found = self.errors + [f"the main thread stalled {t['ms']} ms at {t['start']} ms with a dashboard "
+                               f"on the page (limit {STALL_MS} ms)" for t in stalls]
+        assert not found, "the page reported:\n" + "\n".join(found)
+
+
 @contextlib.contextmanager
 def browser_page(playwright, name: str, **page_args):
     """A page in Debian's headless Chromium; on failure a full-page screenshot goes to
-    test-artifacts/browser-failure-NAME.png, for what the test could not say."""
+    test-artifacts/browser-failure-NAME.png, for what the test could not say.
+
+    Every page is watched (PageProblems): at the end of the block a page error, a console
+    error or a main-thread stall over STALL_MS while a dashboard was shown fails the test."""
     ARTIFACTS.mkdir(exist_ok=True)
     browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
         "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"])
     page = browser.new_page(**page_args)
+    # nbconvert's HTML loads require.js and MathJax from cdnjs; this machine has no network, so
+    # they come back empty (the page then runs as it did when they failed) rather than as a
+    # "Failed to load resource" console error that a user with a network never sees
+    page.route("https://cdnjs.cloudflare.com/**",
+               lambda route: route.fulfill(status=200, content_type="text/javascript", body=""))
+    problems = PageProblems(page)
     try:
         yield page
+        problems.check()
     except BaseException:
         with contextlib.suppress(Exception):
             page.screenshot(path=str(ARTIFACTS / f"browser-failure-{name}.png"), full_page=True)
@@ -277,3 +342,24 @@ def run_all_cells(page, notebook: str) -> None:
     expect(item).not_to_have_attribute("aria-disabled", "true", timeout=60_000)
     item.click()
     wait_ui(page, _STARTED, f"'Run All Cells' to start a cell of {notebook}", 120_000)
+
+
+# Every code cell of the current notebook has run (an execution count, from the notebook's
+# model: the page renders prompts lazily) and its kernel is idle again.
+_ALL_RAN = """() => {
+    const w = window.jupyterapp.shell.currentWidget, k = w?.sessionContext?.session?.kernel;
+    const cells = [...(w?.content?.model?.cells ?? [])].filter(c => c.type === 'code');
+    return cells.length > 0 && cells.every(c => c.executionCount !== null) && k?.status === 'idle';
+}"""
+
+# The outputs of the current notebook's cells that are errors: "ename: evalue" each.
+_ERRORS = """() => [...window.jupyterapp.shell.currentWidget.content.model.cells]
+    .filter(c => c.type === 'code').flatMap(c => c.outputs.toJSON())
+    .filter(o => o.output_type === 'error').map(o => `${o.ename}: ${o.evalue}`)"""
+
+
+def wait_all_ran(page, notebook: str, timeout_ms: int) -> None:
+    """Wait until every code cell of ``notebook`` has run; fail on a cell's error output."""
+    wait_ui(page, _ALL_RAN, f"every cell of {notebook} to run", timeout_ms)
+    errors = page.evaluate(_ERRORS)
+    assert not errors, f"{notebook} raised: {errors}"

@@ -153,6 +153,37 @@ def test_a_failed_run_shows_its_error_and_without_scripts_the_picture(browser, t
         assert "cannot load" in pg.locator(".wb-fallback table").inner_text(), "and the error in the table"
 
 
+def test_a_run_that_failed_before_its_first_step_shows_at_once(browser, tmp_path):
+    """No logged step: the loss panel is empty. On a log axis its range was [0, 1], and uPlot's
+    log-axis tick loop ran to the array limit (a 6-8 s frozen page, then "RangeError: Invalid
+    array length"); browser_page fails on that error and on a main-thread stall over 1 s."""
+    failed = {"status": "failed", "step": 0, "error": "OSError: cannot load 'gpt2' while offline"}
+    html = _html({"a": []}, {"a": failed}, status="failed")  # saved with "log loss" on
+    with _open(browser, tmp_path, html, "view-failed-at-step-0") as (pg, errors):
+        pg.wait_for_selector(".wb-error")
+        assert pg.locator(".wb-status").inner_text() == "failed"
+        assert "cannot load 'gpt2' while offline" in pg.locator(".wb-error").inner_text()
+        # the view toggles the scale: both ways again, with nothing to draw
+        pg.locator(".wb-log").click()
+        pg.locator(".wb-log").click()
+        pg.wait_for_function("() => document.querySelector('.wb-dash').wbChart.plots.length > 0")
+        assert not errors, errors
+
+
+@pytest.mark.parametrize("values", [[0.0, 0.0], [1.0, 1.0], [-2.0, 0.0], [1e-9, 1e-9]],
+                         ids=["zeros", "one-decade-value", "non-positive", "tiny"])
+def test_a_log_loss_panel_of_degenerate_values_draws_at_once(browser, tmp_path, values):
+    """Values a log axis cannot span on their own: every one 0 or below, or all one power of ten."""
+    events = [{"step": s + 1, "phase": "train", "loss": v, "time": 0.1 * (s + 1)} for s, v in enumerate(values)]
+    html = _html({"a": events}, {"a": {**SUMMARY, "step": len(values)}})
+    with _open(browser, tmp_path, html, "view-degenerate-log") as (pg, errors):
+        pg.wait_for_function("() => document.querySelector('.wb-dash')?.wbChart.plots.length > 0")
+        ranges = pg.evaluate("() => document.querySelector('.wb-dash').wbChart.plots"
+                             ".filter(p => p.wbPanel === 'loss').map(p => [p.scales.y.min, p.scales.y.max])")
+        assert ranges and all(0 < lo < hi for lo, hi in ranges if lo is not None), ranges
+        assert not errors, errors
+
+
 def test_nbconvert_html_of_a_saved_notebook_shows_the_interactive_chart(browser, tmp_path):
     import nbformat
     from nbconvert import HTMLExporter
@@ -243,4 +274,33 @@ def test_the_live_view_shows_a_grid_from_its_message_bytes(browser, tmp_path):
                             "document.createElement('canvas'); c.width = i.naturalWidth; c.height = i.naturalHeight; "
                             "const g = c.getContext('2d'); g.drawImage(i, 0, 0); return [...g.getImageData(0, 0, 1, 1).data]; }")
         assert pixel == [0, 0, 255, 255], "the PNG bytes as sent"
+        assert not errors, errors
+
+
+def _duration(s: float) -> str:
+    """js/src/view.js's duration()."""
+    h, m, sec = int(s // 3600), int(s % 3600 // 60), int(s % 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s" if m else f"{sec}s"
+
+
+def test_the_headers_eta_is_the_side_panels(browser, tmp_path):
+    """The same moment, the same ETA: the header timed the whole run (warm-up included), the
+    panel the recent steps after warm-up (53m57s against 45m27s in a course run)."""
+    import json
+
+    from workbench.server.tail import EventTail
+
+    events = []
+    for s in range(1, 61):  # 5 slow warm-up steps (compiles), then a steady pace, 60 of 120
+        t = 4.0 * s if s <= 5 else 20 + 0.5 * (s - 5) * (1 + 0.2 * (s % 2))
+        events.append({**_events(n=60)[s - 1], "time": t})
+    events = [e for e in events if e["phase"] != "eval"]
+    log = tmp_path / "events.jsonl"
+    log.write_text("".join(json.dumps(e) + "\n" for e in [{"phase": "start", "step": 0, "max_steps": 120}, *events]))
+    tail = EventTail(log)
+    tail.poll()
+    want = f"ETA {_duration(tail.eta_s(120))}"
+    html = _html({"a": events}, {"a": {"status": "running"}}, status="running")
+    with _open(browser, tmp_path, html, "view-eta") as (pg, errors):
+        assert pg.locator(".wb-time").inner_text().endswith(want), (pg.locator(".wb-time").inner_text(), want)
         assert not errors, errors

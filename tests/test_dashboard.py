@@ -404,3 +404,29 @@ def test_headless_mode_redraws_the_picture_when_a_grid_arrives(run):
     d(_samples(2, (0, 255, 0)))
     png = Image.open(io.BytesIO(base64.b64decode(d.handle.data["image/png"])))
     assert png.height > Image.open(io.BytesIO(chart.render_png({run.name: d.events[:2]}))).height
+
+
+def test_a_run_evaluates_its_last_step_once_and_its_saved_output_lists_each_evaluation(tmp_path, monkeypatch):
+    """eval_every dividing max_steps: the last step's evaluation is the final one (it ran twice:
+    9 s of notebook 02's 196 s). The saved output keeps a row per evaluation, as Hugging Face's
+    notebook progress does: step, epoch, the training loss by then, the eval loss, each metric."""
+    import workbench as wb
+
+    monkeypatch.chdir(tmp_path)
+    run = wb.train(wb.model("bert", size="tiny"), wb.dataset("docstrings-topic", limit=200), max_steps=8,
+                   batch_size=8, eval_every=4, log_every=2, live=False)
+    assert run.status == "completed"
+    evals = [e for e in run.events if e.get("phase") == "eval"]
+    assert [e["step"] for e in evals] == [4, 8], "one evaluation a step, the last one once"
+    from workbench.views.dashboard import saved_run_output
+
+    page = saved_run_output(wb.Run.open(run.path))["text/html"]
+    table = re.search(r"<div class='wb-evals'>(.*?)</div>", page, re.S).group(1)
+    heads = re.findall(r"<th[^>]*>(.*?)</th>", table)
+    assert heads == ["step", "epoch", "train loss", "eval loss", "accuracy"]
+    rows = [re.findall(r"<td[^>]*>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", table)[1:]]
+    train = {e["step"]: e for e in run.events if e.get("phase") == "train"}
+    assert [r[0] for r in rows] == ["4", "8"]
+    for row, e in zip(rows, evals):
+        assert row[2] == f"{train[e['step']]['loss']:.4g}" and row[3] == f"{e['eval_loss']:.4g}"
+        assert row[4] == f"{e['eval_accuracy']:.4g}"

@@ -194,3 +194,25 @@ def test_panel_names_the_kernel_that_holds_a_card_and_shutting_it_down_frees_it(
         page.locator(".jp-Dialog").wait_for(state="detached", timeout=30_000)
         wait_ui(page, f"() => document.querySelector(\"{card0}\")?.dataset.free === 'true'",
                 "card 0 to read free once its kernel is shut down", 120_000)
+
+
+def test_the_panels_throughput_is_a_finished_runs_own_and_a_running_runs_last_measured(tmp_path, make_run):
+    """A finished run showed "0 samples/s": its last event, logged after an evaluation, had
+    no throughput. Now an ended run shows the throughput its summary reports, and an event
+    without one keeps the last measured."""
+    from workbench.server.runs import RunTable
+
+    path = make_run(tmp_path / "runs", "20260101-000000-bert-tiny-done",
+                    summary={"status": "completed", "ended": True, "step": 3, "samples_per_s": 31.0})
+    events = [{"phase": "start", "step": 0, "max_steps": 3},
+              {"phase": "train", "step": 1, "loss": 2.0, "samples_per_s": 30.0, "time": 1.0},
+              {"phase": "eval", "step": 2, "eval_loss": 2.1, "time": 2.0},
+              {"phase": "train", "step": 3, "loss": 1.9, "samples_per_s": 0.0, "tokens_per_s": None, "time": 3.0}]
+    (path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    (row,) = RunTable(tmp_path).rows()
+    assert row["samples_per_s"] == 31.0 and row["status"] == "completed"
+    from workbench.server.tail import EventTail
+
+    tail = EventTail(path / "events.jsonl")
+    tail.poll()
+    assert tail.samples_per_s == 30.0, "the last measured, not the empty interval's 0"

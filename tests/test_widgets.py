@@ -317,3 +317,43 @@ def test_the_form_alone_builds_and_shows_its_own_pickers():
     assert form.data_picker.widget in form.widget.children
     assert form.call()[0].name == "bert-tiny" and form.call()[1].source == "docstrings-topic"
     assert train_form().model_picker is not form.model_picker  # no shared state between cells
+
+
+def _pickers_example() -> list[str]:
+    """docs/pickers.md's example, one statement a cell, as its comment says to paste it."""
+    import ast
+
+    from conftest import ROOT
+
+    text = (ROOT / "docs" / "pickers.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    return [ast.get_source_segment(code, node) for node in ast.parse(code).body]
+
+
+def _widget_views_per_cell(cells: list[str], tmp_path) -> list[int]:
+    """Run ``cells`` in a real kernel (nbclient); how many widget views each cell's output holds."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    NotebookClient(nb, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}},
+                   timeout=600).execute()
+    return [sum(WIDGET_VIEW in o.get("data", {}) for o in c.outputs) for c in nb.cells]
+
+
+def test_the_pickers_examples_cells_each_show_their_widget(tmp_path):
+    """Pasted cell by cell, the docs' example shows the model picker, the dataset picker and
+    the form, each once (once three empty cells: a picker showed only as a cell's last value)."""
+    cells = _pickers_example()
+    assert [c.split("=")[0].strip() for c in cells[1:4]] == ["model", "data", "form"], cells
+    assert _widget_views_per_cell(cells, tmp_path) == [0, 1, 1, 1, 0]
+
+
+def test_a_picker_shows_once_as_a_cells_value_and_a_forms_own_pickers_inside_it(tmp_path):
+    cells = ["import workbench as wb\nmodel = wb.pick_model()\nmodel",  # its value: shown once
+             "data = wb.pick_dataset(limit=50)\ndisplay(data)",  # displayed: not again
+             "form = wb.train_form()",  # its own pickers are in the form, not shown again
+             "pickers = [wb.pick_model(), wb.pick_dataset(limit=50)]",  # two made, two shown
+             "x = 1"]  # nothing left from an earlier cell
+    assert _widget_views_per_cell(cells, tmp_path) == [1, 1, 1, 2, 0]

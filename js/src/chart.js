@@ -60,6 +60,19 @@ function logFilter(u, splits) {
   });
 }
 
+export function logRange(min, max) {
+  // a log axis's range: whole decades around the positive data, at least one decade wide.
+  // uPlot's log-axis ticks step from decade to decade between the range's ends: an end at 0
+  // or below (log10 = -Infinity), or not a number, sends that loop on until the array limit
+  // (a frozen page, then "RangeError: Invalid array length"), so no data, or none above 0,
+  // gets 1 to 10.
+  if (!(min > 0) || !(max > 0) || !Number.isFinite(min) || !Number.isFinite(max)) return [1, 10];
+  const lo = 10 ** Math.floor(Math.log10(min));
+  let hi = 10 ** Math.ceil(Math.log10(max));
+  if (!(hi > lo)) hi = lo * 10;  // one value, or all values on one power of ten
+  return [lo, hi];
+}
+
 export function smooth(values, weight) {
   // TensorBoard's smoothing: an exponential moving average, debiased so the first points
   // are not pulled towards zero; missing values are skipped, not averaged in
@@ -216,9 +229,8 @@ export class Chart {
     const warm = panel.warmup && o.warmupSteps > 0;
     const titleNotes = [d.log && "log scale", warm && "warm-up shaded", total && `of ${fmt(total)} ${panel.unit || ""} total`.replace("  ", " ")]
       .filter(Boolean);
-    const yRange = (u, min, max) => {
-      if (min === null || max === null) return [0, 1];
-      if (d.log) return [10 ** Math.floor(Math.log10(min)), 10 ** Math.ceil(Math.log10(max))];
+    const linearRange = (min, max) => {
+      if (!Number.isFinite(min) || !Number.isFinite(max)) return [0, 1];
       let lo = panel.zero || (min > 0 && min < 0.3 * max) ? Math.min(0, min) : min;
       let hi = max;
       if (total && max > 0.5 * total) hi = total;  // the device's size, once it matters
@@ -226,6 +238,7 @@ export class Chart {
       const pad = (hi - lo) * 0.06;
       return [lo === 0 ? 0 : lo - pad, hi + pad];
     };
+    const yRange = (u, min, max) => (d.log ? logRange(min, max) : linearRange(min, max));
     return {
       width, height: HEIGHT,
       title: panel.title + (titleNotes.length ? ` (${titleNotes.join(", ")})` : ""),

@@ -22,6 +22,27 @@ export function duration(s) {
   return h ? `${h}h${String(m).padStart(2, "0")}m` : m ? `${m}m${String(sec).padStart(2, "0")}s` : `${sec}s`;
 }
 
+// The ETA the header shows is the side panel's (workbench/server/tail.py, EventTail.eta_s):
+// the step rate over the last PACE_POINTS logged steps, those after warm-up where there are
+// two, else all of them. (The header once timed the whole run, warm-up included: 53m57s
+// against the panel's 45m27s at the same moment.)
+export const PACE_POINTS = 20;
+
+export function etaSeconds(steps, times, warmupSteps, total) {
+  const logged = [];
+  for (let i = 0; i < steps.length; i++) {
+    if (Number.isFinite(steps[i]) && Number.isFinite(times[i])) logged.push(i);
+  }
+  const recent = logged.slice(-PACE_POINTS);
+  let points = recent.filter((i) => !(steps[i] <= warmupSteps));
+  if (points.length < 2) points = recent;
+  if (!total || points.length < 2) return NaN;
+  const a = points[0], b = points[points.length - 1];
+  if (!(steps[b] > steps[a]) || !(times[b] > times[a])) return NaN;
+  const step = steps[steps.length - 1];
+  return (Math.max(total - step, 0) * (times[b] - times[a])) / (steps[b] - steps[a]);
+}
+
 export function emptyRun() {
   return { train: {}, eval: {} };
 }
@@ -125,8 +146,7 @@ export function mountDashboard(el, model, { live }) {
     q(".wb-status").dataset.status = status;
     q(".wb-step").textContent = total ? `step ${step}/${total}` : (steps.length ? `step ${step}` : "");
     const elapsed = times.length ? times[times.length - 1] : NaN;
-    let eta = NaN;
-    if (steps.length > 1 && total) eta = ((elapsed - times[0]) / (step - steps[0])) * (total - step);
+    const eta = etaSeconds(steps, times, opts.warmupSteps || 0, total);
     q(".wb-time").textContent = times.length ? `elapsed ${duration(elapsed)}` + (status === "running" ? ` · ETA ${duration(eta)}` : "") : "";
     q(".wb-device").textContent = model.get("device");
     q(".wb-fill").style.width = total ? `${Math.min(100, (100 * step) / total)}%` : "0%";

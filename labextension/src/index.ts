@@ -9,6 +9,7 @@ import { INotebookTracker, NotebookActions } from '@jupyterlab/notebook';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { LabIcon } from '@jupyterlab/ui-components';
 
+import { healSavedRuns } from './heal';
 import { DevicesModel, RunsModel } from './model';
 import { WorkbenchPanel } from './panel';
 import { WorkbenchStatus } from './status';
@@ -88,6 +89,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
       execute: () => app.shell.activateById(panel.id)
     });
     palette?.addItem({ command: OPEN, category: 'Gaudi Workbench' });
+
+    notebooks?.widgetAdded.connect((_, nbPanel) => void healSavedRuns(nbPanel));
 
     if (statusBar) {
       const item = new WorkbenchStatus(runs, () => void app.commands.execute(OPEN));

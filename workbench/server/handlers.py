@@ -85,6 +85,22 @@ class RunHandler(_Handler):
         self.answer(self.table.detail, rel)
 
 
+class SavedHandler(_Handler):
+    """``GET workbench/saved?path=<absolute run directory>``: an ended run's saved output
+    (``output``: a mime bundle; null while it runs), for a notebook saved mid-run."""
+
+    @tornado.web.authenticated
+    def get(self) -> None:
+        full = self.get_query_argument("path", None)
+        if full is None:
+            raise tornado.web.HTTPError(
+                400,
+                "missing query argument 'path': ask for workbench/saved?path=<the run "
+                "directory's absolute path, as the dashboard's output names it>",
+            )
+        self.answer(self.table.saved, full)
+
+
 class StopHandler(_Handler):
     """``POST workbench/stop`` with ``{"path": rel}``: ask a running run to stop after its step."""
 
@@ -115,6 +131,7 @@ def handlers(base_url: str, table: RunTable) -> list[tuple[str, type, dict]]:
             ("cards", CardsHandler),
             ("runs", RunsHandler),
             ("run", RunHandler),
+            ("saved", SavedHandler),
             ("stop", StopHandler),
         )
     ]

@@ -184,6 +184,11 @@ class RunTable:
         )
         if status == "running":
             row["eta_s"] = tail.eta_s(row["max_steps"])
+        elif summary.get("tokens_per_s") or summary.get("samples_per_s"):
+            # an ended run's throughput is the one it reports (after warm-up), not its last
+            # interval's, which may have been a step or two after an evaluation
+            row["tokens_per_s"] = summary.get("tokens_per_s")
+            row["samples_per_s"] = summary.get("samples_per_s")
         return row
 
     def memory_by_writer(self) -> dict[int, tuple[int, int | None]]:
@@ -204,6 +209,25 @@ class RunTable:
             if found and found[2] == host:
                 out[int(found[1])] = (int(tail.mem_alloc), tail.mem_total)
         return out
+
+    def saved(self, full: Any) -> dict[str, Any]:
+        """The saved output of the run at the absolute path ``full`` (what a live dashboard's
+        output names) once it has ended, else None; NotFound outside the root."""
+        from ..views.dashboard import saved_run_output
+
+        if not isinstance(full, str) or not os.path.isabs(full):
+            raise BadPath(
+                "give 'path': the run directory's absolute path, as the dashboard's output names it"
+            )
+        try:
+            rel = Path(full).resolve().relative_to(self.root).as_posix()
+        except ValueError:
+            raise NotFound(f"{full!r} is outside the server's root") from None
+        path = self.resolve(rel)
+        run = RunDir(path)
+        status = run.status
+        output = None if status in ("running", "prepared") else saved_run_output(run)
+        return {"path": self.relative(path), "status": status, "output": output}
 
     def detail(self, rel: Any) -> dict[str, Any]:
         """One run: summary, spec, the last events, its checkpoints, its latest sample grid."""

@@ -58,6 +58,7 @@ class Events(TrainerCallback):
         self.intervals: list[dict] = []
         self.last: dict[str, Any] = {}
         self.eval: dict[str, float] = {}
+        self.eval_step: int | None = None  # the step of the last evaluation
         self._mark = None  # (time, step, samples, tokens) at the start of the interval
         self._restart = True
 
@@ -159,6 +160,7 @@ class Events(TrainerCallback):
             if k != "epoch" and not k.endswith(("_runtime", "_per_second", "_steps_per_second"))
         }
         self.eval = {k.removeprefix("eval_"): v for k, v in keep.items()}
+        self.eval_step = state.global_step
         self.log.emit(
             {"step": state.global_step, "phase": "eval", **keep, "time": monotonic() - self.t_start}
         )  # for the view's time axis

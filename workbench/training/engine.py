@@ -204,7 +204,12 @@ def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: i
                     if error is None
                     else (status, error)
                 )
-                if status != "failed" and error is None:
+                # the final evaluation, unless the last step has just had one (eval_every)
+                if (
+                    status != "failed"
+                    and error is None
+                    and events.eval_step != trainer.state.global_step
+                ):
                     try:
                         trainer.evaluate()
                     except Terminated as e:  # after the run's end (and its checkpoint): it stands

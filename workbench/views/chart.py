@@ -423,6 +423,38 @@ def render_table(summaries: dict[str, dict]) -> str:
     return markup.table(rows, ["", *summaries], styles=(f"color:{markup.LABEL}",))
 
 
+def eval_rows(events: list[dict]) -> tuple[list[str], list[list[Any]]]:
+    """One row per evaluation, as Hugging Face's notebook progress table has it: step, epoch,
+    the training loss last logged by then, the eval loss and each eval metric; (head, rows).
+    An evaluation repeated at one step (a run's final one) is one row, the last."""
+    metrics = eval_metrics(events)
+    head = ["step", "epoch", "train loss", "eval loss", *(m.removeprefix("eval_") for m in metrics)]
+    last_train: dict = {}
+    by_step: dict[int, list[Any]] = {}
+    for e in events:
+        phase = e.get("phase")
+        if phase in ("warmup", "train") and e.get("loss") is not None:
+            last_train = e
+        elif phase == "eval":
+            by_step[e.get("step")] = [
+                e.get("step"),
+                last_train.get("epoch"),
+                last_train.get("loss"),
+                e.get("eval_loss"),
+                *(e.get(m) for m in metrics),
+            ]
+    return head, list(by_step.values())
+
+
+def render_eval_table(events: list[dict]) -> str:
+    """The evaluations of one run as an HTML table ("" for a run that never evaluated)."""
+    head, rows = eval_rows(events)
+    if not rows:
+        return ""
+    cells = [[_fmt("step", r[0]), *("-" if v is None else f"{v:.4g}" for v in r[1:])] for r in rows]
+    return markup.table(cells, head)
+
+
 def _fmt(key: str, v: Any) -> str:
     if v is None:
         return "-"

@@ -19,7 +19,14 @@ GREEN, RED = markup.GREEN, markup.RED
 
 def control_style() -> dict[str, Any]:
     """Keyword arguments that give every control the same label and field width."""
-    return {"style": {"description_width": "90px"}, "layout": w.Layout(width="250px")}
+    # 120px holds the longest label ("tokens (0: off)", "target column") in JupyterLab's
+    # 13px font; 90px cut them off (tests/test_browser.py measures every label)
+    return {"style": {"description_width": "120px"}, "layout": w.Layout(width="280px")}
+
+
+def row(controls: list) -> w.HBox:
+    """Controls side by side, wrapping onto the next line where the output is narrower."""
+    return w.HBox(controls, layout=w.Layout(flex_flow="row wrap"))
 
 
 def error_text(e: Exception) -> str:
@@ -71,6 +78,34 @@ def histogram_png(lengths, max_length: int) -> bytes:
     return buf.getvalue()
 
 
+# Composites made in the running cell and not displayed yet: at the cell's end each shows
+# itself, as matplotlib-inline's figures do (its flush_figures, run by IPython's
+# post_execute event, displays the figures a cell made). Emptied at every cell's end.
+_UNSHOWN: list[Composite] = []
+
+
+def _kernel_shell():
+    """The IPython shell of a Jupyter kernel this runs in, else None (a script, a terminal)."""
+    import sys
+
+    if "IPython" not in sys.modules:
+        return None
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    return shell if getattr(shell, "kernel", None) is not None else None
+
+
+def _show_unshown() -> None:
+    """IPython's post_execute callback: display what the cell made and did not display."""
+    from IPython.display import display
+
+    unshown = list(_UNSHOWN)
+    _UNSHOWN.clear()
+    for composite in unshown:
+        display(composite)
+
+
 class Composite:
     """Displays as its root ``VBox`` (``self.widget``); callbacks run ``update`` once per change.
 
@@ -104,5 +139,24 @@ class Composite:
     def _react(self, owner) -> None:
         """Adjust dependent controls (options, enabled state) before ``update``."""
 
+    def show_at_cell_end(self):
+        """In a Jupyter kernel, display this at the end of the cell unless the cell displays it
+        (its last expression, ``display(...)``) or a form takes it in; returns self."""
+        shell = _kernel_shell()
+        if shell is not None:
+            _UNSHOWN.append(self)
+            if _show_unshown not in shell.events.callbacks["post_execute"]:
+                shell.events.register("post_execute", _show_unshown)
+        return self
+
+    def shown_elsewhere(self) -> None:
+        """Displayed, or part of another widget: not shown again at the cell's end."""
+        if self in _UNSHOWN:
+            _UNSHOWN.remove(self)
+
     def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
+        self.shown_elsewhere()
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        # where widgets do not render (a saved notebook on GitHub): what was picked
+        bundle["text/plain"] = repr(self)
+        return bundle

@@ -44,6 +44,10 @@ from .page import asset, finite_json, saved_output, view_state
 from .progress import TextProgress, in_notebook
 
 MIN_INTERVAL = 0.25  # seconds between live messages: at most 4 a second
+# Beside the live widget in its output: which run it shows. A notebook saved while the run
+# trained and reopened after it ended holds a widget no kernel has; JupyterLab's extension
+# (labextension/src/heal.ts) then puts the run's saved output there (saved_run_output).
+RUN_MIME = "application/vnd.gaudi-workbench.run+json"
 MAX_POINTS = 36  # per message: 36 points x 12 float32 fields = 1.7 KB, under 2 KB
 
 
@@ -178,6 +182,7 @@ class Dashboard:
             + render_table({self.run.name: figures})
         )
         if self.widget is not None:
+            data[RUN_MIME] = {"path": str(Path(self.run.path).resolve())}
             data["application/vnd.jupyter.widget-view+json"] = {
                 "version_major": 2,
                 "version_minor": 0,
@@ -334,6 +339,26 @@ class Dashboard:
     def _on_msg(self, widget, content, buffers) -> None:
         if isinstance(content, dict) and content.get("type") == "stop":
             self.run.stop()
+
+
+def saved_run_output(run) -> dict[str, Any]:
+    """The output a finished run's dashboard leaves, read back from its directory ``run``
+    (a ``RunDir``): the same saved view and picture, for a notebook saved mid-run."""
+    events = run.events
+    start = next((e for e in events if e.get("phase") == "start"), {})
+    summary = {**run.summary, "status": run.status}
+    state = view_state(
+        {run.name: events},
+        {run.name: summary},
+        title=run.name,
+        current=run.name,
+        status=run.status,
+        max_steps=int(start.get("max_steps") or 0),
+        warmup_steps=int(run.spec.get("args", {}).get("throughput_warmup_steps") or 0),
+        device=str(start.get("device", "")),
+        mem_total=float(start.get("mem_total") or 0),
+    )
+    return saved_output({run.name: events}, {run.name: summary}, state, heading=run.name)
 
 
 def holding(kind: str) -> str:

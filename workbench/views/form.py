@@ -17,7 +17,7 @@ from ..backends.registry import ORDER, PRECISIONS
 from ..catalog import FAMILIES, ModelSpec
 from ..data import DataSpec, infer_task
 from ..training.runargs import default
-from .composite import Composite, control_style, error_html, error_text
+from .composite import Composite, control_style, error_html, error_text, row
 from .pickers import DataPicker, ModelPicker, pick_dataset, pick_model
 
 
@@ -128,12 +128,15 @@ class TrainForm(Composite):
         )
         for picker in (mp, dp):  # after the picker's own update: its value is the new one
             picker.on_update(self._refresh_code)
-        embedded = [p.widget for p, new in zip((self.model_picker, self.data_picker), made) if new]
+        embedded = [p for p, new in zip((self.model_picker, self.data_picker), made) if new]
+        for picker in embedded:  # shown inside the form, not again at the cell's end
+            picker.shown_elsewhere()
+        embedded = [p.widget for p in embedded]
         self.widget = w.VBox(
             [
                 *embedded,
-                w.HBox([self.until, self.max_steps, self.epochs, self.lr]),
-                w.HBox([self.batch_size, self.max_length, self.precision, self.device]),
+                row([self.until, self.max_steps, self.epochs, self.lr]),
+                row([self.batch_size, self.max_length, self.precision, self.device]),
                 w.HBox([self.train_button, self.code_button]),
                 self.message,
                 self.code_view,
@@ -296,8 +299,9 @@ def train_form(
     Returns
     -------
     TrainForm
-        Displays itself. Batch size, precision and max length are linked to the pickers.
+        Displays itself (at the cell's end, unless the cell displays it). Batch size,
+        precision and max length are linked to the pickers.
         Train starts ``wb.train(..., background=True)`` (``form.run``); Show code prints
         the same call.
     """
-    return TrainForm(model_picker, data_picker)
+    return TrainForm(model_picker, data_picker).show_at_cell_end()

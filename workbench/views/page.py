@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from ..jsonvalues import plain
-from .chart import RUN_COLOURS, history, panels_for, render_png, render_table, sample_grids
+from .chart import (
+    RUN_COLOURS,
+    history,
+    panels_for,
+    render_eval_table,
+    render_png,
+    render_table,
+    sample_grids,
+)
 
 BUILD = Path(__file__).resolve().parents[1] / "assets" / "build"
 
@@ -108,8 +116,12 @@ def saved_output(
         + render_table(summaries)
     )
     data = json.dumps(finite_json(state), separators=(",", ":")).replace("</", "<\\/")
+    # one run's evaluations, a row each: outside the fallback, so the interactive view keeps it
+    evals = render_eval_table(next(iter(runs.values()))) if len(runs) == 1 else ""
+    if evals:
+        evals = f"<div class='wb-evals'><b>Evaluations</b>{evals}</div>"
     page = (
-        f"<div class='wb-saved'><div class='wb-fallback'>{fallback}</div>"
+        f"<div class='wb-saved'><div class='wb-fallback'>{fallback}</div>{evals}"
         f"<script type='application/json' class='wb-state'>{data}</script>"
         f"<script>{_page_script()}</script></div>"
     )

@@ -37,6 +37,7 @@ from .composite import (
     histogram_png,
     html_table,
     human_count,
+    row,
 )
 
 HUB = "hub id or local path"
@@ -136,8 +137,8 @@ class ModelPicker(Composite):
         )
         self.widget = w.VBox(
             [
-                w.HBox([self.family, self.size, self.source]),
-                w.HBox([self.task, self.batch_size, self.seq_len, self.precision, self.tokens]),
+                row([self.family, self.size, self.source]),
+                row([self.task, self.batch_size, self.seq_len, self.precision, self.tokens]),
                 self.summary,
                 self.devices,
             ]
@@ -332,7 +333,8 @@ def pick_model(
     Returns
     -------
     ModelPicker
-        Displays itself; ``.value`` is the ``ModelSpec`` (None while the input is invalid),
+        Displays itself (at the cell's end, unless the cell displays it or a form takes it
+        in); ``.value`` is the ``ModelSpec`` (None while the input is invalid),
         ``.plan`` the ``MemoryPlan``, ``.fits`` the verdict on the detected device,
         ``.hub`` whether the weights need the hub (``"offline"``: they cannot load),
         ``.error`` the message shown.
@@ -344,7 +346,8 @@ def pick_model(
     >>> picker.value  # doctest: +SKIP
     ModelSpec(gpt2-small, task=causal_lm, source='openai-community/gpt2')
     """
-    return ModelPicker(family, size, batch_size, seq_len, precision, task, tokens)
+    picker = ModelPicker(family, size, batch_size, seq_len, precision, task, tokens)
+    return picker.show_at_cell_end()
 
 
 # --------------------------------------------------------------------------- dataset picker
@@ -425,9 +428,9 @@ class DataPicker(Composite):
         )
         self.widget = w.VBox(
             [
-                w.HBox([self.source, self.path, self.hub]),
-                w.HBox([self.task, self.limit, self.max_length, self.batch_size]),
-                w.HBox(list(self.columns.values())),
+                row([self.source, self.path, self.hub]),
+                row([self.task, self.limit, self.max_length, self.batch_size]),
+                row(list(self.columns.values())),
                 self.message,
                 self.preview,
                 w.HBox([self.histogram, self.padding]),
@@ -608,7 +611,8 @@ def pick_dataset(
     Returns
     -------
     DataPicker
-        Displays itself; ``.value`` is the ``DataSpec`` (None while the input is invalid),
+        Displays itself (at the cell's end, unless the cell displays it or a form takes it
+        in); ``.value`` is the ``DataSpec`` (None while the input is invalid),
         ``.lengths`` the token lengths, ``.stats`` the padding statistics.
     """
-    return DataPicker(source, tokenizer, max_length, batch_size, limit, task)
+    return DataPicker(source, tokenizer, max_length, batch_size, limit, task).show_at_cell_end()
