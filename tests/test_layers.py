@@ -403,13 +403,11 @@ DOCUMENTED_WRITES = {
     ("workbench/training/attention.py", "setattr(config)"): "that restore",
     ("workbench/training/torchconfig.py", "setattr(config)"):
         "torch._dynamo.config, set for a run and restored by the function each setter returns",
-    ("workbench/training/attachment.py", "base.collate_fn"):
-        "the loader the Trainer built for this train() call (counting wrapper), dropped after it",
-    ("workbench/training/attachment.py", "trainer.optimizer_cls_and_kwargs"):
-        "a documented Trainer constructor argument it keeps as its attribute, set before "
-        "train() only where the user chose no optimizer: as if the user had passed it",
     ("workbench/compat/optimum_habana.py", "trainer.gaudi_config"):
         "the Trainer the compat layer itself built (Optimum Habana's attribute)",
+    ("workbench/compat/optimum_habana.py", "trainer._gaudi_optimizer"):
+        "the GaudiTrainer the compat layer itself built: its own field, read by its "
+        "create_optimizer override (the hook transformers documents for subclasses)",
     ("workbench/compat/optimum_habana.py", "args.bf16"):
         "Optimum Habana's documented rule: use_torch_autocast turns bf16 on in its arguments",
 }
