@@ -1,5 +1,5 @@
 # Two commands set up everything: `make lab` and `make test`. `make check` is the fast tier
-# (every test not marked slow, under 3 minutes), `make lint` the static checks (a minute).
+# (every test not marked slow, under 3 minutes), `make lint` the static checks (seconds).
 # Each (re)creates .venv when it is missing or older than pyproject.toml/constraints.txt.
 
 PYTHON ?= python3

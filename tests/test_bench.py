@@ -68,6 +68,7 @@ def training_args(monkeypatch):
     return built
 
 
+@pytest.mark.slow
 def test_log_every_zero_leaves_each_engine_its_own_cadence(training_args):
     import transformers
 
@@ -103,6 +104,7 @@ def test_dashboard_and_scaling_benches_run(tmp_path, bench, args, ratio):
         assert result["messages"]["per_run"] >= 1 and result["messages"]["max_bytes"] < 2048
 
 
+@pytest.mark.slow
 def test_sdcache_bench_times_images_and_cache_side_by_side_and_counts_sd15_flops():
     pytest.importorskip("diffusers")
     from workbench.bench import sdcache
@@ -145,6 +147,7 @@ def test_mfu_bench_times_trainer_and_workbench_on_the_same_blocks(tmp_path):
     assert "mfu" not in result["ratios"]  # a CPU has no bf16 peak in the table: no made-up MFU
 
 
+@pytest.mark.slow
 def test_mfu_bench_times_the_compiled_trainer_beside_compiled_wb_train(training_args):
     """What compile=True brings beyond torch.compile itself (on a GPU: the mask-free causal
     attention of packed runs), measured against Trainer(torch_compile=True)."""
@@ -159,6 +162,7 @@ def test_mfu_bench_times_the_compiled_trainer_beside_compiled_wb_train(training_
     assert result["config"]["best"] == "workbench_compiled", "figures are wb.train's, never the Trainer's"
 
 
+@pytest.mark.slow
 def test_mfu_bench_refuses_a_model_that_cannot_be_packed():
     from workbench.bench import mfu
 
@@ -215,6 +219,7 @@ def test_shapes_bench_base_size_uses_bert_base_and_gpt2_124m_shapes():
         shapes(size="huge")
 
 
+@pytest.mark.slow
 def test_shapes_bench_smoke_run_has_the_documented_keys():
     from workbench.bench import shapes
 
@@ -285,6 +290,7 @@ def test_interleaved_chunks_rotate_the_order_and_time_every_step():
     assert acc == {k: (120, 1.5) for k in "abc"}
 
 
+@pytest.mark.slow
 def test_the_package_keeps_its_names_and_command_line():
     import workbench.bench as bench
 

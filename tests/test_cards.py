@@ -74,6 +74,7 @@ PROBES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("probe", list(PROBES))
 def test_after_a_probe_another_process_takes_that_card(process, probe):
     """On a one-card node, a process that asked what devices exist (and is still alive) has
@@ -108,6 +109,7 @@ def test_device_files_come_from_one_documented_place(fake_hpu, monkeypatch, tmp_
 
 
 # ------------------------------------------------------------------ 2. what this process holds
+@pytest.mark.slow
 def test_a_process_that_trained_knows_its_card_and_says_so(fake_hpu):
     code = textwrap.dedent("""
         import json, workbench as wb
@@ -130,6 +132,7 @@ def test_a_process_that_trained_knows_its_card_and_says_so(fake_hpu):
     assert out["header"] == out["says"] and out["cpu"] == "", "the dashboard's header says it"
 
 
+@pytest.mark.slow
 def test_devices_and_the_cli_name_the_holder_and_its_notebook(process):
     pid = process(TAKE, JPY_SESSION_NAME="notebooks/05_llama_lora.ipynb")
     other = process(TAKE)
@@ -188,6 +191,7 @@ def test_placement_without_holders_leaves_the_environment_alone(fake_hpu):
     assert launch_env(wb.device("cpu"), 2) == {}
 
 
+@pytest.mark.slow
 def test_placement_honours_the_callers_visible_modules(process, monkeypatch):
     from workbench.backends.registry import launch_env
 
@@ -199,6 +203,7 @@ def test_placement_honours_the_callers_visible_modules(process, monkeypatch):
         launch_env(dev, 3)
 
 
+@pytest.mark.slow
 def test_the_doctor_says_what_this_process_holds(fake_hpu, tmp_path):
     code = textwrap.dedent(f"""
         import json, workbench as wb

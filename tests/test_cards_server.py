@@ -100,6 +100,7 @@ def notebook(http, jp_serverapp, jp_root_dir):
         c.stop_channels()
 
 
+@pytest.mark.slow
 def test_two_notebooks_share_a_node_and_the_panel_names_their_cards(node, http, notebook,
                                                                     jp_asyncio_loop):
     kid_a, run_a = notebook("course/05_llama_lora.ipynb")

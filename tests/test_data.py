@@ -28,6 +28,7 @@ def test_docstrings_topic_is_balanced_over_six_packages():
     assert spec.label_names == list(bundled.TOPIC_MODULES) and spec.num_labels == 6
 
 
+@pytest.mark.slow
 def test_bundled_builders_are_deterministic():
     assert bundled._build_topic() == bundled._build_topic()
     summary = bundled._build_summary()

@@ -226,6 +226,7 @@ def test_import_never_loads_bridge_even_when_present(fake_env):
     subprocess.run([sys.executable, "-c", LIGHT], check=True, env=fake_env)
 
 
+@pytest.mark.slow
 def test_cli_devices_and_version(fake_env):
     from pathlib import Path
 

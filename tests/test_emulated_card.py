@@ -60,6 +60,7 @@ def _probe(fake_env, code, **extra):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_a_second_process_cannot_take_a_held_card(fake_env, holder):
     assert holder(HLS_MODULE_ID="1") == 1
     out = _probe(fake_env, "out['name'] = torch.hpu.get_device_name()",
@@ -67,6 +68,7 @@ def test_a_second_process_cannot_take_a_held_card(fake_env, holder):
     assert "synStatus=20 [Device already acquired] Device acquire failed." in out["error"]
 
 
+@pytest.mark.slow
 def test_without_a_module_id_a_process_takes_the_first_free_card(fake_env, holder):
     assert holder() == 0
     assert holder() == 1
@@ -74,12 +76,14 @@ def test_without_a_module_id_a_process_takes_the_first_free_card(fake_env, holde
     assert "Device already acquired" in out["error"]  # FAKE_HPU_COUNT=2: none left
 
 
+@pytest.mark.slow
 def test_visible_modules_limit_the_choice(fake_env, holder):
     assert holder(HABANA_VISIBLE_MODULES="1") == 1
     out = _probe(fake_env, "out['n'] = torch.hpu.memory_allocated()", HABANA_VISIBLE_MODULES="1")
     assert "Device already acquired" in out["error"]
 
 
+@pytest.mark.slow
 def test_a_taken_module_id_falls_back_to_a_free_card_as_the_bridge_does(fake_env, holder):
     # device.cpp:417-441 @ 5a56187: without HABANA_VISIBLE_MODULES, and with at least
     # WORLD_SIZE devices, a failed acquire by module id proceeds without the module id
@@ -89,6 +93,7 @@ def test_a_taken_module_id_falls_back_to_a_free_card_as_the_bridge_does(fake_env
     assert out == {"held": 1}
 
 
+@pytest.mark.slow
 def test_counting_does_not_acquire_and_acquiring_is_once_per_process(fake_env, holder):
     holder(), holder()  # both cards taken
     out = _probe(fake_env, """

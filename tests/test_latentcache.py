@@ -118,6 +118,7 @@ def _train(cache: bool, **kw):
     return run, calls.calls, [e["loss"] for e in run.events if e["phase"] in ("warmup", "train")]
 
 
+@pytest.mark.slow
 def test_a_cached_run_trains_as_an_uncached_one_without_running_either_encoder():
     plain, plain_calls, plain_losses = _train(False)
     assert plain_calls["vae_encoder"] >= 3 and plain_calls["text_encoder"] >= 3, "the hooks see the encoders run"

@@ -197,6 +197,7 @@ def test_the_follower_replays_a_rewritten_log_without_repeating_itself(tmp_path)
 
 
 # --------------------------------------------------------------------------- DeepSpeed
+@pytest.mark.slow
 def test_deepspeeds_multi_node_forms_are_what_its_own_launcher_accepts():
     """DeepSpeed's multi-node launcher reaches the hosts with pdsh over ssh and refuses a
     hostfile naming one host twice, so that form cannot run on one machine: the rendered

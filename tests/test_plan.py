@@ -208,6 +208,7 @@ def test_a_reference_leaves_with_its_twins_and_the_nearest_kind_of_run_is_taken(
         assert picked["arch"] == want, (model, src)
 
 
+@pytest.mark.slow
 def test_lora_memory_trains_the_adapters_alone_and_holds_against_a_measured_cpu_step(monkeypatch):
     """A transformer with LoRA: gradients and AdamW state for peft's adapters only, the frozen
     weights kept (and sharded by ZeRO-3); the estimate against a real fp32 step on CPU with
@@ -316,6 +317,7 @@ def test_bad_input_is_one_clear_error_naming_the_argument(kwargs, words):
         assert w in str(e.value)
 
 
+@pytest.mark.slow
 def test_a_unet_is_timed_per_image_from_mlperf_stable_diffusion_or_says_default():
     """FLOPs an image = 3 x the UNet's forward counted on the meta device (the latent-cache
     benchmark's count); Gaudi 2, H100 and H200 take MLPerf's SD v2 figures, the A100 (none
@@ -463,6 +465,7 @@ def readme_planner_table() -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.slow
 def test_the_readme_planner_table_is_what_the_planner_says():
     readme = (ROOT / "README.md").read_text()
     table = readme_planner_table()

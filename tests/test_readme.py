@@ -232,6 +232,7 @@ def test_every_block_is_marked_with_a_known_language(page):
     assert langs <= LANGUAGES, f"{page}: {sorted(langs - LANGUAGES)} would be neither run nor known"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page,section,code", BLOCKS, ids=[f"{p}: {s}" for p, s, _ in BLOCKS])
 def test_example_runs_and_shows_what_it_says(page, section, code, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

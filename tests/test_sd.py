@@ -198,6 +198,7 @@ def _loss(model, x, ids, seed=0):
         return float(model(x, ids)["loss"])
 
 
+@pytest.mark.slow
 def test_min_snr_weighting_noise_offset_and_v_prediction_change_the_loss_as_they_should():
     base = from_spec(wb.model("sd", caption_dropout=0.0))
     x, ids = _batch(base.parts.captions, n=64)  # 64 timesteps: some with SNR above 5
