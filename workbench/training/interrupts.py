@@ -47,9 +47,14 @@ class Interrupts:
         )
 
     def _terminate(self, signum, frame):
+        ckpt = self.run.last_checkpoint
+        then = (
+            f"wb.Run.open({str(self.run.path)!r}).resume() continues from {ckpt.name}"
+            if ckpt is not None
+            else "it has no checkpoint yet"
+        )
         raise Terminated(
-            "SIGTERM: this process was told to end (a kernel restart or shutdown?); "
-            "the run resumes from its last checkpoint with wb.Run.open(path).resume()"
+            f"SIGTERM: this process was told to end (a kernel restart or shutdown?); {then}"
         )
 
     def __exit__(self, *exc):
