@@ -12,6 +12,8 @@ import signal
 import sys
 import threading
 
+from ..backends.torchrun import world
+
 
 class Terminated(BaseException):
     """SIGTERM while training (a kernel restart or shutdown, torchrun stopping its workers):
@@ -32,7 +34,9 @@ class Interrupts:
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
             self.previous = signal.signal(signal.SIGINT, self._handle)
-            self.previous_term = signal.signal(signal.SIGTERM, self._terminate)
+            if world()[1] == 1:  # torchrun stops ranks with SIGTERM: theirs stays its own
+                # (a Python handler waits for a blocked collective; the launcher writes the end)
+                self.previous_term = signal.signal(signal.SIGTERM, self._terminate)
         return self
 
     def _handle(self, signum, frame):
