@@ -159,3 +159,25 @@ def test_a_graceful_kernel_restart_leaves_a_stopped_run_with_its_checkpoint(tmp_
     assert ckpt is not None, "the restart's SIGINT stopped the run with a checkpoint"
     assert run.status == "stopped", (run.status, run.summary.get("error"))
     assert run.summary["checkpoint"] == str(ckpt) and run.step == int(ckpt.name.split("-")[1])
+
+
+def test_sigterm_while_training_ends_the_run_failed_with_its_reason(tmp_path):
+    proc = _script(tmp_path, """
+        import os, signal
+        import transformers
+        import workbench as wb
+
+        class TermAt3(transformers.TrainerCallback):
+            def on_step_end(self, args, state, control, **kw):
+                if state.global_step == 3:
+                    os.kill(os.getpid(), signal.SIGTERM)
+
+        wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), max_steps=100, save_every=2,
+                 batch_size=4, max_length=32, live=False, run_dir="runs", callbacks=[TermAt3()])
+    """)
+    assert proc.returncode != 0
+    (path,) = (tmp_path / "runs").iterdir()
+    run = Run.open(path)
+    assert run.status == "failed" and run.step == 3
+    assert run.summary["error"].startswith("Terminated: SIGTERM: this process was told to end")
+    assert "continues from checkpoint-2" in run.summary["error"]

@@ -12,6 +12,8 @@ import signal
 import sys
 import threading
 
+from ..backends.torchrun import world
+
 
 class Terminated(BaseException):
     """SIGTERM while training (a kernel restart or shutdown, torchrun stopping its workers):
@@ -32,7 +34,9 @@ class Interrupts:
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
             self.previous = signal.signal(signal.SIGINT, self._handle)
-            self.previous_term = signal.signal(signal.SIGTERM, self._terminate)
+            if world()[1] == 1:  # torchrun stops ranks with SIGTERM: theirs stays its own
+                # (a Python handler waits for a blocked collective; the launcher writes the end)
+                self.previous_term = signal.signal(signal.SIGTERM, self._terminate)
         return self
 
     def _handle(self, signum, frame):
@@ -47,9 +51,14 @@ class Interrupts:
         )
 
     def _terminate(self, signum, frame):
+        ckpt = self.run.last_checkpoint
+        then = (
+            f"wb.Run.open({str(self.run.path)!r}).resume() continues from {ckpt.name}"
+            if ckpt is not None
+            else "it has no checkpoint yet"
+        )
         raise Terminated(
-            "SIGTERM: this process was told to end (a kernel restart or shutdown?); "
-            "the run resumes from its last checkpoint with wb.Run.open(path).resume()"
+            f"SIGTERM: this process was told to end (a kernel restart or shutdown?); {then}"
         )
 
     def __exit__(self, *exc):
