@@ -624,5 +624,6 @@ def test_plan_accuracy_predicts_through_wb_plan_itself(accuracy):
                       checkpointing=e.get("checkpointing"), runs=NO_RUNS).row("H100 SXM")
         assert got.predicted == pytest.approx(row["tokens_per_s"] / row["devices"], rel=1e-4)
         assert got.layout == row["strategy"] and got.error != got.lookup_error
+        assert got.predicted_mfu == pytest.approx(got.mfu * (1 + got.error), rel=2e-3)  # notebook 11 shows it
     new = [e for e in data["held_out"]["results"] if e["read"] == "2026-12-04"]
     assert len(new) >= 10 and all("mlcommons/training_results" in e["url"] for e in new)

@@ -686,13 +686,15 @@ def _through_plan(data: dict, target: dict) -> dict[str, Any]:
     peak = CHIPS[row["device"]].tflops.get(target["precision"])
     out = {"layout": row.get("strategy"), "planned_devices": row.get("devices")}
     if row.get("tokens_per_s") is None:
-        return {**out, "predicted": None, "published": None, "error": None, "note": row.get("note")}
+        none = dict.fromkeys(("predicted", "published", "predicted_mfu", "error"))
+        return {**out, **none, "note": row.get("note")}
     published = target["mfu"] * peak * 1e12 / per_unit
     predicted = row["tokens_per_s"] / row["devices"]
     return {
         **out,
         "predicted": round(predicted, 1),
         "published": round(published, 1),
+        "predicted_mfu": round(predicted * per_unit / (peak * 1e12), 4),  # what the plan implies
         "error": round(predicted / published - 1, 4),
         "note": row.get("note", ""),
         "from": row["sources"]["mfu"].split(";")[0],
