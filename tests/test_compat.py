@@ -407,3 +407,36 @@ def test_the_migration_page_says_the_way_out_of_the_recipe_cache_warning():
     assert "the HPU recipe cache is off in this process" in text
     assert "make `import workbench` the script's first import" in text
     assert re.search(r"export PT_HPU_RECIPE_CACHE_CONFIG=\S+,false,4096", text)
+
+
+def test_seq2seq_with_fused_adam_trains_on_the_emulated_gaudi(on_hpu):
+    """On Gaudi, use_fused_adam gives GaudiSeq2SeqTrainer hpex's FusedAdamW, built by the
+    Trainer over its own decay groups (Seq2SeqTrainer's constructor has no
+    optimizer_cls_and_kwargs: the class's create_optimizer passes it)."""
+    out = on_hpu("""
+        import json, pathlib
+        import transformers
+        import workbench as wb
+        from workbench.compat import optimum_habana as oh
+        pathlib.Path("gaudi").mkdir()
+        pathlib.Path("gaudi/gaudi_config.json").write_text(json.dumps({"use_fused_adam": True}))
+        tok = wb.model("t5", size="tiny").load_tokenizer()
+        texts = [r["text"] for r in wb.dataset("docstrings-lm", limit=16).load()["train"]]
+        rows = [{**tok("summarize: " + t, truncation=True, max_length=16),
+                 "labels": tok(t, truncation=True, max_length=8)["input_ids"]} for t in texts]
+        model = transformers.T5ForConditionalGeneration(transformers.T5Config(
+            vocab_size=len(tok), d_model=32, d_ff=64, d_kv=8, num_layers=1, num_heads=2,
+            decoder_start_token_id=tok.pad_token_id, pad_token_id=tok.pad_token_id))
+        args = oh.GaudiSeq2SeqTrainingArguments(
+            output_dir="sum", use_habana=True, use_lazy_mode=False, gaudi_config_name="gaudi",
+            max_steps=2, per_device_train_batch_size=4, report_to="none", save_strategy="no",
+            disable_tqdm=True)
+        trainer = oh.GaudiSeq2SeqTrainer(
+            model=model, args=args, train_dataset=rows,
+            data_collator=transformers.DataCollatorForSeq2Seq(tok, model=model))
+        trainer.train()
+        out["optimizer"] = type(trainer.optimizer.optimizer).__name__
+        out["device"] = str(next(model.parameters()).device)
+        out["status"] = wb.Run.open(wb.runs().loc[0, "path"]).status
+    """)
+    assert out == {"optimizer": "FusedAdamW", "device": "hpu:0", "status": "completed"}, out

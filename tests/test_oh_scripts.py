@@ -53,12 +53,13 @@ def local_files(root: Path, kind: str) -> dict[str, str]:
             "validation": str(root / f"validation.{ext}"), "gaudi": str(root / "gaudi")}
 
 
-def command(kind: str, files: dict[str, str], out: str, steps: int = 4) -> list[str]:
+def command(kind: str, files: dict[str, str], out: str, steps: int = 4,
+            lazy: str = "True") -> list[str]:
     """The README command of the example, trimmed to a smoke run, under torchrun."""
     args = ["--model_name_or_path", files["model"], "--train_file", files["train"],
             "--validation_file", files["validation"], "--do_train", "--do_eval",
             "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "4",
-            "--output_dir", out, "--use_habana", "--use_lazy_mode",
+            "--output_dir", out, "--use_habana", "--use_lazy_mode", lazy,
             "--gaudi_config_name", files["gaudi"], "--throughput_warmup_steps", "1",
             "--max_steps", str(steps), "--report_to", "none", "--bf16"]
     args += ["--max_seq_length", "32"] if kind == "glue" else ["--block_size", "32"]
@@ -93,9 +94,11 @@ def test_the_scripts_train_and_evaluate_on_two_cpu_ranks(tmp_path, kind):
 
 def test_run_glue_shaped_on_two_emulated_gaudi_cards(on_hpu, tmp_path):
     """On the emulated Gaudi: both ranks on their cards over hccl, the fused AdamW that
-    use_fused_adam asks for (hpex's, built by the Trainer), evaluation after train."""
+    use_fused_adam asks for (hpex's, built by the Trainer), evaluation after train. In eager
+    mode, the bridge's default since 1.22 (lazy mode needs PT_HPU_LAZY_MODE=1 set before
+    Python starts there: the bridge loads with ``import torch``)."""
     files = local_files(tmp_path / "files", "glue")
-    cmd = command("glue", files, "out")
+    cmd = command("glue", files, "out", lazy="False")
     result = on_hpu(f"""
         import json, subprocess
         from pathlib import Path

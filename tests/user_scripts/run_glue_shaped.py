@@ -115,7 +115,8 @@ def main():
     with open(os.path.join(training_args.output_dir, f"rank-{rank}.json"), "w") as f:
         json.dump({"step": trainer.state.global_step, "world_size": training_args.world_size,
                    "device": str(training_args.device), "bf16": training_args.bf16,
-                   "optimizer": type(trainer.optimizer).__name__,
+                   # accelerate wraps the optimizer the Trainer built
+                   "optimizer": type(getattr(trainer.optimizer, "optimizer", None)).__name__,
                    "transformers": transformers.__version__}, f)
 
 
