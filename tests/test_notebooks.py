@@ -94,13 +94,17 @@ def test_every_notebook_is_committed_clean_with_a_parameters_cell():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs_under_papermill(path, tmp_path):
+def test_notebook_runs_under_papermill(path, tmp_path, capsys):
     out = tmp_path / path.name
     t0 = time.monotonic()
     papermill.execute_notebook(str(path), str(out), kernel_name="python3", cwd=str(tmp_path),
                                progress_bar=False)
-    print(f"{path.stem}: smoke preset in {time.monotonic() - t0:.1f} s under papermill")  # a record, not a check
+    took = f"{path.stem}: smoke preset in {time.monotonic() - t0:.1f} s under papermill"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with capsys.disabled():  # a record, not a check: printed past pytest's capture
+        print(f"\n{took}")
+    with open(ARTIFACTS / "times.txt", "a") as f:  # and kept (pytest-xdist workers print nowhere)
+        f.write(took + "\n")
     shutil.copy(out, ARTIFACTS / path.name)
     nb = nbformat.read(out, as_version=4)
     assert not stray_outputs(nb), "\n".join(stray_outputs(nb))

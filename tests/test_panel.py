@@ -216,3 +216,34 @@ def test_the_panels_throughput_is_a_finished_runs_own_and_a_running_runs_last_me
     tail = EventTail(path / "events.jsonl")
     tail.poll()
     assert tail.samples_per_s == 30.0, "the last measured, not the empty interval's 0"
+
+
+def test_the_status_bar_shows_a_run_that_starts_while_the_panel_is_closed(tmp_path):
+    """With the panel closed the runs were polled every 15 s: a run that trained for less than
+    that was never shown, and the status bar said "idle" while it trained. While a notebook's
+    kernel executes, the runs are polled every 2 s; then the status bar shows the run."""
+    import time
+
+    from playwright.sync_api import sync_playwright
+
+    require_chromium()
+    notebook = long_quickstart(tmp_path)
+    with jupyterlab(tmp_path) as lab, sync_playwright() as p, \
+            browser_page(p, "status-bar-closed-panel", viewport={"width": 1300, "height": 900}) as page:
+        polls = []
+        page.on("request", lambda r: "/workbench/runs" in r.url and polls.append(time.monotonic()))
+        open_notebook(page, lab, notebook)
+        wait_ui(page, "() => document.querySelector('.wbp-status-item')?.textContent === 'Workbench: idle'",
+                "the status bar to say idle", 60_000)
+        run_all_cells(page, notebook)
+        wait_ui(page, "() => window.jupyterapp.shell.currentWidget.sessionContext.kernelDisplayStatus === 'busy'",
+                "the kernel to execute", 60_000)
+        busy = time.monotonic()
+        page.wait_for_timeout(6500)  # a window to count requests in, not a wait for state
+        during = [t for t in polls if busy <= t <= busy + 6.5]
+        assert len(during) >= 2, f"{len(during)} runs polls in the first 6.5 s of a busy kernel"
+        wait_ui(page, "() => /step \\d+\\/100000/.test(document.querySelector('.wbp-status-item').textContent)",
+                "the status bar to show the run's step", 60_000)
+        page.locator(".wb-dash .wb-stop").click()
+        wait_ui(page, "() => document.querySelector('.wb-dash .wb-status')?.textContent === 'stopped'",
+                "the run to stop", 180_000)

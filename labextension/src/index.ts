@@ -90,7 +90,24 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     palette?.addItem({ command: OPEN, category: 'Gaudi Workbench' });
 
-    notebooks?.widgetAdded.connect((_, nbPanel) => void healSavedRuns(nbPanel));
+    // the notebook kernels executing now: the runs poll faster while one is (RunsModel)
+    const busy = new Set<string>();
+    notebooks?.widgetAdded.connect((_, nbPanel) => {
+      void healSavedRuns(nbPanel);
+      const update = () => {
+        if (nbPanel.sessionContext.kernelDisplayStatus === 'busy') {
+          busy.add(nbPanel.id);
+        } else {
+          busy.delete(nbPanel.id);
+        }
+        runs.busyKernels = busy.size;
+      };
+      nbPanel.sessionContext.statusChanged.connect(update);
+      nbPanel.disposed.connect(() => {
+        busy.delete(nbPanel.id);
+        runs.busyKernels = busy.size;
+      });
+    });
 
     if (statusBar) {
       const item = new WorkbenchStatus(runs, () => void app.commands.execute(OPEN));

@@ -149,6 +149,18 @@ export class RunsModel {
     }
   }
 
+  /** How many notebook kernels are executing: while one is, a run may start at any moment,
+   * so the runs are polled every 2 s (at 15 s the status bar said "idle" for a run that
+   * trained). */
+  set busyKernels(n: number) {
+    const was = this._busy > 0;
+    this._busy = n;
+    this._tune();
+    if (n > 0 && !was) {
+      void this._poll.refresh();
+    }
+  }
+
   /** Poll now (after a stop request, to show its effect without waiting). */
   refresh(): void {
     void this._poll.refresh();
@@ -159,7 +171,7 @@ export class RunsModel {
   }
 
   private _tune(): void {
-    const interval = this._watched ? 1000 : this.training.length ? 2000 : 15_000;
+    const interval = this._watched ? 1000 : this.training.length || this._busy ? 2000 : 15_000;
     if (this._poll.frequency.interval !== interval) {
       this._poll.frequency = { interval, backoff: true, max: 60_000 };
     }
@@ -179,6 +191,7 @@ export class RunsModel {
   }
 
   private _watched = false;
+  private _busy = 0;
   private _poll: Poll<void>;
   private _changed = new Signal<this, void>(this);
 }
