@@ -135,26 +135,16 @@ def test_a_killed_rank_0_restarts_the_group_from_the_last_checkpoint(tmp_path, m
         "if os.environ.get('RANK') == '0' and os.environ.get('TORCHELASTIC_RESTART_COUNT') == '1':\n"
         "    time.sleep(3)\n")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
-    for attempt in (1, 2):
-        seen = []
-        run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=400), devices=2, max_steps=18,
-                        log_every=2, save_every=6, max_restarts=1, live=lambda r, seen=seen: r.subscribe(seen.append),
-                        background=True, **DATA)
-        wait_for(lambda run=run: run.process.poll() is None and run.last_checkpoint is not None, 180,
-                 "a first checkpoint")
-        _worker(run, 0).send_signal(signal.SIGKILL)  # rank 0: the writer, holding the run's lock
-        try:
-            _finish(run, 300)
-            break
-        except RuntimeError:
-            # torch elastic's own race, seen once in a clean-clone run at load 2.5 (2026-12-04):
-            # the agent reads the surviving rank's @record error file while that rank, being
-            # stopped, has only created it, and the agent itself dies in json.load
-            # (multiprocessing/errors/__init__.py, ProcessFailure.__post_init__). Not the
-            # workbench's: launched again once, and only for that exact failure.
-            log = (run.path / "launcher.log").read_text(errors="replace")
-            if attempt == 2 or "_capture_process_failures" not in log or "JSONDecodeError" not in log:
-                raise
+    seen = []
+    run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=400), devices=2, max_steps=18,
+                    log_every=2, save_every=6, max_restarts=1, live=lambda r: r.subscribe(seen.append),
+                    background=True, **DATA)
+    wait_for(lambda: run.process.poll() is None and run.last_checkpoint is not None, 180, "a first checkpoint")
+    _worker(run, 0).send_signal(signal.SIGKILL)  # rank 0: the writer, holding the run's lock
+    # rank 1, stopped by the agent meanwhile, records its error whole or not at all
+    # (WholeErrorFile, tests/test_worker_errors.py): torch elastic's agent once died here
+    # parsing a half-written one
+    _finish(run, 300)
     assert run.status == "completed", run.summary.get("error")
     restarts = [e for e in seen if e.get("phase") == "restart"]
     assert len(restarts) == 1 and restarts[0]["attempt"] == 1, restarts

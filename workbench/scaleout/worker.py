@@ -23,10 +23,11 @@ import json
 import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import torch.distributed as dist
-from torch.distributed.elastic.multiprocessing.errors import record
+from torch.distributed.elastic.multiprocessing.errors import ErrorHandler, record
 
 
 def digest(model) -> str:
@@ -35,6 +36,39 @@ def digest(model) -> str:
         h.update(name.encode())
         h.update(p.detach().float().cpu().numpy().tobytes())
     return h.hexdigest()
+
+
+class WholeErrorFile(ErrorHandler):
+    """torch elastic's error handler, writing the error file whole or not at all.
+
+    torch's own ``record_exception`` opens ``TORCHELASTIC_ERROR_FILE`` and then dumps JSON into
+    it; the agent parses that file as soon as the worker is gone
+    (``ProcessFailure.__post_init__``), and a worker the agent stops while it writes leaves
+    the file empty: the agent itself then dies in ``json.load``, ending every restart. Seen in
+    a clean-clone run (2026-12-04) when rank 0 was killed and rank 1 was being stopped. The
+    handler's docstring names ``record_exception`` as the method to override: this one lets
+    torch write its usual record beside the file and renames it into place (one atomic
+    ``os.replace``), so the agent finds no file (and reports the signal) or a whole one.
+    """
+
+    _partial: str | None = None
+
+    def _get_error_file_path(self) -> str | None:
+        return self._partial or super()._get_error_file_path()
+
+    def record_exception(self, e: BaseException) -> None:
+        final = super()._get_error_file_path()
+        if not final:
+            super().record_exception(e)
+            return
+        self._partial = f"{final}.partial-{os.getpid()}"
+        try:
+            super().record_exception(e)
+            os.replace(self._partial, final)
+        finally:
+            if os.path.exists(self._partial):
+                os.unlink(self._partial)
+            self._partial = None
 
 
 TRUST_FLAG = "--trust-remote-code"  # the launcher's word, never the run directory's
@@ -91,7 +125,8 @@ def restart(run, rank: int):
     return ckpt, writer
 
 
-@record  # a failing rank's traceback reaches torchrun's error report
+# a failing rank's traceback reaches torchrun's report, its error file written whole
+@partial(record, error_handler=WholeErrorFile())
 def main(argv: list[str] | None = None) -> int:
     from ..backends.hpu import hpu_mode
     from ..training.engine import Run, execute, untrusted
