@@ -405,7 +405,7 @@ def test_the_plan_benchmark_estimates_this_projects_runs_from_published_figures_
 
 
 def test_the_model_picker_shows_time_and_cost_for_a_token_budget():
-    from workbench.views.pickers import pick_model
+    from workbench.forms.pickers import pick_model
 
     off = pick_model("gpt2", size="small", batch_size=8, seq_len=512)
     assert "cost" not in off.devices.value  # no budget: no plan

@@ -10,8 +10,8 @@ import torch
 import transformers
 
 import workbench as wb
-from workbench.training.batching import BucketCollator, pack
-from workbench.training.shapes import (
+from workbench.batching import BucketCollator, pack
+from workbench.shapes import (
     STRATEGIES,
     BucketBatchSampler,
     buckets,

@@ -9,16 +9,16 @@ import threading
 import pytest
 
 import workbench
-from workbench.views import composite
-from workbench.views import form as form_module
-from workbench.views.form import train_form
-from workbench.views.pickers import HUB, LOCAL, pick_dataset, pick_model
+from workbench.forms import composite
+from workbench.forms import form as form_module
+from workbench.forms.form import train_form
+from workbench.forms.pickers import HUB, LOCAL, pick_dataset, pick_model
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def test_the_public_names_come_from_their_views():
-    """``wb.pick_model`` and friends are the objects of ``workbench.views``' pickers and form."""
+    """``wb.pick_model`` and friends are the objects of ``workbench.forms``' pickers and form."""
     assert (workbench.pick_model, workbench.pick_dataset) == (pick_model, pick_dataset)
     assert workbench.train_form is train_form
 

@@ -305,7 +305,7 @@ class RunDir:
     @property
     def checkpoints(self) -> list[Path]:
         """The checkpoints a run can resume from: those whose files parse, oldest first."""
-        from ..training.checkpoint import problem
+        from .checkpoint import problem
 
         return [p for p in self._saved() if problem(p) is None]
 
@@ -313,7 +313,7 @@ class RunDir:
     def broken_checkpoints(self) -> dict[str, str]:
         """Checkpoint directories that cannot be resumed from, with the reason (a kill while
         saving)."""
-        from ..training.checkpoint import problem
+        from .checkpoint import problem
 
         return {p.name: why for p in self._saved() if (why := problem(p)) is not None}
 
@@ -346,7 +346,7 @@ class RunDir:
 
     def _load(self):
         if self._loaded is None:
-            from ..training.checkpoint import load_checkpoint
+            from .checkpoint import load_checkpoint
 
             ckpt = self.last_checkpoint
             if ckpt is None:

@@ -21,12 +21,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import runargs
 from ..backends.hpu import bridge_installed
 from ..backends.registry import backend
 from ..backends.torchrun import child_env
 from ..rundir.run import STOP_FILE
 from ..rundir.writer import RunWriter, hand_over
-from ..training import runargs
 from ..training.engine import Run, prepare, training
 from ..training.interrupts import Interrupts
 from ..training.preparation import launch_extra
