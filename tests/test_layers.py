@@ -249,7 +249,7 @@ def _environment_reads(path: Path) -> list[tuple[int, str]]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
             if is_environ(node.func.value) and node.func.attr in ("get", "setdefault", "pop"):
                 key = node.args[0]
-            elif ast.unparse(node.func) == "os.getenv":
+            elif ast.unparse(node.func) in ("os.getenv", "settings.get", "settings.is_set"):
                 key = node.args[0]
         elif isinstance(node, ast.Subscript) and is_environ(node.value):
             key = node.slice
@@ -277,12 +277,42 @@ def test_the_environment_reader_sees_each_form_of_lookup(tmp_path):
     source = ("import os\nfrom workbench import settings\nVAR = 'FROM_CONSTANT'\n"
               "a = os.environ.get('A_GET')\nb = os.environ['B_ITEM']\nc = os.getenv('C_GETENV')\n"
               "d = 'D_IN' in os.environ\ne = os.environ.get(VAR)\nf = os.environ.get(settings.RUNS)\n"
-              "g = os.environ.setdefault('G_DEFAULT', '1')\n")
+              "g = os.environ.setdefault('G_DEFAULT', '1')\nh = settings.get('H_SETTINGS', '0')\n"
+              "i = settings.is_set('I_SET')\n")
     path = tmp_path / "mod.py"
     path.write_text(source)
-    assert [v for _line, v in _environment_reads(path)] == sorted(
-        ["A_GET", "B_ITEM", "C_GETENV", "D_IN", "FROM_CONSTANT", "WORKBENCH_RUNS", "G_DEFAULT"],
-        key=["A_GET", "B_ITEM", "C_GETENV", "D_IN", "FROM_CONSTANT", "WORKBENCH_RUNS", "G_DEFAULT"].index)
+    expected = ["A_GET", "B_ITEM", "C_GETENV", "D_IN", "FROM_CONSTANT", "WORKBENCH_RUNS", "G_DEFAULT",
+                "H_SETTINGS", "I_SET"]
+    assert sorted(v for _line, v in _environment_reads(path)) == sorted(expected)
+    assert [line for line, _var in _direct_lookups(path)] == [4, 5, 6, 7, 8, 9]
+
+
+def _direct_lookups(path: Path) -> list[tuple[int, str]]:
+    """(line, code) of every lookup of ``os.environ`` by name (``get``, ``[...]`` read, ``in``,
+    ``os.getenv``); writes (``os.environ[X] = ...``, ``setdefault``, ``pop``) are not lookups."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        code = ast.unparse(node)
+        if isinstance(node, ast.Call) and (
+                ast.unparse(node.func) in ("os.environ.get", "environ.get", "os.getenv")):
+            found.append((node.lineno, code))
+        elif (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
+              and ast.unparse(node.value) in ("os.environ", "environ")):
+            found.append((node.lineno, code))
+        elif isinstance(node, ast.Compare) and any(
+                ast.unparse(c) in ("os.environ", "environ") for c in node.comparators):
+            found.append((node.lineno, code))
+    return found
+
+
+def test_only_settings_looks_an_environment_variable_up():
+    """One home: every module reads a variable through ``settings`` (``settings.get``,
+    ``settings.is_set`` or a reader such as ``runs_root``), which refuses a name its table
+    does not list. Writes stay where the package sets a variable for a library."""
+    found = [f"{p.relative_to(PACKAGE.parent)}:{line}: {code}"
+             for p in sorted(PACKAGE.rglob("*.py")) if p.name != "settings.py" or p.parent != PACKAGE
+             for line, code in _direct_lookups(p)]
+    assert not found, "read these through workbench.settings:\n" + "\n".join(found)
 
 
 def test_where_runs_go_is_decided_in_one_function():

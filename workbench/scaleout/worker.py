@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
+
+from .. import settings
 
 
 def digest(model) -> str:
@@ -85,7 +86,7 @@ def restart(run, rank: int):
             "attempt": attempt,
             "from": ckpt.name if ckpt is not None else None,
             "skipped": sorted(run.broken_checkpoints),
-            "torchrun_restarts": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
+            "torchrun_restarts": int(settings.get("TORCHELASTIC_RESTART_COUNT", "0")),
         }
     )
     return ckpt, writer
