@@ -290,18 +290,21 @@ def test_the_environment_reader_sees_each_form_of_lookup(tmp_path):
 def _direct_lookups(path: Path) -> list[tuple[int, str]]:
     """(line, code) of every lookup of ``os.environ`` by name (``get``, ``[...]`` read, ``in``,
     ``os.getenv``); writes (``os.environ[X] = ...``, ``setdefault``, ``pop``) are not lookups."""
+    def dotted(node) -> str | None:  # "os.environ" for os.environ; None for anything else
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Attribute) and (base := dotted(node.value)) is not None:
+            return f"{base}.{node.attr}"
+        return None
+
+    environ = ("os.environ", "environ")
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
-        code = ast.unparse(node)
-        if isinstance(node, ast.Call) and (
-                ast.unparse(node.func) in ("os.environ.get", "environ.get", "os.getenv")):
-            found.append((node.lineno, code))
-        elif (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
-              and ast.unparse(node.value) in ("os.environ", "environ")):
-            found.append((node.lineno, code))
-        elif isinstance(node, ast.Compare) and any(
-                ast.unparse(c) in ("os.environ", "environ") for c in node.comparators):
-            found.append((node.lineno, code))
+        if ((isinstance(node, ast.Call) and dotted(node.func) in ("os.environ.get", "environ.get", "os.getenv"))
+                or (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
+                    and dotted(node.value) in environ)
+                or (isinstance(node, ast.Compare) and any(dotted(c) in environ for c in node.comparators))):
+            found.append((node.lineno, ast.unparse(node)))
     return found
 
 
