@@ -93,12 +93,14 @@ test: $(STAMP) $(JS) $(LABEXT)
 check: $(STAMP) $(JS) $(LABEXT)
 	$(PY) -m pytest -n $(JOBS) --dist worksteal -m "not slow" $(PYTEST_ARGS)
 
-# Static checks: ruff (lint, and the package as `ruff format` writes it), then the policy
-# tests (marked `policy`: they read the source and the docs only: README shape, docs
-# tables, the layers, the environment variables, writes into library objects).
+# Static checks: ruff (lint, and the package as `ruff format` writes it), the layers
+# (`lint-imports`: import-linter's contracts in pyproject.toml), then the policy tests
+# (marked `policy`: they read the source and the docs only: README shape, docs tables,
+# what the contracts cannot say, the environment variables, writes into library objects).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check workbench tests scripts
 	$(VENV)/bin/ruff format --check workbench
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n 0 -q -m policy -p no:cacheprovider
 
 constraints: $(STAMP)

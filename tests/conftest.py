@@ -214,8 +214,8 @@ def make_run():
     """
     from workbench.catalog import model as as_model
     from workbench.data import dataset as as_dataset
+    from workbench.runargs import RunArgs
     from workbench.rundir.run import write_json
-    from workbench.training.runargs import RunArgs
 
     def make(root: Path, name: str, *, model="gpt2-tiny", data="docstrings-lm", args=None,
              summary=None, **extra) -> Path:

@@ -61,6 +61,7 @@ def _ranks(out: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(out.glob("rank-*.json"))]
 
 
+@pytest.mark.slow
 def test_two_ranks_train_to_the_end_with_one_run(tmp_path):
     out = tmp_path / "out"
     proc = start(torchrun(out, "--use_cpu", "--max_steps", "7", "--eval_steps", "3"), _env())
@@ -103,6 +104,7 @@ def _stop_mid_run(out: Path, cmd: list[str], env: dict[str, str]) -> tuple[dict,
     return wb.Run.open(run.path), _ranks(out)
 
 
+@pytest.mark.slow
 def test_a_stop_from_another_process_stops_both_ranks_at_the_same_step(tmp_path):
     out = tmp_path / "out"
     run, ranks = _stop_mid_run(out, torchrun(out, "--use_cpu", "--max_steps", "100000",

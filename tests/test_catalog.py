@@ -151,6 +151,7 @@ def test_bundled_tokenizers_are_small_and_load_with_autotokenizer():
     assert bert.convert_ids_to_tokens(bert("x")["input_ids"])[::2] == ["[CLS]", "[SEP]"]
 
 
+@pytest.mark.slow
 def test_tokenizer_script_regenerates_the_shipped_files(tmp_path):
     manifest = json.loads((TOKENIZERS / "MANIFEST.json").read_text())
     import tokenizers

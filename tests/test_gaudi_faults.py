@@ -438,6 +438,7 @@ def test_a_zero_launch_without_deepspeed_names_intels_fork_on_gaudi(fake_env, tm
 
 
 @pytest.mark.parametrize("release", ["current", "1.19"])
+@pytest.mark.slow
 def test_the_notebook_import_orders_with_the_mode_unset(eager_env, tmp_path, release):
     """A notebook that sets nothing (PT_HPU_LAZY_MODE unset): importing torch (or
     transformers) first loads a current bridge at once, before workbench can choose the

@@ -123,6 +123,7 @@ def test_import_torch_autoloads_the_bridge_unless_lazy_mode_is_asked_for(fake_en
             assert "wb.launch(model, data, devices=1, mode='lazy')" in out.stderr
 
 
+@pytest.mark.slow
 def test_lazy_mode_refuses_a_stock_torch_on_current_bridges(fake_env):
     """Current bridges load their lazy plugin only with Intel's torch build (a local version
     starting "git" or "hpu": torch/__init__.py @ ea38cef); 1.19 has no such check. The CPU
@@ -163,6 +164,7 @@ def test_hpu_graphs_import_in_every_mode_and_capture_only_in_lazy_mode(hpu, monk
     ("{path},false,4096,false", True, False),
     ("{path},false,4096,false,x", False, False),
 ])
+@pytest.mark.slow
 def test_the_recipe_cache_variable_takes_four_fields_on_current_bridges(fake_env, tmp_path, fields,
                                                                           current, old):
     """``PT_HPU_RECIPE_CACHE_CONFIG``: current bridges add <RECIPE_CACHE_ON_NFS> (four fields);

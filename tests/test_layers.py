@@ -1,9 +1,11 @@
-"""The architecture, checked: imports inside ``workbench/`` run one way, down the layers.
+"""The architecture's checks that import-linter's contracts cannot state.
 
-Every ``import`` statement of every module is read with ``ast`` (those inside functions
-too: an import deferred into a function still couples the modules). A module may import
-from its own layer or lower ones, never from a higher one; the whole graph has no cycle;
-and no module imports another module's ``_private`` names.
+The layers themselves are import-linter contracts in pyproject.toml (``[tool.importlinter]``,
+run by ``lint-imports`` in ``make lint``): the package's folders and top-level modules are
+units in layers, each importing only lower ones, no cycle inside any folder, and nothing
+imports the package's front door. Here, reading every ``import`` statement with ``ast`` (those
+inside functions too): every unit is named in the layers contract, a subpackage's door imports
+nothing, and no module imports another module's ``_private`` names.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -18,30 +21,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "workbench"
 pytestmark = pytest.mark.policy  # source files only: `make lint` runs these
 
-# The layers, lowest first, by module: a module of a subpackage is named with its package
-# (``training.engine``); ``server`` and ``bench`` are placed whole. A new module goes into
-# one of them (the test says so).
-LAYERS = [
-    {"backends.registry", "backends.record", "backends.hpu", "backends.cuda", "backends.cpu",
-     "backends.chips", "backends.cards", "backends.devicefiles", "backends.torchrun", "backends._bridge",
-     "backends.monitor", "backends.hlml", "bundled",
-     "views.progress", "nbrecord", "training.interrupts", "families", "rundir.lock",
-     "planning.references", "hub", "diffusion.pipeline", "markup", "liblogs", "training.torchconfig", "settings", "jsonvalues"},
-    {"catalog", "data", "training.shapes", "training.batching", "planning.memory",
-     "planning.footprint", "training.recipe", "diffusion.denoising", "training.attention",
-     "training.checkpoint", "scaleout.launchfiles", "planning.flops", "diffusion.images",
-     "diffusion.texttoimage", "diffusion.latentcache", "training.runargs", "planning.layout"},
-    {"rundir.run", "training.preparation", "views.dashboard", "rundir.writer", "views.chart",
-     "views.page", "planning.planner", "planning.trainingplan"},
-    {"training.callbacks", "training.trainer", "training.loaders"},
-    {"training.engine", "training.attachment", "training.defaults"},
-    {"scaleout.launcher", "scaleout.worker", "training.profiler", "views.pickers", "views.form",
-     "views.composite", "magics", "cli", "checks.checkup", "checks.diagnosis", "server",
-     "compat.optimum_habana"},
-    {"bench"},
-]
-WHOLE = {"server", "bench"}  # subpackages placed in one layer as a whole
-FACADE = {"__init__", "__main__"}  # the package's front door: may import anything, lazily
+WHOLE = {"server", "bench"}  # subpackages whose modules share private names (one unit each)
+FACADE = {"__init__", "__main__"}  # the package's front door and its script
 SUBPACKAGE_DOORS = "__init__"  # a subpackage's __init__ holds a docstring and imports nothing
 
 
@@ -54,7 +35,7 @@ def _module(path: Path) -> str:
 
 
 def _dotted(parts: list[str]) -> str:
-    """The layered module an import of ``workbench.<parts>`` reaches (a name may follow)."""
+    """The module an import of ``workbench.<parts>`` reaches (a name may follow)."""
     if not parts:
         return "__init__"
     if parts[0] in WHOLE:
@@ -64,13 +45,6 @@ def _dotted(parts: list[str]) -> str:
     if (PACKAGE / parts[0]).is_dir():
         return f"{parts[0]}.__init__"
     return parts[0]
-
-
-def _layer(module: str) -> int | None:
-    for i, names in enumerate(LAYERS):
-        if module in names:
-            return i
-    return None
 
 
 def _resolve(path: Path, node: ast.ImportFrom) -> list[tuple[str, str | None]]:
@@ -108,94 +82,54 @@ def _imports(path: Path) -> list[tuple[int, str, str | None]]:
     return found
 
 
-def _graph() -> dict[str, dict[str, list[str]]]:
-    """importer module -> imported module -> ["file:line", ...]."""
-    graph: dict[str, dict[str, list[str]]] = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        me = _module(path)
-        for line, mod, _name in _imports(path):
-            if mod != me:
-                graph.setdefault(me, {}).setdefault(mod, []).append(f"{path.relative_to(PACKAGE.parent)}:{line}")
-    return graph
-
-
 def _doors() -> list[Path]:
-    """The ``__init__.py`` of every layered subpackage (server and bench are placed whole)."""
+    """The ``__init__.py`` of every subpackage but the whole ones (server, bench)."""
     return [p for p in PACKAGE.glob("*/__init__.py") if p.parent.name not in WHOLE]
 
 
-def test_every_module_has_a_layer():
-    modules = {_module(p) for p in PACKAGE.rglob("*.py") if p not in _doors()} - FACADE
-    unplaced = sorted(m for m in modules if _layer(m) is None)
-    assert not unplaced, f"put these modules into a layer in tests/test_layers.py: {unplaced}"
+def _contracts() -> list[dict]:
+    config = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())
+    return config["tool"]["importlinter"]["contracts"]
+
+
+def _layered_units() -> list[str]:
+    """The units the layers contract names, highest layer first."""
+    (layers,) = [c for c in _contracts() if c["type"] == "layers" and c.get("containers") == ["workbench"]]
+    return [name.strip() for layer in layers["layers"] for name in re.split(r"[|:]", layer)]
+
+
+def _units() -> set[str]:
+    """The package's folders and top-level modules (its front door excepted)."""
+    modules = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__"}
+    return modules | {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+
+
+def test_every_unit_is_in_the_layers_contract_once():
+    """A new folder or top-level module goes into a layer of pyproject's contract (import-linter
+    would say so too, as the contract is exhaustive; this says it without import-linter)."""
+    named = _layered_units()
+    assert len(named) == len(set(named)), f"named twice: {sorted({n for n in named if named.count(n) > 1})}"
+    assert set(named) == _units(), (
+        f"put into a layer of [tool.importlinter] in pyproject.toml: {sorted(_units() - set(named))}; "
+        f"no longer in the package: {sorted(set(named) - _units())}")
+
+
+def test_the_contracts_are_the_strict_kind():
+    """The layers contract is exhaustive with independent units per layer, imports are never
+    ignored, and the front door and the folders' insides have their contracts."""
+    contracts = _contracts()
+    assert not any(c.get("ignore_imports") for c in contracts), "an ignored import hides a cycle"
+    layers = next(c for c in contracts if c["type"] == "layers")
+    assert layers["exhaustive"] is True and not any(":" in layer for layer in layers["layers"])
+    assert {"acyclic_siblings", "forbidden"} <= {c["type"] for c in contracts}
 
 
 def test_a_subpackage_door_imports_nothing():
     """``training/__init__.py`` and its kind hold a docstring: importing ``workbench.training``
     pulls in nothing, and no layer can be reached through a package's door."""
-    assert _doors(), "the package has layered subpackages"
+    assert _doors(), "the package has subpackages"
     for door in _doors():
         assert not _imports(door), f"{door.relative_to(PACKAGE.parent)} imports workbench modules"
-
-
-def _upward() -> list[str]:
-    """Every import that runs back up the layers, as 'importer (layer) imports target ...'."""
-    wrong = []
-    for importer, targets in _graph().items():
-        if importer in FACADE:
-            continue
-        for target, where in targets.items():
-            if target == "__init__":
-                continue  # checked below: only dunder names such as __version__
-            if _layer(target) is None or _layer(importer) is None:
-                continue  # test_every_module_has_a_layer names them
-            if _layer(target) > _layer(importer):
-                wrong.append(f"{importer} (layer {_layer(importer) + 1}) imports {target} "
-                             f"(layer {_layer(target) + 1}) at {', '.join(where)}")
-    return wrong
-
-
-def test_imports_never_run_up_the_layers():
-    wrong = _upward()
-    assert not wrong, "imports that run back up the layers:\n" + "\n".join(wrong)
-
-
-@pytest.mark.parametrize("source", [
-    "from ..training.engine import train\n",
-    "def f():\n    from ..training import engine\n",
-    "import workbench.training.engine\n",
-])
-def test_a_backward_import_is_caught(tmp_path, monkeypatch, source):
-    """The check fails when a low module (backends.registry) reaches the engine, however."""
-    fake = tmp_path / "workbench"
-    for sub in ("backends", "training"):
-        (fake / sub).mkdir(parents=True)
-        (fake / sub / "__init__.py").write_text('"""door"""\n')
-    (fake / "training" / "engine.py").write_text("")
-    (fake / "backends" / "registry.py").write_text(source)
-    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
-    assert _upward() == [f"backends.registry (layer 1) imports training.engine (layer 5) "
-                         f"at workbench/backends/registry.py:{source.count(chr(10))}"]
-
-
-def test_no_import_cycle():
-    graph = {m: set(t) - {"__init__"} for m, t in _graph().items() if m not in FACADE}
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    cycles = []
-
-    def visit(node: str, path: list[str]) -> None:
-        state[node] = 1
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                cycles.append(" -> ".join(path[path.index(nxt):] + [nxt]))
-            elif nxt not in state:
-                visit(nxt, path + [nxt])
-        state[node] = 2
-
-    for node in sorted(graph):
-        if node not in state:
-            visit(node, [node])
-    assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
 def test_no_module_imports_another_modules_private_names():
@@ -205,11 +139,9 @@ def test_no_module_imports_another_modules_private_names():
         for line, mod, name in _imports(path):
             if mod == me or name is None:
                 continue
-            if mod == "__init__":  # the package's front door
-                if not (name.startswith("__") and name.endswith("__")):
-                    wrong.append(f"{path.name}:{line} imports {name} from the package's __init__")
-                continue
-            if name.startswith("_") and not name.startswith("__"):
+            if mod == "__init__" and me not in FACADE:  # the front door serves users only
+                wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {name} from the package's __init__")
+            elif name.startswith("_") and not name.startswith("__"):
                 wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {mod}.{name}")
     assert not wrong, "private names imported across modules:\n" + "\n".join(wrong)
 
@@ -220,8 +152,8 @@ def test_no_module_imports_another_modules_private_names():
     ("x.py", "from workbench.backends.registry import device\n", [("backends.registry", "device")]),
     ("training/x.py", "from . import recipe\n", [("training.recipe", None)]),
     ("training/x.py", "from .. import __version__\n", [("__init__", "__version__")]),
-    ("bench/x.py", "from ..training.shapes import buckets\n", [("training.shapes", "buckets")]),
-    ("bench/x.py", "from ..training import shapes\n", [("training.shapes", None)]),
+    ("bench/x.py", "from ..training.recipe import x\n", [("training.recipe", "x")]),
+    ("bench/x.py", "from ..training import recipe\n", [("training.recipe", None)]),
     ("bench/x.py", "from . import cli\n", [("bench", None)]),
     ("x.py", "import workbench.rundir.run\n", [("rundir.run", None)]),
 ])
@@ -231,26 +163,11 @@ def test_the_reader_sees_every_kind_of_import(tmp_path, where, source, expected,
     for sub in ("bench", "training", "rundir", "backends"):
         (fake / sub).mkdir(parents=True)
     for name in ("training/engine", "rundir/run", "backends/registry", "training/recipe",
-                 "training/shapes", "bench/cli"):
+                 "bench/cli"):
         (fake / f"{name}.py").write_text("")
     (fake / where).write_text(source)
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
     assert [(m, n) for _line, m, n in _imports(fake / where)] == expected
-
-
-def test_the_architecture_doc_lists_every_layer_as_the_test_does():
-    """docs/architecture.md draws the layers; it must name the modules this test enforces."""
-    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
-    drawn: dict[int, set[str]] = {}
-    layer = 0
-    for line in doc.split("```")[1].splitlines():
-        parts = line.split()
-        if parts and parts[0].isdigit():  # a layer's first line; more lines may follow it
-            layer, parts = int(parts[0]), parts[1:]
-        names = {p.rstrip("/") for p in parts if p.rstrip("/").replace(".", "_").isidentifier()}
-        drawn.setdefault(layer, set()).update(names)
-    for i, names in enumerate(LAYERS, start=1):
-        assert names <= drawn.get(i, set()), f"layer {i} in docs/architecture.md lacks {sorted(names - drawn.get(i, set()))}"
 
 
 def _defined(module: Path) -> set[str]:
@@ -332,7 +249,7 @@ def _environment_reads(path: Path) -> list[tuple[int, str]]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
             if is_environ(node.func.value) and node.func.attr in ("get", "setdefault", "pop"):
                 key = node.args[0]
-            elif ast.unparse(node.func) == "os.getenv":
+            elif ast.unparse(node.func) in ("os.getenv", "settings.get", "settings.is_set"):
                 key = node.args[0]
         elif isinstance(node, ast.Subscript) and is_environ(node.value):
             key = node.slice
@@ -360,12 +277,45 @@ def test_the_environment_reader_sees_each_form_of_lookup(tmp_path):
     source = ("import os\nfrom workbench import settings\nVAR = 'FROM_CONSTANT'\n"
               "a = os.environ.get('A_GET')\nb = os.environ['B_ITEM']\nc = os.getenv('C_GETENV')\n"
               "d = 'D_IN' in os.environ\ne = os.environ.get(VAR)\nf = os.environ.get(settings.RUNS)\n"
-              "g = os.environ.setdefault('G_DEFAULT', '1')\n")
+              "g = os.environ.setdefault('G_DEFAULT', '1')\nh = settings.get('H_SETTINGS', '0')\n"
+              "i = settings.is_set('I_SET')\n")
     path = tmp_path / "mod.py"
     path.write_text(source)
-    assert [v for _line, v in _environment_reads(path)] == sorted(
-        ["A_GET", "B_ITEM", "C_GETENV", "D_IN", "FROM_CONSTANT", "WORKBENCH_RUNS", "G_DEFAULT"],
-        key=["A_GET", "B_ITEM", "C_GETENV", "D_IN", "FROM_CONSTANT", "WORKBENCH_RUNS", "G_DEFAULT"].index)
+    expected = ["A_GET", "B_ITEM", "C_GETENV", "D_IN", "FROM_CONSTANT", "WORKBENCH_RUNS", "G_DEFAULT",
+                "H_SETTINGS", "I_SET"]
+    assert sorted(v for _line, v in _environment_reads(path)) == sorted(expected)
+    assert [line for line, _var in _direct_lookups(path)] == [4, 5, 6, 7, 8, 9]
+
+
+def _direct_lookups(path: Path) -> list[tuple[int, str]]:
+    """(line, code) of every lookup of ``os.environ`` by name (``get``, ``[...]`` read, ``in``,
+    ``os.getenv``); writes (``os.environ[X] = ...``, ``setdefault``, ``pop``) are not lookups."""
+    def dotted(node) -> str | None:  # "os.environ" for os.environ; None for anything else
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Attribute) and (base := dotted(node.value)) is not None:
+            return f"{base}.{node.attr}"
+        return None
+
+    environ = ("os.environ", "environ")
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if ((isinstance(node, ast.Call) and dotted(node.func) in ("os.environ.get", "environ.get", "os.getenv"))
+                or (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
+                    and dotted(node.value) in environ)
+                or (isinstance(node, ast.Compare) and any(dotted(c) in environ for c in node.comparators))):
+            found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_only_settings_looks_an_environment_variable_up():
+    """One home: every module reads a variable through ``settings`` (``settings.get``,
+    ``settings.is_set`` or a reader such as ``runs_root``), which refuses a name its table
+    does not list. Writes stay where the package sets a variable for a library."""
+    found = [f"{p.relative_to(PACKAGE.parent)}:{line}: {code}"
+             for p in sorted(PACKAGE.rglob("*.py")) if p.name != "settings.py" or p.parent != PACKAGE
+             for line, code in _direct_lookups(p)]
+    assert not found, "read these through workbench.settings:\n" + "\n".join(found)
 
 
 def test_where_runs_go_is_decided_in_one_function():

@@ -262,6 +262,7 @@ def test_deepspeed_two_nodes_on_loopback_without_ssh():
 
 
 # --------------------------------------------------------------------------- Slurm, rendered
+@pytest.mark.slow
 def test_the_slurm_script_parses_and_starts_one_torchrun_per_node(tmp_path):
     cmd = wb.launch_command("gpt2-tiny", "docstrings-lm", nodes=3, devices_per_node=8, format="slurm",
                             accelerator="cuda", max_restarts=2, port=29555)

@@ -72,6 +72,7 @@ def _ranks(out: Path) -> list[dict]:
 
 
 @pytest.mark.parametrize("kind", ["glue", "clm"])
+@pytest.mark.slow
 def test_the_scripts_train_and_evaluate_on_two_cpu_ranks(tmp_path, kind):
     files = local_files(tmp_path / "files", kind)
     out = tmp_path / "out"

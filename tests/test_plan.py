@@ -159,6 +159,7 @@ def accuracy():
     return wb.plan_accuracy()
 
 
+@pytest.mark.slow
 def test_the_planner_matches_its_recorded_leave_one_out_and_held_out_accuracy(accuracy):
     """Each reference planned from the others, and each held-out published result from the
     references, through wb.plan; the figures recorded in plan_references.json "accuracy"
@@ -190,6 +191,7 @@ def test_the_planner_matches_its_recorded_leave_one_out_and_held_out_accuracy(ac
     assert len(results) >= 20 and {"Gaudi2", "Gaudi3", "A100 80GB", "H100 SXM", "H200"} <= {e["chip"] for e in results}
 
 
+@pytest.mark.slow
 def test_a_reference_leaves_with_its_twins_and_the_nearest_kind_of_run_is_taken(accuracy):
     """Leave-one-out drops the same run on another number of devices; an encoder plan on a
     Gaudi takes an encoder's figure, a decoder a decoder's, a LoRA plan prefers LoRA."""
@@ -405,7 +407,7 @@ def test_the_plan_benchmark_estimates_this_projects_runs_from_published_figures_
 
 
 def test_the_model_picker_shows_time_and_cost_for_a_token_budget():
-    from workbench.views.pickers import pick_model
+    from workbench.forms.pickers import pick_model
 
     off = pick_model("gpt2", size="small", batch_size=8, seq_len=512)
     assert "cost" not in off.devices.value  # no budget: no plan
@@ -546,6 +548,7 @@ def test_h200_is_planned_faster_than_h100_from_its_own_bandwidth_and_memory():
     assert CHIPS["Gaudi3"].memory > CHIPS["Gaudi2"].memory and CHIPS["Gaudi3"].link_gbs > CHIPS["Gaudi2"].link_gbs
 
 
+@pytest.mark.slow
 def test_every_catalog_model_plans():
     """Every model of wb.models() plans on a device (SD 2 and SDXL give their UNet settings per
     block); the VAE, which has no memory or FLOP model, is refused with the way out."""
@@ -609,6 +612,7 @@ def test_every_row_carries_the_range_of_its_families_measured_error_and_says_whe
     assert {"hours_low", "hours_high", "cost_low", "cost_high", "price_date", "price_source"} <= set(p.table())
 
 
+@pytest.mark.slow
 def test_plan_accuracy_predicts_through_wb_plan_itself(accuracy):
     """plan_accuracy's prediction for a published result is what wb.plan says for that run (its
     model, batch, length, precision, chip and devices), not the MFU lookup's."""

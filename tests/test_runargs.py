@@ -1,5 +1,5 @@
 """A run's arguments are one record: every name, default and check is stated once in
-``workbench.training.runargs.FIELDS``, and every door (wb.train, wb.launch_command,
+``workbench.runargs.FIELDS``, and every door (wb.train, wb.launch_command,
 wb.profile, the pickers, the form) reads it."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import inspect
 import pytest
 
 import workbench as wb
-from workbench.training import runargs
-from workbench.training.runargs import FIELDS, RunArgs
+from workbench import runargs
+from workbench.runargs import FIELDS, RunArgs
 
 pytestmark = pytest.mark.usefixtures("runs_in_tmp")
 
@@ -84,6 +84,6 @@ def test_an_alias_becomes_its_field_in_the_spec():
 
 
 def test_the_padding_vocabulary_is_one():
-    from workbench.training import shapes
+    from workbench import shapes
 
     assert set(shapes.STRATEGIES) <= set(runargs.PADDINGS)

@@ -194,7 +194,7 @@ def test_the_log_is_read_as_it_grows_restarts_when_rewritten_and_waits_for_whole
 
 
 def test_an_unchanged_log_costs_one_stat_and_a_shortened_one_is_read_again(tmp_path, monkeypatch):
-    from workbench.server import tail as tail_module
+    from workbench.rundir import events as events_module  # the reader EventTail reads through
 
     path = tmp_path / "events.jsonl"
     log = EventLog(path)
@@ -204,7 +204,7 @@ def test_an_unchanged_log_costs_one_stat_and_a_shortened_one_is_read_again(tmp_p
     tail.poll()
     opened = []
     real_open = open
-    monkeypatch.setattr(tail_module, "open", lambda *a, **k: opened.append(a[0]) or real_open(*a, **k), raising=False)
+    monkeypatch.setattr(events_module, "open", lambda *a, **k: opened.append(a[0]) or real_open(*a, **k), raising=False)
     tail.poll()
     assert opened == [] and tail.step == 20
     path.write_text(json.dumps({"step": 5, "phase": "train", "loss": 1.0}) + "\n")  # shorter, same file

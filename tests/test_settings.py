@@ -63,3 +63,19 @@ def test_the_cache_is_the_variable_or_the_users_cache_folder(monkeypatch, tmp_pa
 @pytest.mark.parametrize("name", sorted(settings.VARIABLES))
 def test_every_variable_says_what_it_means(name):
     assert len(settings.VARIABLES[name]) > 20 and name == name.upper()
+
+
+def test_get_reads_a_listed_variable_and_refuses_an_unlisted_one(monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    assert settings.get("RANK") is None and settings.get("RANK", "0") == "0"
+    assert not settings.is_set("RANK")
+    monkeypatch.setenv("RANK", "")
+    assert settings.is_set("RANK") and settings.get("RANK", "0") == ""
+    monkeypatch.setenv("RANK", "3")
+    from workbench.backends.torchrun import world
+
+    assert world()[0] == 3
+    with pytest.raises(KeyError, match="NOT_LISTED_VAR is not in workbench/settings.py VARIABLES"):
+        settings.get("NOT_LISTED_VAR")
+    with pytest.raises(KeyError, match="add it there"):
+        settings.is_set("NOT_LISTED_VAR")

@@ -10,8 +10,8 @@ import torch
 import transformers
 
 import workbench as wb
-from workbench.training.batching import BucketCollator, pack
-from workbench.training.shapes import (
+from workbench.batching import BucketCollator, pack
+from workbench.shapes import (
     STRATEGIES,
     BucketBatchSampler,
     buckets,
@@ -361,3 +361,17 @@ def test_tradeoff_waste_falls_as_shapes_grow(topic):
     assert list(df.columns) == ["k", "boundaries", "waste_pct", "shapes", "useful_tokens_per_step"]
     assert (df["shapes"] <= df["k"]).all()
     assert df["waste_pct"].is_monotonic_decreasing
+
+
+def test_the_old_documented_path_still_serves_tradeoff_with_a_deprecation_warning():
+    """docs/training.md named ``workbench.training.shapes.tradeoff`` before the module moved."""
+    import importlib
+    import sys
+
+    import workbench.shapes
+
+    sys.modules.pop("workbench.training.shapes", None)
+    with pytest.warns(DeprecationWarning, match="moved to workbench.shapes"):
+        old = importlib.import_module("workbench.training.shapes")
+    assert old.tradeoff is workbench.shapes.tradeoff
+    assert "buckets" in dir(old)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import workbench as wb
-from workbench.training import runargs
-from workbench.training.runargs import FIELDS
+from workbench import runargs
+from workbench.runargs import FIELDS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -112,8 +112,8 @@ def test_log_throttle_only_on_one_accelerator_process(fake_hpu):
 def test_causal_sdpa_builds_no_mask_even_under_compile_and_keeps_the_loss():
     """Why packed runs switch the attention: under torch.compile transformers hands SDPA a
     mask tensor (no flash kernel); under the workbench's alias of SDPA it builds none."""
+    from workbench.batching import BucketCollator, pack
     from workbench.training import attention
-    from workbench.training.batching import BucketCollator, pack
 
     tok = wb.model("gpt2").load_tokenizer()
     docs = [r["input_ids"] for r in wb.dataset("docstrings-lm", limit=80).prepare(tok, max_length=64)["train"]]

@@ -51,6 +51,7 @@ def test_a_launched_run_killed_through_its_rank_0_shows_the_step_it_reached(tmp_
     assert reopened.last_checkpoint.name == f"checkpoint-{logged // 10 * 10}"
 
 
+@pytest.mark.slow
 def test_a_kill_inside_a_resume_after_its_spec_was_rewritten_reads_failed_not_completed(tmp_path):
     run = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), max_steps=6, save_every=3,
                    run_dir=tmp_path / "runs", **SMALL)
@@ -103,6 +104,7 @@ VICTIM = """
 """
 
 
+@pytest.mark.slow
 def test_two_ctrl_cs_during_the_last_save_leave_no_checkpoint_that_cannot_resume(tmp_path):
     proc = _script(tmp_path, VICTIM)
     assert "Stopping" in proc.stdout, (proc.stdout[-1000:], proc.stderr[-2000:])
@@ -161,6 +163,7 @@ def test_a_graceful_kernel_restart_leaves_a_stopped_run_with_its_checkpoint(tmp_
     assert run.summary["checkpoint"] == str(ckpt) and run.step == int(ckpt.name.split("-")[1])
 
 
+@pytest.mark.slow
 def test_sigterm_while_training_ends_the_run_failed_with_its_reason(tmp_path):
     proc = _script(tmp_path, """
         import os, signal

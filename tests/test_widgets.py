@@ -9,16 +9,16 @@ import threading
 import pytest
 
 import workbench
-from workbench.views import composite
-from workbench.views import form as form_module
-from workbench.views.form import train_form
-from workbench.views.pickers import HUB, LOCAL, pick_dataset, pick_model
+from workbench.forms import composite
+from workbench.forms import form as form_module
+from workbench.forms.form import train_form
+from workbench.forms.pickers import HUB, LOCAL, pick_dataset, pick_model
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def test_the_public_names_come_from_their_views():
-    """``wb.pick_model`` and friends are the objects of ``workbench.views``' pickers and form."""
+    """``wb.pick_model`` and friends are the objects of ``workbench.forms``' pickers and form."""
     assert (workbench.pick_model, workbench.pick_dataset) == (pick_model, pick_dataset)
     assert workbench.train_form is train_form
 
@@ -261,6 +261,7 @@ def test_train_button_starts_a_background_run(tmp_path, monkeypatch):
     assert "completed at step 3 of 3" in form.message.value and "run=" in repr(form)
 
 
+@pytest.mark.slow
 def test_a_stopped_form_run_says_where_and_how_to_continue(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     form = train_form(pick_model("gpt2"), pick_dataset("docstrings-lm", limit=64, max_length=32))
@@ -342,6 +343,7 @@ def _widget_views_per_cell(cells: list[str], tmp_path) -> list[int]:
     return [sum(WIDGET_VIEW in o.get("data", {}) for o in c.outputs) for c in nb.cells]
 
 
+@pytest.mark.slow
 def test_the_pickers_examples_cells_each_show_their_widget(tmp_path):
     """Pasted cell by cell, the docs' example shows the model picker, the dataset picker and
     the form, each once (once three empty cells: a picker showed only as a cell's last value)."""
@@ -350,6 +352,7 @@ def test_the_pickers_examples_cells_each_show_their_widget(tmp_path):
     assert _widget_views_per_cell(cells, tmp_path) == [0, 1, 1, 1, 0]
 
 
+@pytest.mark.slow
 def test_a_picker_shows_once_as_a_cells_value_and_a_forms_own_pickers_inside_it(tmp_path):
     cells = ["import workbench as wb\nmodel = wb.pick_model()\nmodel",  # its value: shown once
              "data = wb.pick_dataset(limit=50)\ndisplay(data)",  # displayed: not again

@@ -9,10 +9,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
-from .backends.hpu import prepare_recipe_cache  # noqa: E402
-from .backends.registry import DeviceInfo, device, devices  # noqa: E402  (light: imports no torch)
+from .backends.hpu import prepare_recipe_cache
+from .backends.registry import DeviceInfo, device, devices  # light: imports no torch
+from .version import __version__
 
 # The Habana bridge reads PT_HPU_RECIPE_CACHE_CONFIG as it loads, and in eager mode
 # `import torch` loads it: this line runs before a notebook that imports workbench first
@@ -38,9 +37,9 @@ _LAZY = {
     "bucket_collator": "training.defaults",
     "runs": "rundir.run",
     "compare": "rundir.run",
-    "pick_model": "views.pickers",
-    "pick_dataset": "views.pickers",
-    "train_form": "views.form",
+    "pick_model": "forms.pickers",
+    "pick_dataset": "forms.pickers",
+    "train_form": "forms.form",
     "plan_memory": "planning.memory",
     "MemoryPlan": "planning.memory",
     "plan": "planning.planner",
@@ -65,6 +64,9 @@ if TYPE_CHECKING:
     from .data import DataSpec as DataSpec
     from .data import dataset as dataset
     from .data import datasets as datasets
+    from .forms.form import train_form as train_form
+    from .forms.pickers import pick_dataset as pick_dataset
+    from .forms.pickers import pick_model as pick_model
     from .nbrecord import record as record
     from .nbrecord import records as records
     from .planning.memory import MemoryPlan as MemoryPlan
@@ -83,9 +85,6 @@ if TYPE_CHECKING:
     from .training.engine import Run as Run
     from .training.engine import train as train
     from .training.profiler import profile as profile
-    from .views.form import train_form as train_form
-    from .views.pickers import pick_dataset as pick_dataset
-    from .views.pickers import pick_model as pick_model
 
 __all__ = ["DeviceInfo", "device", "devices", "__version__", *_LAZY]
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from . import __version__
+from .version import __version__
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:

@@ -21,8 +21,8 @@ from . import bundled
 from .catalog import hub_error, is_local  # hub_error: the hub module's, through the catalog
 from .diffusion import images
 from .liblogs import transformers_errors_only
-from .training.runargs import default
-from .training.shapes import LengthStats
+from .runargs import default
+from .shapes import LengthStats
 
 TASKS = ("classification", "causal_lm", "seq2seq", "diffusion", "text_to_image")
 ROLES = ("text", "label", "target", "image", "caption")

@@ -7,8 +7,9 @@ hub library's own reading of it), the cache is a directory on disk.
 
 from __future__ import annotations
 
-import os
 import sys
+
+from . import settings
 
 TRUE = ("1", "ON", "YES", "TRUE")
 # what a repo needs in the cache to build a model from it: its config and its weights
@@ -30,8 +31,8 @@ def offline_switch(what: str = "model") -> str | None:
         ["HF_DATASETS_OFFLINE"] if what == "dataset" else []
     )
     for name in names:
-        if os.environ.get(name, "").upper() in TRUE:
-            return f"{name}={os.environ[name]}"
+        if (value := settings.get(name, "")).upper() in TRUE:
+            return f"{name}={value}"
     constants = sys.modules.get("huggingface_hub.constants")
     if constants is not None and getattr(constants, "HF_HUB_OFFLINE", False):
         return "HF_HUB_OFFLINE (read when huggingface_hub was imported)"

@@ -1,15 +1,18 @@
 """The environment variables the workbench reads: its own four, with their readers, and the
 ones other tools set that it also reads (each with who sets it).
 
-``tests/test_layers.py`` reads every ``os.environ`` / ``os.getenv`` lookup in the package
-and fails on a variable missing from ``VARIABLES``: this table is the one list. Light:
-imports nothing but the standard library.
+Every module reads a variable here: through ``get`` and ``is_set`` (which refuse a name
+``VARIABLES`` does not list) or a reader below (``runs_root``, ``cache_root``...).
+``tests/test_layers.py`` fails on an ``os.environ`` / ``os.getenv`` lookup anywhere else and
+on a variable missing from the table: this table is the one list. Light: imports nothing but
+the standard library.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import overload
 
 RUNS = "WORKBENCH_RUNS"
 CACHE = "WORKBENCH_CACHE"
@@ -46,6 +49,30 @@ VARIABLES: dict[str, str] = {
     "JPY_SESSION_NAME": "set by Jupyter for a notebook's kernel (a live view can be drawn)",
     "VSCODE_PID": "set by VS Code for its notebooks' kernels (a live view can be drawn)",
 }
+
+
+def _listed(name: str) -> str:
+    if name not in VARIABLES:
+        raise KeyError(
+            f"{name} is not in workbench/settings.py VARIABLES: add it there, with what it means"
+        )
+    return name
+
+
+@overload
+def get(name: str) -> str | None: ...
+@overload
+def get(name: str, default: str) -> str: ...
+def get(name: str, default: str | None = None) -> str | None:
+    """The value of the listed variable ``name``, else ``default`` (None: unset stays None,
+    as a caller that restores the environment needs). Every lookup of the package's goes
+    through here or the readers below; a name not in ``VARIABLES`` is a KeyError."""
+    return os.environ.get(_listed(name), default)
+
+
+def is_set(name: str) -> bool:
+    """Whether the listed variable ``name`` is in the environment (set, even empty)."""
+    return _listed(name) in os.environ
 
 
 def runs_root(run_dir: str | Path | None = None) -> Path:

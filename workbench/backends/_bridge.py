@@ -17,6 +17,7 @@ import warnings
 from functools import cache
 from pathlib import Path
 
+from .. import settings
 from .devicefiles import device_files
 
 MODES = ("eager", "lazy", "compile")
@@ -71,7 +72,7 @@ def _is_lazy() -> bool:
     try:
         return bool(importlib.import_module("habana_frameworks.torch.utils.internal").is_lazy())
     except Exception:  # unreadable: the variable, as bridge() sets it before loading one
-        return os.environ.get("PT_HPU_LAZY_MODE", "0") != "0"
+        return settings.get("PT_HPU_LAZY_MODE", "0") != "0"
 
 
 def mode_env(mode: str) -> dict[str, str]:
@@ -139,7 +140,7 @@ def prepare_recipe_cache() -> None:
     imports workbench first keeps the cache, one that imported torch first is told it has none.
     Workers inherit the variable, so all ranks share one cache.
     """
-    if not has_bridge() or RECIPE_VARIABLE in os.environ:
+    if not has_bridge() or settings.is_set(RECIPE_VARIABLE):
         return
     if loaded():  # too late: say so now rather than run without the cache in silence
         warnings.warn(
@@ -159,8 +160,8 @@ def bridge():
         # Unset, the mode is lazy to 1.19-era bridges and eager to current ones: say which.
         os.environ.setdefault("PT_HPU_LAZY_MODE", "0")
         prepare_recipe_cache()  # normally done at `import workbench` already
-    if os.environ.get(RECIPE_VARIABLE):
-        _warn_if_nfs(os.environ[RECIPE_VARIABLE].split(",")[0])
+    if recipe_config := settings.get(RECIPE_VARIABLE):
+        _warn_if_nfs(recipe_config.split(",")[0])
     try:
         module = importlib.import_module("habana_frameworks.torch")
     except Exception as e:

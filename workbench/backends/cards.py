@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import settings
+
 PROC = Path("/proc")
 _KERNEL_FILE = re.compile(r"kernel-([0-9a-f-]{36})\.json")
 # device file -> when this process was first seen holding it (the driver keeps no time)
@@ -183,7 +185,7 @@ def placement(cards: list[Card], devices: int, visible_env: str | None) -> dict[
     """
     if not cards or visible_env is None:
         return {}
-    chosen = os.environ.get(visible_env, "").strip()
+    chosen = settings.get(visible_env, "").strip()
     if chosen:  # the caller already restricted the cards: only those count
         allowed = {int(m) for m in chosen.split(",") if m.strip().isdigit()}
         cards = [c for c in cards if c.select in allowed]

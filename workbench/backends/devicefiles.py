@@ -14,14 +14,16 @@ import glob
 import os
 import re
 
-DEVICE_FILES_ENV = "WORKBENCH_HPU_DEVICE_FILES"
+from .. import settings
+
+DEVICE_FILES_ENV = settings.HPU_DEVICE_FILES
 DEVICE_FILES = ("/dev/accel/accel*", "/dev/hl[0-9]*")
 _NUMBERED = re.compile(r"^(?:accel|hl)(\d+)$")  # not accel_controlD<N>, hl_controlD<N>
 
 
 def device_files() -> dict[int, str]:
     """The cards' device files by number (the minor of ``/dev/accel/accel<N>``)."""
-    chosen = os.environ.get(DEVICE_FILES_ENV, "").strip()
+    chosen = settings.get(DEVICE_FILES_ENV, "").strip()
     patterns = [p for p in chosen.split(os.pathsep) if p] if chosen else DEVICE_FILES
     out: dict[int, str] = {}
     for pattern in patterns:

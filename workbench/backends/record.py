@@ -23,7 +23,7 @@ def version(dist: str) -> str | None:
 def library_versions() -> dict[str, str | None]:
     """The versions a run records and a bug report needs, read one way: the workbench's own
     (``workbench.__version__``), torch, transformers, accelerate, datasets, the Habana bridge."""
-    from .. import __version__
+    from ..version import __version__
 
     return {
         "workbench": __version__,

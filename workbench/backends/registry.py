@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .. import markup
+from .. import markup, settings
 from . import _bridge, cards, cpu, cuda, hpu, monitor
 from .cards import Card
 from .chips import CHIPS, Chip, match
@@ -25,7 +25,7 @@ from .monitor import Unavailable
 from .record import Backend, library_versions
 
 ORDER = ("hpu", "cuda", "cpu")
-ENV_DEVICE = "WORKBENCH_DEVICE"
+ENV_DEVICE = settings.DEVICE
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 BACKENDS: dict[str, Backend] = {"hpu": hpu.RECORD, "cuda": cuda.RECORD, "cpu": cpu.RECORD}
 
@@ -315,7 +315,7 @@ def device(kind: str | DeviceInfo | None = None) -> DeviceInfo:
         return kind
     source = "argument"
     if kind in (None, "auto"):
-        kind = os.environ.get(ENV_DEVICE, "").strip() or None
+        kind = settings.device_choice()
         source = f"${ENV_DEVICE}"
     if kind in (None, "auto"):
         for k in ORDER:
@@ -345,7 +345,7 @@ def check_mode(mode: str | None, kind: str) -> None:
 def device_in_mode(kind: str = "auto", mode: str | None = None) -> DeviceInfo:
     """``device(kind)``, with Gaudi's execution mode set first where ``mode`` asks for one (the
     bridge reads the mode once, when it loads); ``mode="lazy"`` off Gaudi is refused."""
-    before = os.environ.get("PT_HPU_LAZY_MODE")
+    before = settings.get("PT_HPU_LAZY_MODE")
     if mode is not None:
         hpu.set_hpu_mode(mode)  # before the device probe below loads the bridge
     dev = device(kind)  # fails early, with the fix, on an unavailable device

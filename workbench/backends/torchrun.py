@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import os
 
+from .. import settings
+
 
 def world() -> tuple[int, int]:
     """(rank, world size) from torchrun's environment; (0, 1) in a single process."""
-    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    return int(settings.get("RANK", "0")), int(settings.get("WORLD_SIZE", "1"))
 
 
 def local_rank() -> int:
     """This worker's index among the workers of its machine (0 outside a launcher)."""
-    return int(os.environ.get("LOCAL_RANK", "0"))
+    return int(settings.get("LOCAL_RANK", "0"))
 
 
 # Variables a process sets for itself once it holds a Gaudi, which a child must not inherit

@@ -14,10 +14,10 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from ..batching import collator
 from ..catalog import model as as_model
 from ..data import dataset as as_dataset
 from ..training.attachment import attach
-from ..training.batching import collator
 from ..training.engine import train
 
 __all__ = [
@@ -205,7 +205,7 @@ def plain_trainer(
     directory). Steps/s."""
     import transformers
 
-    from ..training.batching import pack
+    from ..batching import pack
 
     transformers.set_seed(seed)
     model, tok = spec.build(num_labels=data.num_labels)

@@ -6,11 +6,11 @@ import statistics
 from typing import Any
 
 from ..backends.registry import device as pick
+from ..batching import BucketCollator, pack
 from ..catalog import model as as_model
 from ..data import dataset as as_dataset
 from ..liblogs import quiet_libraries
-from ..training.batching import BucketCollator, pack
-from ..training.shapes import BucketBatchSampler, buckets, lengths_of, tradeoff_rows
+from ..shapes import BucketBatchSampler, buckets, lengths_of, tradeoff_rows
 from .contenders import RawLoop, collator, engine_setup, interleaved_chunks
 
 # model -> (dataset, task, strategies); packing is for causal LMs only

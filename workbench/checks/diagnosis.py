@@ -20,10 +20,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, markup
+from .. import markup
 from ..backends.record import library_versions
 from ..backends.registry import DeviceInfo, backend, fmt_bytes
 from ..rundir.run import now, write_json
+from ..version import __version__
 
 STATUSES = ("pass", "fail", "skip")
 DROP = 0.02  # the loss "falls" when its last quarter averages this much below its first

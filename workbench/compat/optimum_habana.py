@@ -34,6 +34,7 @@ from typing import Any
 
 import transformers
 
+from .. import settings
 from ..backends.hpu import bridge_installed, bridge_loaded, hpu_mode, set_hpu_mode
 from ..backends.registry import device as pick_device
 from ..backends.torchrun import world
@@ -371,7 +372,7 @@ class GaudiConfig:
         """Hand the op lists to the bridge's autocast (before it loads), as Optimum Habana did."""
         if self.autocast_bf16_ops is None or self.autocast_fp32_ops is None:
             return
-        if "PT_HPU_AUTOCAST_LOWER_PRECISION_OPS_LIST" in os.environ:
+        if settings.is_set("PT_HPU_AUTOCAST_LOWER_PRECISION_OPS_LIST"):
             return  # the user's own lists win
         if "habana_frameworks.torch.core" in sys.modules:
             # Optimum Habana sets the variables all the same, where they change nothing: say so,
@@ -478,7 +479,7 @@ def _prepare(self) -> None:
     self.workbench_device = None
     if self.use_habana and not self.use_cpu:
         want = "lazy" if self.use_lazy_mode else "eager"
-        before = os.environ.get("PT_HPU_LAZY_MODE")
+        before = settings.get("PT_HPU_LAZY_MODE")
         if bridge_installed():
             # the op lists and the mode go before the device probe below, which loads the
             # bridge: it reads both once, as it loads

@@ -41,6 +41,7 @@ from ..backends.chips import CHIPS
 from ..backends.registry import PRECISIONS, DeviceInfo, chip, device
 from ..catalog import ModelSpec
 from ..catalog import model as as_model
+from ..jsonvalues import plain
 from ..rundir.run import RunDir
 from ..settings import runs_root
 from . import layout
@@ -817,7 +818,11 @@ def accuracy_record(references: str | Path | None = None) -> dict[str, Any]:
 def accuracy_summary(loo: list[dict], held: list[dict]) -> dict[str, Any]:
     """``accuracy_record`` of already scored ``leave_one_out()`` and ``held_out()`` rows (or
     the rows of ``plan_accuracy()`` of each check)."""
-    loo, held = [_clean(r) for r in loo], [_clean(r) for r in held]
+    # pandas' NaN (a row without a figure) back to None: jsonvalues' "null" rule
+    loo, held = (
+        [plain(r, nonfinite="null") for r in loo],
+        [plain(r, nonfinite="null") for r in held],
+    )
     quartiles = {}
     for family in FAMILIES:
         errors = sorted(
@@ -840,8 +845,3 @@ def accuracy_summary(loo: list[dict], held: list[dict]) -> dict[str, Any]:
 
 
 ACCURACY_KEYS = ("chip", "precision", "model", "devices", "mfu", "lookup_error", "error")
-
-
-def _clean(row: dict) -> dict:
-    """A scored row with pandas' NaN back to None."""
-    return {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}

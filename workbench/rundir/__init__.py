@@ -1,1 +1,1 @@
-"""Run directories: the one writer, its lock, the event log, and reading runs back."""
+"""Run directories: the one writer, its lock, the event log, checkpoints, and reading runs back."""

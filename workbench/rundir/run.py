@@ -22,6 +22,7 @@ from typing import Any
 from .. import markup
 from ..jsonvalues import plain
 from ..settings import runs_root, runs_root_named
+from .events import read_events
 from .lock import WriterLock
 
 STOP_FILE = "STOP"  # a file of this name in a run directory stops the run (every rank reads it)
@@ -84,15 +85,8 @@ class EventLog:
             raise failed
 
     def read(self) -> list[dict]:
-        if not self.path.exists():
-            return []
-        out = []
-        for line in self.path.read_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:  # a line cut short by a kill: ignore it
-                continue
-        return out
+        """Every event logged so far (``rundir.events``: the one reader of the file)."""
+        return read_events(self.path)
 
     def truncate_after(self, step: int) -> None:
         """Drop events past ``step`` (those logged after the checkpoint a resume starts from)."""
@@ -305,7 +299,7 @@ class RunDir:
     @property
     def checkpoints(self) -> list[Path]:
         """The checkpoints a run can resume from: those whose files parse, oldest first."""
-        from ..training.checkpoint import problem
+        from .checkpoint import problem
 
         return [p for p in self._saved() if problem(p) is None]
 
@@ -313,7 +307,7 @@ class RunDir:
     def broken_checkpoints(self) -> dict[str, str]:
         """Checkpoint directories that cannot be resumed from, with the reason (a kill while
         saving)."""
-        from ..training.checkpoint import problem
+        from .checkpoint import problem
 
         return {p.name: why for p in self._saved() if (why := problem(p)) is not None}
 
@@ -346,7 +340,7 @@ class RunDir:
 
     def _load(self):
         if self._loaded is None:
-            from ..training.checkpoint import load_checkpoint
+            from .checkpoint import load_checkpoint
 
             ckpt = self.last_checkpoint
             if ckpt is None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 import re
 import signal
 import subprocess
@@ -21,12 +20,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import runargs
 from ..backends.hpu import bridge_installed
 from ..backends.registry import backend
 from ..backends.torchrun import child_env
+from ..rundir.events import EventReader
 from ..rundir.run import STOP_FILE
 from ..rundir.writer import RunWriter, hand_over
-from ..training import runargs
 from ..training.engine import Run, prepare, training
 from ..training.interrupts import Interrupts
 from ..training.preparation import launch_extra
@@ -132,39 +132,24 @@ class _Follower:
     """
 
     def __init__(self, run: Run):
-        self.run, self.offset, self.inode = run, 0, None
-        # a 64-bit digest of each line replayed so far: enough to find where a rewritten log
-        # departs from what was replayed, without keeping every line of a long run in memory
+        self.run, self.reader = run, EventReader(run.log.path)
+        # a 64-bit digest of each event replayed so far: enough to find where a rewritten log
+        # departs from what was replayed, without keeping every event of a long run in memory
         self.seen: list[int] = []
+        self.rewritten = False
 
     def poll(self) -> None:
-        path = self.run.log.path
-        try:
-            with open(path) as f:
-                inode = os.fstat(f.fileno()).st_ino
-                if self.inode is not None and inode != self.inode:
-                    self.offset = 0
-                f.seek(self.offset)
-                chunk = f.read()
-        except FileNotFoundError:
-            return
-        rewritten, self.inode = self.offset == 0 and bool(self.seen), inode
-        cut = chunk.rfind("\n") + 1  # only whole lines; a partial one waits for the next poll
-        self.offset += len(chunk[:cut].encode())
-        lines = chunk[:cut].splitlines()
-        if rewritten:  # the kept prefix was replayed already
-            digests = [_digest(line) for line in lines]
+        events, started_over = self.reader.read()  # whole lines only: a partial one waits
+        self.rewritten = self.rewritten or started_over
+        if self.rewritten and events:  # the kept prefix was replayed already
+            digests = [_digest(json.dumps(e, sort_keys=True)) for e in events]
             kept = next(
                 (i for i, (a, b) in enumerate(zip(digests, self.seen)) if a != b),
-                min(len(lines), len(self.seen)),
+                min(len(events), len(self.seen)),
             )
-            self.seen, lines = self.seen[:kept], lines[kept:]
-        for line in lines:
-            self.seen.append(_digest(line))
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
+            self.seen, events, self.rewritten = self.seen[:kept], events[kept:], False
+        for event in events:
+            self.seen.append(_digest(json.dumps(event, sort_keys=True)))
             for fn in list(self.run.log.subscribers):
                 fn(event)
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 import time
 from functools import partial
@@ -28,6 +27,8 @@ from pathlib import Path
 
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import ErrorHandler, record
+
+from .. import settings
 
 
 def digest(model) -> str:
@@ -119,7 +120,7 @@ def restart(run, rank: int):
             "attempt": attempt,
             "from": ckpt.name if ckpt is not None else None,
             "skipped": sorted(run.broken_checkpoints),
-            "torchrun_restarts": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
+            "torchrun_restarts": int(settings.get("TORCHELASTIC_RESTART_COUNT", "0")),
         }
     )
     return ckpt, writer

@@ -8,13 +8,12 @@ replaces the file: a new inode) and anything may shorten it: then the reader sta
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from collections import deque
 from pathlib import Path
 from typing import Any
 
+from ..rundir.events import EventReader
 from ..views.chart import downsample
 
 RECENT_EVENTS = 50  # the events a run's detail view shows
@@ -51,11 +50,14 @@ class EventTail:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self._start_over(None)
+        self._reader = EventReader(self.path)
+        self._start_over()
 
-    def _start_over(self, inode: int | None) -> None:
-        self._inode, self._offset, self._partial = inode, 0, b""
-        self.mtime: float | None = None
+    @property
+    def mtime(self) -> float | None:
+        return self._reader.mtime
+
+    def _start_over(self) -> None:
         self.step: int | None = None
         self.max_steps: int | None = None
         self.device: str | None = None
@@ -68,42 +70,11 @@ class EventTail:
 
     def poll(self) -> None:
         """Read what was appended since the last poll (one ``stat`` when nothing was)."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            if self._inode is not None:
-                self._start_over(None)
-            return
-        if st.st_ino == self._inode and st.st_size == self._offset:
-            self.mtime = st.st_mtime
-            return
-        try:
-            with open(self.path, "rb") as f:
-                st = os.fstat(
-                    f.fileno()
-                )  # the file opened, should it have been replaced since the stat
-                if st.st_ino != self._inode or st.st_size < self._offset:
-                    self._start_over(
-                        st.st_ino
-                    )  # rewritten (a resume) or shortened: read it all again
-                f.seek(self._offset)
-                data = f.read()
-        except FileNotFoundError:
-            self._start_over(None)
-            return
-        self.mtime = st.st_mtime
-        self._offset += len(data)
-        lines = (self._partial + data).split(b"\n")
-        self._partial = lines.pop()  # no newline yet: the writer is mid-line (or was killed there)
-        for line in lines:
-            try:
-                event = json.loads(line)
-            except (
-                ValueError
-            ):  # a line cut short by a kill, then appended to: skipped, as EventLog.read does
-                continue
-            if isinstance(event, dict):
-                self._add(event)
+        events, started_over = self._reader.read()
+        if started_over:  # rewritten (a resume), shortened or removed: the figures start over
+            self._start_over()
+        for event in events:
+            self._add(event)
 
     def _add(self, event: dict) -> None:
         step, phase = event.get("step"), event.get("phase")

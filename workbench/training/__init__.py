@@ -1,1 +1,1 @@
-"""Training: a run's arguments, its recipe, the Trainer it becomes, callbacks and batching."""
+"""Training: a run's recipe, the Trainer it becomes, callbacks, and the run it starts."""

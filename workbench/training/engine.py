@@ -14,6 +14,7 @@ import threading
 import traceback
 from pathlib import Path
 
+from .. import runargs
 from ..backends.registry import DeviceInfo
 from ..backends.registry import device as pick_device
 from ..backends.torchrun import local_rank, world
@@ -23,7 +24,7 @@ from ..liblogs import quiet_libraries
 from ..rundir import run as runs
 from ..rundir.writer import ABORTED, DiskFull, RunWriter, disk_full_message
 from ..views.dashboard import attach
-from . import preparation, runargs
+from . import preparation
 from .interrupts import Interrupts, Terminated
 from .trainer import build, error_text, outcome, tied_keys_quiet
 from .trainer import summary as end_summary

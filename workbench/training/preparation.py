@@ -20,10 +20,10 @@ from ..catalog import model as as_model
 from ..data import DataSpec
 from ..data import dataset as as_dataset
 from ..liblogs import quiet_libraries
+from ..runargs import RunArgs, check_overrides, check_value
 from ..rundir import run as runs
 from ..rundir.writer import create
 from . import recipe
-from .runargs import RunArgs, check_overrides, check_value
 
 
 def prepare(

@@ -16,9 +16,9 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from .. import runargs
 from ..backends.registry import backend
 from ..liblogs import native_stderr_without
-from . import runargs
 
 # What torch's profiler (kineto, c10) prints straight to file descriptor 2 on every profile,
 # whatever KINETO_LOG_LEVEL says: its start and stop markers, and that memory allocated

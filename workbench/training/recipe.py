@@ -13,7 +13,7 @@ from typing import Any
 
 from ..backends.registry import backend
 from ..backends.torchrun import world
-from .runargs import FIELDS
+from ..runargs import FIELDS
 
 # What a run directory written before an argument existed meant by its absence, where that
 # differs from the argument's default today: before ``padding=`` every batch was padded to

@@ -38,7 +38,7 @@ def _model(mspec: ModelSpec, dspec: DataSpec, run: RunDir, precision: str):
         base = run.path / "base"
         if not mspec.is_pretrained:  # adapters alone cannot rebuild a random base: keep it
             if (base / "config.json").exists():
-                from .checkpoint import load_base
+                from ..rundir.checkpoint import load_base
 
                 model = load_base(mspec, base)
             else:
@@ -53,7 +53,7 @@ def _model(mspec: ModelSpec, dspec: DataSpec, run: RunDir, precision: str):
 
 def _batches(a: dict, task: str, prepared, tok, model):
     """(data, collator, batch sampler or None, keys to drop, attention restore or None)."""
-    from . import batching
+    from .. import batching
 
     padding = a["padding"]
     if padding == "packed":  # causal LM: documents in full blocks, one static shape
@@ -71,7 +71,7 @@ def _batches(a: dict, task: str, prepared, tok, model):
         # position_ids SDPA is told to be causal instead of being handed a mask tensor.
         return prepared, inner, None, ("attention_mask", "position_ids"), causal_sdpa(model)
     if padding == "bucketed":  # at most k static shapes (on Gaudi: at most k graph compiles)
-        from .shapes import BucketBatchSampler, buckets, lengths_of
+        from ..shapes import BucketBatchSampler, buckets, lengths_of
 
         rank, size = world()
         lengths = lengths_of(prepared["train"])
@@ -162,7 +162,7 @@ def build(
     )
     if mspec.task == "text_to_image":
         prepared, inner = _images(model, dspec, prepared, device, a)
-    from .batching import CountingCollator
+    from ..batching import CountingCollator
 
     counter = CountingCollator(inner, model, drop=drop)
     targs = recipe.training_arguments(a, device, mspec.task, run.path, recipe.optim_name(device))

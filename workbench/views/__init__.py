@@ -1,1 +1,1 @@
-"""Views: the live dashboard, the saved page, the chart, pickers and the train form."""
+"""Views of a run: the live dashboard, the saved page, the chart and the progress line."""

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import base64
 import html
-import os
 import time
 from pathlib import Path
 from typing import Any
 
+from .. import settings
 from ..backends.registry import BACKENDS
 from ..backends.registry import device as pick_device
 from .chart import (
@@ -64,7 +64,7 @@ def frontend(live: str | bool = "auto") -> str:
         return "text"
     if live is True:
         return "live"
-    watched = any(os.environ.get(v) for v in ("JPY_SESSION_NAME", "VSCODE_PID"))
+    watched = any(settings.get(v) for v in ("JPY_SESSION_NAME", "VSCODE_PID"))
     return "live" if watched else "static"
 
 

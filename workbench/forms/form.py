@@ -16,7 +16,7 @@ from .. import bundled
 from ..backends.registry import ORDER, PRECISIONS
 from ..catalog import FAMILIES, ModelSpec
 from ..data import DataSpec, infer_task
-from ..training.runargs import default
+from ..runargs import default
 from .composite import Composite, control_style, error_html, error_text, row
 from .pickers import DataPicker, ModelPicker, pick_dataset, pick_model
 

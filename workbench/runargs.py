@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..backends.hpu import MODES
-from ..backends.registry import PRECISIONS
+from .backends.hpu import MODES
+from .backends.registry import PRECISIONS
 from .batching import PACKINGS
 
 # The one padding vocabulary: wb.train's ``padding=``, the shape statistics and the pickers.

@@ -3,7 +3,7 @@
 ``pick_model`` shows a model's parameters and whether it fits (``plan_memory``), and for a
 token budget the time and cost per device (``wb.plan``);
 ``pick_dataset`` previews a dataset with its token lengths and padding waste
-(``workbench.training.shapes``). Each picker keeps its state on itself: re-running a cell builds a
+(``workbench.shapes``). Each picker keeps its state on itself: re-running a cell builds a
 fresh one. Bad input is shown as the library's own message in the widget; nothing raises
 out of a callback.
 """
@@ -26,7 +26,7 @@ from ..hub import offline_switch
 from ..planning.memory import plan_memory
 from ..planning.planner import plan as plan_cost
 from ..planning.trainingplan import fmt_hours, fmt_money
-from ..training.runargs import default
+from ..runargs import default
 from .composite import (
     GREEN,
     RED,
@@ -536,7 +536,7 @@ class DataPicker(Composite):
         self._show_padding()
 
     def _show_padding(self) -> None:
-        from ..training.shapes import padding_stats
+        from ..shapes import padding_stats
 
         self.stats = {}
         if self.lengths is None:

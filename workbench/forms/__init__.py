@@ -1,0 +1,1 @@
+"""Forms that start runs: the model and dataset pickers and the train form (above training)."""
