@@ -371,6 +371,9 @@ class _Steps:
     def consume(self, batches: int = 1) -> None:
         self.samples += self.batch_size * batches
 
+    def evaluated(self) -> None:
+        """Counted from the steps: an evaluation changes nothing."""
+
     def stats(self) -> dict[str, int | None]:
         seen = len(self.shapes) if self.shapes else None
         return {"padding_waste_pct": None, "shapes_seen": seen}

@@ -164,6 +164,7 @@ class Events(TrainerCallback):
         self.log.emit(
             {"step": state.global_step, "phase": "eval", **keep, "time": monotonic() - self.t_start}
         )  # for the view's time axis
+        self.counter.evaluated()
         self._restart = True
 
     def on_save(self, args, state, control, **kw):
