@@ -349,3 +349,17 @@ def test_bench_options_that_apply_to_other_benchmarks_are_refused(monkeypatch, c
     monkeypatch.setitem(cli.BENCHES, "engine", fake)
     assert cli.main(["engine", "--warmup", "0", "--steps", "3"]) == 0
     assert seen == {"device": "auto", "warmup": 0, "steps": 3}, "--warmup 0 is no warm-up, not the default"
+    # an option the benchmark has no argument for: named, before anything runs (it was a
+    # TypeError after the imports); --seq-len is the shapes benchmark's max_length
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["prompts", "--seq-len", "64"])
+    assert exit_.value.code == 2 and "--seq-len does not apply to the prompts benchmark" in capsys.readouterr().err
+
+    def shapes(steps=30, device="auto", max_length=128):
+        seen.clear()
+        seen.update(steps=steps, device=device, max_length=max_length)
+        return {"bench": "shapes", "device": {"kind": "cpu", "name": "cpu"}, "results": {}, "ratios": {}}
+
+    monkeypatch.setitem(cli.BENCHES, "shapes", shapes)
+    assert cli.main(["shapes", "--seq-len", "64", "--steps", "3"]) == 0
+    assert seen == {"device": "auto", "max_length": 64, "steps": 3}

@@ -15,7 +15,7 @@ import contextlib
 import math
 
 import pytest
-from lab_harness import ARTIFACTS, browser_page, require_chromium
+from lab_harness import ARTIFACTS, STALL_CAP_MS, browser_page, require_chromium, stall_limit_ms
 
 from workbench.views import chart, page
 
@@ -168,6 +168,15 @@ def test_a_run_that_failed_before_its_first_step_shows_at_once(browser, tmp_path
         pg.locator(".wb-log").click()
         pg.wait_for_function("() => document.querySelector('.wb-dash').wbChart.plots.length > 0")
         assert not errors, errors
+
+
+def test_the_stall_limit_grows_with_the_load_and_stays_under_the_uplot_freeze():
+    """1 s with a core free; the load over the cores times that on a busier machine (at load
+    10+ on two cores an ordinary redraw passed 1 s); never above 4 s, under the 6-8 s freeze
+    of an empty log-scale panel (which measured 6.4-7.2 s at load 4-5 on two cores)."""
+    assert stall_limit_ms(0.5, 2) == stall_limit_ms(2.0, 2) == 1000
+    assert stall_limit_ms(5.0, 2) == 2500
+    assert stall_limit_ms(40.0, 2) == STALL_CAP_MS == 4000 < 6000
 
 
 @pytest.mark.parametrize("values", [[0.0, 0.0], [1.0, 1.0], [-2.0, 0.0], [1e-9, 1e-9]],

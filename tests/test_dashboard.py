@@ -409,13 +409,17 @@ def test_headless_mode_redraws_the_picture_when_a_grid_arrives(run):
 def test_a_run_evaluates_its_last_step_once_and_its_saved_output_lists_each_evaluation(tmp_path, monkeypatch):
     """eval_every dividing max_steps: the last step's evaluation is the final one (it ran twice:
     9 s of notebook 02's 196 s). The saved output keeps a row per evaluation, as Hugging Face's
-    notebook progress does: step, epoch, the training loss by then, the eval loss, each metric."""
+    notebook progress does: step, epoch, the training loss by then, the eval loss, each metric.
+    The step right after an evaluation counts its samples (it read 0 samples/s: its batch was
+    collated while the model was still in eval mode, and the throughput line broke there)."""
     import workbench as wb
 
     monkeypatch.chdir(tmp_path)
     run = wb.train(wb.model("bert", size="tiny"), wb.dataset("docstrings-topic", limit=200), max_steps=8,
-                   batch_size=8, eval_every=4, log_every=2, live=False)
+                   batch_size=8, eval_every=4, log_every=1, live=False)
     assert run.status == "completed"
+    measured = {e["step"]: e["samples_per_s"] for e in run.events if e.get("phase") in ("warmup", "train")}
+    assert sorted(measured) == list(range(1, 9)) and all(v > 0 for v in measured.values()), measured
     evals = [e for e in run.events if e.get("phase") == "eval"]
     assert [e["step"] for e in evals] == [4, 8], "one evaluation a step, the last one once"
     from workbench.views.dashboard import saved_run_output
@@ -430,3 +434,23 @@ def test_a_run_evaluates_its_last_step_once_and_its_saved_output_lists_each_eval
     for row, e in zip(rows, evals):
         assert row[2] == f"{train[e['step']]['loss']:.4g}" and row[3] == f"{e['eval_loss']:.4g}"
         assert row[4] == f"{e['eval_accuracy']:.4g}"
+
+
+def test_the_batches_collated_after_an_evaluation_are_counted_and_evaluation_batches_are_not():
+    from workbench.training.batching import CountingCollator
+
+    class Model:
+        training = True
+
+    model = Model()
+    counter = CountingCollator(lambda rows: {"input_ids": rows}, model)
+    counter([1, 2])  # a training batch
+    model.training = False  # the Trainer evaluates
+    counter([9] * 5)
+    counter.evaluated()  # the evaluation ended; the model is still in eval mode
+    counter([3, 4, 5])  # the next step's batch, fetched before training_step sets train mode
+    counter.consume(2)
+    assert counter.samples == 5, "both training batches, not the evaluation's"
+    counter([9] * 7)  # the next evaluation's batch: a step has run since
+    counter.consume(1)
+    assert counter.samples == 5

@@ -261,11 +261,27 @@ def test_stop_writes_the_runs_stop_file_and_refuses_what_cannot_stop(api, refuse
 
 
 def test_every_endpoint_refuses_an_unauthenticated_request(refused, running):
+    from workbench.server.handlers import handlers
+
     anonymous = {"Authorization": ""}
-    for name, kwargs in (("devices", {}), ("runs", {}), ("run", {"params": {"path": "runs/20250105-090000-live"}}),
-                         ("stop", {"method": "POST", "body": json.dumps({"path": "runs/20250105-090000-live"})})):
-        refused(403, name, headers=anonymous, **kwargs)
+    asked = {"run": {"params": {"path": "runs/20250105-090000-live"}},
+             "saved": {"params": {"path": str(running)}},
+             "stop": {"method": "POST", "body": json.dumps({"path": "runs/20250105-090000-live"})}}
+    names = [rule[0].rsplit("/", 1)[-1] for rule in handlers("/", None)]
+    assert {"devices", "cards", "runs", "run", "saved", "stop"} <= set(names)
+    for name in names:
+        refused(403, name, headers=anonymous, **asked.get(name, {}))
     assert not (running / STOP_FILE).exists()
+
+
+def test_the_lab_panel_page_names_every_endpoint():
+    """docs/lab-panel.md's REST API list: every handler, the saved-mid-run heal's
+    workbench/saved too (it was missing)."""
+    from workbench.server.handlers import handlers
+
+    page = " ".join((Path(__file__).parents[1] / "docs" / "lab-panel.md").read_text().split())
+    for rule in handlers("/", None):
+        assert f"/workbench/{rule[0].rsplit('/', 1)[-1]}" in page, rule[0]
 
 
 # ------------------------------------------------------------------ a real run

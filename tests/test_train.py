@@ -97,6 +97,47 @@ def test_default_logging_on_an_accelerator_waits_between_events(monkeypatch):
     assert [c.name for c in sparse.checkpoints][-1].endswith("12")
 
 
+def test_the_default_cadence_logs_when_the_last_event_is_a_few_seconds_old(monkeypatch):
+    """A CPU run logged every 25 steps however slow they were: the chart looked stuck. The
+    default cadence also logs once the last event is live_gap old (2 s, then 2% of the time
+    trained), reading only the host's clock to decide; an explicit log_every and more than
+    one rank keep their steps."""
+    import threading
+    from types import SimpleNamespace
+
+    from transformers import TrainerControl
+
+    from workbench.rundir.run import NullLog
+    from workbench.training import callbacks, recipe
+
+    clock = [100.0]
+    monkeypatch.setattr(callbacks, "monotonic", lambda: clock[0])
+    device = SimpleNamespace(kind="cpu", total_memory=0, synchronize=lambda: None)
+    counter = SimpleNamespace(consume=lambda n: None)
+    events = callbacks.Events(NullLog(), threading.Event(), "classification", device, counter, 8, 3,
+                              gap=recipe.live_gap)
+    args, state = SimpleNamespace(gradient_accumulation_steps=1), SimpleNamespace(global_step=0, max_steps=10_000)
+    events.on_train_begin(args, state, TrainerControl())
+
+    def step(seconds, logging_step=False):
+        clock[0] += seconds
+        state.global_step += 1
+        control = events.on_step_end(args, state, TrainerControl(should_log=logging_step))
+        if control.should_log:
+            events._last_log = clock[0]  # as on_log does
+        return control.should_log
+
+    assert not step(1.0) and step(1.0), "2 s after the start, though no logging step came"
+    assert not step(1.9) and step(0.1) and step(5.0)
+    clock[0] += 1000  # 1000 s into training: the gap is 2% of it
+    events._last_log = clock[0]
+    assert not step(19.0) and step(2.0)
+    assert step(0.1, logging_step=True), "logging steps log as before"
+    assert recipe.timed_logging({"log_interval_s": None}, 1)
+    assert not recipe.timed_logging({"log_interval_s": 0.0}, 1), "an explicit log_every is kept"
+    assert not recipe.timed_logging({"log_interval_s": None}, 2), "ranks log at the same steps"
+
+
 def test_log_throttle_only_on_one_accelerator_process(fake_hpu):
     from workbench.training import recipe
 

@@ -245,7 +245,10 @@ class CountingCollator:
     Trainer's own ``include_num_input_tokens_seen`` calls ``.item()`` every step. The
     dataloader collates a batch ahead of the step that uses it, so each batch's counts wait
     in a queue until ``consume`` credits them at the end of their step. Evaluation batches
-    are collated while the model is in eval mode and are not counted.
+    are collated while the model is in eval mode and are not counted; the training batches
+    fetched right after an evaluation are too, before the Trainer's next ``training_step``
+    sets train mode again: ``evaluated`` (at the evaluation's end) has them counted until the
+    next step ends (a step after each evaluation read 0 samples/s).
 
     ``drop`` names batch keys that are left out of the batch once counted: packed blocks
     go to the model without ``attention_mask`` (see ``_build``).
@@ -258,10 +261,11 @@ class CountingCollator:
         self.tokens = 0  # non-pad tokens
         self.computed = 0  # every position the model computes, padding included
         self.shapes: set[tuple[int, ...]] = set()
+        self._resuming = False  # an evaluation has just ended: training batches come next
 
     def __call__(self, features):
         batch = self.inner(features)
-        if self.model.training:
+        if self.model.training or self._resuming:
             mask = batch.get("attention_mask") if hasattr(batch, "get") else None
             if mask is None:
                 self.pending.append((len(features), 0, 0, None))
@@ -273,8 +277,13 @@ class CountingCollator:
             batch.pop(key, None)
         return batch
 
+    def evaluated(self) -> None:
+        """An evaluation has ended: the batches collated next are training ones."""
+        self._resuming = True
+
     def consume(self, batches: int = 1) -> None:
         """Credit the counts of the next ``batches`` batches (those of the step just done)."""
+        self._resuming = False  # a step has run in train mode: the model says which is which
         for _ in range(min(batches, len(self.pending))):
             samples, tokens, computed, shape = self.pending.popleft()
             self.samples += samples

@@ -212,6 +212,15 @@ def _kwargs(p: argparse.ArgumentParser, args: argparse.Namespace) -> dict:
     for key in ("steps", "repeats"):  # 0 or absent: the benchmark's default
         if getattr(args, key):
             kwargs[key] = getattr(args, key)
+    takes = inspect.signature(BENCHES[args.bench]).parameters
+    if "seq_len" in kwargs and "seq_len" not in takes and "max_length" in takes:
+        kwargs["max_length"] = kwargs.pop("seq_len")  # the shapes benchmark's name for it
+    open_ended = any(v.kind is inspect.Parameter.VAR_KEYWORD for v in takes.values())
+    if unknown := [k for k in kwargs if k not in takes and not open_ended]:
+        p.error(
+            f"{', '.join('--' + k.replace('_', '-') for k in unknown)} does not apply to the "
+            f"{args.bench} benchmark"
+        )
     return kwargs
 
 

@@ -30,7 +30,7 @@ from ..views.dashboard import attach as show
 from .callbacks import DistStop, Events, MarkStep
 from .engine import Run, training
 from .interrupts import Interrupts
-from .recipe import auto_steps, throughput_warmup
+from .recipe import auto_steps, live_gap, throughput_warmup
 from .trainer import summary
 
 # why an attached run cannot be rebuilt by Run.resume()
@@ -191,6 +191,7 @@ class Attachment(TrainerCallback):
             min_interval=device.backend.log_interval_s if size == 1 else 0.0,
             stop_file=stop_file if size == 1 else None,
             save_last=False,
+            gap=live_gap if size == 1 else None,  # the view's cadence, as wb.train's default
         )
         if self._open is not None:
             self._open.events = self.events
@@ -370,6 +371,9 @@ class _Steps:
 
     def consume(self, batches: int = 1) -> None:
         self.samples += self.batch_size * batches
+
+    def evaluated(self) -> None:
+        """Counted from the steps: an evaluation changes nothing."""
 
     def stats(self) -> dict[str, int | None]:
         seen = len(self.shapes) if self.shapes else None

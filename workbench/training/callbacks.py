@@ -40,6 +40,7 @@ class Events(TrainerCallback):
         min_interval: float = 0.0,
         stop_file: Path | None = None,
         save_last: bool = True,
+        gap=None,
     ):
         self.log, self.stop, self.task, self.device, self.counter = log, stop, task, device, counter
         # wb.train checkpoints its last step; an attached Trainer (training.attachment) saves
@@ -51,6 +52,9 @@ class Events(TrainerCallback):
         # previous event is skipped, unless it ends the run or checkpoints; the Trainer
         # then averages the loss over the steps since its last log.
         self.min_interval = min_interval
+        # ``gap(elapsed)``: seconds without an event after which a step logs however far the
+        # next logging step is (None: only at logging steps). A clock read per step, no sync.
+        self.gap = gap
         self._last_log: float | None = None
         self.world_size = world_size  # every rank sees its own shard: throughput x ranks
         self.batch_size, self.warmup_steps = batch_size, warmup_steps
@@ -96,6 +100,9 @@ class Events(TrainerCallback):
         if last:  # always log and checkpoint the final step (NaN is checked at the log first)
             control.should_log = True
             control.should_save = control.should_save or self.save_last or stopping
+        elif not control.should_log and self.gap is not None:
+            now, since = monotonic(), self._last_log or self.t_start
+            control.should_log = now - since >= self.gap(now - self.t_start)
         elif (
             control.should_log
             and not control.should_save
@@ -164,6 +171,7 @@ class Events(TrainerCallback):
         self.log.emit(
             {"step": state.global_step, "phase": "eval", **keep, "time": monotonic() - self.t_start}
         )  # for the view's time axis
+        self.counter.evaluated()
         self._restart = True
 
     def on_save(self, args, state, control, **kw):

@@ -330,9 +330,11 @@ def train(
         ``auto``, ``hpu``, ``cuda``, ``cpu``.
     eval_every, save_every, log_every : int, optional
         Steps between evaluations (default: only at the end), checkpoints and events.
-        Without ``log_every``, about 50 events per run (at most 25 steps apart) and, on
-        one GPU or HPU, none sooner than 0.5 s after the last (reading the loss makes
-        the host wait for the device), but for checkpoints and the last step.
+        Without ``log_every``, about 50 events per run (at most 25 steps apart), and in
+        one process one whenever the last is 2 s old (2% of the time trained once that is
+        longer), so a slow run's chart still moves; on one GPU or HPU, none sooner than
+        0.5 s after the last (reading the loss makes the host wait for the device), but
+        for checkpoints and the last step.
     run_dir : path, optional
         Where the run directory is created (default ``./runs``).
     live : {"auto", True, False} or callable

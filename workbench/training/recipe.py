@@ -55,6 +55,21 @@ def auto_steps(total: int) -> tuple[int, int]:
     return log_every, save_every
 
 
+# The default cadence also logs when the last event is this old (the chart gets a point
+# every few seconds however slow a step is: a CPU run of 25-step intervals looked stuck), or
+# LIVE_GAP_SHARE of the time trained so far when that is longer, so that a long run adds
+# only about 50 events per tenfold of its length. Deciding costs a clock read per step on
+# the host; the event it adds reads the loss once, as every logged event does.
+LIVE_GAP_S = 2.0
+LIVE_GAP_SHARE = 0.02
+
+
+def live_gap(elapsed: float) -> float:
+    """Seconds without an event after which the default cadence logs, ``elapsed`` seconds
+    into training."""
+    return max(LIVE_GAP_S, LIVE_GAP_SHARE * elapsed)
+
+
 def throughput_warmup(given: int | None, log_every: int) -> int:
     """Steps left out of the throughput figures (compilation, warm caches): ``given``, else
     at least 3 and at least the first logging interval, whoever built the Trainer."""
@@ -209,6 +224,12 @@ def log_interval(a: dict, device, world_size: int) -> float:
     if interval is None:
         interval = device.backend.log_interval_s
     return float(interval) if world_size == 1 else 0.0
+
+
+def timed_logging(a: dict, world_size: int) -> bool:
+    """Whether a run also logs after ``live_gap`` seconds without an event: the default
+    cadence (no ``log_every`` given), in one process only (ranks log at the same steps)."""
+    return spec_args(a)["log_interval_s"] is None and world_size == 1
 
 
 def compile_on(a: dict, device) -> bool:

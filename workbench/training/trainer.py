@@ -181,6 +181,7 @@ def build(
         size,
         min_interval=recipe.log_interval(a, device, size),
         stop_file=run.path / STOP_FILE if size == 1 else None,
+        gap=recipe.live_gap if recipe.timed_logging(a, size) else None,
     )
     callbacks = [events]
     if size > 1:
