@@ -33,7 +33,7 @@ LAYERS = [
      "diffusion.texttoimage", "diffusion.latentcache", "training.runargs", "planning.layout"},
     {"rundir.run", "training.preparation", "views.dashboard", "rundir.writer", "views.chart",
      "views.page", "planning.planner", "planning.trainingplan"},
-    {"training.callbacks", "training.trainer", "training.loaders"},
+    {"training.callbacks", "training.trainer", "training.loaders", "planning.accuracy"},
     {"training.engine", "training.attachment", "training.defaults"},
     {"scaleout.launcher", "scaleout.worker", "training.profiler", "views.pickers", "views.form",
      "views.composite", "magics", "cli", "checks.checkup", "checks.diagnosis", "server",

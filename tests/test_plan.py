@@ -163,8 +163,8 @@ def test_the_planner_matches_its_recorded_leave_one_out_and_held_out_accuracy(ac
     """Each reference planned from the others, and each held-out published result from the
     references, through wb.plan; the figures recorded in plan_references.json "accuracy"
     (README, BENCHMARKS.md, docs/planner.md and every plan row's range) must still come out,
-    or be recorded anew (planner.accuracy_record())."""
-    from workbench.planning.planner import ACCURACY_KEYS, accuracy_summary
+    or be recorded anew (accuracy.accuracy_record())."""
+    from workbench.planning.accuracy import ACCURACY_KEYS, accuracy_summary
 
     recorded = refs.references()["accuracy"]
     loo = accuracy[accuracy.check == "leave-one-out"].to_dict("records")
@@ -193,7 +193,7 @@ def test_the_planner_matches_its_recorded_leave_one_out_and_held_out_accuracy(ac
 def test_a_reference_leaves_with_its_twins_and_the_nearest_kind_of_run_is_taken(accuracy):
     """Leave-one-out drops the same run on another number of devices; an encoder plan on a
     Gaudi takes an encoder's figure, a decoder a decoder's, a LoRA plan prefers LoRA."""
-    from workbench.planning.planner import _twin
+    from workbench.planning.accuracy import _twin
 
     data = refs.references()
     qa = [e for e in data["mfu"] if e["chip"] == "Gaudi2" and e["model"].startswith("RoBERTa-large, question")]
@@ -612,7 +612,7 @@ def test_every_row_carries_the_range_of_its_families_measured_error_and_says_whe
 def test_plan_accuracy_predicts_through_wb_plan_itself(accuracy):
     """plan_accuracy's prediction for a published result is what wb.plan says for that run (its
     model, batch, length, precision, chip and devices), not the MFU lookup's."""
-    from workbench.planning.planner import spec_of
+    from workbench.planning.accuracy import spec_of
 
     acc = accuracy
     data = refs.references()
