@@ -17,6 +17,7 @@ from workbench.backends.registry import DeviceInfo
 from workbench.planning import flops as flops_module
 from workbench.planning import references as refs
 from workbench.planning.flops import flops_per_token
+from workbench.planning.planner import efficiency
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = ROOT / "benchmarks" / "baselines" / "cuda-nvidia-h200.json"
@@ -184,10 +185,28 @@ def test_the_planner_matches_its_recorded_leave_one_out_and_held_out_accuracy(ac
     for check in ("leave_one_out_by_family", "held_out_by_family"):
         for family, figures in recorded[check].items():
             assert figures["n"] >= 2 and figures["unpredicted"] == 0, (check, family)
-    assert recorded["leave_one_out_by_family"]["A100"]["median_abs_error"] <= 0.15
-    assert recorded["held_out_by_family"]["H100/H200"]["median_abs_error"] <= 0.15
+    met = [("leave_one_out_by_family", "A100"), ("held_out_by_family", "A100"),
+           ("held_out_by_family", "H100/H200"), ("held_out_by_family", "Gaudi")]
+    for check, family in met:
+        assert recorded[check][family]["median_abs_error"] <= 0.15, (check, family)
+    for check, family in met[:3] + [("leave_one_out_by_family", "A100")]:
+        assert recorded[check][family]["worst_abs_error"] <= 0.50, (check, family)
     results = refs.references()["held_out"]["results"]
     assert len(results) >= 20 and {"Gaudi2", "Gaudi3", "A100 80GB", "H100 SXM", "H200"} <= {e["chip"] for e in results}
+
+
+def test_gaudi2_over_h100_time_follows_the_published_ratio_of_each_workload():
+    """The ratio the comparison turns on, through wb.plan on 8 devices each: BERT-large from
+    MLPerf Training v3.1's own BERT runs on both chips (published throughput ratio 2.67:
+    NVIDIA's 7,759.6 against Intel's 2,902.0 samples/s), Llama 2 7B bf16 from 7B-wide Gaudi 2
+    runs (2.71 planned before, against about 1.77 in issue 44: now 2.1)."""
+    def ratio(model, batch, seq):
+        p = wb.plan(model, tokens=1e9, batch_size=batch, seq_len=seq, devices=["Gaudi2", "H100"],
+                    num_devices=8, runs="/nonexistent")
+        return p.row("Gaudi2")["hours"] / p.row("H100 SXM")["hours"]
+
+    assert ratio("bert-large", 32, 512) == pytest.approx(7759.6 / 2902.0, rel=0.05)
+    assert 1.6 < ratio("llama-7b", 4, 2048) < 2.3
 
 
 def test_a_reference_leaves_with_its_twins_and_the_nearest_kind_of_run_is_taken(accuracy):
@@ -241,14 +260,36 @@ def test_num_devices_plans_that_many_or_the_fewest_that_hold_a_step():
     one = wb.plan("gpt2-xl", tokens=1e9, batch_size=4, seq_len=1024, devices=["H100"], runs="/nonexistent")
     r, r1 = p.row("H100 SXM"), one.row("H100 SXM")
     assert r["devices"] == 8 and r1["devices"] == 1
-    scaling = refs.references()["scaling"]["efficiency"]
-    assert r["tokens_per_s"] == pytest.approx(8 * scaling * r1["tokens_per_s"])
-    assert r["cost_usd"] == pytest.approx(r1["cost_usd"] / scaling)
+    # inside one server an H100 has no published one-to-eight loss (LLM Foundry's 8-GPU MFUs
+    # hold it): 8 devices, 8 x the tokens/s and the same cost
+    assert efficiency(refs.references(), CHIPS["H100 SXM"], 8) == 1.0
+    assert r["tokens_per_s"] == pytest.approx(8 * r1["tokens_per_s"])
+    assert r["cost_usd"] == pytest.approx(r1["cost_usd"])
     big = wb.plan("llama-70b", tokens=1e9, batch_size=1, seq_len=2048, devices=["H100"], num_devices=2,
                   runs="/nonexistent").row("H100 SXM")
     assert big["devices"] > 2 and "num_devices=2 do not hold a step" in big["note"]
     with pytest.raises(ValueError, match="num_devices must be a positive integer"):
         wb.plan("gpt2-small", tokens=1e9, batch_size=8, num_devices=0)
+
+
+def test_scaling_normalises_the_figure_to_its_own_device_count_gaudi_from_its_one_to_eight():
+    """A one-card Gaudi figure planned on 8 cards loses optimum-habana's measured one-to-eight
+    (0.84), an 8-card figure planned on one card gains it back; past one server every chip
+    loses LLM Foundry's 64-over-8 (0.977) once, and a figure of 64 devices already holds it."""
+    data = refs.references()
+    g2, h100 = CHIPS["Gaudi2"], CHIPS["H100 SXM"]
+    assert efficiency(data, g2, 1) == 1.0 and efficiency(data, g2, 8) == pytest.approx(0.8404)
+    assert efficiency(data, g2, 64) == pytest.approx(0.8404 * 0.977)
+    assert efficiency(data, h100, 8) == 1.0 and efficiency(data, h100, 64) == pytest.approx(0.977)
+    one = wb.plan("bert-large", tokens=1e9, batch_size=256, seq_len=128, devices=["Gaudi2"],
+                  runs=NO_RUNS)
+    eight = wb.plan("bert-large", tokens=1e9, batch_size=256, seq_len=128, devices=["Gaudi2"],
+                    num_devices=8, runs=NO_RUNS)
+    assert "MRPC" in one.row("Gaudi2")["sources"]["mfu"]  # the one-card figure, as published
+    r1, r8 = one.row("Gaudi2"), eight.row("Gaudi2")
+    assert r1["devices"] == 1 and r8["devices"] == 8
+    assert r8["tokens_per_s"] / (8 * r8["tokens_per_s_device"]) == pytest.approx(0.8404)
+    assert "one card to eight" in r8["sources"]["scaling"]
 
 
 def test_a_model_too_big_for_one_device_gets_the_fewest_devices_that_hold_it():
@@ -260,9 +301,11 @@ def test_a_model_too_big_for_one_device_gets_the_fewest_devices_that_hold_it():
         assert not row["fits_one"] and n > 1 and row["strategy"].startswith(f"{n} devices")
         assert row["memory_gib"] * 2**30 <= CHIPS[name].memory
         assert not mp.replan(zero_stage=3, devices=2, grad_checkpointing=True).fits(name)
-        eff = refs.references()["scaling"]["efficiency"]
+        data = refs.references()
+        ref = next(e for e in data["mfu"] if f"{e['chip']}, {e['model']}, " in row["sources"]["mfu"])
+        eff = efficiency(data, CHIPS[name], n) / efficiency(data, CHIPS[name], ref["devices"])
         assert row["tokens_per_s"] == pytest.approx(row["tokens_per_s_device"] * n * eff)
-        assert "scaling" in row["sources"] and "layout" in row["sources"]
+        assert ("scaling" in row["sources"]) == (eff != 1.0) and "layout" in row["sources"]
     assert p.row("H200")["devices"] <= p.row("H100 SXM")["devices"]  # 141 GB against 80 GB
 
 

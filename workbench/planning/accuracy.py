@@ -12,10 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ..backends.chips import CHIPS
-from ..catalog import ModelSpec
-from ..catalog import model as as_model
 from . import references as refs
-from .planner import RECOMPUTE, nearest_reference, plan
+from .planner import RECOMPUTE, mix_of, nearest_reference, plan, spec_of
 from .references import FAMILIES, family_of
 
 
@@ -29,6 +27,7 @@ def _lookup_mfu(data: dict, target: dict) -> dict | None:
     run = {
         "params": target["params"],
         "seq_len": target.get("seq_len"),
+        "mix": mix_of(target),
         "arch": target.get("arch", "decoder"),
         "lora": bool(target.get("lora")),
     }
@@ -39,22 +38,6 @@ def _lookup_mfu(data: dict, target: dict) -> dict | None:
         RECOMPUTE if got["checkpointing"] else 1.0
     )
     return {"mfu": got["mfu"] * recompute, "from": got["source"]}
-
-
-def spec_of(entry: dict) -> ModelSpec:
-    """The ModelSpec a reference's ``plan`` names: a catalog name, or a family with its shape."""
-    spec = dict(entry["plan"]["spec"])
-    if "model" in spec:
-        name = spec.pop("model")
-        return as_model(name) if not spec else _model_with(name, spec)
-    family = spec.pop("family")
-    return _model_with(family, spec)
-
-
-def _model_with(name: str, options: dict) -> ModelSpec:
-    from ..catalog import model as build
-
-    return build(name, **options)
 
 
 def _through_plan(data: dict, target: dict) -> dict[str, Any]:

@@ -189,24 +189,61 @@ ENCODERS = ("bert",)  # catalog families that are encoders; unet/sd are "unet"; 
 
 
 def kind_of(spec, seq_len: int | None) -> dict[str, Any]:
-    """What the planner matches a reference on: size, sequence length, architecture, LoRA."""
+    """What the planner matches a reference on: size, FLOP mix (sequence length), architecture,
+    LoRA."""
     arch = "unet" if spec.family in UNETS else "encoder" if spec.family in ENCODERS else "decoder"
+    seq = seq_len if arch != "unet" else None
     return {
         "params": spec.num_params,
-        "seq_len": seq_len if arch != "unet" else None,
+        "seq_len": seq,
+        "mix": _mix(spec, seq) if seq else None,
         "arch": arch,
         "lora": spec.lora is not None,
     }
 
 
+def _mix(spec, seq: int) -> float | None:
+    """ln(FLOPs a token / 6N): how much of a token's work is attention over the sequence
+    (12·L·d·S against the weights' 6N), which runs at another efficiency than the weights'
+    matmuls; it grows with the sequence over the width, not with the sequence alone."""
+    try:
+        return math.log(flops_per_token(spec, seq) / (6 * spec.num_params))
+    except (ValueError, ImportError, ZeroDivisionError):
+        return None
+
+
+def spec_of(entry: dict) -> ModelSpec:
+    """The ModelSpec a reference's ``plan`` names: a catalog name, or a family with its shape."""
+    spec = dict(entry["plan"]["spec"])
+    name = spec.pop("model", None) or spec.pop("family")
+    return as_model(name, **spec) if spec else as_model(name)
+
+
+@functools.lru_cache(maxsize=512)
+def _mix_of(plan_json: str) -> float | None:
+    """``_mix`` of a reference's ``plan`` (every lookup reads the same references)."""
+    how = json.loads(plan_json)
+    return _mix(spec_of({"plan": how}), how["seq_len"]) if how.get("seq_len") else None
+
+
+def mix_of(e: dict) -> float | None:
+    """``_mix`` of reference ``e``; None where it names no model or sequence."""
+    return _mix_of(json.dumps(e["plan"], sort_keys=True)) if e.get("plan") else None
+
+
 def _distance(e: dict, run: dict) -> tuple:
     """How far reference ``e`` is from ``run``: another architecture first, then LoRA against
-    full training, then |ln| of the size ratio + |ln| of the sequence-length ratio."""
-    seq = (
-        0.0
-        if not (e.get("seq_len") and run.get("seq_len"))
-        else abs(math.log(e["seq_len"] / run["seq_len"]))
-    )
+    full training, then |ln| of the size ratio + the difference of their FLOP mixes (``_mix``;
+    the sequence-length ratio where a mix is unknown)."""
+    ours, theirs = run.get("mix"), mix_of(e)
+    if ours is not None and theirs is not None:
+        seq = abs(theirs - ours)
+    else:
+        seq = (
+            0.0
+            if not (e.get("seq_len") and run.get("seq_len"))
+            else abs(math.log(e["seq_len"] / run["seq_len"]))
+        )
     return (
         e.get("arch", "decoder") != run["arch"],
         bool(e.get("lora")) != run["lora"],
@@ -246,6 +283,7 @@ def nearest_reference(data: dict, found, precision: str, run: dict) -> dict | No
     what = "measured by this project" if e["kind"] == "measured" else "published"
     return {
         "mfu": e["mfu"],
+        "devices": e.get("devices") or 1,
         "chip": e["chip"],
         "kind": what,
         "checkpointing": bool(e.get("checkpointing")),
@@ -285,6 +323,26 @@ def _mfu_for(
 
 
 # --------------------------------------------------------------------------- layout
+def efficiency(data: dict, found, n: int) -> float:
+    """Per-device throughput on ``n`` devices over that on one, as published: inside a server
+    (2-8 devices) the chip's own one-to-eight figure where there is one (Gaudi: optimum-habana's
+    DDP baselines, ``scaling.gaudi``), across servers (more than 8) times the 64-over-8
+    figure (``scaling.efficiency``, LLM Foundry on H100s)."""
+    if n <= 1:
+        return 1.0
+    s = data["scaling"]
+    name = getattr(found, "name", None)
+    inside = next((g["efficiency"] for g in s.get("gaudi", []) if g["chip"] == name), 1.0)
+    return inside * (s["efficiency"] if n > layout.PER_NODE else 1.0)
+
+
+def _scaling(data: dict, found, n: int, got: dict | None) -> float:
+    """``efficiency`` at ``n`` over that of the figure's own device count (a reference of 8
+    devices already holds the 8-way loss; your runs and your ``mfu=`` count as one device)."""
+    ref = (got or {}).get("devices") or 1
+    return efficiency(data, found, n) / efficiency(data, found, ref)
+
+
 def _choose(mp, target, found, asked, per_unit, achieved, trainable, scaling, ckpt) -> tuple:
     """(the chosen ``layout.best`` result, a note): on ``asked`` devices when given and they
     hold a step, else on the fewest that do; without ``asked``, the cheapest count per token
@@ -294,11 +352,7 @@ def _choose(mp, target, found, asked, per_unit, achieved, trainable, scaling, ck
         return layout.best(mp, target, n, found, per_unit, achieved, trainable, ckpt)
 
     def per_device(pick):  # tokens/s per device, up to the constant achieved/per_unit
-        return (
-            pick["timing"]["units"]
-            / pick["timing"]["step"]
-            * (scaling if pick["layout"].devices > 1 else 1)
-        )
+        return pick["timing"]["units"] / pick["timing"]["step"] * scaling(pick["layout"].devices)
 
     if asked:
         pick = at(asked)
@@ -335,6 +389,26 @@ def _bandwidth(got: dict, found, mp, per_unit: float) -> tuple[float, str]:
         f"{ref.hbm_tbps:g} TB/s on {ref.name}, {found.hbm_tbps:g} TB/s here"
     )
     return speedup, why
+
+
+def _scaling_source(data: dict, found, n: int, got: dict, factor: float) -> str:
+    """Where the scaling factor of a row comes from."""
+    s, ref = data["scaling"], got.get("devices") or 1
+    parts = [
+        f"x{factor:.3g}: per-device throughput on {n} devices over that on {ref} (the figure's)"
+    ]
+    for g in s.get("gaudi", []):
+        if g["chip"] == getattr(found, "name", None) and (n > 1) != (ref > 1):
+            parts.append(
+                f"{g['efficiency']:g} one card to eight: {g['measures']}; {g['source']}, "
+                f"{g['url']} (read {g['read']})"
+            )
+    if (n > layout.PER_NODE) != (ref > layout.PER_NODE):
+        parts.append(
+            f"{s['efficiency']:g} across servers: {s['measures']}; {s['source']}, {s['url']} "
+            f"(read {s['read']})"
+        )
+    return "; ".join(parts)
 
 
 def _error_band(data: dict, found) -> tuple[float, float, str]:
@@ -384,7 +458,13 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
     got = None
     if per_token is not None:
         got = _mfu_for(
-            found, prec, kind_of(spec, mp.seq_len), ctx["mfu"], ctx["runs"], ctx["refs"], key
+            found,
+            prec,
+            kind_of(spec, mp.seq_len),
+            ctx["mfu"],
+            ctx["runs"],
+            ctx["refs"],
+            key,
         )
     # an MFU measured with checkpointing already paid for the recompute: the rate without it
     achieved = (
@@ -393,7 +473,10 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
         else PLACEHOLDER
     )
     trainable = mp._dims.get("trainable", mp.num_params)
-    scaling = ctx["refs"]["scaling"]["efficiency"]
+
+    def scaling(n: int) -> float:
+        return _scaling(ctx["refs"], found, n, got)
+
     pick, note = _choose(
         mp,
         target,
@@ -435,7 +518,7 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
     peak = found.tflops.get(prec) if found is not None else None
     speedup, why_bw = _bandwidth(got, found, mp, per_token) if found is not None else (1.0, "")
     per_device = t["units"] / t["step"] * speedup
-    total = per_device * n * (scaling if n > 1 else 1.0)
+    total = per_device * n * scaling(n)
     hours = tokens / total / 3600
     count = (
         f"flops_per_sample: {'2' if spec.lora is not None else '3'} x the UNet's forward (counted "
@@ -450,11 +533,8 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
     )
     if why_bw:
         sources["bandwidth"] = why_bw
-    if n > 1:
-        s = ctx["refs"]["scaling"]
-        sources["scaling"] = (
-            f"{s['efficiency']:g}: {s['measures']}; {s['source']}, {s['url']} (read {s['read']})"
-        )
+    if scaling(n) != 1.0:
+        sources["scaling"] = _scaling_source(ctx["refs"], found, n, got, scaling(n))
     if lay.checkpointing or got.get("checkpointing"):
         sources["recompute"] = (
             f"gradient checkpointing recomputes the forward pass (6N of 8N FLOPs): "
