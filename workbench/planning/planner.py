@@ -15,11 +15,12 @@ Per device (Gaudi 2, Gaudi 3, A100 80 GB, H100 SXM, H200 and this machine):
   of similar size on that chip (``runs=``, default ``./runs``); a published or
   project-measured reference (``assets/plan_references.json``: among the chip's entries, else
   those of a chip with the same peak, the nearest in architecture, LoRA, then size and
-  sequence length); a stated default. On a CPU,
+  FLOP mix, the attention's share); a stated default. On a CPU,
   which has no peak in the table, only your runs give a throughput (their achieved FLOP/s).
   A figure from another chip of the same peak (H100's for an H200) runs the step's
-  memory-bound share at this chip's HBM bandwidth. More than one device multiplies by the
-  devices and a sourced scaling efficiency;
+  memory-bound share at this chip's HBM bandwidth. Each figure is scaled from its own
+  device count to the row's (``efficiency``: Gaudi's published one-to-eight inside a
+  server, 64-over-8 past one);
 * **time** = tokens / throughput; **cost** = hours x devices x the device-hour price
   (``assets/plan_prices.json``, or yours: ``prices=``), each with the range the planner's
   measured error on published results of the chip's family gives (``plan_accuracy``).
