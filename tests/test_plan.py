@@ -186,10 +186,11 @@ def test_the_planner_matches_its_recorded_leave_one_out_and_held_out_accuracy(ac
         for family, figures in recorded[check].items():
             assert figures["n"] >= 2 and figures["unpredicted"] == 0, (check, family)
     met = [("leave_one_out_by_family", "A100"), ("held_out_by_family", "A100"),
-           ("held_out_by_family", "H100/H200"), ("held_out_by_family", "Gaudi")]
+           ("leave_one_out_by_family", "H100/H200"), ("held_out_by_family", "H100/H200"),
+           ("held_out_by_family", "Gaudi")]
     for check, family in met:
         assert recorded[check][family]["median_abs_error"] <= 0.15, (check, family)
-    for check, family in met[:3] + [("leave_one_out_by_family", "A100")]:
+    for check, family in met[:4]:  # Gaudi's worst are CI runs of a few dozen steps
         assert recorded[check][family]["worst_abs_error"] <= 0.50, (check, family)
     results = refs.references()["held_out"]["results"]
     assert len(results) >= 20 and {"Gaudi2", "Gaudi3", "A100 80GB", "H100 SXM", "H200"} <= {e["chip"] for e in results}

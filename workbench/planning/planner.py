@@ -284,6 +284,7 @@ def nearest_reference(data: dict, found, precision: str, run: dict) -> dict | No
     what = "measured by this project" if e["kind"] == "measured" else "published"
     return {
         "mfu": e["mfu"],
+        "plan": e.get("plan"),
         "devices": e.get("devices") or 1,
         "chip": e["chip"],
         "kind": what,
@@ -373,21 +374,45 @@ def _choose(mp, target, found, asked, per_unit, achieved, trainable, scaling, ck
     return pick, ""
 
 
-def _bandwidth(got: dict, found, mp, per_unit: float) -> tuple[float, str]:
-    """(speed-up, why) of a figure taken from a chip of the same peak but another HBM
-    bandwidth (H100 -> H200): the step's memory-bound share (``traffic_per_unit`` bytes at
-    the reference chip's bandwidth) runs at this chip's."""
+@functools.lru_cache(maxsize=256)
+def _bytes_and_flops(plan_json: str) -> tuple[float, float] | None:
+    """(bytes through HBM, FLOPs) a token of a reference's own run (its ``plan``: model and
+    sequence); None for a UNet or a run without a sequence."""
+    how = json.loads(plan_json)
+    if not how.get("seq_len"):
+        return None
+    spec = spec_of({"plan": how})
+    if spec.family in UNETS:
+        return None
+    mp = plan_memory(spec, batch_size=1, seq_len=how["seq_len"], precision="bf16")
+    return traffic_per_unit(mp._dims, mp.seq_len, "bf16"), flops_per_token(spec, mp.seq_len)
+
+
+def _bandwidth(got: dict, found, mp, per_unit: float, peak: float | None) -> tuple[float, str]:
+    """(speed-up, why) of a reference's figure carried to this run: the reference's step
+    splits into its memory-bound part (``traffic_per_unit`` bytes of its own model and
+    sequence at its own chip's HBM bandwidth) and its matmuls (the rest, never faster than
+    the peak); this run's step is its FLOPs at that matmul rate plus its own bytes at this
+    chip's bandwidth. A smaller model (more bytes a FLOP) runs slower than the reference's
+    MFU says, an H200 faster than the H100 figure it takes."""
     ref = CHIPS.get(got.get("chip") or "")
-    if ref is None or ref is found or not (ref.hbm_tbps and found.hbm_tbps):
+    if ref is None or not (ref.hbm_tbps and found.hbm_tbps) or not got.get("plan"):
         return 1.0, ""
-    unit_s = per_unit / got["achieved"]
-    memory_s = min(
-        traffic_per_unit(mp._dims, mp.seq_len, mp.precision) / (ref.hbm_tbps * 1e12), unit_s
-    )
-    speedup = unit_s / (unit_s - memory_s + memory_s * ref.hbm_tbps / found.hbm_tbps)
+    theirs = _bytes_and_flops(json.dumps(got["plan"], sort_keys=True))
+    if theirs is None or mp._dims["family"] in ("unet", "sd"):
+        return 1.0, ""
+    their_bytes, their_flops = theirs
+    their_memory = their_bytes / (ref.hbm_tbps * 1e12) / their_flops  # seconds a FLOP
+    per_flop = max(1 / got["achieved"] - their_memory, 1 / (peak * 1e12) if peak else 0.0)
+    our_memory = traffic_per_unit(mp._dims, mp.seq_len, mp.precision) / (found.hbm_tbps * 1e12)
+    unit_s = per_unit * per_flop + our_memory
+    speedup = per_unit / got["achieved"] / unit_s
     why = (
-        f"x{speedup:.3g}: {memory_s / unit_s:.0%} of a step moves activations through HBM, "
-        f"{ref.hbm_tbps:g} TB/s on {ref.name}, {found.hbm_tbps:g} TB/s here"
+        f"x{speedup:.3g}: activations through HBM take {their_memory * got['achieved']:.0%} of "
+        f"the reference's step ({their_bytes / their_flops * 1e3:.3g} bytes a kFLOP at "
+        f"{ref.hbm_tbps:g} TB/s on {ref.name}) and {our_memory / unit_s:.0%} of this one's "
+        f"({our_memory * found.hbm_tbps * 1e12 / per_unit * 1e3:.3g} bytes a kFLOP at "
+        f"{found.hbm_tbps:g} TB/s)"
     )
     return speedup, why
 
@@ -517,7 +542,9 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
         )
         return {**row, "note": why, "sources": sources}
     peak = found.tflops.get(prec) if found is not None else None
-    speedup, why_bw = _bandwidth(got, found, mp, per_token) if found is not None else (1.0, "")
+    speedup, why_bw = (
+        _bandwidth(got, found, mp, per_token, peak) if found is not None else (1.0, "")
+    )
     per_device = t["units"] / t["step"] * speedup
     total = per_device * n * scaling(n)
     hours = tokens / total / 3600
