@@ -64,7 +64,7 @@ def test_the_h200_row_takes_this_projects_own_measurement_and_says_so():
     p = wb.plan("gpt2-small", tokens=10**9, batch_size=32, seq_len=1024, devices=["H200"], runs="/nonexistent")
     row = p.row("H200")
     entry = next(e for e in refs.references()["mfu"] if e["chip"] == "H200")
-    assert row["mfu_from"] == "measured by this project" and row["mfu"] == entry["mfu"]
+    assert row["mfu_from"] == "measured by this project" and row["mfu"] == pytest.approx(entry["mfu"])
     assert "BENCHMARKS.md" in row["sources"]["mfu"]
     # 989 TFLOP/s x MFU / FLOPs per token: the measured 340,396 tokens/s within the MFU's rounding
     assert row["tokens_per_s_device"] == pytest.approx(entry["tokens_per_s"], rel=2e-3)
@@ -470,7 +470,9 @@ def test_a_references_file_of_your_own_replaces_the_shipped_one(tmp_path):
     mine.write_text(json.dumps({**data, "mfu": only}))
     p = wb.plan("gpt2-small", tokens=10**9, batch_size=8, seq_len=512, devices=["H100", "A100"],
                 runs="/nonexistent", references=mine)
-    assert p.row("H100 SXM")["mfu"] == pytest.approx(0.5)
+    h100 = p.row("H100 SXM")  # your figure, carried to gpt2-small through its memory-bound share
+    speedup = float(re.match(r"x([\d.]+):", h100["sources"]["bandwidth"]).group(1))
+    assert h100["mfu"] == pytest.approx(0.5 * speedup, rel=5e-3) and speedup < 1
     assert p.row("A100 80GB")["mfu_from"] == "default"  # 312 TFLOP/s: no entry with its peak is left
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps({"mfu": []}))
