@@ -32,7 +32,7 @@ LAYERS = [
      "training.checkpoint", "scaleout.launchfiles", "planning.flops", "diffusion.images",
      "diffusion.texttoimage", "diffusion.latentcache", "training.runargs", "planning.layout"},
     {"rundir.run", "training.preparation", "views.dashboard", "rundir.writer", "views.chart",
-     "views.page", "planning.planner", "planning.trainingplan"},
+     "views.page", "planning.planner", "planning.trainingplan", "planning.matching"},
     {"training.callbacks", "training.trainer", "training.loaders", "planning.accuracy"},
     {"training.engine", "training.attachment", "training.defaults"},
     {"scaleout.launcher", "scaleout.worker", "training.profiler", "views.pickers", "views.form",

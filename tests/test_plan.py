@@ -17,7 +17,7 @@ from workbench.backends.registry import DeviceInfo
 from workbench.planning import flops as flops_module
 from workbench.planning import references as refs
 from workbench.planning.flops import flops_per_token
-from workbench.planning.planner import efficiency
+from workbench.planning.matching import efficiency
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = ROOT / "benchmarks" / "baselines" / "cuda-nvidia-h200.json"

@@ -13,7 +13,8 @@ from typing import Any
 
 from ..backends.chips import CHIPS
 from . import references as refs
-from .planner import RECOMPUTE, mix_of, nearest_reference, plan, spec_of
+from .matching import mix_of, nearest_reference, spec_of
+from .planner import RECOMPUTE, plan
 from .references import FAMILIES, family_of
 
 
