@@ -17,6 +17,7 @@ from workbench.backends.registry import DeviceInfo
 from workbench.planning import flops as flops_module
 from workbench.planning import references as refs
 from workbench.planning.flops import flops_per_token
+from workbench.planning.matching import efficiency
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = ROOT / "benchmarks" / "baselines" / "cuda-nvidia-h200.json"
@@ -63,7 +64,7 @@ def test_the_h200_row_takes_this_projects_own_measurement_and_says_so():
     p = wb.plan("gpt2-small", tokens=10**9, batch_size=32, seq_len=1024, devices=["H200"], runs="/nonexistent")
     row = p.row("H200")
     entry = next(e for e in refs.references()["mfu"] if e["chip"] == "H200")
-    assert row["mfu_from"] == "measured by this project" and row["mfu"] == entry["mfu"]
+    assert row["mfu_from"] == "measured by this project" and row["mfu"] == pytest.approx(entry["mfu"])
     assert "BENCHMARKS.md" in row["sources"]["mfu"]
     # 989 TFLOP/s x MFU / FLOPs per token: the measured 340,396 tokens/s within the MFU's rounding
     assert row["tokens_per_s_device"] == pytest.approx(entry["tokens_per_s"], rel=2e-3)
@@ -164,8 +165,8 @@ def test_the_planner_matches_its_recorded_leave_one_out_and_held_out_accuracy(ac
     """Each reference planned from the others, and each held-out published result from the
     references, through wb.plan; the figures recorded in plan_references.json "accuracy"
     (README, BENCHMARKS.md, docs/planner.md and every plan row's range) must still come out,
-    or be recorded anew (planner.accuracy_record())."""
-    from workbench.planning.planner import ACCURACY_KEYS, accuracy_summary
+    or be recorded anew (accuracy.accuracy_record())."""
+    from workbench.planning.accuracy import ACCURACY_KEYS, accuracy_summary
 
     recorded = refs.references()["accuracy"]
     loo = accuracy[accuracy.check == "leave-one-out"].to_dict("records")
@@ -185,17 +186,36 @@ def test_the_planner_matches_its_recorded_leave_one_out_and_held_out_accuracy(ac
     for check in ("leave_one_out_by_family", "held_out_by_family"):
         for family, figures in recorded[check].items():
             assert figures["n"] >= 2 and figures["unpredicted"] == 0, (check, family)
-    assert recorded["leave_one_out_by_family"]["A100"]["median_abs_error"] <= 0.15
-    assert recorded["held_out_by_family"]["H100/H200"]["median_abs_error"] <= 0.15
+    met = [("leave_one_out_by_family", "A100"), ("held_out_by_family", "A100"),
+           ("leave_one_out_by_family", "H100/H200"), ("held_out_by_family", "H100/H200"),
+           ("held_out_by_family", "Gaudi")]
+    for check, family in met:
+        assert recorded[check][family]["median_abs_error"] <= 0.15, (check, family)
+    for check, family in met[:4]:  # Gaudi's worst are CI runs of a few dozen steps
+        assert recorded[check][family]["worst_abs_error"] <= 0.50, (check, family)
     results = refs.references()["held_out"]["results"]
     assert len(results) >= 20 and {"Gaudi2", "Gaudi3", "A100 80GB", "H100 SXM", "H200"} <= {e["chip"] for e in results}
+
+
+def test_gaudi2_over_h100_time_follows_the_published_ratio_of_each_workload():
+    """The ratio the comparison turns on, through wb.plan on 8 devices each: BERT-large from
+    MLPerf Training v3.1's own BERT runs on both chips (published throughput ratio 2.67:
+    NVIDIA's 7,759.6 against Intel's 2,902.0 samples/s), Llama 2 7B bf16 from 7B-wide Gaudi 2
+    runs (2.71 planned before, against about 1.77 in issue 44: now 2.1)."""
+    def ratio(model, batch, seq):
+        p = wb.plan(model, tokens=1e9, batch_size=batch, seq_len=seq, devices=["Gaudi2", "H100"],
+                    num_devices=8, runs="/nonexistent")
+        return p.row("Gaudi2")["hours"] / p.row("H100 SXM")["hours"]
+
+    assert ratio("bert-large", 32, 512) == pytest.approx(7759.6 / 2902.0, rel=0.05)
+    assert 1.6 < ratio("llama-7b", 4, 2048) < 2.3
 
 
 @pytest.mark.slow
 def test_a_reference_leaves_with_its_twins_and_the_nearest_kind_of_run_is_taken(accuracy):
     """Leave-one-out drops the same run on another number of devices; an encoder plan on a
     Gaudi takes an encoder's figure, a decoder a decoder's, a LoRA plan prefers LoRA."""
-    from workbench.planning.planner import _twin
+    from workbench.planning.accuracy import _twin
 
     data = refs.references()
     qa = [e for e in data["mfu"] if e["chip"] == "Gaudi2" and e["model"].startswith("RoBERTa-large, question")]
@@ -243,14 +263,36 @@ def test_num_devices_plans_that_many_or_the_fewest_that_hold_a_step():
     one = wb.plan("gpt2-xl", tokens=1e9, batch_size=4, seq_len=1024, devices=["H100"], runs="/nonexistent")
     r, r1 = p.row("H100 SXM"), one.row("H100 SXM")
     assert r["devices"] == 8 and r1["devices"] == 1
-    scaling = refs.references()["scaling"]["efficiency"]
-    assert r["tokens_per_s"] == pytest.approx(8 * scaling * r1["tokens_per_s"])
-    assert r["cost_usd"] == pytest.approx(r1["cost_usd"] / scaling)
+    # inside one server an H100 has no published one-to-eight loss (LLM Foundry's 8-GPU MFUs
+    # hold it): 8 devices, 8 x the tokens/s and the same cost
+    assert efficiency(refs.references(), CHIPS["H100 SXM"], 8) == 1.0
+    assert r["tokens_per_s"] == pytest.approx(8 * r1["tokens_per_s"])
+    assert r["cost_usd"] == pytest.approx(r1["cost_usd"])
     big = wb.plan("llama-70b", tokens=1e9, batch_size=1, seq_len=2048, devices=["H100"], num_devices=2,
                   runs="/nonexistent").row("H100 SXM")
     assert big["devices"] > 2 and "num_devices=2 do not hold a step" in big["note"]
     with pytest.raises(ValueError, match="num_devices must be a positive integer"):
         wb.plan("gpt2-small", tokens=1e9, batch_size=8, num_devices=0)
+
+
+def test_scaling_normalises_the_figure_to_its_own_device_count_gaudi_from_its_one_to_eight():
+    """A one-card Gaudi figure planned on 8 cards loses optimum-habana's measured one-to-eight
+    (0.84), an 8-card figure planned on one card gains it back; past one server every chip
+    loses LLM Foundry's 64-over-8 (0.977) once, and a figure of 64 devices already holds it."""
+    data = refs.references()
+    g2, h100 = CHIPS["Gaudi2"], CHIPS["H100 SXM"]
+    assert efficiency(data, g2, 1) == 1.0 and efficiency(data, g2, 8) == pytest.approx(0.8404)
+    assert efficiency(data, g2, 64) == pytest.approx(0.8404 * 0.977)
+    assert efficiency(data, h100, 8) == 1.0 and efficiency(data, h100, 64) == pytest.approx(0.977)
+    one = wb.plan("bert-large", tokens=1e9, batch_size=256, seq_len=128, devices=["Gaudi2"],
+                  runs=NO_RUNS)
+    eight = wb.plan("bert-large", tokens=1e9, batch_size=256, seq_len=128, devices=["Gaudi2"],
+                    num_devices=8, runs=NO_RUNS)
+    assert "MRPC" in one.row("Gaudi2")["sources"]["mfu"]  # the one-card figure, as published
+    r1, r8 = one.row("Gaudi2"), eight.row("Gaudi2")
+    assert r1["devices"] == 1 and r8["devices"] == 8
+    assert r8["tokens_per_s"] / (8 * r8["tokens_per_s_device"]) == pytest.approx(0.8404)
+    assert "one card to eight" in r8["sources"]["scaling"]
 
 
 def test_a_model_too_big_for_one_device_gets_the_fewest_devices_that_hold_it():
@@ -262,9 +304,11 @@ def test_a_model_too_big_for_one_device_gets_the_fewest_devices_that_hold_it():
         assert not row["fits_one"] and n > 1 and row["strategy"].startswith(f"{n} devices")
         assert row["memory_gib"] * 2**30 <= CHIPS[name].memory
         assert not mp.replan(zero_stage=3, devices=2, grad_checkpointing=True).fits(name)
-        eff = refs.references()["scaling"]["efficiency"]
+        data = refs.references()
+        ref = next(e for e in data["mfu"] if f"{e['chip']}, {e['model']}, " in row["sources"]["mfu"])
+        eff = efficiency(data, CHIPS[name], n) / efficiency(data, CHIPS[name], ref["devices"])
         assert row["tokens_per_s"] == pytest.approx(row["tokens_per_s_device"] * n * eff)
-        assert "scaling" in row["sources"] and "layout" in row["sources"]
+        assert ("scaling" in row["sources"]) == (eff != 1.0) and "layout" in row["sources"]
     assert p.row("H200")["devices"] <= p.row("H100 SXM")["devices"]  # 141 GB against 80 GB
 
 
@@ -428,7 +472,9 @@ def test_a_references_file_of_your_own_replaces_the_shipped_one(tmp_path):
     mine.write_text(json.dumps({**data, "mfu": only}))
     p = wb.plan("gpt2-small", tokens=10**9, batch_size=8, seq_len=512, devices=["H100", "A100"],
                 runs="/nonexistent", references=mine)
-    assert p.row("H100 SXM")["mfu"] == pytest.approx(0.5)
+    h100 = p.row("H100 SXM")  # your figure, carried to gpt2-small through its memory-bound share
+    speedup = float(re.match(r"x([\d.]+):", h100["sources"]["bandwidth"]).group(1))
+    assert h100["mfu"] == pytest.approx(0.5 * speedup, rel=5e-3) and speedup < 1
     assert p.row("A100 80GB")["mfu_from"] == "default"  # 312 TFLOP/s: no entry with its peak is left
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps({"mfu": []}))
@@ -616,7 +662,7 @@ def test_every_row_carries_the_range_of_its_families_measured_error_and_says_whe
 def test_plan_accuracy_predicts_through_wb_plan_itself(accuracy):
     """plan_accuracy's prediction for a published result is what wb.plan says for that run (its
     model, batch, length, precision, chip and devices), not the MFU lookup's."""
-    from workbench.planning.planner import spec_of
+    from workbench.planning.accuracy import spec_of
 
     acc = accuracy
     data = refs.references()

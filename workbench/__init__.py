@@ -43,7 +43,7 @@ _LAZY = {
     "plan_memory": "planning.memory",
     "MemoryPlan": "planning.memory",
     "plan": "planning.planner",
-    "plan_accuracy": "planning.planner",
+    "plan_accuracy": "planning.accuracy",
     "TrainingPlan": "planning.trainingplan",
     "launch": "scaleout.launcher",
     "launch_command": "scaleout.launcher",
@@ -69,10 +69,10 @@ if TYPE_CHECKING:
     from .forms.pickers import pick_model as pick_model
     from .nbrecord import record as record
     from .nbrecord import records as records
+    from .planning.accuracy import plan_accuracy as plan_accuracy
     from .planning.memory import MemoryPlan as MemoryPlan
     from .planning.memory import plan_memory as plan_memory
     from .planning.planner import plan as plan
-    from .planning.planner import plan_accuracy as plan_accuracy
     from .planning.trainingplan import TrainingPlan as TrainingPlan
     from .rundir.run import compare as compare
     from .rundir.run import runs as runs

@@ -15,11 +15,12 @@ Per device (Gaudi 2, Gaudi 3, A100 80 GB, H100 SXM, H200 and this machine):
   of similar size on that chip (``runs=``, default ``./runs``); a published or
   project-measured reference (``assets/plan_references.json``: among the chip's entries, else
   those of a chip with the same peak, the nearest in architecture, LoRA, then size and
-  sequence length); a stated default. On a CPU,
+  FLOP mix, the attention's share); a stated default. On a CPU,
   which has no peak in the table, only your runs give a throughput (their achieved FLOP/s).
   A figure from another chip of the same peak (H100's for an H200) runs the step's
-  memory-bound share at this chip's HBM bandwidth. More than one device multiplies by the
-  devices and a sourced scaling efficiency;
+  memory-bound share at this chip's HBM bandwidth. Each figure is scaled from its own
+  device count to the row's (``efficiency``: Gaudi's published one-to-eight inside a
+  server, 64-over-8 past one);
 * **time** = tokens / throughput; **cost** = hours x devices x the device-hour price
   (``assets/plan_prices.json``, or yours: ``prices=``), each with the range the planner's
   measured error on published results of the chip's family gives (``plan_accuracy``).
@@ -30,7 +31,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 import re
 import statistics
 from dataclasses import fields
@@ -41,19 +41,24 @@ from ..backends.chips import CHIPS
 from ..backends.registry import PRECISIONS, DeviceInfo, chip, device
 from ..catalog import ModelSpec
 from ..catalog import model as as_model
-from ..jsonvalues import plain
 from ..rundir.run import RunDir
 from ..settings import runs_root
 from . import layout
 from . import references as refs
 from .flops import UNETS, flops_per_sample, flops_per_token
-from .footprint import traffic_per_unit
+from .matching import (
+    SIMILAR,
+    carried,
+    kind_of,
+    nearest_reference,
+    scaling_factor,
+    scaling_source,
+)
 from .memory import plan_memory
 from .trainingplan import TrainingPlan
 
 DEFAULT_DEVICES = ("Gaudi2", "Gaudi3", "A100 80GB", "H100 SXM", "H200", "detected")
 RECOMPUTE = layout.RECOMPUTE  # gradient checkpointing: 8N FLOPs a token instead of 6N
-SIMILAR = 4.0  # a run counts for a model within this factor of its parameter count
 MAX_DEVICES = 4096
 PLAN_PRECISIONS = (
     *PRECISIONS,
@@ -187,75 +192,6 @@ def _from_runs(runs: list[dict], chip_name: str, precision: str, params: int) ->
 
 
 # --------------------------------------------------------------------------- references
-ENCODERS = ("bert",)  # catalog families that are encoders; unet/sd are "unet"; the rest decode
-
-
-def kind_of(spec, seq_len: int | None) -> dict[str, Any]:
-    """What the planner matches a reference on: size, sequence length, architecture, LoRA."""
-    arch = "unet" if spec.family in UNETS else "encoder" if spec.family in ENCODERS else "decoder"
-    return {
-        "params": spec.num_params,
-        "seq_len": seq_len if arch != "unet" else None,
-        "arch": arch,
-        "lora": spec.lora is not None,
-    }
-
-
-def _distance(e: dict, run: dict) -> tuple:
-    """How far reference ``e`` is from ``run``: another architecture first, then LoRA against
-    full training, then |ln| of the size ratio + |ln| of the sequence-length ratio."""
-    seq = (
-        0.0
-        if not (e.get("seq_len") and run.get("seq_len"))
-        else abs(math.log(e["seq_len"] / run["seq_len"]))
-    )
-    return (
-        e.get("arch", "decoder") != run["arch"],
-        bool(e.get("lora")) != run["lora"],
-        round(abs(math.log(e["params"] / run["params"])) + seq, 6),
-    )
-
-
-def _from_references(data: dict, found, precision: str, run: dict) -> dict | None:
-    """The reference nearest ``run`` (``kind_of``) among ``found``'s chip and the chips with
-    the same peak (the chip's own on a tie); a UNet takes only UNet references, and a
-    transformer never takes one."""
-    peak = found.tflops.get(precision)
-    pool = [
-        e
-        for e in data["mfu"]
-        if e.get("precision") == precision
-        and (e.get("arch") == "unet") == (run["arch"] == "unet")
-        and (e["chip"] == found.name or CHIPS[e["chip"]].tflops.get(precision) == peak)
-    ]
-    if not pool:
-        return None
-    e = min(pool, key=lambda e: (*_distance(e, run), e["chip"] != found.name))
-    how = (
-        ""
-        if e["chip"] == found.name
-        else f" (applied to {found.name}: the same {peak:g} TFLOP/s {precision} peak)"
-    )
-    ratio = e["params"] / run["params"]
-    if not 1 / SIMILAR <= ratio <= SIMILAR:  # say how far the nearest figure is from this model
-        far = "much larger" if ratio > 1 else "much smaller"
-        how += (
-            f"; a model {ratio:.3g}x the size of this one: the MFU of a model so {far} may not "
-            "carry over"
-        )
-    if e.get("arch", "decoder") != run["arch"]:
-        how += f"; no {run['arch']} reference on this chip: an {e.get('arch', 'decoder')}'s figure"
-    what = "measured by this project" if e["kind"] == "measured" else "published"
-    return {
-        "mfu": e["mfu"],
-        "chip": e["chip"],
-        "kind": what,
-        "checkpointing": bool(e.get("checkpointing")),
-        "source": f"{what}: {e['chip']}, {e['model']}, {e['measures']}{how}; {e['source']}, "
-        f"{e['url']} (dated {e['date']}, read {e['read']})",
-    }
-
-
 def _mfu_for(
     found, precision: str, run: dict, asked: dict, runs: list, data: dict, key: str
 ) -> dict | None:
@@ -275,7 +211,7 @@ def _mfu_for(
         return fitted
     if not peak:
         return None
-    ref = _from_references(data, found, precision, run)
+    ref = nearest_reference(data, found, precision, run)
     if ref is None:
         d = data["default"]
         ref = {
@@ -296,11 +232,7 @@ def _choose(mp, target, found, asked, per_unit, achieved, trainable, scaling, ck
         return layout.best(mp, target, n, found, per_unit, achieved, trainable, ckpt)
 
     def per_device(pick):  # tokens/s per device, up to the constant achieved/per_unit
-        return (
-            pick["timing"]["units"]
-            / pick["timing"]["step"]
-            * (scaling if pick["layout"].devices > 1 else 1)
-        )
+        return pick["timing"]["units"] / pick["timing"]["step"] * scaling(pick["layout"].devices)
 
     if asked:
         pick = at(asked)
@@ -320,32 +252,13 @@ def _choose(mp, target, found, asked, per_unit, achieved, trainable, scaling, ck
     return pick, ""
 
 
-def _bandwidth(got: dict, found, mp, per_unit: float) -> tuple[float, str]:
-    """(speed-up, why) of a figure taken from a chip of the same peak but another HBM
-    bandwidth (H100 -> H200): the step's memory-bound share (``traffic_per_unit`` bytes at
-    the reference chip's bandwidth) runs at this chip's."""
-    ref = CHIPS.get(got.get("chip") or "")
-    if ref is None or ref is found or not (ref.hbm_tbps and found.hbm_tbps):
-        return 1.0, ""
-    unit_s = per_unit / got["achieved"]
-    memory_s = min(
-        traffic_per_unit(mp._dims, mp.seq_len, mp.precision) / (ref.hbm_tbps * 1e12), unit_s
-    )
-    speedup = unit_s / (unit_s - memory_s + memory_s * ref.hbm_tbps / found.hbm_tbps)
-    why = (
-        f"x{speedup:.3g}: {memory_s / unit_s:.0%} of a step moves activations through HBM, "
-        f"{ref.hbm_tbps:g} TB/s on {ref.name}, {found.hbm_tbps:g} TB/s here"
-    )
-    return speedup, why
-
-
 def _error_band(data: dict, found) -> tuple[float, float, str]:
     """(low, high, why): the interquartile range of ``wb.plan``'s measured error on published
     results of this chip's family (leave-one-out and held-out, recorded in the references'
     ``accuracy``): the time of a run lies between hours x (1 + low) and hours x (1 + high)
     for half of those results (error = planned / published tokens/s - 1, so the true time is
     the planned x (1 + error))."""
-    family = family_of(found.name) if found is not None else "other"
+    family = refs.family_of(found.name) if found is not None else "other"
     band = (data.get("accuracy") or {}).get("error_quartiles", {}).get(family)
     if not band:
         return 0.0, 0.0, f"no measured error for {family}: no range"
@@ -386,7 +299,13 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
     got = None
     if per_token is not None:
         got = _mfu_for(
-            found, prec, kind_of(spec, mp.seq_len), ctx["mfu"], ctx["runs"], ctx["refs"], key
+            found,
+            prec,
+            kind_of(spec, mp.seq_len),
+            ctx["mfu"],
+            ctx["runs"],
+            ctx["refs"],
+            key,
         )
     # an MFU measured with checkpointing already paid for the recompute: the rate without it
     achieved = (
@@ -395,7 +314,10 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
         else PLACEHOLDER
     )
     trainable = mp._dims.get("trainable", mp.num_params)
-    scaling = ctx["refs"]["scaling"]["efficiency"]
+
+    def scaling(n: int) -> float:
+        return scaling_factor(ctx["refs"], found, n, got)
+
     pick, note = _choose(
         mp,
         target,
@@ -435,9 +357,9 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
         )
         return {**row, "note": why, "sources": sources}
     peak = found.tflops.get(prec) if found is not None else None
-    speedup, why_bw = _bandwidth(got, found, mp, per_token) if found is not None else (1.0, "")
+    speedup, why_bw = carried(got, found, mp, per_token, peak) if found is not None else (1.0, "")
     per_device = t["units"] / t["step"] * speedup
-    total = per_device * n * (scaling if n > 1 else 1.0)
+    total = per_device * n * scaling(n)
     hours = tokens / total / 3600
     count = (
         f"flops_per_sample: {'2' if spec.lora is not None else '3'} x the UNet's forward (counted "
@@ -452,11 +374,8 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
     )
     if why_bw:
         sources["bandwidth"] = why_bw
-    if n > 1:
-        s = ctx["refs"]["scaling"]
-        sources["scaling"] = (
-            f"{s['efficiency']:g}: {s['measures']}; {s['source']}, {s['url']} (read {s['read']})"
-        )
+    if scaling(n) != 1.0:
+        sources["scaling"] = scaling_source(ctx["refs"], found, n, got, scaling(n))
     if lay.checkpointing or got.get("checkpointing"):
         sources["recompute"] = (
             f"gradient checkpointing recomputes the forward pass (6N of 8N FLOPs): "
@@ -623,225 +542,3 @@ def plan(
         unit="image" if image else "token",
         flops_per_image=per_unit if image else None,
     )
-
-
-# --------------------------------------------------------------------------- accuracy
-def _lookup_mfu(data: dict, target: dict) -> dict | None:
-    """The MFU the reference lookup alone takes for ``target`` (no layout, no bandwidth), with
-    the checkpointing correction; None without a reference. What the planner's accuracy
-    measured before it ran through ``wb.plan``."""
-    found = CHIPS[refs.chip_name(target["chip"], "references")]
-    if not found.tflops.get(target["precision"]):
-        return None
-    run = {
-        "params": target["params"],
-        "seq_len": target.get("seq_len"),
-        "arch": target.get("arch", "decoder"),
-        "lora": bool(target.get("lora")),
-    }
-    got = _from_references(data, found, target["precision"], run)
-    if got is None:
-        return None
-    recompute = (RECOMPUTE if target.get("checkpointing") else 1.0) / (
-        RECOMPUTE if got["checkpointing"] else 1.0
-    )
-    return {"mfu": got["mfu"] * recompute, "from": got["source"]}
-
-
-def spec_of(entry: dict) -> ModelSpec:
-    """The ModelSpec a reference's ``plan`` names: a catalog name, or a family with its shape."""
-    spec = dict(entry["plan"]["spec"])
-    if "model" in spec:
-        name = spec.pop("model")
-        return as_model(name) if not spec else _model_with(name, spec)
-    family = spec.pop("family")
-    return _model_with(family, spec)
-
-
-def _model_with(name: str, options: dict) -> ModelSpec:
-    from ..catalog import model as build
-
-    return build(name, **options)
-
-
-def _through_plan(data: dict, target: dict) -> dict[str, Any]:
-    """``target`` predicted by ``wb.plan`` itself from the references in ``data``: its model,
-    batch a device, sequence length, precision, chip and device count, your runs left out.
-    ``error`` = the planned tokens/s a device / the published - 1 (published tokens/s = its
-    MFU x the peak / the planned model's FLOPs a token)."""
-    how = target["plan"]
-    got = plan(
-        spec_of(target),
-        tokens=10**9,
-        batch_size=how["batch_size"],
-        seq_len=how.get("seq_len"),
-        precision=target["precision"],
-        devices=[target["chip"]],
-        num_devices=target.get("devices") or 1,
-        checkpointing=target.get("checkpointing"),  # as the published run did, where it says
-        references=data,
-        runs=os.devnull,
-    )
-    row = got.rows[0]
-    per_unit = got.flops_per_token or got.flops_per_image
-    peak = CHIPS[row["device"]].tflops.get(target["precision"])
-    out = {"layout": row.get("strategy"), "planned_devices": row.get("devices")}
-    if row.get("tokens_per_s") is None:
-        none = dict.fromkeys(("predicted", "published", "predicted_mfu", "error"))
-        return {**out, **none, "note": row.get("note")}
-    published = target["mfu"] * peak * 1e12 / per_unit
-    predicted = row["tokens_per_s"] / row["devices"]
-    return {
-        **out,
-        "predicted": round(predicted, 1),
-        "published": round(published, 1),
-        "predicted_mfu": round(predicted * per_unit / (peak * 1e12), 4),  # what the plan implies
-        "error": round(predicted / published - 1, 4),
-        "note": row.get("note", ""),
-        "from": row["sources"]["mfu"].split(";")[0],
-    }
-
-
-def _scored(data: dict, target: dict) -> dict[str, Any]:
-    """``target`` through ``wb.plan`` and through the lookup alone, from ``data``."""
-    lookup = _lookup_mfu(data, target)
-    out = {
-        "chip": target["chip"],
-        "precision": target["precision"],
-        "model": target["model"],
-        "devices": target.get("devices"),
-        "mfu": target["mfu"],
-        "lookup_mfu": None if lookup is None else round(lookup["mfu"], 4),
-        "lookup_error": None if lookup is None else round(lookup["mfu"] / target["mfu"] - 1, 4),
-    }
-    return {**out, **_through_plan(data, target)}
-
-
-def leave_one_out(references: str | Path | None = None) -> list[dict[str, Any]]:
-    """Each reference predicted by ``wb.plan`` from the others (its twins, the same run on
-    another number of devices, leave with it: they would predict it almost exactly):
-    ``error`` through the planner (memory, layout, communication, bandwidth, MFU), and
-    ``lookup_error``, the MFU lookup's alone."""
-    data = refs.references(references)
-    out = []
-    for e in data["mfu"]:
-        rest = {**data, "mfu": [r for r in data["mfu"] if not _twin(r, e)]}
-        out.append(_scored(rest, e))
-    return out
-
-
-def _twin(a: dict, b: dict) -> bool:
-    """The same run (chip, precision, model size, sequence length), on any number of devices."""
-    return all(a.get(k) == b.get(k) for k in ("chip", "precision", "params", "seq_len"))
-
-
-def held_out(references: str | Path | None = None) -> list[dict[str, Any]]:
-    """The references file's held-out published results predicted by ``wb.plan`` from its
-    references."""
-    data = refs.references(references)
-    return [_scored(data, e) for e in data.get("held_out", {}).get("results", [])]
-
-
-FAMILIES = {"A100": ("A100",), "H100/H200": ("H100", "H200"), "Gaudi": ("Gaudi",)}
-
-
-def family_of(chip_name: str) -> str:
-    """The chip family a chip's error is pooled in: A100, H100/H200 or Gaudi."""
-    return next((f for f, prefixes in FAMILIES.items() if chip_name.startswith(prefixes)), "other")
-
-
-def by_family(scored: list[dict[str, Any]], key: str = "error") -> dict[str, dict[str, Any]]:
-    """Median and worst absolute ``key`` (``error``: through ``wb.plan``; ``lookup_error``)
-    per chip family of ``leave_one_out()`` or ``held_out()`` rows; rows without a
-    prediction are counted apart."""
-    out = {}
-    for family in FAMILIES:
-        rows = [r for r in scored if family_of(r["chip"]) == family]
-        errors = [abs(r[key]) for r in rows if r[key] is not None]
-        out[family] = {
-            "n": len(errors),
-            "unpredicted": len(rows) - len(errors),
-            "median_abs_error": round(statistics.median(errors), 4) if errors else None,
-            "worst_abs_error": round(max(errors), 4) if errors else None,
-        }
-    return out
-
-
-def plan_accuracy(references: str | Path | None = None):
-    """How far ``wb.plan`` is from published training results, as a DataFrame: each reference
-    predicted from the others (``check`` = ``"leave-one-out"``) and each held-out published
-    result from the references (``"held-out"``), every one through ``wb.plan`` itself (its
-    model, batch, sequence length, precision, chip and devices), with the chip family, the
-    published and planned tokens/s a device, ``error`` (planned / published - 1), the layout
-    the plan chose, the MFU lookup's own error beside it (``lookup_error``), what the
-    prediction came from and where the published figure is.
-
-    Examples
-    --------
-    >>> import workbench as wb
-    >>> acc = wb.plan_accuracy()
-    >>> sorted(acc.family.unique())
-    ['A100', 'Gaudi', 'H100/H200']
-    """
-    import pandas as pd
-
-    data = refs.references(references)
-    sources = {
-        (e["chip"], e["precision"], e["model"]): f"{e['source']}, {e['url']} (read {e['read']})"
-        for e in data["mfu"] + data.get("held_out", {}).get("results", [])
-    }
-    rows = []
-    for check, scored in (
-        ("leave-one-out", leave_one_out(references)),
-        ("held-out", held_out(references)),
-    ):
-        for r in scored:
-            rows.append(
-                {
-                    "check": check,
-                    "family": family_of(r["chip"]),
-                    **r,
-                    "source": sources[(r["chip"], r["precision"], r["model"])],
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def accuracy_record(references: str | Path | None = None) -> dict[str, Any]:
-    """What ``plan_references.json`` records under ``accuracy`` (and ``wb.plan`` reads for its
-    ranges): per chip family, the median and worst absolute error through ``wb.plan`` and of
-    the MFU lookup alone, leave-one-out and held-out, and the quartiles of the signed error
-    over both."""
-    return accuracy_summary(leave_one_out(references), held_out(references))
-
-
-def accuracy_summary(loo: list[dict], held: list[dict]) -> dict[str, Any]:
-    """``accuracy_record`` of already scored ``leave_one_out()`` and ``held_out()`` rows (or
-    the rows of ``plan_accuracy()`` of each check)."""
-    # pandas' NaN (a row without a figure) back to None: jsonvalues' "null" rule
-    loo, held = (
-        [plain(r, nonfinite="null") for r in loo],
-        [plain(r, nonfinite="null") for r in held],
-    )
-    quartiles = {}
-    for family in FAMILIES:
-        errors = sorted(
-            r["error"]
-            for r in loo + held
-            if family_of(r["chip"]) == family and r["error"] is not None
-        )
-        if errors:
-            q = statistics.quantiles(errors, n=4, method="inclusive")
-            quartiles[family] = {"n": len(errors), "q25": round(q[0], 4), "q75": round(q[2], 4)}
-    return {
-        "leave_one_out_by_family": by_family(loo),
-        "held_out_by_family": by_family(held),
-        "lookup_leave_one_out_by_family": by_family(loo, "lookup_error"),
-        "lookup_held_out_by_family": by_family(held, "lookup_error"),
-        "error_quartiles": quartiles,
-        "leave_one_out": [{k: r[k] for k in ACCURACY_KEYS} for r in loo],
-        "held_out": [{k: r[k] for k in ACCURACY_KEYS} for r in held],
-    }
-
-
-ACCURACY_KEYS = ("chip", "precision", "model", "devices", "mfu", "lookup_error", "error")

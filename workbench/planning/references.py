@@ -121,3 +121,12 @@ def prices(overrides: dict | str | Path | None = None) -> dict[str, dict[str, An
         key = "detected" if str(name).lower() == "detected" else chip_name(str(name), "prices")
         out[key] = _price_entry(key, value, origin)
     return out
+
+
+# the chip families the planner's measured error is pooled in
+FAMILIES = {"A100": ("A100",), "H100/H200": ("H100", "H200"), "Gaudi": ("Gaudi",)}
+
+
+def family_of(chip_name: str) -> str:
+    """The chip family a chip's error is pooled in: A100, H100/H200 or Gaudi."""
+    return next((f for f, prefixes in FAMILIES.items() if chip_name.startswith(prefixes)), "other")

@@ -1,0 +1,217 @@
+"""How far ``wb.plan`` is from published training results: each reference planned from the
+others (leave-one-out) and each held-out published result planned from the references, every
+one through ``wb.plan`` itself, with the MFU lookup's own error beside it (``plan_accuracy``),
+and the record of it that ``assets/plan_references.json`` keeps for every plan row's range.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from pathlib import Path
+from typing import Any
+
+from ..backends.chips import CHIPS
+from ..jsonvalues import plain
+from . import references as refs
+from .matching import mix_of, nearest_reference, spec_of
+from .planner import RECOMPUTE, plan
+from .references import FAMILIES, family_of
+
+
+def _lookup_mfu(data: dict, target: dict) -> dict | None:
+    """The MFU the reference lookup alone takes for ``target`` (no layout, no bandwidth), with
+    the checkpointing correction; None without a reference. What the planner's accuracy
+    measured before it ran through ``wb.plan``."""
+    found = CHIPS[refs.chip_name(target["chip"], "references")]
+    if not found.tflops.get(target["precision"]):
+        return None
+    run = {
+        "params": target["params"],
+        "seq_len": target.get("seq_len"),
+        "mix": mix_of(target),
+        "arch": target.get("arch", "decoder"),
+        "lora": bool(target.get("lora")),
+    }
+    got = nearest_reference(data, found, target["precision"], run)
+    if got is None:
+        return None
+    recompute = (RECOMPUTE if target.get("checkpointing") else 1.0) / (
+        RECOMPUTE if got["checkpointing"] else 1.0
+    )
+    return {"mfu": got["mfu"] * recompute, "from": got["source"]}
+
+
+def _through_plan(data: dict, target: dict) -> dict[str, Any]:
+    """``target`` predicted by ``wb.plan`` itself from the references in ``data``: its model,
+    batch a device, sequence length, precision, chip and device count, your runs left out.
+    ``error`` = the planned tokens/s a device / the published - 1 (published tokens/s = its
+    MFU x the peak / the planned model's FLOPs a token)."""
+    how = target["plan"]
+    got = plan(
+        spec_of(target),
+        tokens=10**9,
+        batch_size=how["batch_size"],
+        seq_len=how.get("seq_len"),
+        precision=target["precision"],
+        devices=[target["chip"]],
+        num_devices=target.get("devices") or 1,
+        checkpointing=target.get("checkpointing"),  # as the published run did, where it says
+        references=data,
+        runs=os.devnull,
+    )
+    row = got.rows[0]
+    per_unit = got.flops_per_token or got.flops_per_image
+    peak = CHIPS[row["device"]].tflops.get(target["precision"])
+    out = {"layout": row.get("strategy"), "planned_devices": row.get("devices")}
+    if row.get("tokens_per_s") is None:
+        none = dict.fromkeys(("predicted", "published", "predicted_mfu", "error"))
+        return {**out, **none, "note": row.get("note")}
+    published = target["mfu"] * peak * 1e12 / per_unit
+    predicted = row["tokens_per_s"] / row["devices"]
+    return {
+        **out,
+        "predicted": round(predicted, 1),
+        "published": round(published, 1),
+        "predicted_mfu": round(predicted * per_unit / (peak * 1e12), 4),  # what the plan implies
+        "error": round(predicted / published - 1, 4),
+        "note": row.get("note", ""),
+        "from": row["sources"]["mfu"].split(";")[0],
+    }
+
+
+def _scored(data: dict, target: dict) -> dict[str, Any]:
+    """``target`` through ``wb.plan`` and through the lookup alone, from ``data``."""
+    lookup = _lookup_mfu(data, target)
+    out = {
+        "chip": target["chip"],
+        "precision": target["precision"],
+        "model": target["model"],
+        "devices": target.get("devices"),
+        "mfu": target["mfu"],
+        "lookup_mfu": None if lookup is None else round(lookup["mfu"], 4),
+        "lookup_error": None if lookup is None else round(lookup["mfu"] / target["mfu"] - 1, 4),
+    }
+    return {**out, **_through_plan(data, target)}
+
+
+def leave_one_out(references: str | Path | None = None) -> list[dict[str, Any]]:
+    """Each reference predicted by ``wb.plan`` from the others (its twins, the same run on
+    another number of devices, leave with it: they would predict it almost exactly):
+    ``error`` through the planner (memory, layout, communication, bandwidth, MFU), and
+    ``lookup_error``, the MFU lookup's alone."""
+    data = refs.references(references)
+    out = []
+    for e in data["mfu"]:
+        rest = {**data, "mfu": [r for r in data["mfu"] if not _twin(r, e)]}
+        out.append(_scored(rest, e))
+    return out
+
+
+def _twin(a: dict, b: dict) -> bool:
+    """The same run (chip, precision, model size, sequence length), on any number of devices."""
+    return all(a.get(k) == b.get(k) for k in ("chip", "precision", "params", "seq_len"))
+
+
+def held_out(references: str | Path | None = None) -> list[dict[str, Any]]:
+    """The references file's held-out published results predicted by ``wb.plan`` from its
+    references."""
+    data = refs.references(references)
+    return [_scored(data, e) for e in data.get("held_out", {}).get("results", [])]
+
+
+def by_family(scored: list[dict[str, Any]], key: str = "error") -> dict[str, dict[str, Any]]:
+    """Median and worst absolute ``key`` (``error``: through ``wb.plan``; ``lookup_error``)
+    per chip family of ``leave_one_out()`` or ``held_out()`` rows; rows without a
+    prediction are counted apart."""
+    out = {}
+    for family in FAMILIES:
+        rows = [r for r in scored if family_of(r["chip"]) == family]
+        errors = [abs(r[key]) for r in rows if r[key] is not None]
+        out[family] = {
+            "n": len(errors),
+            "unpredicted": len(rows) - len(errors),
+            "median_abs_error": round(statistics.median(errors), 4) if errors else None,
+            "worst_abs_error": round(max(errors), 4) if errors else None,
+        }
+    return out
+
+
+def plan_accuracy(references: str | Path | None = None):
+    """How far ``wb.plan`` is from published training results, as a DataFrame: each reference
+    predicted from the others (``check`` = ``"leave-one-out"``) and each held-out published
+    result from the references (``"held-out"``), every one through ``wb.plan`` itself (its
+    model, batch, sequence length, precision, chip and devices), with the chip family, the
+    published and planned tokens/s a device, ``error`` (planned / published - 1), the layout
+    the plan chose, the MFU lookup's own error beside it (``lookup_error``), what the
+    prediction came from and where the published figure is.
+
+    Examples
+    --------
+    >>> import workbench as wb
+    >>> acc = wb.plan_accuracy()
+    >>> sorted(acc.family.unique())
+    ['A100', 'Gaudi', 'H100/H200']
+    """
+    import pandas as pd
+
+    data = refs.references(references)
+    sources = {
+        (e["chip"], e["precision"], e["model"]): f"{e['source']}, {e['url']} (read {e['read']})"
+        for e in data["mfu"] + data.get("held_out", {}).get("results", [])
+    }
+    rows = []
+    for check, scored in (
+        ("leave-one-out", leave_one_out(references)),
+        ("held-out", held_out(references)),
+    ):
+        for r in scored:
+            rows.append(
+                {
+                    "check": check,
+                    "family": family_of(r["chip"]),
+                    **r,
+                    "source": sources[(r["chip"], r["precision"], r["model"])],
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def accuracy_record(references: str | Path | None = None) -> dict[str, Any]:
+    """What ``plan_references.json`` records under ``accuracy`` (and ``wb.plan`` reads for its
+    ranges): per chip family, the median and worst absolute error through ``wb.plan`` and of
+    the MFU lookup alone, leave-one-out and held-out, and the quartiles of the signed error
+    over both."""
+    return accuracy_summary(leave_one_out(references), held_out(references))
+
+
+def accuracy_summary(loo: list[dict], held: list[dict]) -> dict[str, Any]:
+    """``accuracy_record`` of already scored ``leave_one_out()`` and ``held_out()`` rows (or
+    the rows of ``plan_accuracy()`` of each check)."""
+    # pandas' NaN (a row without a figure) back to None: jsonvalues' "null" rule
+    loo, held = (
+        [plain(r, nonfinite="null") for r in loo],
+        [plain(r, nonfinite="null") for r in held],
+    )
+    quartiles = {}
+    for family in FAMILIES:
+        errors = sorted(
+            r["error"]
+            for r in loo + held
+            if family_of(r["chip"]) == family and r["error"] is not None
+        )
+        if errors:
+            q = statistics.quantiles(errors, n=4, method="inclusive")
+            quartiles[family] = {"n": len(errors), "q25": round(q[0], 4), "q75": round(q[2], 4)}
+    return {
+        "leave_one_out_by_family": by_family(loo),
+        "held_out_by_family": by_family(held),
+        "lookup_leave_one_out_by_family": by_family(loo, "lookup_error"),
+        "lookup_held_out_by_family": by_family(held, "lookup_error"),
+        "error_quartiles": quartiles,
+        "leave_one_out": [{k: r[k] for k in ACCURACY_KEYS} for r in loo],
+        "held_out": [{k: r[k] for k in ACCURACY_KEYS} for r in held],
+    }
+
+
+ACCURACY_KEYS = ("chip", "precision", "model", "devices", "mfu", "lookup_error", "error")
