@@ -41,7 +41,10 @@ if ! has_torch >/dev/null 2>&1; then
   # its own site-packages, where this interpreter's site module looks (Debian's: dist-packages)
   mkdir -p "$("$SYS/bin/python3" -c 'import site; print(site.getsitepackages()[0])')"
   "$SYS/bin/python3" -m ensurepip >/dev/null
+  # a distribution's Python marked as managed by its package manager (PEP 668) refuses pip
+  managed=$("$SYS/bin/python3" -c 'import sysconfig, os; print(os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))')
   "$SYS/bin/python3" -m pip install -q --no-warn-script-location \
+    $([ "$managed" = True ] && echo --break-system-packages) \
     $(grep -E '^(torch|numpy|ninja)==' constraints.txt) >"$R/image.log" 2>&1 \
     || { tail -20 "$R/image.log"; exit 1; }
 fi
