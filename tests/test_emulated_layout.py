@@ -47,6 +47,7 @@ def _free_modules(rows, order: str) -> list[int]:
     return [module for _, _, module in sorted(rows, key=key) if module != 0]
 
 
+@pytest.mark.slow
 def test_placement_names_module_ids_on_a_node_numbered_three_ways(node, monkeypatch):
     """Every card's HLML index, minor and module id differ; the holder of module 0 locked
     module 0's device file, ``accel<minor>``, and HLML and the workbench agree on it. A launch
