@@ -32,7 +32,7 @@ EXTRAS ?= dev
 GAUDI  := $(shell $(PYTHON) -c "import habana_frameworks" >/dev/null 2>&1 && echo 1)
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: lab test check venv lint constraints clean js python
+.PHONY: lab test check venv lint constraints clean js python rehearse
 
 venv: $(STAMP) $(JS) $(LABEXT)
 
@@ -102,6 +102,13 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check workbench
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n 0 -q -m policy -p no:cacheprovider
+
+# Intel's Gaudi container, rehearsed (scripts/rehearse.sh): an image-like Python holding torch
+# and the bridge's test double as distributions, this README's setup on top of it (the Gaudi
+# branch above), then an HPU smoke (torch kept, no upstream DeepSpeed, wb.train eager and lazy,
+# the doctor). Cached under .rehearse/; docs/tests.md has its time.
+rehearse:
+	PYTHON=$(PYTHON) scripts/rehearse.sh
 
 constraints: $(STAMP)
 	$(PY) -m pip freeze --exclude-editable | grep -v '^gaudi-workbench' \

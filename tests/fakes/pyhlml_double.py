@@ -86,14 +86,17 @@ def _held(path: str) -> bool:
 def emulate() -> None:
     """Fill ``CARDS`` with the emulated node of the bridge double (``tests/fakes/
     habana_frameworks``): ``FAKE_HPU_COUNT`` cards (default 8) of ``FAKE_HPU_GENERATION``
-    (default 2) with the generation's HBM each, card i on module i, device file accel{i};
-    a card's "used" memory is nearly its HBM while a process holds it."""
+    (default 2) with the generation's HBM each; each card's module id, minor and device file
+    ``accel<minor>`` by the node's layout (``FAKE_HPU_LAYOUT``, ``habana_frameworks/_layout.py``:
+    by default card i is module i and accel{i}); a card's "used" memory is nearly its HBM while
+    a process holds it."""
+    from habana_frameworks._layout import cards, dev_dir
+
     gen = os.environ.get("FAKE_HPU_GENERATION", "2")
-    folder = os.environ.get("FAKE_HPU_DEV_DIR") or os.path.join(
-        __import__("tempfile").gettempdir(), "fake-hpu-accel")
     CARDS[:] = [Card(name=PRODUCTS.get(gen, b"HL-225"), mem_total=HBM.get(gen, HBM["2"]),
-                     device_file=os.path.join(folder, f"accel{i}"))
-                for i in range(int(os.environ.get("FAKE_HPU_COUNT", "8")))]
+                     device_file=os.path.join(dev_dir(), f"accel{minor}"), module_id=module,
+                     minor=minor)
+                for _, minor, module in cards()]
 
 
 # ---------------------------------------------------------------- errors (hlml_error.py)

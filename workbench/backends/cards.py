@@ -78,9 +78,13 @@ class Card:
         return f"{self.label} {self.index}{module}"
 
     @property
-    def select(self) -> int:
-        """The number a child's environment names this card by (module id, else index)."""
-        return self.index if self.module is None else self.module
+    def select(self) -> int | None:
+        """The number a child's environment names this card by: the module id, else (a GPU)
+        the index; None for a Gaudi whose module id is unknown (without HLML or the driver's
+        sysfs), since its index and device-file number need not be its module id."""
+        if self.module is not None:
+            return self.module
+        return None if self.kind == "hpu" else self.index
 
     def held_here(self) -> bool:
         return any(h.pid == os.getpid() for h in self.holders)
@@ -178,7 +182,10 @@ WORKER_FIX = (
 
 def placement(cards: list[Card], devices: int, visible_env: str | None) -> dict[str, str]:
     """The environment that puts ``devices`` workers on free cards: ``{}`` when no card is
-    held (every card is free to the workers), else ``visible_env`` naming free cards.
+    held (every card is free to the workers), else ``visible_env`` naming free cards; ``{}``
+    too where the cards' numbers are unknown (a Gaudi without HLML or sysfs module ids): the
+    bridge then gives each worker a free card itself (``synapse_helpers/device.cpp``: a held
+    ``HLS_MODULE_ID`` falls back to any free module when ``HABANA_VISIBLE_MODULES`` is unset).
 
     Raises RuntimeError before anything starts when fewer than ``devices`` are free: it names
     the cards held, their holders, and the fixes.
@@ -186,7 +193,8 @@ def placement(cards: list[Card], devices: int, visible_env: str | None) -> dict[
     if not cards or visible_env is None:
         return {}
     chosen = settings.get(visible_env, "").strip()
-    if chosen:  # the caller already restricted the cards: only those count
+    named = all(c.select is not None for c in cards)
+    if chosen and named:  # the caller already restricted the cards: only those count
         allowed = {int(m) for m in chosen.split(",") if m.strip().isdigit()}
         cards = [c for c in cards if c.select in allowed]
     held = [c for c in cards if not c.free]
@@ -194,6 +202,8 @@ def placement(cards: list[Card], devices: int, visible_env: str | None) -> dict[
         return {}
     free = [c for c in cards if c.free]
     if len(free) >= devices:
+        if not named:  # never a device-file number or position passed off as a module id
+            return {}
         return {visible_env: ",".join(str(c.select) for c in free[:devices])}
     label = cards[0].label if cards else "card"
     mine = [c for c in held if c.held_here()]

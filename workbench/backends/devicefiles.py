@@ -6,6 +6,12 @@ answer both "how many cards" (``_bridge.cards_seen``, ``hpu``'s inventory) and "
 which" (``cards``). A container that mounts them elsewhere names its globs in
 ``WORKBENCH_HPU_DEVICE_FILES`` (separated by ``os.pathsep``). Nothing else in the workbench
 looks for them.
+
+A file's number is the card's minor, not its module id (the number ``HABANA_VISIBLE_MODULES``
+and ``HLS_MODULE_ID`` use): the driver shows the module id, the card's place on the board, in
+sysfs as ``/sys/class/accel/accel<minor>/device/module_id`` (linux commit ce06bc9d7209,
+Documentation/ABI/testing/sysfs-driver-habanalabs), read by :func:`module_ids`
+(``WORKBENCH_HPU_SYSFS`` names another ``/sys/class/accel``).
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import re
 from .. import settings
 
 DEVICE_FILES_ENV = settings.HPU_DEVICE_FILES
+SYSFS_ENV = settings.HPU_SYSFS
+SYSFS = "/sys/class/accel"
 DEVICE_FILES = ("/dev/accel/accel*", "/dev/hl[0-9]*")
 _NUMBERED = re.compile(r"^(?:accel|hl)(\d+)$")  # not accel_controlD<N>, hl_controlD<N>
 
@@ -31,4 +39,19 @@ def device_files() -> dict[int, str]:
             found = _NUMBERED.match(os.path.basename(path))
             if found:
                 out.setdefault(int(found.group(1)), path)
+    return out
+
+
+def module_ids(minors) -> dict[int, int]:
+    """The module id of each card (by its minor) whose driver says it in sysfs; a card the
+    driver does not describe (older drivers, or sysfs not mounted in a container) is left
+    out."""
+    root = settings.get(SYSFS_ENV, "").strip() or SYSFS
+    out: dict[int, int] = {}
+    for minor in minors:
+        try:
+            with open(os.path.join(root, f"accel{minor}", "device", "module_id")) as f:
+                out[minor] = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
     return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 from . import _bridge
 from .cards import Card, with_holders
 from .chips import match
-from .devicefiles import device_files
+from .devicefiles import device_files, module_ids
 from .hlml import HLML
 from .monitor import Unavailable, driver_from_tool, inventory, read_vendor
 from .record import Backend, PodNeeds
@@ -34,9 +34,19 @@ def _inventory() -> list[dict]:
     try:
         return inventory(HLML)
     except Unavailable:
+        # a file's number is the card's minor; its module id, where the driver says it, is in
+        # sysfs (devicefiles.module_ids), else unknown: never the file's position or number
+        minors = sorted(device_files())
+        modules = module_ids(minors)
         return [
-            {"index": i, "name": HLML.fallback_name, "total": 0, "module": None, "minor": n}
-            for i, n in enumerate(sorted(device_files()))
+            {
+                "index": i,
+                "name": HLML.fallback_name,
+                "total": 0,
+                "module": modules.get(n),
+                "minor": n,
+            }
+            for i, n in enumerate(minors)
         ]
 
 

@@ -52,6 +52,12 @@ def _no_step() -> None:
     return None
 
 
+def compiles_per_shape(torch_device) -> bool:
+    """Whether work on ``torch_device`` is compiled into a graph per set of input shapes
+    between ``mark_step`` calls (HPU lazy mode), so loops should keep their shapes static."""
+    return str(torch_device).split(":")[0] == "hpu" and hpu.hpu_mode() == "lazy"
+
+
 # --------------------------------------------------------------------------- chips
 def chip(device: str | DeviceInfo) -> Chip | None:
     """The ``CHIPS`` record of a name (``"H100"``, ``"NVIDIA A100-SXM4-40GB"``) or a DeviceInfo.

@@ -390,12 +390,16 @@ class RunDir:
         ``temperature``, ``top_k``, ...). Returns the decoded texts, one per prompt.
 
         In HPU lazy mode each new token ends its graph with ``mark_step``, as optimum-habana's
-        generation loop does; elsewhere that is a no-op.
+        generation loop does; elsewhere that is a no-op. There a causal model generates with
+        static shapes (``rundir.generation``: the prompt padded to a bucket, one compiled graph
+        per bucket instead of one per token) when ``options`` are only ``do_sample``,
+        ``temperature``, ``top_k``, ``top_p``.
         """
         import torch
         from transformers import StoppingCriteria, StoppingCriteriaList
 
-        from ..backends.registry import step_marker
+        from ..backends.registry import compiles_per_shape, step_marker
+        from . import generation
 
         if self.task not in ("causal_lm", "seq2seq"):
             raise ValueError(
@@ -414,9 +418,29 @@ class RunDir:
                 mark_step()
                 return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
+        static = (
+            self.task == "causal_lm"
+            and compiles_per_shape(model.device)
+            and generation.supports(options)
+        )
         out = []
         for prompt in prompts:
-            ids = tok(prompt, return_tensors="pt").input_ids.to(model.device)
+            ids = tok(prompt, return_tensors="pt").input_ids
+            if static:
+                tokens = generation.generate(
+                    model,
+                    ids,
+                    max_new_tokens,
+                    mark_step,
+                    pad_token_id=next(
+                        (t for t in (tok.pad_token_id, tok.eos_token_id) if t is not None), 0
+                    ),
+                    eos_token_id=tok.eos_token_id,
+                    **options,
+                )
+                out.append(tok.decode(tokens[0], skip_special_tokens=True))
+                continue
+            ids = ids.to(model.device)
             tokens = model.generate(
                 ids,
                 max_new_tokens=max_new_tokens,

@@ -27,6 +27,9 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
+#include <string>
+#include <unordered_set>
 #include <mutex>
 
 namespace fake_hpu {
@@ -293,33 +296,121 @@ TORCH_LIBRARY_IMPL(_, HPU, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&fake_hpu::fallback>());
 }
 
-// Autocast: the bridge registers AutocastHPU kernels from its default lower-precision list
-// (hpu_ops/autocast_helpers.h:34 @ 5a56187); the double casts the matrix-multiply family of
-// that list to the autocast dtype and lets every other op through unchanged. The norms of
-// that list the bridge runs with only their first input lowered (lower_first_ops, line 113);
+// Autocast: the bridge registers an AutocastHPU kernel for every out-of-place overload of
+// the ops named in three lists (hpu_ops/autocast_helpers.h @ 5a56187, unchanged in the newer
+// copy ankurneog/gaudi-pytorch-bridge @ ea38cef): an op in the lower-precision list runs in
+// the autocast dtype (default_lower_ops, line 34), else one in the fp32 list runs in fp32
+// (default_fp32_ops, line 63), else one in the promote list runs in the widest input dtype
+// (promote_list, line 121); the Hpu_KERNEL macro (line 285) checks them in that order, so
+// `mul`, in both the lower and the promote list, is lowered. The lower and fp32 lists are
+// read once, as the library loads, from the files PT_HPU_AUTOCAST_LOWER_PRECISION_OPS_LIST
+// and PT_HPU_AUTOCAST_FP32_OPS_LIST name (one op a line), or are the defaults if a variable
+// is unset or its file cannot be opened (load_list, hpu_ops/backend/autocast_helpers.cpp).
+// Every other op passes through unchanged. The double registers the overloads a training or
+// generation step reaches (the bridge's generated hpu_autocast_ops*.cpp registers every one).
+// The norms the bridge runs with only their first input lowered (lower_first_ops, line 113);
 // the CPU kernels cannot take a bf16 input with fp32 weights in backward ("Expected scalar
 // types of X and dY are same"), so here every input is lowered: the output dtype (bf16) is
 // the bridge's, the weights are rounded to bf16 for the op.
 TORCH_LIBRARY_IMPL(_, AutocastHPU, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
+namespace fake_hpu_autocast {
+
+using OpSet = std::unordered_set<std::string>;
+
+const OpSet kDefaultLower{
+    "addmm", "addbmm", "batch_norm", "baddbmm", "bmm", "conv1d", "conv2d", "conv3d",
+    "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "dot", "dropout",
+    "feature_dropout", "group_norm", "instance_norm", "layer_norm", "leaky_relu", "linear",
+    "matmul", "mean", "mm", "mul", "mv", "softmax", "log_softmax",
+    "scaled_dot_product_attention"};
+const OpSet kDefaultFp32{
+    "acos", "addcdiv", "asin", "atan2", "bilinear", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "cdist", "cosh", "cosine_embedding_loss",
+    "cosine_similarity", "cross_entropy_loss", "dist", "div", "divide", "embedding",
+    "embedding_bag", "erfinv", "exp", "expm1", "hinge_embedding_loss", "huber_loss", "kl_div",
+    "l1_loss", "log", "log10", "log1p", "log2", "logsumexp", "margin_ranking_loss", "mse_loss",
+    "multi_margin_loss", "multilabel_margin_loss", "nll_loss", "pdist", "poisson_nll_loss",
+    "pow", "reciprocal", "renorm", "rsqrt", "sinh", "smooth_l1_loss", "soft_margin_loss",
+    "softplus", "tan", "topk", "triplet_margin_loss", "truediv", "true_divide"};
+const OpSet kPromote{"add", "addcmul", "addcdiv", "cat", "div", "exp", "mul", "pow", "sub",
+                     "iadd", "truediv", "stack"};
+
+OpSet read_list(const char* variable, const OpSet& fallback) {
+  const char* path = std::getenv(variable);
+  if (path == nullptr) return fallback;
+  std::ifstream file(path);
+  if (!file.is_open()) {
+    TORCH_WARN("Failed to open file with ops to autocast: ", path, ". Default list loaded.");
+    return fallback;
+  }
+  OpSet ops;
+  for (std::string line; std::getline(file, line);) ops.insert(line);
+  return ops;
+}
+
+enum class Rule { none, lower, fp32, promote };
+
+Rule rule_of(const char* op) {
+  static const OpSet lower =
+      read_list("PT_HPU_AUTOCAST_LOWER_PRECISION_OPS_LIST", kDefaultLower);
+  static const OpSet fp32 = read_list("PT_HPU_AUTOCAST_FP32_OPS_LIST", kDefaultFp32);
+  if (lower.count(op)) return Rule::lower;
+  if (fp32.count(op)) return Rule::fp32;
+  if (kPromote.count(op)) return Rule::promote;
+  return Rule::none;
+}
+
+}  // namespace fake_hpu_autocast
+
+// Registers one overload (REG, its function FN) of the op NAME by the rule of NAME.
+#define FAKE_HPU_AUTOCAST_POLICY(POLICY, REG, FN)                                       \
+  m.impl(TORCH_SELECTIVE_NAME("aten::" REG),                                            \
+         &::at::autocast::WrapFunction<::at::autocast::CastPolicy::POLICY,               \
+                                       c10::DeviceType::HPU, decltype(FN), decltype(FN), \
+                                       &FN>::type::call)
+#define FAKE_HPU_AUTOCAST(NAME, REG, FN)                                          \
+  switch (fake_hpu_autocast::rule_of(NAME)) {                                     \
+    case fake_hpu_autocast::Rule::lower:                                          \
+      FAKE_HPU_AUTOCAST_POLICY(lower_precision_fp, REG, FN);                      \
+      break;                                                                      \
+    case fake_hpu_autocast::Rule::fp32:                                           \
+      FAKE_HPU_AUTOCAST_POLICY(fp32, REG, FN);                                    \
+      break;                                                                      \
+    case fake_hpu_autocast::Rule::promote:                                        \
+      FAKE_HPU_AUTOCAST_POLICY(promote, REG, FN);                                 \
+      break;                                                                      \
+    case fake_hpu_autocast::Rule::none:                                           \
+      break;                                                                      \
+  }
+#define AUTOCAST1(OP) FAKE_HPU_AUTOCAST(#OP, #OP, ATEN_FN(OP))
+#define AUTOCAST2(OP, OVERLOAD) FAKE_HPU_AUTOCAST(#OP, #OP "." #OVERLOAD, ATEN_FN2(OP, OVERLOAD))
+
 TORCH_LIBRARY_IMPL(aten, AutocastHPU, m) {
-  KERNEL(c10::DeviceType::HPU, mm, lower_precision_fp)
-  KERNEL(c10::DeviceType::HPU, addmm, lower_precision_fp)
-  KERNEL(c10::DeviceType::HPU, addbmm, lower_precision_fp)
-  KERNEL(c10::DeviceType::HPU, bmm, lower_precision_fp)
-  KERNEL(c10::DeviceType::HPU, baddbmm, lower_precision_fp)
-  KERNEL(c10::DeviceType::HPU, matmul, lower_precision_fp)
-  KERNEL(c10::DeviceType::HPU, linear, lower_precision_fp)
-  KERNEL(c10::DeviceType::HPU, dot, lower_precision_fp)
-  KERNEL(c10::DeviceType::HPU, mv, lower_precision_fp)
-  KERNEL(c10::DeviceType::HPU, conv1d, lower_precision_fp)
-  KERNEL(c10::DeviceType::HPU, conv2d, lower_precision_fp)
-  KERNEL(c10::DeviceType::HPU, conv3d, lower_precision_fp)
-  KERNEL(c10::DeviceType::HPU, scaled_dot_product_attention, lower_precision_fp)
-  KERNEL(c10::DeviceType::HPU, group_norm, lower_precision_fp)
-  KERNEL(c10::DeviceType::HPU, layer_norm, lower_precision_fp)
-  KERNEL(c10::DeviceType::HPU, instance_norm, lower_precision_fp)
-  KERNEL(c10::DeviceType::HPU, batch_norm, lower_precision_fp)
+  // the lower-precision list
+  AUTOCAST1(mm) AUTOCAST1(addmm) AUTOCAST1(addbmm) AUTOCAST1(bmm) AUTOCAST1(baddbmm)
+  AUTOCAST1(matmul) AUTOCAST1(linear) AUTOCAST1(dot) AUTOCAST1(mv)
+  AUTOCAST1(conv1d) AUTOCAST1(conv2d) AUTOCAST1(conv3d)
+  AUTOCAST1(conv_transpose1d) AUTOCAST2(conv_transpose2d, input)
+  AUTOCAST2(conv_transpose3d, input)
+  AUTOCAST1(scaled_dot_product_attention)
+  AUTOCAST1(group_norm) AUTOCAST1(layer_norm) AUTOCAST1(instance_norm) AUTOCAST1(batch_norm)
+  AUTOCAST1(dropout) AUTOCAST1(feature_dropout) AUTOCAST1(leaky_relu)
+  AUTOCAST1(mean) AUTOCAST2(mean, dim) AUTOCAST2(mul, Tensor) AUTOCAST2(mul, Scalar)
+  AUTOCAST2(softmax, int) AUTOCAST2(log_softmax, int)
+  // the fp32 list
+  AUTOCAST1(embedding) AUTOCAST1(embedding_bag) AUTOCAST1(cross_entropy_loss)
+  AUTOCAST1(nll_loss) AUTOCAST1(nll_loss_nd) AUTOCAST1(mse_loss) AUTOCAST1(l1_loss)
+  AUTOCAST1(smooth_l1_loss) AUTOCAST1(huber_loss) AUTOCAST1(kl_div)
+  AUTOCAST1(binary_cross_entropy) AUTOCAST1(binary_cross_entropy_with_logits)
+  AUTOCAST1(cosine_similarity) AUTOCAST1(softplus) AUTOCAST1(topk) AUTOCAST1(logsumexp)
+  AUTOCAST1(exp) AUTOCAST1(expm1) AUTOCAST1(log) AUTOCAST1(log1p) AUTOCAST1(log2)
+  AUTOCAST1(log10) AUTOCAST1(rsqrt) AUTOCAST1(reciprocal) AUTOCAST1(erfinv)
+  AUTOCAST2(div, Tensor) AUTOCAST2(div, Scalar) AUTOCAST2(pow, Tensor_Tensor)
+  AUTOCAST2(pow, Tensor_Scalar) AUTOCAST2(pow, Scalar) AUTOCAST1(addcdiv)
+  // the promote list
+  AUTOCAST2(add, Tensor) AUTOCAST2(add, Scalar) AUTOCAST2(sub, Tensor) AUTOCAST2(sub, Scalar)
+  AUTOCAST1(addcmul) AUTOCAST1(cat) AUTOCAST1(stack)
 }
 
 namespace {

@@ -23,8 +23,9 @@ Sources (gaudi-pytorch-bridge @ 5a56187, the 1.19.0 release):
   a device held by another process is synStatus 20, "Device already acquired"
   (huggingface/tgi-gaudi#93, huggingface/optimum-habana#288 show the message users see).
 
-Emulation: card ``i`` is the file ``$FAKE_HPU_DEV_DIR/accel{i}`` (the driver's
-``/dev/accel/accel{i}``); acquiring it takes an exclusive ``flock`` on it, kept until the
+Emulation: module ``m`` is the file ``$FAKE_HPU_DEV_DIR/accel{minor}`` (the driver's
+``/dev/accel/accel{minor}``; ``minor`` is ``m`` unless ``FAKE_HPU_LAYOUT`` says otherwise,
+``habana_frameworks/_layout.py``); acquiring it takes an exclusive ``flock`` on it, kept until the
 process exits (the kernel drops it then, as the driver frees a card when its owner dies).
 """
 
@@ -32,6 +33,8 @@ import fcntl
 import os
 import tempfile
 from pathlib import Path
+
+from habana_frameworks._layout import minor_of
 
 ALREADY_ACQUIRED = "synStatus=20 [Device already acquired] Device acquire failed."
 NO_DEVICE = "synStatus=8 [Device not found] Device acquire failed. No devices found."
@@ -65,7 +68,8 @@ def _try(module: int) -> int | None:
     """Lock card ``module``'s device file; the open fd, or None if another process holds it."""
     folder = dev_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / f"accel{module}", os.O_RDWR | os.O_CREAT, 0o666)
+    # the module's device file is accel<minor> (the node's layout, habana_frameworks/_layout.py)
+    fd = os.open(folder / f"accel{minor_of(module)}", os.O_RDWR | os.O_CREAT, 0o666)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# `make rehearse`: Intel's Gaudi container, rehearsed on a machine without one (issue 38, §3).
+#
+# 1. The image's Python: a copy of this machine's interpreter whose own site-packages (the
+#    "system" ones a venv made with --system-site-packages sees) hold torch (the CPU build
+#    constraints.txt pins, as Intel's image holds its own; ninja, which the double's device
+#    extension is built with) and the test double of the bridge
+#    and of habana-pyhlml, installed as distributions (tests/fakes copied into
+#    site-packages with their .dist-info), not put on PYTHONPATH.
+# 2. The README's setup on top, from a copy of this checkout's files: the Makefile's venv
+#    target with PYTHON= that interpreter, which must take its Gaudi branch (it detects the
+#    bridge), keep the image's torch and install no upstream DeepSpeed.
+# 3. The HPU smoke in that venv (scripts/rehearse_smoke.py): torch unchanged, no DeepSpeed,
+#    wb.train eager and lazy, wb.doctor(device="hpu") with its launch over hccl.
+#
+# Cached between runs on one machine, under .rehearse/ (git-ignored): the image's Python with
+# its torch, and the setup's venv (remade when pyproject.toml or constraints.txt change, as
+# `make` remakes .venv), and the emulated device's extension.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+PYTHON=${PYTHON:-python3}
+R=${REHEARSE_DIR:-$ROOT/.rehearse}
+BASE=$("$PYTHON" -c 'import sys; print(sys.base_prefix)')
+PYV=$("$PYTHON" -c 'import sys; print("python%d.%d" % sys.version_info[:2])')
+SYS=$R/image
+start=$(date +%s)
+say() { echo "rehearse [$(( $(date +%s) - start ))s]: $*"; }
+
+# ---- 1. the image: its Python, its torch, its bridge
+# (importing torch there loads the bridge, as in Intel's image: the checks read metadata only)
+has_torch() { "$SYS/bin/python3" -c 'import importlib.metadata as m; print(m.version("torch"))'; }
+if ! has_torch >/dev/null 2>&1; then
+  say "making the image's Python under $SYS (torch from constraints.txt)"
+  rm -rf "$SYS" && mkdir -p "$SYS/bin" "$SYS/lib/$PYV"
+  cp "$BASE/bin/$PYV" "$SYS/bin/" && ln -s "$PYV" "$SYS/bin/python3"
+  ln -s "$BASE/include" "$SYS/include"  # Python.h, for the double's C++ extension
+  for entry in "$BASE/lib/$PYV"/*; do
+    case "$(basename "$entry")" in site-packages|dist-packages) ;; *) ln -s "$entry" "$SYS/lib/$PYV/" ;; esac
+  done
+  # its own site-packages, where this interpreter's site module looks (Debian's: dist-packages)
+  mkdir -p "$("$SYS/bin/python3" -c 'import site; print(site.getsitepackages()[0])')"
+  "$SYS/bin/python3" -m ensurepip >/dev/null
+  # a distribution's Python marked as managed by its package manager (PEP 668) refuses pip
+  managed=$("$SYS/bin/python3" -c 'import sysconfig, os; print(os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))')
+  "$SYS/bin/python3" -m pip install -q --no-warn-script-location \
+    $([ "$managed" = True ] && echo --break-system-packages) \
+    $(grep -E '^(torch|numpy|ninja)==' constraints.txt) >"$R/image.log" 2>&1 \
+    || { tail -20 "$R/image.log"; exit 1; }
+fi
+SITE=$("$SYS/bin/python3" -c 'import site; print(site.getsitepackages()[0])')
+say "installing the bridge double and the HLML double as distributions"
+rm -rf "$SITE"/habana_frameworks "$SITE"/habana_frameworks_double-*.dist-info "$SITE"/pyhlml \
+  "$SITE"/pyhlml_double.py "$SITE"/habana_pyhlml-*.dist-info
+(cd tests/fakes && tar --exclude=__pycache__ -cf - habana_frameworks pyhlml pyhlml_double.py \
+  habana_frameworks_double-0.0.0.dist-info) | tar -xf - -C "$SITE"
+HLML_VERSION=$(sed -n 's/^habana-pyhlml==//p' constraints.txt)
+mkdir -p "$SITE/habana_pyhlml-$HLML_VERSION.dist-info"
+printf 'Metadata-Version: 2.1\nName: habana-pyhlml\nVersion: %s\nSummary: TEST DOUBLE of habana-pyhlml (tests/fakes)\n' \
+  "$HLML_VERSION" >"$SITE/habana_pyhlml-$HLML_VERSION.dist-info/METADATA"
+for info in "$SITE"/habana_frameworks_double-*.dist-info "$SITE/habana_pyhlml-$HLML_VERSION.dist-info"; do
+  echo pip >"$info/INSTALLER"
+  (cd "$SITE" && find habana_frameworks pyhlml pyhlml_double.py "$(basename "$info")" -type f \
+    | sed 's/$/,,/' >"$info/RECORD")
+done
+TORCH=$(has_torch)
+# The double's emulated device is a C++ extension built with ninja (tests/fakes/README.md):
+# ninja comes with the image here; its build is kept under .rehearse/ between runs
+export PATH="$SYS/bin:$PATH" FAKE_HPU_BUILD_DIR="$R/fake_hpu_build"
+
+# ---- 2. the README's setup, from this checkout's files (tracked and new, not ignored)
+say "the README's setup (make's venv target, PYTHON=the image's Python) in $R/repo"
+mkdir -p "$R/repo"
+git ls-files -co --exclude-standard -z | tar --null --ignore-failed-read -T - -cf - | tar -xf - -C "$R/repo"
+make -C "$R/repo" PYTHON="$SYS/bin/python3" .venv/.installed >"$R/setup.log" 2>&1 \
+  || { tail -30 "$R/setup.log"; exit 1; }
+grep -q -- '--system-site-packages' "$R/repo/.venv/pyvenv.cfg" 2>/dev/null \
+  || grep -q 'include-system-site-packages = true' "$R/repo/.venv/pyvenv.cfg" \
+  || { echo "rehearse: the setup did not take the Makefile's Gaudi branch"; exit 1; }
+
+# ---- 3. the HPU smoke
+say "the HPU smoke"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+(cd "$tmp" && env -u PYTHONPATH -u PT_HPU_LAZY_MODE -u HLS_MODULE_ID -u HABANA_VISIBLE_MODULES \
+  REHEARSE_SYSTEM_SITE="$SITE" REHEARSE_TORCH="$TORCH" FAKE_HPU_INTEL_TORCH=1 \
+  FAKE_HPU_DEV_DIR="$tmp/accel" WORKBENCH_HPU_DEVICE_FILES="$tmp/accel/accel*" \
+  WORKBENCH_RUNS="$tmp/runs" PATH="$R/repo/.venv/bin:$PATH" \
+  "$R/repo/.venv/bin/python" "$R/repo/scripts/rehearse_smoke.py")
+say "done"
