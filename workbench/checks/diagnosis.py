@@ -225,6 +225,37 @@ def no_recompiles(
     )
 
 
+def step_counts(name: str, counts: dict, dev: DeviceInfo) -> Check:
+    """After warm-up, no op ran on the host for want of a device kernel, and torch.compile
+    broke no graph (a run's ``after_warmup`` summary)."""
+    from ..views.chart import step_counts as words
+
+    if counts.get("cpu_fallbacks") is None and counts.get("graph_breaks_total") is None:
+        return skipped(
+            name,
+            f"the {dev.kind} record counts nothing here: no CPU fallback counter, nothing "
+            "compiled (graph breaks are counted under torch.compile)",
+        )
+    text = words(counts)
+    ops = counts.get("fallback_ops") or {}
+    if ops:
+        return failed(
+            name,
+            f"ops ran on the CPU after warm-up: {text}",
+            f"{', '.join(ops)} has no {dev.kind} kernel: see docs/gaudi.md (CPU fallbacks); "
+            + REPORT_IT,
+            **counts,
+        )
+    if counts.get("graph_breaks_total"):
+        return failed(
+            name,
+            f"torch.compile broke the model's graph: {text}",
+            "run with TORCH_LOGS=graph_breaks to see where; " + REPORT_IT,
+            **counts,
+        )
+    return passed(name, text, **counts)
+
+
 # --------------------------------------------------------------------------- the report
 def _cell(text: str) -> str:
     """Text for one Markdown table cell."""

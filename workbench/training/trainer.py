@@ -322,6 +322,7 @@ def summary(
                 **events.throughput(),
                 "compiles": events.last.get("compiles"),
                 "dynamo_graphs": events.last.get("dynamo_graphs"),
+                "after_warmup": events.counts(),
             }
         )
     if getattr(

@@ -16,6 +16,7 @@ graph signatures between flushes. This module turns them into what the bridge re
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -58,6 +59,21 @@ def flush() -> None:
     ext = _ext()
     if ext is not None:
         ext.counts_flush()
+
+
+@contextmanager
+def kernel():
+    """Inside: the double's Python emulation of one fused HPU kernel (hpex's FusedAdamW,
+    FusedClipNorm: hpu::optimizer_adamw and friends, habana_eager/eager_custom_op_register.cpp
+    :2376 @ 5a56187): its host ops and copies are not the user's, and are not counted."""
+    ext = _ext()
+    if ext is not None:
+        ext.counts_enter_kernel()
+    try:
+        yield
+    finally:
+        if ext is not None:
+            ext.counts_exit_kernel()
 
 
 def synchronized() -> None:

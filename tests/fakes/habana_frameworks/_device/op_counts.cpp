@@ -99,6 +99,10 @@ void bind(pybind11::module& m) {
     s.lazy = lazy;
     s.sync_ops = std::unordered_set<std::string>(sync_ops.begin(), sync_ops.end());
   });
+  // a fused kernel the double runs as several host ops (FusedAdamW, FusedClipNorm): one
+  // device op on a Gaudi, with no fallback and no host copy of its own
+  m.def("counts_enter_kernel", []() { ++internal_depth; });
+  m.def("counts_exit_kernel", []() { --internal_depth; });
   m.def("counts_flush", []() {  // mark_step: the accumulated graph runs
     auto& s = state();
     std::lock_guard<std::mutex> g(s.lock);

@@ -7,7 +7,6 @@ Source: gaudi-pytorch-bridge python_packages/habana_frameworks/torch/core/step_c
 import sys
 
 from habana_frameworks import _counts
-
 from habana_frameworks.torch.utils.internal import is_lazy, lazy_only
 
 # Test hook (not bridge API): one entry per mark_step that ran, naming the module that
