@@ -112,7 +112,9 @@ class Events(TrainerCallback):
         logs = logs or {}
         if "loss" not in logs:
             return control
-        self.device.synchronize()  # the only sync: at logging steps, before reading the clock
+        # No sync of our own: the Trainer has just read the loss as a float (.item(),
+        # transformers 5 trainer.py:2257), so the host has waited for every queued step and
+        # the clock reads the end of the interval (docs/gaudi.md, host syncs).
         now = monotonic()
         t0, s0, n0, k0 = self._mark or (
             now,
