@@ -18,8 +18,10 @@ fixed when it loads; there each family trains with each contender on the same da
 
 Counts are taken between the end of step ``warmup`` and the end of the last step (the
 Trainer logs a step after its end: the window holds the logs of steps ``warmup`` .. last-1),
-with the double's test hook ``metrics.fake_counts()``. Graph breaks are dynamo's, over the
-whole run (a break is traced once and then stays in every step).
+with the double's test hook ``metrics.fake_counts()``, less what evaluations and checkpoint
+saves in the window counted (they copy predictions and every tensor to the host, once each).
+Graph breaks are dynamo's, over the whole run (a break is traced once and then stays in every
+step).
 """
 
 from __future__ import annotations
@@ -160,15 +162,16 @@ def table(results: dict[str, Any]) -> str:
 # --------------------------------------------------------------------- in the fresh process
 class _Window:
     """Notes the device's counts at the end of step ``start`` and of step ``end``, the logs
-    in between, and what evaluations in between counted (left out: they are not training
-    steps). Added to every Trainer the same way (see ``child``)."""
+    in between, and what evaluations and checkpoint saves in between counted (left out: they
+    are not training steps). Added to every Trainer the same way (see ``child``)."""
 
     def __init__(self, start: int, end: int):
         self.start, self.end = start, end
         self.at: dict[int, dict] = {}
         self.logs = 0
         self.last: dict = {}  # the counts at the latest step end or log
-        self.evals: list[tuple[dict, dict]] = []  # (before, after) each evaluation
+        self.evals: list[tuple[dict, dict]] = []  # (before, after) each evaluation or save
+        self.saves = 0
 
     def open(self) -> bool:
         return self.start in self.at and self.end not in self.at
@@ -192,6 +195,13 @@ class _Window:
             def on_evaluate(self, args, state, control, **kw):
                 if window.open():
                     window.evals.append((window.last, _now()))
+                window.last = _now()
+
+            def on_save(self, args, state, control, **kw):  # a checkpoint copies every
+                if window.open():  # tensor to the host: once per save, not per step
+                    window.saves += 1
+                    window.evals.append((window.last, _now()))
+                window.last = _now()
 
         return Window()
 
@@ -239,7 +249,8 @@ def _cell(window: _Window, breaks: int | None) -> dict[str, Any]:
         "host_syncs_per_log": total / window.logs if window.logs else None,
         "host_syncs_by_cause": {k: v for k, v in syncs.items() if v},
         "compiles": got["graphs"],
-        "evaluations_left_out": len(window.evals),
+        "evaluations_left_out": len(window.evals) - window.saves,
+        "saves_left_out": window.saves,
         "graph_breaks": breaks,
     }
 

@@ -19,7 +19,12 @@ from ..catalog import ModelSpec
 from ..data import DataSpec
 from ..rundir.run import STOP_FILE, RunDir
 from . import recipe
-from .attention import causal_sdpa, quiet_missing_mask_warning, without_cache
+from .attention import (
+    causal_sdpa,
+    quiet_missing_mask_warning,
+    without_cache,
+    without_padding_check,
+)
 
 if TYPE_CHECKING:  # the callbacks import transformers: build() imports them
     from .callbacks import Events
@@ -65,11 +70,13 @@ def _batches(a: dict, task: str, prepared, tok, model):
             # No mask, positions restarting at each document, no KV cache: transformers then
             # builds a block-diagonal causal mask from the positions (masking_utils'
             # find_packed_sequence_indices), so attention stays inside each document.
-            return prepared, inner, None, ("attention_mask",), without_cache(model)
+            restore = _both(without_cache(model), without_padding_check(model))
+            return prepared, inner, None, ("attention_mask",), restore
         # concat: rows are right-padded and attention is causal, so the mask (ones, but for
         # dummy rows whose labels are -100) changes no loss; without it and without
         # position_ids SDPA is told to be causal instead of being handed a mask tensor.
-        return prepared, inner, None, ("attention_mask", "position_ids"), causal_sdpa(model)
+        restore = _both(causal_sdpa(model), without_padding_check(model))
+        return prepared, inner, None, ("attention_mask", "position_ids"), restore
     if padding == "bucketed":  # at most k static shapes (on Gaudi: at most k graph compiles)
         from .shapes import BucketBatchSampler, buckets, lengths_of
 
