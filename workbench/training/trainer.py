@@ -30,6 +30,19 @@ if TYPE_CHECKING:  # the callbacks import transformers: build() imports them
     from .callbacks import Events
 
 
+def _name_the_loss(model) -> None:
+    """Give a model whose class names no loss (GPT-2's LM head) the loss transformers falls
+    back to, through its documented setter: the fallback warns inside every forward
+    (transformers 5.24 modeling_utils.py:4778, ``logger.warning_once``), and under
+    torch.compile a logger call is a graph break (dynamo: "logging.Logger method not
+    supported"), on every compile."""
+    if getattr(model, "loss_type", "") is not None or not hasattr(type(model), "loss_function"):
+        return
+    from transformers.loss.loss_utils import LOSS_MAPPING
+
+    model.loss_function = LOSS_MAPPING["ForCausalLM"]  # what the property picks for None
+
+
 def _model(mspec: ModelSpec, dspec: DataSpec, run: RunDir, precision: str):
     """The model and tokenizer of a run (LoRA-wrapped; diffusion: the denoising module;
     text_to_image: the text-conditioned objective and the model's ``Captions``)."""
@@ -48,7 +61,10 @@ def _model(mspec: ModelSpec, dspec: DataSpec, run: RunDir, precision: str):
                 model = load_base(mspec, base)
             else:
                 model.save_pretrained(str(base))
+        _name_the_loss(model)
         model = mspec.wrap_lora(model)
+    else:
+        _name_the_loss(model)
     if mspec.task == "diffusion":
         from ..diffusion.denoising import DiffusionModel
 
