@@ -19,7 +19,7 @@ from .attachment import attachment
 from .contenders import SHAPES
 from .dashboard import dashboard
 from .engine import engine
-from .gaudicounts import gaudi_counts
+from .gaudicounts import gaudicounts
 from .mfu import mfu
 from .plan import plan
 from .prompts import prompts
@@ -30,7 +30,7 @@ from .shapes import shapes
 BENCHES = {
     "attachment": attachment,
     "engine": engine,
-    "gaudi-counts": gaudi_counts,
+    "gaudi-counts": gaudicounts,
     "dashboard": dashboard,
     "scaling": scaling,
     "shapes": shapes,

@@ -62,12 +62,13 @@ def fakes() -> Path:
     return found
 
 
-def gaudi_counts(
+def gaudicounts(
     steps: int = 4,
     warmup: int = 2,
     model: str = ",".join(FAMILIES),
     device: str = "auto",
     modes: tuple[str, ...] = MODES,
+    contenders: tuple[str, ...] = CONTENDERS,
     timeout: float = 3000,
 ) -> dict[str, Any]:
     """Counts per step after warm-up for each family (``model``: comma-separated), mode and
@@ -78,6 +79,8 @@ def gaudi_counts(
     families = [f.strip() for f in model.split(",") if f.strip()]
     if bad := [f for f in families if f not in FAMILIES]:
         raise ValueError(f"unknown model family {bad[0]!r}; known: {', '.join(FAMILIES)}")
+    if bad := [c for c in contenders if c not in CONTENDERS]:
+        raise ValueError(f"unknown contender {bad[0]!r}; known: {', '.join(CONTENDERS)}")
     root = fakes().parents[1]
     results: dict[str, Any] = {}
     for mode in modes:
@@ -93,7 +96,7 @@ def gaudi_counts(
             }
             code = (
                 "from workbench.bench.gaudicounts import child; "
-                f"child({mode!r}, {families!r}, {steps}, {warmup})"
+                f"child({mode!r}, {families!r}, {steps}, {warmup}, {tuple(contenders)!r})"
             )
             done = subprocess.run(
                 [sys.executable, "-c", code],
@@ -113,6 +116,7 @@ def gaudi_counts(
         "bench": "gaudi-counts",
         "device": {"kind": "hpu", "name": "emulated Gaudi 2 (tests/fakes)", "generation": None},
         "config": {
+            "contenders": list(contenders),
             "steps": steps,
             "warmup": warmup,
             "families": families,
@@ -349,7 +353,13 @@ def _run_wb(family: str, mode: str, total: int, out: str) -> None:
 RUNNERS = {"trainer": _run_trainer, "optimum": _run_optimum, "wb": _run_wb}
 
 
-def child(mode: str, families: list[str], steps: int, warmup: int) -> None:
+def child(
+    mode: str,
+    families: list[str],
+    steps: int,
+    warmup: int,
+    contenders: tuple[str, ...] = CONTENDERS,
+) -> None:
     """In the fresh process: every family with every contender; prints the cells as JSON."""
     import habana_frameworks.torch  # noqa: F401  (the bridge, in the mode the variable says)
     import transformers
@@ -366,18 +376,18 @@ def child(mode: str, families: list[str], steps: int, warmup: int) -> None:
     transformers.Trainer.__init__ = with_window
     cells: dict[str, Any] = {}
     try:
-        _contenders(mode, families, warmup, total, state, cells)
+        _contenders(mode, families, contenders, warmup, total, state, cells)
     finally:
         transformers.Trainer.__init__ = original
     print(MARK + json.dumps(cells, default=str), flush=True)
 
 
-def _contenders(mode, families, warmup, total, state, cells) -> None:
+def _contenders(mode, families, contenders, warmup, total, state, cells) -> None:
     from ..liblogs import quiet_libraries
 
     with quiet_libraries():
         for family in families:
-            for who in CONTENDERS:
+            for who in contenders:
                 key = f"{family}/{mode}/{who}"
                 if family == "sd" and who != "wb":
                     cells[key] = {"error": NO_RECIPE}
