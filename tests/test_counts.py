@@ -83,6 +83,10 @@ RUN = """
 run = train("gpt2-tiny", max_steps=4, log_every=1, throughput_warmup_steps=2, padding="packed")
 out["events"] = [e for e in run.events if e.get("phase") in ("warmup", "train")]
 out["after"] = run.summary["after_warmup"]
+from workbench.views.dashboard import Dashboard
+view = Dashboard(run)
+view.summary = {**run.summary, "status": run.status}  # what it reads at the run's end
+out["html"] = view._bundle(with_png=False)["text/html"]
 """
 
 
@@ -106,6 +110,7 @@ def test_the_emulated_gaudi_counts_and_a_run_records_them(on_hpu, mode):
     assert after["steps"] == 2 and after["recompiles"] == 0, after
     assert set(after["fallback_ops"]) <= {"aten::_fused_sdp_choice"}, after  # docs/gaudi.md
     assert after["graph_breaks_total"] == 0, after  # compiled by default in eager mode
+    assert "after warm-up" in out["html"] and "0 recompiles" in out["html"], "the dashboard's table"
 
 
 # ------------------------------------------------------------------ wb.train, every family
