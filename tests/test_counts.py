@@ -141,3 +141,23 @@ def test_wb_train_reaches_the_zeros_on_the_emulated_gaudi(lazy_counts, family):
     per_forward = {"bert": 1, "t5": 2}.get(family, 0)  # masking_utils.py:354, per encoder mask
     reads = syncs.get("aten::_local_scalar_dense", 0)
     assert reads <= 2 * cell["logs"] + per_forward * cell["steps"], cell
+
+
+def test_graph_breaks_are_dynamos_on_any_device():
+    """graph_breaks() sums dynamo's counters["graph_break"]: one more for a function that
+    breaks once."""
+    import torch
+
+    import workbench as wb
+
+    dev = wb.device("cpu")
+
+    def f(x):
+        x = x + 1
+        torch._dynamo.graph_break()
+        return x * 2
+
+    torch._dynamo.reset()
+    before = dev.graph_breaks() or 0
+    torch.compile(f, backend="eager")(torch.ones(3))
+    assert dev.graph_breaks() == before + 1
