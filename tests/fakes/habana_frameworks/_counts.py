@@ -23,11 +23,12 @@ from pathlib import Path
 # Ops whose result the host must wait for. ``aten::_local_scalar_dense`` is Tensor.item()
 # (and bool(), int(), float() of a one-element tensor): the value is copied to the host.
 # The others return a tensor whose size depends on the values, so the host must read them
-# before it can allocate the output: torch's docs say so for nonzero ("causes host-device
-# synchronization" when the input is on an accelerator), masked_select and unique; equal
-# returns a Python bool. In lazy mode each of them cuts the graph (the bridge runs what has
-# accumulated): Gaudi-tutorials PyTorch/Detecting_Dynamic_Shapes names nonzero and
-# masked_select as dynamic ops.
+# before it can allocate the output (torch's nonzero docs: it "causes host-device
+# synchronization" on an accelerator; masked_select and unique have the same data-dependent
+# size); equal returns a Python bool. Intel's "Detect Dynamic Shapes" article (intel.com,
+# developer/articles/training/detecting-dynamic-shapes) names such ops, "whose output shape
+# depends on the actual input data", as a cause of recompiles; the double counts them as
+# syncs and, in lazy mode, cuts the graph there.
 SYNC_OPS = (
     "aten::_local_scalar_dense",
     "aten::nonzero",
