@@ -294,8 +294,9 @@ def test_interleaved_chunks_rotate_the_order_and_time_every_step():
 def test_the_package_keeps_its_names_and_command_line():
     import workbench.bench as bench
 
-    assert set(bench.BENCHES) == {"attachment", "engine", "dashboard", "scaling", "shapes", "mfu", "plan", "prompts", "sdcache"}
-    assert all(callable(bench.BENCHES[name]) and bench.BENCHES[name] is getattr(bench, name)
+    assert set(bench.BENCHES) == {"attachment", "engine", "dashboard", "scaling", "shapes", "mfu", "plan", "prompts", "sdcache",
+                                  "gaudi-counts"}
+    assert all(callable(bench.BENCHES[name]) and bench.BENCHES[name] is getattr(bench, name.replace("-", ""))
                for name in bench.BENCHES)
     assert "gpt2-124m" in bench.SHAPES
     proc = subprocess.run([sys.executable, "-m", "workbench.bench", "--help"], capture_output=True, text=True,

@@ -358,6 +358,12 @@ DOCUMENTED_WRITES = {
     ("workbench/compat/optimum_habana.py", "trainer._gaudi_optimizer"):
         "the GaudiTrainer the compat layer itself built: its own field, read by its "
         "create_optimizer override (the hook transformers documents for subclasses)",
+    ("workbench/training/trainer.py", "model.loss_function"):
+        "transformers' documented setter (PreTrainedModel.loss_function.setter), set to the "
+        "loss its property falls back to for a model whose class names none",
+    ("workbench/bench/gaudicounts.py", "transformers.Trainer.__init__"):
+        "the gaudi-counts bench's own child process: one counting callback on every "
+        "contender's Trainer alike (wb.train takes none), put back in a finally",
     ("workbench/compat/optimum_habana.py", "args.bf16"):
         "Optimum Habana's documented rule: use_torch_autocast turns bf16 on in its arguments",
 }

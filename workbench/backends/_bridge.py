@@ -328,6 +328,24 @@ def compiles() -> int | None:
     return int(dict(metric.stats()).get("TotalNumber", 0))
 
 
+def fallbacks() -> dict[str, int] | None:
+    """Ops the bridge has run on the CPU so far, by op name; None when unreadable."""
+    # An op with no HPU kernel runs through the bridge's boxed CPU fallback: inputs copied to
+    # the host, the CPU kernel, results copied back (a host round trip, and in lazy mode a cut
+    # graph). cpu_fallback's stats(): TotalNumber and FallbackOps, a dict op name -> count
+    # (hpu/metrics/metrics.py CpuFallbackMetric @ 5a56187; hpu_ops/cpu_fallback.cpp:90).
+    try:
+        metric = importlib.import_module("habana_frameworks.torch.hpu.metrics").metric_global(
+            "cpu_fallback"
+        )
+    except Exception:
+        return None
+    if metric is None:
+        return None
+    ops = dict(metric.stats()).get("FallbackOps")
+    return {str(k): int(v) for k, v in ops.items()} if isinstance(ops, dict) else None
+
+
 def precision(index: int) -> str:
     return "bf16"  # bf16 runs on every Gaudi generation (fp16 not on Gaudi1: see chips.CHIPS)
 

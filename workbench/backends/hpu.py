@@ -153,6 +153,7 @@ RECORD = Backend(
     mode=_bridge.hpu_mode,
     versions=_bridge.versions,
     compiles=_bridge.compiles,
+    fallbacks=_bridge.fallbacks,
     monitor=monitor,
     vendor=HLML,
     driver_version=driver_version,

@@ -74,6 +74,8 @@ class Backend:
     mode: Callable[[], str | None] = lambda: None
     versions: Callable[[], dict[str, str | None]] = dict
     compiles: Callable[[], int | None] = lambda: None  # graph compilations so far
+    # ops run on the host for want of a device kernel so far, by op name (None: not counted)
+    fallbacks: Callable[[], dict[str, int] | None] = lambda: None
     # every device of this kind, read through its management library (never torch)
     monitor: Callable[[], list[dict[str, Any]]] = list
     # every card of this kind with the processes that hold it (from the OS), taking none

@@ -217,6 +217,22 @@ class DeviceInfo:
         stats = getattr(utils, "counters", {}).get("stats", {}) if utils is not None else {}
         return stats.get("unique_graphs")
 
+    def fallbacks(self) -> dict[str, int] | None:
+        """Ops run on the host for want of a device kernel so far, by op name (HPU: the
+        bridge's cpu_fallback metric); None where the backend does not count them."""
+        return self.backend.fallbacks() if self.available else None
+
+    def graph_breaks(self) -> int | None:
+        """Graph breaks ``torch.compile`` has met so far in this process; None before
+        anything was compiled."""
+        # dynamo's counters["graph_break"]: break reason -> count (torch 2.13
+        # torch/_dynamo/exc.py:301 add_to_stats, called at symbolic_convert.py:1115)
+        utils = sys.modules.get("torch._dynamo.utils")
+        counters = getattr(utils, "counters", None) if utils is not None else None
+        if counters is None or not counters.get("stats"):
+            return None
+        return int(sum(counters.get("graph_break", {}).values()))
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

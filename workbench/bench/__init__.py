@@ -1,7 +1,8 @@
 """Benchmarks that measure ratios side by side in one process (``python -m workbench.bench``).
 
 One module per benchmark (``attachment``: a Trainer with and without ``wb.attach``;
-``engine``, ``dashboard``, ``scaling``, ``shapes``, ``mfu``, ``plan``,
+``engine``, ``dashboard``, ``gaudicounts`` (``gaudi-counts`` on the command line: counts on
+the emulated Gaudi, not times), ``scaling``, ``shapes``, ``mfu``, ``plan``,
 ``prompts``: a quality figure, not a timing; ``sdcache``: text to image from the latent cache), the
 contenders they share (``contenders``: the raw loop, the plain Trainer, wb.train, the
 interleaving) and the command line (``cli``). Each benchmark's function is exported here
@@ -14,6 +15,7 @@ from .cli import BASELINES, BENCHES, main, parser, save_baseline
 from .contenders import SHAPES, engine_setup
 from .dashboard import dashboard
 from .engine import engine
+from .gaudicounts import gaudicounts
 from .mfu import mfu
 from .plan import plan
 from .prompts import prompts
@@ -28,6 +30,7 @@ __all__ = [
     "attachment",
     "dashboard",
     "engine",
+    "gaudicounts",
     "engine_setup",
     "main",
     "mfu",

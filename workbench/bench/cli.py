@@ -19,6 +19,7 @@ from .attachment import attachment
 from .contenders import SHAPES
 from .dashboard import dashboard
 from .engine import engine
+from .gaudicounts import gaudicounts
 from .mfu import mfu
 from .plan import plan
 from .prompts import prompts
@@ -29,6 +30,7 @@ from .shapes import shapes
 BENCHES = {
     "attachment": attachment,
     "engine": engine,
+    "gaudi-counts": gaudicounts,
     "dashboard": dashboard,
     "scaling": scaling,
     "shapes": shapes,
@@ -68,6 +70,8 @@ def save_baseline(result: dict, root: Path = BASELINES, key: str | None = None) 
 
 
 def _table(result: dict) -> str:
+    if "table" in result:  # a benchmark that counts rather than times (gaudi-counts)
+        return f"{result['bench']} on {result['device']['name']}\n{result['table']}"
     lines = [
         f"{result['bench']} on {result['device']['kind']} ({result['device']['name']}), "
         f"{result.get('precision', '')}"

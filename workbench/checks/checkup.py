@@ -43,7 +43,7 @@ RUNS = {  # name -> (model, dataset arguments, wb.train arguments)
         {"padding": "bucketed", "buckets": 4},
     ),
 }
-RUN_CHECKS = ("train", "optimizer", "clip", "memory", "recompiles")
+RUN_CHECKS = ("train", "optimizer", "clip", "memory", "recompiles", "counts")
 MULTI_COST = (
     "the 2-process gloo all-reduce and the 2-rank launch take ~30 s on a CPU: ask for them "
     "with `workbench doctor --multi` (wb.doctor(multi=True))"
@@ -223,6 +223,7 @@ def _run_checks(key: str, v: _Visit) -> list[Check]:
         diagnosis.clip_ran(names[2], steps),
         diagnosis.memory_moved(names[3], steps, before, v.dev),
         diagnosis.no_recompiles(names[4], steps, v.dev, run.spec["args"]["padding"], start),
+        diagnosis.step_counts(names[5], run.summary.get("after_warmup") or {}, v.dev),
     ]
     run.trainer = None  # let the model and optimizer go before the next check
     return found

@@ -226,6 +226,53 @@ def no_recompiles(
     )
 
 
+# CPU fallbacks a library forces on every model (docs/gaudi.md, "What slows a step"): said,
+# not failed, since no run argument avoids them
+LIBRARY_FALLBACKS = {
+    "aten::_fused_sdp_choice": "torch's scaled_dot_product_attention asks it per attention call",
+}
+
+
+def step_counts(name: str, counts: dict, dev: DeviceInfo) -> Check:
+    """After warm-up, no op ran on the host for want of a device kernel, and torch.compile
+    broke no graph (a run's ``after_warmup`` summary)."""
+    from ..views.chart import step_counts as words
+
+    if counts.get("cpu_fallbacks") is None and counts.get("graph_breaks_total") is None:
+        return skipped(
+            name,
+            f"the {dev.kind} record counts nothing here: no CPU fallback counter, nothing "
+            "compiled (graph breaks are counted under torch.compile)",
+        )
+    text = words(counts)
+    ops = {
+        k: n for k, n in (counts.get("fallback_ops") or {}).items() if k not in LIBRARY_FALLBACKS
+    }
+    known = [
+        f"{k} ({why})"
+        for k, why in LIBRARY_FALLBACKS.items()
+        if k in (counts.get("fallback_ops") or {})
+    ]
+    if known:
+        text += "; forced by a library (docs/gaudi.md): " + ", ".join(known)
+    if ops:
+        return failed(
+            name,
+            f"ops ran on the CPU after warm-up: {text}",
+            f"{', '.join(ops)} has no {dev.kind} kernel: see docs/gaudi.md (CPU fallbacks); "
+            + REPORT_IT,
+            **counts,
+        )
+    if counts.get("graph_breaks_total"):
+        return failed(
+            name,
+            f"torch.compile broke the model's graph: {text}",
+            "run with TORCH_LOGS=graph_breaks to see where; " + REPORT_IT,
+            **counts,
+        )
+    return passed(name, text, **counts)
+
+
 # --------------------------------------------------------------------------- the report
 def _cell(text: str) -> str:
     """Text for one Markdown table cell."""

@@ -51,6 +51,31 @@ def quiet_missing_mask_warning() -> None:
         log.addFilter(NoMaskAdvice())
 
 
+def without_padding_check(model):
+    """Skip transformers' check for padding without a mask on a packed run's model (each of
+    its PreTrainedModel parts, this model object only); returns the function that restores it.
+
+    The check (``warn_if_padding_and_no_attention_mask``, transformers 5.24
+    ``modeling_utils.py:4701``) reads two token ids to the host every forward that has no
+    mask: a host sync per step (in Gaudi's lazy mode a cut graph) only to give the advice
+    ``NoMaskAdvice`` drops. Skipped under torch.compile already (``is_tracing``)."""
+    from transformers import PreTrainedModel
+
+    parts = [m for m in model.modules() if isinstance(m, PreTrainedModel)]
+    for m in parts:
+        m.warn_if_padding_and_no_attention_mask = _no_check
+
+    def restore():
+        for m in parts:
+            m.__dict__.pop("warn_if_padding_and_no_attention_mask", None)
+
+    return restore
+
+
+def _no_check(input_ids, attention_mask) -> None:
+    """Packed blocks go without a mask on purpose (see ``without_padding_check``)."""
+
+
 def without_cache(model):
     """Turn the model's KV cache off for training (transformers reads packed positions only
     when there is no cache); returns the function that turns it back."""

@@ -65,6 +65,8 @@ class Events(TrainerCallback):
         self.eval_step: int | None = None  # the step of the last evaluation
         self._mark = None  # (time, step, samples, tokens) at the start of the interval
         self._restart = True
+        self._warm: dict[str, Any] = {}  # the counts when warm-up ended (see counts())
+        self._seen: dict[str, Any] = {}  # the counts at the last event
 
     # the Trainer calls these -------------------------------------------------------
     def on_train_begin(self, args, state, control, **kw):
@@ -82,6 +84,7 @@ class Events(TrainerCallback):
             }
         )
         self._restart = True
+        self._warm = self._counts(state.global_step)
 
     def on_step_begin(self, args, state, control, **kw):
         if self._restart:  # start timing after a start, an evaluation or a save
@@ -116,7 +119,9 @@ class Events(TrainerCallback):
         logs = logs or {}
         if "loss" not in logs:
             return control
-        self.device.synchronize()  # the only sync: at logging steps, before reading the clock
+        # No sync of our own: the Trainer has just read the loss as a float (.item(),
+        # transformers 5 trainer.py:2257), so the host has waited for every queued step and
+        # the clock reads the end of the interval (docs/gaudi.md, host syncs).
         now = monotonic()
         t0, s0, n0, k0 = self._mark or (
             now,
@@ -128,6 +133,7 @@ class Events(TrainerCallback):
         steps = max(state.global_step - s0, 1)
         samples, tokens = self.counter.samples - n0, self.counter.tokens - k0
         mem = self.device.memory()
+        counts = self._counts(state.global_step)  # host reads only: no device sync
         event = {
             "step": state.global_step,
             "phase": "warmup" if state.global_step <= self.warmup_steps else "train",
@@ -142,11 +148,16 @@ class Events(TrainerCallback):
             "mem_peak": mem["peak"],
             "compiles": self.device.compiles(),
             "dynamo_graphs": self.device.dynamo_graphs(),
+            "cpu_fallbacks": counts["cpu_fallbacks"],
+            "graph_breaks": counts["graph_breaks"],
             "tokens_per_step": tokens / steps if tokens else None,
             **self.counter.stats(),
             "time": now - self.t_start,
         }
         self.log.emit(event)
+        if event["phase"] == "warmup":
+            self._warm = counts
+        self._seen = counts
         self._last_log = now
         self.last = event
         self.intervals.append(event)
@@ -183,6 +194,48 @@ class Events(TrainerCallback):
         if self._mark is not None:
             t, *rest = self._mark
             self._mark = (t + seconds, *rest)
+
+    def _counts(self, step: int) -> dict[str, Any]:
+        ops = self.device.fallbacks()
+        return {
+            "step": step,
+            "fallback_ops": ops,
+            "cpu_fallbacks": None if ops is None else sum(ops.values()),
+            "compiles": self.device.compiles(),
+            "dynamo_graphs": self.device.dynamo_graphs(),
+            "graph_breaks": self.device.graph_breaks(),
+        }
+
+    def counts(self) -> dict[str, Any]:
+        """What slows a step on an accelerator, counted from the end of warm-up (the last
+        warm-up event, else the start) to the last event: ``steps``, ``cpu_fallbacks``
+        (ops run on the host for want of a device kernel) and ``fallback_ops`` (by op
+        name), ``recompiles`` (graph compiles: the device's counter where it has one, else
+        dynamo's graphs), ``graph_breaks``; each None where the device cannot count it.
+        ``graph_breaks_total`` counts warm-up too (a break stays in every step)."""
+        last = self._seen or self._warm  # what the events saw (not the final save's graphs)
+        if not last:
+            return {}
+        warm = self._warm or last
+
+        def grown(key: str) -> int | None:
+            a, b = warm.get(key), last.get(key)
+            return b - (a or 0) if b is not None else None
+
+        ops = None
+        if last["fallback_ops"] is not None:
+            before = warm.get("fallback_ops") or {}
+            ops = {k: n - before.get(k, 0) for k, n in last["fallback_ops"].items()}
+            ops = {k: n for k, n in ops.items() if n}
+        recompiles = grown("compiles") if last["compiles"] is not None else grown("dynamo_graphs")
+        return {
+            "steps": last["step"] - warm["step"],
+            "cpu_fallbacks": None if ops is None else sum(ops.values()),
+            "fallback_ops": ops,
+            "recompiles": recompiles,
+            "graph_breaks": grown("graph_breaks"),
+            "graph_breaks_total": last["graph_breaks"],
+        }
 
     def throughput(self) -> dict[str, float | None]:
         """Medians over the intervals after warm-up (all intervals if there are none)."""

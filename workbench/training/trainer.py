@@ -19,10 +19,28 @@ from ..catalog import ModelSpec
 from ..data import DataSpec
 from ..rundir.run import STOP_FILE, RunDir
 from . import recipe
-from .attention import causal_sdpa, quiet_missing_mask_warning, without_cache
+from .attention import (
+    causal_sdpa,
+    quiet_missing_mask_warning,
+    without_cache,
+    without_padding_check,
+)
 
 if TYPE_CHECKING:  # the callbacks import transformers: build() imports them
     from .callbacks import Events
+
+
+def _name_the_loss(model) -> None:
+    """Give a model whose class names no loss (GPT-2's LM head) the loss transformers falls
+    back to, through its documented setter: the fallback warns inside every forward
+    (transformers 5.24 modeling_utils.py:4778, ``logger.warning_once``), and under
+    torch.compile a logger call is a graph break (dynamo: "logging.Logger method not
+    supported"), on every compile."""
+    if getattr(model, "loss_type", "") is not None or not hasattr(type(model), "loss_function"):
+        return
+    from transformers.loss.loss_utils import LOSS_MAPPING
+
+    model.loss_function = LOSS_MAPPING["ForCausalLM"]  # what the property picks for None
 
 
 def _model(mspec: ModelSpec, dspec: DataSpec, run: RunDir, precision: str):
@@ -43,7 +61,10 @@ def _model(mspec: ModelSpec, dspec: DataSpec, run: RunDir, precision: str):
                 model = load_base(mspec, base)
             else:
                 model.save_pretrained(str(base))
+        _name_the_loss(model)
         model = mspec.wrap_lora(model)
+    else:
+        _name_the_loss(model)
     if mspec.task == "diffusion":
         from ..diffusion.denoising import DiffusionModel
 
@@ -65,11 +86,13 @@ def _batches(a: dict, task: str, prepared, tok, model):
             # No mask, positions restarting at each document, no KV cache: transformers then
             # builds a block-diagonal causal mask from the positions (masking_utils'
             # find_packed_sequence_indices), so attention stays inside each document.
-            return prepared, inner, None, ("attention_mask",), without_cache(model)
+            restore = _both(without_cache(model), without_padding_check(model))
+            return prepared, inner, None, ("attention_mask",), restore
         # concat: rows are right-padded and attention is causal, so the mask (ones, but for
         # dummy rows whose labels are -100) changes no loss; without it and without
         # position_ids SDPA is told to be causal instead of being handed a mask tensor.
-        return prepared, inner, None, ("attention_mask", "position_ids"), causal_sdpa(model)
+        restore = _both(causal_sdpa(model), without_padding_check(model))
+        return prepared, inner, None, ("attention_mask", "position_ids"), restore
     if padding == "bucketed":  # at most k static shapes (on Gaudi: at most k graph compiles)
         from ..shapes import BucketBatchSampler, buckets, lengths_of
 
@@ -323,6 +346,7 @@ def summary(
                 **events.throughput(),
                 "compiles": events.last.get("compiles"),
                 "dynamo_graphs": events.last.get("dynamo_graphs"),
+                "after_warmup": events.counts(),
             }
         )
     if getattr(

@@ -411,6 +411,8 @@ def render_table(summaries: dict[str, dict]) -> str:
         ("tokens_per_s", "tokens/s"),
         ("samples_per_s", "samples/s"),
         ("mem_peak", "peak memory"),
+        ("counts", "so far"),
+        ("after_warmup", "after warm-up"),
         ("wall_time_s", "wall time (s)"),
         ("error", "error"),
     ]
@@ -455,11 +457,35 @@ def render_eval_table(events: list[dict]) -> str:
     return markup.table(cells, head)
 
 
+def step_counts(c: dict) -> str:
+    """'0 CPU fallbacks, 0 recompiles, 0 graph breaks over 12 steps' (what the device counts:
+    the parts it cannot are left out); fallback ops by name after the counts."""
+    parts = [
+        f"{c[key]} {label}"
+        for key, label in (
+            ("cpu_fallbacks", "CPU fallbacks"),
+            ("recompiles", "recompiles"),
+            ("compiles", "graph compiles"),
+            ("graph_breaks", "graph breaks"),
+        )
+        if c.get(key) is not None
+    ]
+    text = ", ".join(parts) or "-"
+    if c.get("steps") is not None:
+        text += f" over {c['steps']} steps"
+    ops = c.get("fallback_ops") or {}
+    if ops:
+        text += " (" + ", ".join(f"{k} x{n}" for k, n in ops.items()) + ")"
+    return text
+
+
 def _fmt(key: str, v: Any) -> str:
     if v is None:
         return "-"
     if key == "mem_peak" and isinstance(v, (int, float)):
         return f"{v / 2**30:.2f} GiB"
+    if key in ("counts", "after_warmup") and isinstance(v, dict):
+        return step_counts(v)
     if isinstance(v, float):
         return f"{v:,.4g}"
     if isinstance(v, dict):

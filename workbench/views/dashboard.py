@@ -162,6 +162,10 @@ class Dashboard:
             "eval": {k.removeprefix("eval_"): v for k, v in evals.items() if k.startswith("eval_")},
             "tokens_per_s": last.get("tokens_per_s"),
             "samples_per_s": last.get("samples_per_s"),
+            # cumulative device counts at the latest event (the summary: after warm-up)
+            "counts": {k: last.get(k) for k in ("cpu_fallbacks", "compiles", "graph_breaks")}
+            if any(last.get(k) is not None for k in ("cpu_fallbacks", "compiles", "graph_breaks"))
+            else None,
         }
 
     def _bundle(self, with_png: bool) -> dict[str, Any]:

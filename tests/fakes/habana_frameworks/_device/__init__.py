@@ -15,13 +15,16 @@ from pathlib import Path
 import torch
 
 SOURCE = Path(__file__).with_name("hpu_device.cpp")
+# the counts behind the bridge's metrics (op_counts.h is included by both)
+COUNTS = [Path(__file__).with_name(n) for n in ("op_counts.cpp", "op_counts.h")]
 _loaded = {}
 
 
 def build_dir() -> Path:
     root = Path(__file__).resolve().parents[4]  # <root>/tests/fakes/habana_frameworks/_device
     default = root / ".fake_hpu_build"
-    digest = hashlib.sha256(SOURCE.read_bytes() + torch.__version__.encode()).hexdigest()[:12]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in (SOURCE, *COUNTS))
+                            + torch.__version__.encode()).hexdigest()[:12]
     return Path(os.environ.get("FAKE_HPU_BUILD_DIR") or default) / digest
 
 
@@ -35,7 +38,7 @@ def load():
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / "build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one builder at a time; the others then load
-        _loaded["ext"] = load_extension(name="fake_hpu_device", sources=[str(SOURCE)],
+        _loaded["ext"] = load_extension(name="fake_hpu_device", sources=[str(SOURCE), str(COUNTS[0])],
                                          build_directory=str(folder),
                                          extra_cflags=["-O1"], verbose=False)
     return _loaded["ext"]

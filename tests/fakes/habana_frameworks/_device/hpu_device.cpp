@@ -25,6 +25,8 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <torch/extension.h>
 
+#include "op_counts.h"
+
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
@@ -214,6 +216,7 @@ at::Tensor host_alias(const at::Tensor& t) {
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(self.is_hpu() || self.is_cpu(), "hpu (emulated): copy from ", self.device());
   TORCH_CHECK(dst.is_hpu() || dst.is_cpu(), "hpu (emulated): copy to ", dst.device());
+  if (self.is_hpu() && dst.is_cpu()) counts::device_to_host();  // see op_counts.cpp
   host_alias(dst).copy_(host_alias(self), non_blocking);
   return dst;
 }
@@ -246,6 +249,7 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
                        const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                        at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                        at::IntArrayRef output_padding, int64_t groups) {
+  counts::Internal own;  // these host copies are the emulation's (Gaudi convolves on device)
   std::optional<at::Tensor> host_bias;
   if (bias && bias->defined()) host_bias = on_host(*bias);
   return on_hpu(at::convolution(on_host(input), on_host(weight), host_bias, stride, padding,
@@ -256,6 +260,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
     at::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
+  counts::Internal own;
   std::vector<int64_t> bias_sizes{transposed ? weight.size(1) * groups : weight.size(0)};
   auto grads = at::convolution_backward(on_host(grad_output), on_host(input), on_host(weight),
                                         bias_sizes, stride, padding, dilation, transposed,
@@ -266,6 +271,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
 void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // every other op runs its CPU kernel on host copies of the inputs, and the results come
   // back to hpu; a view op that has no HPU kernel here is refused (a copy would not alias)
+  counts::op_reached(op, stack);  // before the call: the stack holds the inputs
+  counts::Internal own;           // the fallback's host copies are the emulation's own
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
 }
 
@@ -446,4 +453,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_bridge_loaded", [](bool v) { fake_hpu::bridge_loaded = v; });
   m.def("reset_peak_memory_stats", &reset_peak);
   m.def("clear_memory_stats", &clear_stats);
+  fake_hpu::counts::bind(m);
 }

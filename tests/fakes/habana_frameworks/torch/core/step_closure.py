@@ -6,6 +6,7 @@ Source: gaudi-pytorch-bridge python_packages/habana_frameworks/torch/core/step_c
 
 import sys
 
+from habana_frameworks import _counts
 from habana_frameworks.torch.core import _lazy_graphs
 from habana_frameworks.torch.utils.internal import is_lazy, lazy_only
 
@@ -24,7 +25,8 @@ def _caller() -> str:
 @lazy_only
 def mark_step(device_str="", sync=False):
     MARKS.append(_caller())
-    _lazy_graphs.close_graph()  # counted only while a test traces (core/_lazy_graphs.py)
+    _counts.flush()  # the accumulated graph runs (a new signature compiles: _counts.py)
+    _lazy_graphs.close_graph()  # traced by ops and shapes only while a test asks (_lazy_graphs.py)
 
 
 def _mark_step_if_lazy(device_str=""):

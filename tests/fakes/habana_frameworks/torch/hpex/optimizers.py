@@ -15,6 +15,7 @@ import math
 
 import torch
 
+from habana_frameworks import _counts
 from habana_frameworks.torch.core.step_closure import _mark_step_if_lazy
 
 CREATED: list["FusedAdamW"] = []  # test hook (not bridge API)
@@ -39,10 +40,14 @@ class FusedAdamW(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = closure() if closure is not None else None
+        loss = None
+        if closure is not None:  # the closure is the user's code (counted); the update is
+            with torch.enable_grad():  # one fused kernel on a Gaudi (not counted)
+                loss = closure()
         for group in self.param_groups:
             _mark_step_if_lazy()
-            self._group_step(group)
+            with _counts.kernel():
+                self._group_step(group)
         _mark_step_if_lazy()
         return loss
 

@@ -11,7 +11,7 @@ import os
 
 import torch
 
-from habana_frameworks import _device, _release
+from habana_frameworks import _counts, _device, _release
 from habana_frameworks.torch import _card
 from habana_frameworks.torch.utils.internal import is_lazy
 
@@ -66,6 +66,7 @@ _ext = _device.load() if os.environ.get("FAKE_HPU_DEVICE", "1") != "0" else None
 if _ext is not None:
     os.environ.setdefault("FAKE_HPU_MEMORY", str(_limit()))  # the extension reads the variable
     _ext.set_bridge_loaded(True)
+    _counts.configure(_ext, is_lazy())  # the metrics' counts (habana_frameworks/_counts.py)
 
 
 def _count() -> int:
@@ -189,6 +190,7 @@ def is_bf16_supported() -> bool:
 def synchronize() -> None:
     _lazy_init()  # hpu/__init__.py: synchronize() calls _lazy_init()
     CALLS.append("synchronize")
+    _counts.synchronized()  # the host waits for the device (lazy: the graph so far runs)
 
 
 def fake_allocate(nbytes: int) -> None:

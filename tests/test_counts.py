@@ -1,0 +1,163 @@
+"""What slows a Gaudi step, counted: the double's metrics (cpu_fallback, graph_compilation,
+metric_localcontext), its host-sync hook, and wb.train's counts in events and summary.
+
+The metrics' API runs in this process (the double without its device); the counts of real
+ops run on the emulated device in one fresh process per mode (fixture ``on_hpu``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.views.chart import render_table, step_counts
+
+
+@pytest.fixture
+def metrics(fake_hpu, monkeypatch):
+    monkeypatch.delenv("PT_HPU_LAZY_MODE", raising=False)
+    from habana_frameworks.torch.hpu import metrics
+
+    return metrics
+
+
+def test_the_metrics_have_the_bridges_tags_and_local_contexts(metrics):
+    """stats() tags in the bridge's order (hpu/metrics/metrics.py @ 5a56187); a local metric
+    counts inside its block only and stops at its end; an unknown name is MetricNotFound
+    for metric_localcontext and None for metric_global; reset() zeroes a metric."""
+    fb = metrics.metric_global("cpu_fallback").stats()
+    assert [tag for tag, _ in fb] == ["TotalNumber", "FallbackOps"] and isinstance(fb[1][1], dict)
+    gc = metrics.metric_global("graph_compilation")
+    assert [tag for tag, _ in gc.stats()] == ["TotalNumber", "TotalTime", "AvgTime"]
+    metrics.fake_compile(2)
+    with metrics.metric_localcontext("graph_compilation") as local:
+        metrics.fake_compile(3)
+    metrics.fake_compile(4)
+    assert dict(local.stats())["TotalNumber"] == 3, "counts inside the block only"
+    assert dict(gc.stats())["TotalNumber"] == 9
+    gc.reset()
+    assert dict(gc.stats())["TotalNumber"] == 0
+    with pytest.raises(metrics.MetricNotFound):
+        with metrics.metric_localcontext("recipe_cache"):  # registered only on request
+            pass
+    assert metrics.metric_global("nothing") is None
+
+
+def test_the_op_table_says_which_ops_fall_back(metrics):
+    """From the 1.19 source's op table and hpu_op.yaml: mm has an HPU kernel, the GradScaler's
+    _amp_update_scale_ does not; an op newer than the table is unlisted, not a fallback."""
+    from habana_frameworks import _counts
+
+    ops = {"aten::mm.out": 3, "aten::_amp_update_scale_": 2, "aten::new_op_of_2030": 1}
+    assert _counts.fallbacks(ops) == {"aten::_amp_update_scale_": 2}
+    assert _counts.unlisted(ops) == {"aten::new_op_of_2030": 1}
+
+
+def test_the_table_words_say_what_was_counted():
+    counts = {"steps": 4, "cpu_fallbacks": 2, "fallback_ops": {"aten::x": 2}, "recompiles": 0,
+              "graph_breaks": None}
+    assert step_counts(counts) == "2 CPU fallbacks, 0 recompiles over 4 steps (aten::x x2)"
+    html = render_table({"r": {"status": "completed", "after_warmup": counts}})
+    assert "after warm-up" in html and "2 CPU fallbacks" in html
+
+
+DEVICE_COUNTS = """
+import torch
+import habana_frameworks.torch as ht
+from habana_frameworks.torch.hpu import metrics
+x = torch.randn(8, 8, device="hpu")
+base = metrics.fake_counts()
+with metrics.metric_localcontext("cpu_fallback") as local:
+    one = torch.ones(1, device="hpu")  # the GradScaler's update: no HPU kernel in the 1.19 table
+    torch._amp_update_scale_(one, torch.zeros(1, dtype=torch.int32, device="hpu"), one * 0, 2.0, 0.5, 9)
+x.sum().item(); x.cpu(); torch.nonzero(x > 0)
+got = metrics.fake_counts()
+out["local"] = dict(local.stats())
+out["syncs"] = {k: v - base["host_syncs"].get(k, 0) for k, v in got["host_syncs"].items()}
+g0 = metrics.fake_counts()["graphs"]
+for n in (4, 4, 4, 6):  # lazy: a graph per distinct signature between mark_steps
+    (torch.ones(n, n, device="hpu") * 2).relu()
+    ht.core.mark_step()
+out["graphs"] = metrics.fake_counts()["graphs"] - g0
+"""
+# a run's events and summary (eager mode, compiled by default; lazy runs: the families' test)
+RUN = """
+run = train("gpt2-tiny", max_steps=4, log_every=1, throughput_warmup_steps=2, padding="packed")
+out["events"] = [e for e in run.events if e.get("phase") in ("warmup", "train")]
+out["after"] = run.summary["after_warmup"]
+from workbench.views.dashboard import Dashboard
+view = Dashboard(run)
+view.summary = {**run.summary, "status": run.status}  # what it reads at the run's end
+out["html"] = view._bundle(with_png=False)["text/html"]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["eager", "lazy"])
+def test_the_emulated_gaudi_counts_and_a_run_records_them(on_hpu, mode):
+    """Ops without an HPU kernel, host syncs (item, cpu, nonzero) and, in lazy mode, one
+    graph per distinct signature; wb.train (eager, compiled) puts the counts in every event
+    and its summary."""
+    out = on_hpu(DEVICE_COUNTS + (RUN if mode == "eager" else ""),
+                 PT_HPU_LAZY_MODE="1" if mode == "lazy" else "0")
+    assert out["local"]["FallbackOps"] == {"aten::_amp_update_scale_": 1}, out["local"]
+    syncs = out["syncs"]
+    assert syncs["aten::_local_scalar_dense"] == 1 and syncs["aten::nonzero"] == 1
+    assert syncs["device_to_host"] == 1, "the .cpu(); the fallback's own copies are not counted"
+    assert out["graphs"] == (2 if mode == "lazy" else 0), "eager graphs are not counted"
+    if mode == "lazy":
+        return
+    events, after = out["events"], out["after"]
+    assert all(isinstance(e["cpu_fallbacks"], int) for e in events), events
+    assert after["steps"] == 2 and after["recompiles"] == 0, after
+    assert set(after["fallback_ops"]) <= {"aten::_fused_sdp_choice"}, after  # docs/gaudi.md
+    assert after["graph_breaks_total"] == 0, after  # compiled by default in eager mode
+    assert "after warm-up" in out["html"] and "0 recompiles" in out["html"], "the dashboard's table"
+
+
+# ------------------------------------------------------------------ wb.train, every family
+@pytest.fixture(scope="module")
+def lazy_counts(tmp_path_factory):
+    """wb.train on every family in one fresh lazy-mode process (the gaudi-counts bench's own
+    child, smoke sizes): 1 warm-up step, 2 counted."""
+    from workbench.bench.gaudicounts import gaudicounts
+
+    return gaudicounts(steps=2, warmup=1, modes=("lazy",), contenders=("wb",))["results"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["bert", "gpt2", "t5", "llama", "sd"])
+def test_wb_train_reaches_the_zeros_on_the_emulated_gaudi(lazy_counts, family):
+    """After warm-up: no CPU fallback but the one torch's SDPA forces (docs/gaudi.md), no
+    graph compiled but a bucket's first, no host copy of a tensor, and no host read but the Trainer's two at a
+    log (loss and gradient norm) and transformers' mask check in encoders (docs/gaudi.md)."""
+    from workbench.checks.diagnosis import LIBRARY_FALLBACKS
+
+    cell = lazy_counts[f"{family}/lazy/wb"]
+    assert "error" not in cell, cell
+    assert set(cell["fallback_ops"]) <= set(LIBRARY_FALLBACKS), cell
+    # static shapes compile nothing new; bucketed ones at most once per bucket (8 by default)
+    assert cell["compiles"] <= (8 if family in ("bert", "t5") else 0), cell
+    syncs = cell["host_syncs_by_cause"]
+    assert syncs.get("device_to_host", 0) == 0 and syncs.get("synchronize", 0) == 0, cell
+    per_forward = {"bert": 1, "t5": 2}.get(family, 0)  # masking_utils.py:354, per encoder mask
+    reads = syncs.get("aten::_local_scalar_dense", 0)
+    assert reads <= 2 * cell["logs"] + per_forward * cell["steps"], cell
+
+
+def test_graph_breaks_are_dynamos_on_any_device():
+    """graph_breaks() sums dynamo's counters["graph_break"]: one more for a function that
+    breaks once."""
+    import torch
+
+    import workbench as wb
+
+    dev = wb.device("cpu")
+
+    def f(x):
+        x = x + 1
+        torch._dynamo.graph_break()
+        return x * 2
+
+    torch._dynamo.reset()
+    before = dev.graph_breaks() or 0
+    torch.compile(f, backend="eager")(torch.ones(3))
+    assert dev.graph_breaks() == before + 1
