@@ -258,11 +258,12 @@ def _cell(window: _Window, breaks: int | None) -> dict[str, Any]:
 
 
 def _parts(family: str, lora: bool):
-    import workbench as wb
+    from ..catalog import model as as_model
+    from ..data import dataset as as_dataset
 
     name, data, extra = FAMILIES[family]
-    spec = wb.model(name, lora=True) if lora or extra.get("lora") else wb.model(name)
-    return spec, wb.dataset(data, limit=64), extra
+    spec = as_model(name, lora=True) if lora or extra.get("lora") else as_model(name)
+    return spec, as_dataset(data, limit=64), extra
 
 
 def _trainer_parts(family: str):
@@ -334,10 +335,10 @@ def _run_optimum(family: str, mode: str, total: int, out: str) -> None:
 
 
 def _run_wb(family: str, mode: str, total: int, out: str) -> None:
-    import workbench as wb
+    from ..training.engine import train
 
     spec, data, extra = _parts(family, False)
-    run = wb.train(
+    run = train(
         spec,
         data,
         device="hpu",
