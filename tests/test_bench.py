@@ -337,7 +337,7 @@ def test_bench_options_that_apply_to_other_benchmarks_are_refused(monkeypatch, c
 
     for argv, message in [(["engine", "--run", "runs/x"], "prompts benchmark only"),
                           (["prompts", "--run", "runs/x", "--steps", "3"], "--run scores a trained run"),
-                          (["plan", "--warmup", "1"], "--warmup applies to attachment, engine, dashboard, shapes")]:
+                          (["plan", "--warmup", "1"], "--warmup applies to attachment, engine, gaudi-counts, dashboard, shapes")]:
         with pytest.raises(SystemExit) as exit_:
             cli.main(argv)
         assert exit_.value.code == 2 and message in capsys.readouterr().err, argv

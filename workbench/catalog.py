@@ -55,6 +55,18 @@ def minilm_path() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
+# Parameter counts by (family, task, config): a count follows from the config alone, and the
+# planner asks for the same few models hundreds of times (wb.plan_accuracy: 440 asks).
+_PARAM_COUNTS: dict[tuple[str, str, str], int] = {}
+
+
+def _config_key(cfg) -> str:
+    """The config as text: a transformers config's full JSON, or a UNet's dict."""
+    if hasattr(cfg, "to_json_string"):
+        return cfg.to_json_string(use_diff=False)
+    return json.dumps(cfg, sort_keys=True, default=str)
+
+
 @dataclass
 class ModelSpec:
     """A serialisable description of a model: what to build, not the weights.
@@ -253,9 +265,13 @@ class ModelSpec:
             return pipeline.num_params(
                 self.sd_configs(), self.load_tokenizer() if self.size == "tiny" else None
             )
-        with torch.device("meta"):
-            model = self._from_config(self.config())
-        return sum(p.numel() for p in model.parameters())
+        cfg = self.config()
+        key = (self.family, self.task, _config_key(cfg))
+        if key not in _PARAM_COUNTS:  # a meta model of a 7B config takes 0.1 s to build
+            with torch.device("meta"):
+                model = self._from_config(cfg)
+            _PARAM_COUNTS[key] = sum(p.numel() for p in model.parameters())
+        return _PARAM_COUNTS[key]
 
     def _from_config(self, cfg):
         if self.family == "unet":

@@ -67,6 +67,7 @@ class Events(TrainerCallback):
         self._restart = True
         self._warm: dict[str, Any] = {}  # the counts when warm-up ended (see counts())
         self._seen: dict[str, Any] = {}  # the counts at the last event
+        self._breaks_before = 0  # dynamo's graph breaks in this process before the run
 
     # the Trainer calls these -------------------------------------------------------
     def on_train_begin(self, args, state, control, **kw):
@@ -84,6 +85,8 @@ class Events(TrainerCallback):
             }
         )
         self._restart = True
+        # dynamo counts breaks per process: an earlier compiled run's are not this run's
+        self._breaks_before = self.device.graph_breaks() or 0
         self._warm = self._counts(state.global_step)
 
     def on_step_begin(self, args, state, control, **kw):
@@ -197,13 +200,14 @@ class Events(TrainerCallback):
 
     def _counts(self, step: int) -> dict[str, Any]:
         ops = self.device.fallbacks()
+        breaks = self.device.graph_breaks()
         return {
             "step": step,
             "fallback_ops": ops,
             "cpu_fallbacks": None if ops is None else sum(ops.values()),
             "compiles": self.device.compiles(),
             "dynamo_graphs": self.device.dynamo_graphs(),
-            "graph_breaks": self.device.graph_breaks(),
+            "graph_breaks": None if breaks is None else breaks - self._breaks_before,
         }
 
     def counts(self) -> dict[str, Any]:
@@ -212,7 +216,8 @@ class Events(TrainerCallback):
         (ops run on the host for want of a device kernel) and ``fallback_ops`` (by op
         name), ``recompiles`` (graph compiles: the device's counter where it has one, else
         dynamo's graphs), ``graph_breaks``; each None where the device cannot count it.
-        ``graph_breaks_total`` counts warm-up too (a break stays in every step)."""
+        ``graph_breaks_total`` counts warm-up too (a break stays in every step), this run's
+        only."""
         last = self._seen or self._warm  # what the events saw (not the final save's graphs)
         if not last:
             return {}

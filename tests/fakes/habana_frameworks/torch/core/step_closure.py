@@ -7,7 +7,6 @@ Source: gaudi-pytorch-bridge python_packages/habana_frameworks/torch/core/step_c
 import sys
 
 from habana_frameworks import _counts
-from habana_frameworks.torch.core import _lazy_graphs
 from habana_frameworks.torch.utils.internal import is_lazy, lazy_only
 
 # Test hook (not bridge API): one entry per mark_step that ran, naming the module that
@@ -26,7 +25,6 @@ def _caller() -> str:
 def mark_step(device_str="", sync=False):
     MARKS.append(_caller())
     _counts.flush()  # the accumulated graph runs (a new signature compiles: _counts.py)
-    _lazy_graphs.close_graph()  # traced by ops and shapes only while a test asks (_lazy_graphs.py)
 
 
 def _mark_step_if_lazy(device_str=""):
