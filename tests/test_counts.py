@@ -77,6 +77,15 @@ for n in (4, 4, 4, 6):  # lazy: a graph per distinct signature between mark_step
     (torch.ones(n, n, device="hpu") * 2).relu()
     ht.core.mark_step()
 out["graphs"] = metrics.fake_counts()["graphs"] - g0
+# SDPA: the HPU answers its kernel choice (MATH) without a fallback (tests/fakes/README.md)
+q = torch.randn(2, 2, 5, 4)
+ops0 = metrics.fake_counts()["ops"]
+with metrics.metric_localcontext("cpu_fallback") as sdpa:
+    o = torch.nn.functional.scaled_dot_product_attention(*(q.to("hpu"),) * 3, is_causal=True)
+out["sdpa_fallbacks"] = dict(sdpa.stats())["TotalNumber"]
+out["sdpa_ops"] = sorted(k for k, n in metrics.fake_counts()["ops"].items() if n > ops0.get(k, 0))
+ref = torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+out["sdpa_close"] = torch.allclose(o.cpu(), ref, atol=1e-6)
 """
 # a run's events and summary (eager mode, compiled by default; lazy runs: the families' test)
 RUN = """
@@ -103,12 +112,16 @@ def test_the_emulated_gaudi_counts_and_a_run_records_them(on_hpu, mode):
     assert syncs["aten::_local_scalar_dense"] == 1 and syncs["aten::nonzero"] == 1
     assert syncs["device_to_host"] == 1, "the .cpu(); the fallback's own copies are not counted"
     assert out["graphs"] == (2 if mode == "lazy" else 0), "eager graphs are not counted"
+    assert out["sdpa_fallbacks"] == 0 and out["sdpa_close"], out
+    assert "aten::_fused_sdp_choice" not in out["sdpa_ops"], out["sdpa_ops"]
+    assert "aten::bmm.out" in out["sdpa_ops"], f"the MATH path: {out['sdpa_ops']}"
     if mode == "lazy":
         return
     events, after = out["events"], out["after"]
     assert all(isinstance(e["cpu_fallbacks"], int) for e in events), events
     assert after["steps"] == 2 and after["recompiles"] == 0, after
-    assert set(after["fallback_ops"]) <= {"aten::_fused_sdp_choice"}, after  # docs/gaudi.md
+    # none at all: SDPA's kernel choice is answered on the HPU (tests/fakes/README.md, Counts)
+    assert after["fallback_ops"] == {} and after["cpu_fallbacks"] == 0, after
     assert after["graph_breaks_total"] == 0, after  # compiled by default in eager mode
     assert "after warm-up" in out["html"] and "0 recompiles" in out["html"], "the dashboard's table"
 
@@ -126,14 +139,12 @@ def lazy_counts(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["bert", "gpt2", "t5", "llama", "sd"])
 def test_wb_train_reaches_the_zeros_on_the_emulated_gaudi(lazy_counts, family):
-    """After warm-up: no CPU fallback but the one torch's SDPA forces (docs/gaudi.md), no
-    graph compiled but a bucket's first, no host copy of a tensor, and no host read but the Trainer's two at a
-    log (loss and gradient norm) and transformers' mask check in encoders (docs/gaudi.md)."""
-    from workbench.checks.diagnosis import LIBRARY_FALLBACKS
-
+    """After warm-up: no CPU fallback, no graph compiled but a bucket's first, no host copy
+    of a tensor, and no host read but the Trainer's two at a log (loss and gradient norm) and
+    transformers' mask check in encoders (docs/gaudi.md)."""
     cell = lazy_counts[f"{family}/lazy/wb"]
     assert "error" not in cell, cell
-    assert set(cell["fallback_ops"]) <= set(LIBRARY_FALLBACKS), cell
+    assert cell["fallback_ops"] == {}, cell
     # static shapes compile nothing new; bucketed ones at most once per bucket (8 by default)
     assert cell["compiles"] <= (8 if family in ("bert", "t5") else 0), cell
     syncs = cell["host_syncs_by_cause"]

@@ -154,6 +154,11 @@ def test_the_verdicts_fail_on_runs_that_are_broken(tmp_path):
     flat = _steps([1] * 4, peaks=[100] * 4)
     assert diagnosis.memory_moved("m", flat, {"allocated": 100}, hpu).status == "fail"
     assert diagnosis.memory_moved("m", flat, {"allocated": 10}, hpu).status == "pass"
+    # any op on the CPU fails, SDPA's kernel choice too: the HPU answers it (docs/gaudi.md)
+    sdp = {"steps": 4, "cpu_fallbacks": 8, "fallback_ops": {"aten::_fused_sdp_choice": 8},
+           "recompiles": 0, "graph_breaks_total": 0}
+    failing = diagnosis.step_counts("s", sdp, hpu)
+    assert failing.status == "fail" and "aten::_fused_sdp_choice" in failing.fix, failing
 
 
 def test_on_the_hpu_double_the_checks_without_tensors_pass(fake_hpu, tmp_path):

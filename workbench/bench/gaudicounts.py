@@ -270,7 +270,7 @@ def _trainer_parts(family: str):
     """Model, dataset and collator as a transformers user writes them (default collators)."""
     import transformers
 
-    from ..training.batching import pack
+    from ..batching import pack
 
     spec, data, extra = _parts(family, False)
     model, tok = spec.build(num_labels=data.num_labels)

@@ -226,13 +226,6 @@ def no_recompiles(
     )
 
 
-# CPU fallbacks a library forces on every model (docs/gaudi.md, "What slows a step"): said,
-# not failed, since no run argument avoids them
-LIBRARY_FALLBACKS = {
-    "aten::_fused_sdp_choice": "torch's scaled_dot_product_attention asks it per attention call",
-}
-
-
 def step_counts(name: str, counts: dict, dev: DeviceInfo) -> Check:
     """After warm-up, no op ran on the host for want of a device kernel, and torch.compile
     broke no graph (a run's ``after_warmup`` summary)."""
@@ -245,16 +238,7 @@ def step_counts(name: str, counts: dict, dev: DeviceInfo) -> Check:
             "compiled (graph breaks are counted under torch.compile)",
         )
     text = words(counts)
-    ops = {
-        k: n for k, n in (counts.get("fallback_ops") or {}).items() if k not in LIBRARY_FALLBACKS
-    }
-    known = [
-        f"{k} ({why})"
-        for k, why in LIBRARY_FALLBACKS.items()
-        if k in (counts.get("fallback_ops") or {})
-    ]
-    if known:
-        text += "; forced by a library (docs/gaudi.md): " + ", ".join(known)
+    ops = counts.get("fallback_ops") or {}
     if ops:
         return failed(
             name,
