@@ -68,6 +68,7 @@ class Events(TrainerCallback):
         self._warm: dict[str, Any] = {}  # the counts when warm-up ended (see counts())
         self._seen: dict[str, Any] = {}  # the counts at the last event
         self._breaks_before = 0  # dynamo's graph breaks in this process before the run
+        self._graphs_before = 0  # and the graphs it compiled
 
     # the Trainer calls these -------------------------------------------------------
     def on_train_begin(self, args, state, control, **kw):
@@ -87,6 +88,7 @@ class Events(TrainerCallback):
         self._restart = True
         # dynamo counts breaks per process: an earlier compiled run's are not this run's
         self._breaks_before = self.device.graph_breaks() or 0
+        self._graphs_before = self.device.dynamo_graphs() or 0
         self._warm = self._counts(state.global_step)
 
     def on_step_begin(self, args, state, control, **kw):
@@ -233,13 +235,18 @@ class Events(TrainerCallback):
             ops = {k: n - before.get(k, 0) for k, n in last["fallback_ops"].items()}
             ops = {k: n for k, n in ops.items() if n}
         recompiles = grown("compiles") if last["compiles"] is not None else grown("dynamo_graphs")
+        # graph breaks mean something only for a run torch.compile traced: dynamo's counters
+        # are the process's, and an earlier compiled run leaves them set
+        compiled = (last.get("dynamo_graphs") or 0) > self._graphs_before or bool(
+            last.get("graph_breaks")
+        )
         return {
             "steps": last["step"] - warm["step"],
             "cpu_fallbacks": None if ops is None else sum(ops.values()),
             "fallback_ops": ops,
             "recompiles": recompiles,
-            "graph_breaks": grown("graph_breaks"),
-            "graph_breaks_total": last["graph_breaks"],
+            "graph_breaks": grown("graph_breaks") if compiled else None,
+            "graph_breaks_total": last["graph_breaks"] if compiled else None,
         }
 
     def throughput(self) -> dict[str, float | None]:
