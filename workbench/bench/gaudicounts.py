@@ -286,21 +286,29 @@ def _trainer_parts(family: str):
     return model, train, transformers.DataCollatorWithPadding(tok)
 
 
+def _step_args(mode: str, total: int) -> dict[str, Any]:
+    """The training arguments both Trainer contenders share: the same steps, batch, logging
+    and precision, compiled for the HPU in eager mode (lazy mode compiles its own graphs)."""
+    compiled = {"torch_compile": True, "torch_compile_backend": "hpu_backend"}
+    return {
+        "per_device_train_batch_size": SMOKE["batch_size"],
+        "max_steps": total,
+        "logging_steps": SMOKE["log_every"],
+        "bf16": True,
+        "report_to": "none",
+        "save_strategy": "no",
+        "disable_tqdm": True,
+        **(compiled if mode == "eager" else {}),
+    }
+
+
 def _run_trainer(family: str, mode: str, total: int, out: str) -> None:
     import transformers
 
     model, train, collate = _trainer_parts(family)
-    compiled = {"torch_compile": True, "torch_compile_backend": "hpu_backend"}
     args = transformers.TrainingArguments(
         output_dir=out,
-        per_device_train_batch_size=SMOKE["batch_size"],
-        max_steps=total,
-        logging_steps=SMOKE["log_every"],
-        bf16=True,
-        report_to="none",
-        save_strategy="no",
-        disable_tqdm=True,
-        **(compiled if mode == "eager" else {}),
+        **_step_args(mode, total),
     )
     transformers.Trainer(model=model, args=args, train_dataset=train, data_collator=collate).train()
 
@@ -316,20 +324,12 @@ def _run_optimum(family: str, mode: str, total: int, out: str) -> None:
             {"use_fused_adam": True, "use_fused_clip_norm": True, "use_torch_autocast": True}
         )
     )
-    compiled = {"torch_compile": True, "torch_compile_backend": "hpu_backend"}
     args = GaudiTrainingArguments(
         output_dir=out,
         use_habana=True,
         use_lazy_mode=mode == "lazy",
         gaudi_config_name=str(config),
-        per_device_train_batch_size=SMOKE["batch_size"],
-        max_steps=total,
-        logging_steps=SMOKE["log_every"],
-        bf16=True,
-        report_to="none",
-        save_strategy="no",
-        disable_tqdm=True,
-        **(compiled if mode == "eager" else {}),
+        **_step_args(mode, total),
     )
     GaudiTrainer(model=model, args=args, train_dataset=train, data_collator=collate).train()
 
