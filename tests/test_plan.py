@@ -131,7 +131,7 @@ def test_fp8_plans_use_the_fp8_peaks_and_fp8_references():
     assert p.precision == "fp8"
     g2 = p.row("Gaudi2")
     ref = next(e for e in refs.references()["mfu"] if e["chip"] == "Gaudi2" and e["model"].startswith("LLaMA V2 7B"))
-    assert g2["sources"]["peak"].startswith("device.CHIPS: 865 TFLOP/s dense fp8") and "LLaMA V2 7B" in g2["sources"]["mfu"]
+    assert g2["sources"]["peak"].startswith("chip table: 865 TFLOP/s dense fp8") and "LLaMA V2 7B" in g2["sources"]["mfu"]
     recompute = 6 / 8 if "checkpointing" in g2["strategy"] else 1
     assert g2["tokens_per_s_device"] == pytest.approx(ref["mfu"] * 865e12 / p.flops_per_token * recompute)
     assert p.row("A100 80GB").get("tokens_per_s") is None and "no fp8 peak" in p.row("A100 80GB")["note"]

@@ -210,7 +210,9 @@ class RunArgs:
         return isinstance(other, RunArgs) and other.to_dict() == self.to_dict()
 
     def __repr__(self) -> str:
-        changed = {k: v for k, v in self.values.items() if v != FIELDS[k].default}
+        changed = {
+            k: v for k, v in self.values.items() if k not in FIELDS or v != FIELDS[k].default
+        }
         parts = [f"{k}={v!r}" for k, v in {**changed, **self.trainer_overrides}.items()]
         return f"RunArgs({', '.join(parts)})"
 

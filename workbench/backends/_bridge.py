@@ -1,6 +1,6 @@
 """The one module that imports the Habana bridge (``habana_frameworks``).
 
-``device.py`` builds the HPU backend record from these functions, and the Trainer gets
+``hpu.py`` builds the HPU backend record from these functions, and the Trainer gets
 FusedAdamW from here, so no other module imports the bridge. Nothing
 here imports ``torch`` or the bridge at module import time: the bridge loads on the first
 probe (``bridge()``), after the execution mode and the recipe cache have been chosen.

@@ -8,7 +8,7 @@ Per device (Gaudi 2, Gaudi 3, A100 80 GB, H100 SXM, H200 and this machine):
   fastest layout that fits: data parallel, ZeRO 1/2/3, Megatron's tensor x pipeline
   parallel, gradient checkpointing only where memory needs it, with what each costs in
   communication on the chip's own links;
-* **throughput** = MFU x the chip's dense peak at the run's precision (``device.CHIPS``) /
+* **throughput** = MFU x the chip's dense peak at the run's precision (``backends.chips.CHIPS``) /
   the FLOPs of a token (``flops.flops_per_token``, the count the MFU benchmark uses; for a
   UNet the FLOPs of an image, ``flops.flops_per_sample``, and ``tokens`` counts images). The
   MFU comes, in this order, from your ``mfu=`` argument; your own completed runs of a model
@@ -351,9 +351,9 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
         return {**row, "note": ctx["why_no_flops"], "sources": sources}
     if got is None:
         why = (
-            f"no throughput: {found.name if found else title} has no {prec} peak in device.CHIPS "
-            "and you have no completed run of a model of similar size on it (train one, and plan "
-            "again)"
+            f"no throughput: {found.name if found else title} has no {prec} peak in the chip "
+            "table (workbench/backends/chips.py) and you have no completed run of a model of "
+            "similar size on it (train one, and plan again)"
         )
         return {**row, "note": why, "sources": sources}
     peak = found.tflops.get(prec) if found is not None else None
@@ -369,7 +369,7 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
     )
     sources.update(
         flops=count,
-        peak=f"device.CHIPS: {peak:g} TFLOP/s dense {prec}" if peak else "no peak: a CPU",
+        peak=f"chip table: {peak:g} TFLOP/s dense {prec}" if peak else "no peak: a CPU",
         mfu=got["source"],
     )
     if why_bw:
@@ -449,7 +449,7 @@ def plan(
         ``fp8``: the chips' fp8 peaks and fp8 references (memory planned as bf16); a chip
         without fp8 (A100) gets no throughput.
     devices : list of str, optional
-        Rows to plan: names from ``device.CHIPS`` and ``"detected"`` (this machine).
+        Rows to plan: names from ``backends.chips.CHIPS`` and ``"detected"`` (this machine).
         Default: Gaudi2, Gaudi3, A100 80GB, H100 SXM, H200, detected.
     prices : dict or path, optional
         Dollars per device-hour that replace the shipped on-demand prices:

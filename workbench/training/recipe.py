@@ -13,7 +13,7 @@ from typing import Any
 
 from ..backends.registry import backend
 from ..backends.torchrun import world
-from ..runargs import FIELDS
+from ..runargs import FIELDS, RunArgs
 
 # What a run directory written before an argument existed meant by its absence, where that
 # differs from the argument's default today: before ``padding=`` every batch was padded to
@@ -22,12 +22,19 @@ from ..runargs import FIELDS
 BEFORE_THE_ARGUMENT: dict[str, Any] = {"padding": "longest", "log_interval_s": 0.0}
 
 
-def spec_args(args: dict[str, Any]) -> dict[str, Any]:
-    """A run spec's ``args`` with every argument present: the stored value, else what its
-    absence meant when the run was written (``BEFORE_THE_ARGUMENT``), else the default of
-    ``runargs.FIELDS``. Readers index the result; no reader restates a default."""
+def spec_args(args: dict[str, Any] | RunArgs) -> RunArgs:
+    """A run's arguments as the typed record: a run spec's ``args`` (a dict, as the run
+    directory stores it) with every argument present: the stored value, else what its
+    absence meant when the run was written (``BEFORE_THE_ARGUMENT``: the one upgrade step
+    for older run directories), else the default of ``runargs.FIELDS``. Readers read
+    attributes; no reader restates a default."""
+    if isinstance(args, RunArgs):
+        return args
+    stored = dict(args)
+    overrides = stored.pop("trainer_overrides", {})
     defaults = {name: field.default for name, field in FIELDS.items()}
-    return {**defaults, "trainer_overrides": {}, **BEFORE_THE_ARGUMENT, **args}
+    # the stored values the run resolved when it was made (``log_interval_s``) are kept too
+    return RunArgs({**defaults, **BEFORE_THE_ARGUMENT, **stored}, overrides)
 
 
 def default_padding(task: str, device_kind: str) -> str:
@@ -216,70 +223,72 @@ def total_steps(
     return max(1, math.ceil((rows or 0) / batch_size) * math.ceil(epochs or 1))
 
 
-def log_interval(a: dict, device, world_size: int) -> float:
+def log_interval(args: RunArgs, device, world_size: int) -> float:
     """Seconds at least between events (0: log at every logging step). The spec's
     ``log_interval_s`` is None for the default cadence: the backend table's interval, in
     one process only (ranks must log at the same steps: the loss is gathered across them)."""
-    interval = spec_args(a)["log_interval_s"]
+    interval = spec_args(args).log_interval_s
     if interval is None:
         interval = device.backend.log_interval_s
     return float(interval) if world_size == 1 else 0.0
 
 
-def timed_logging(a: dict, world_size: int) -> bool:
+def timed_logging(args: RunArgs, world_size: int) -> bool:
     """Whether a run also logs after ``live_gap`` seconds without an event: the default
     cadence (no ``log_every`` given), in one process only (ranks log at the same steps)."""
-    return spec_args(a)["log_interval_s"] is None and world_size == 1
+    return spec_args(args).log_interval_s is None and world_size == 1
 
 
-def compile_on(a: dict, device) -> bool:
+def compile_on(args: RunArgs, device) -> bool:
     """Whether the run is ``torch.compile``d: ``mode`` decides, else ``compile``, else the
     backend table (HPU eager mode wants torch.compile; elsewhere it is opt-in). HPU lazy
     mode and torch.compile exclude each other: asking for both is refused."""
-    a = spec_args(a)
-    if a["mode"] is not None:
-        return a["mode"] == "compile"
-    if a["compile"] and device.mode == "lazy":
+    args = spec_args(args)
+    if args.mode is not None:
+        return args.mode == "compile"
+    if args.compile and device.mode == "lazy":
         raise ValueError(
             "torch.compile does not run in HPU lazy mode (this process is in lazy mode: "
             "PT_HPU_LAZY_MODE=1); pass compile=False, or restart with mode='compile'"
         )
-    if a["compile"] is not None:
-        return bool(a["compile"])
+    if args.compile is not None:
+        return bool(args.compile)
     return device.backend.compile_default(device.mode)
 
 
-def training_arguments(a: dict, device, task: str, run_path: Path, optim: str) -> dict[str, Any]:
+def training_arguments(
+    args: RunArgs, device, task: str, run_path: Path, optim: str
+) -> dict[str, Any]:
     """The TrainingArguments fields for a run's arguments on ``device`` (from the backend table)."""
-    a = spec_args(a)
-    compile_ = compile_on(a, device)
+    args = spec_args(args)
+    compile_ = compile_on(args, device)
     targs = dict(
         output_dir=str(run_path / "checkpoints"),
-        per_device_train_batch_size=a["batch_size"],
-        per_device_eval_batch_size=a["batch_size"],
-        learning_rate=a["lr"],
-        max_steps=a["max_steps"] or -1,
-        num_train_epochs=a["epochs"] or 1,
-        logging_steps=a["log_every"],
+        per_device_train_batch_size=args.batch_size,
+        per_device_eval_batch_size=args.batch_size,
+        learning_rate=args.lr,
+        max_steps=args.max_steps or -1,
+        num_train_epochs=args.epochs or 1,
+        logging_steps=args.log_every,
         logging_nan_inf_filter=False,
-        eval_strategy="steps" if a["eval_every"] else "no",
-        eval_steps=a["eval_every"],
+        eval_strategy="steps" if args.eval_every else "no",
+        eval_steps=args.eval_every,
         save_strategy="steps",
-        save_steps=a["save_every"],
+        save_steps=args.save_every,
         save_total_limit=2,
         optim=optim,
-        seed=a["seed"],
-        data_seed=a["seed"],
-        report_to=a["report_to"] or "none",
+        seed=args.seed,
+        data_seed=args.seed,
+        report_to=args.report_to or "none",
         disable_tqdm=True,
         remove_unused_columns=False,
         dataloader_num_workers=0,
         prediction_loss_only=task != "classification",
         max_grad_norm=1.0,
         label_names=["labels"] if task not in ("diffusion", "text_to_image") else [],
-        **device_fields(device, device.resolve_precision(a["precision"]), compile_),
+        **device_fields(device, device.resolve_precision(args.precision), compile_),
     )
-    targs.update(a["trainer_overrides"])
+    targs.update(args.trainer_overrides)
     return targs
 
 

@@ -17,6 +17,7 @@ from ..backends.registry import DeviceInfo
 from ..backends.torchrun import world
 from ..catalog import ModelSpec
 from ..data import DataSpec
+from ..runargs import RunArgs
 from ..rundir.run import STOP_FILE, RunDir
 from . import recipe
 from .attention import (
@@ -72,15 +73,15 @@ def _model(mspec: ModelSpec, dspec: DataSpec, run: RunDir, precision: str):
     return model, tok
 
 
-def _batches(a: dict, task: str, prepared, tok, model):
+def _batches(args: RunArgs, task: str, prepared, tok, model):
     """(data, collator, batch sampler or None, keys to drop, attention restore or None)."""
     from .. import batching
 
-    padding = a["padding"]
+    padding = args.padding
     if padding == "packed":  # causal LM: documents in full blocks, one static shape
-        packing = a["packing"]
-        prepared = batching.pack(prepared, a["max_length"], tok.eos_token_id, packing=packing)
-        inner = batching.BucketCollator(tok, [a["max_length"]], a["batch_size"], task=task)
+        packing = args.packing
+        prepared = batching.pack(prepared, args.max_length, tok.eos_token_id, packing=packing)
+        inner = batching.BucketCollator(tok, [args.max_length], args.batch_size, task=task)
         quiet_missing_mask_warning()
         if packing == "isolated":
             # No mask, positions restarting at each document, no KV cache: transformers then
@@ -99,25 +100,25 @@ def _batches(a: dict, task: str, prepared, tok, model):
         rank, size = world()
         lengths = lengths_of(prepared["train"])
         bounds = buckets(
-            lengths, k=a["buckets"], max_length=a["max_length"], batch_size=a["batch_size"]
+            lengths, k=args.buckets, max_length=args.max_length, batch_size=args.batch_size
         )
-        if bounds[-1] < a["max_length"]:  # eval rows may be longer than every training row
-            bounds.append(a["max_length"])
-        inner = batching.BucketCollator(tok, bounds, a["batch_size"], task=task)
+        if bounds[-1] < args.max_length:  # eval rows may be longer than every training row
+            bounds.append(args.max_length)
+        inner = batching.BucketCollator(tok, bounds, args.batch_size, task=task)
         sampler = BucketBatchSampler(
-            lengths, bounds, a["batch_size"], seed=a["seed"], num_replicas=size, rank=rank
+            lengths, bounds, args.batch_size, seed=args.seed, num_replicas=size, rank=rank
         )
         return prepared, inner, sampler, (), None
-    return prepared, batching.collator(task, tok, model, padding, a["max_length"]), None, (), None
+    return prepared, batching.collator(task, tok, model, padding, args.max_length), None, (), None
 
 
-def _images(model, dspec: DataSpec, prepared, device: DeviceInfo, a: dict):
+def _images(model, dspec: DataSpec, prepared, device: DeviceInfo, args: RunArgs):
     """(data, collator) of a text-to-image run: images and caption ids (one resolution, fixed
     caption length: static shapes), or with ``cache_latents`` their cached encodings."""
-    if a["cache_latents"]:
+    if args.cache_latents:
         from ..diffusion.latentcache import cached, collate
 
-        splits, _ = cached(model, dspec, prepared, device, device.resolve_precision(a["precision"]))
+        splits, _ = cached(model, dspec, prepared, device, device.resolve_precision(args.precision))
         return splits, collate
     from ..diffusion.images import Augment
 
@@ -171,25 +172,25 @@ def build(
     from .loaders import BatchSamplerTrainer
 
     spec = run.spec
-    mspec, dspec, a = (
+    mspec, dspec, args = (
         run.model_spec(trust_remote_code),
         DataSpec.from_dict(spec["data"]),
         recipe.spec_args(spec["args"]),
     )
     # read once for all below, quietly: the call that made the run said what it dropped
     dspec.load(warn=False)
-    transformers.set_seed(a["seed"])
-    model, tok = _model(mspec, dspec, run, device.resolve_precision(a["precision"]))
+    transformers.set_seed(args.seed)
+    model, tok = _model(mspec, dspec, run, device.resolve_precision(args.precision))
     prepared, inner, sampler, drop, restore = _batches(
-        a, mspec.task, dspec.prepare(tok, max_length=a["max_length"]), tok, model
+        args, mspec.task, dspec.prepare(tok, max_length=args.max_length), tok, model
     )
     if mspec.task == "text_to_image":
-        prepared, inner = _images(model, dspec, prepared, device, a)
+        prepared, inner = _images(model, dspec, prepared, device, args)
     from ..batching import CountingCollator
 
     counter = CountingCollator(inner, model, drop=drop)
-    targs = recipe.training_arguments(a, device, mspec.task, run.path, recipe.optim_name(device))
-    args = transformers.TrainingArguments(**targs)
+    targs = recipe.training_arguments(args, device, mspec.task, run.path, recipe.optim_name(device))
+    training_args = transformers.TrainingArguments(**targs)
     # Gradient clipping stays the Trainer's (max_grad_norm): transformers computes the norm at
     # every optimizer step anyway, to log it, so a fused clip on top would compute it twice.
     rank, size = world()
@@ -199,24 +200,24 @@ def build(
         mspec.task,
         device,
         counter,
-        a["batch_size"],
-        a["throughput_warmup_steps"],
+        args.batch_size,
+        args.throughput_warmup_steps,
         size,
-        min_interval=recipe.log_interval(a, device, size),
+        min_interval=recipe.log_interval(args, device, size),
         stop_file=run.path / STOP_FILE if size == 1 else None,
-        gap=recipe.live_gap if recipe.timed_logging(a, size) else None,
+        gap=recipe.live_gap if recipe.timed_logging(args, size) else None,
     )
     callbacks = [events]
     if size > 1:
-        callbacks.insert(0, DistStop(stop, run.path / STOP_FILE, a["log_every"]))
-    if a["sample_prompts"] and rank == 0:  # sample grids: the main process only
+        callbacks.insert(0, DistStop(stop, run.path / STOP_FILE, args.log_every))
+    if args.sample_prompts and rank == 0:  # sample grids: the main process only
         callbacks.append(
             Samples(
                 run.log,
-                a["sample_prompts"],
-                a["sample_every"],
-                a["sample_steps"],
-                a["seed"],
+                args.sample_prompts,
+                args.sample_every,
+                args.sample_steps,
+                args.seed,
                 device,
                 exclude=events.exclude,
             )
@@ -228,13 +229,13 @@ def build(
     trainer_class = transformers.Trainer if sampler is None else BatchSamplerTrainer
     trainer = trainer_class(
         model=model,
-        args=args,
+        args=training_args,
         train_dataset=prepared["train"],
         eval_dataset=prepared["eval"],
         data_collator=counter,
         processing_class=tok if mspec.task not in ("diffusion", "text_to_image") else None,
         callbacks=callbacks + list(extra_callbacks),
-        optimizer_cls_and_kwargs=fused_optimizer(device, args),
+        optimizer_cls_and_kwargs=fused_optimizer(device, training_args),
         compute_metrics=accuracy if mspec.task == "classification" else None,
         **extra,
     )
