@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from . import hub
-from .diffusion import (
-    pipeline,  # pipeline imports no torch: the libraries load when a part is built
-)
+
+# pipeline imports no torch: the libraries load when a part is built
+from .diffusion import pipeline
 from .families import FAMILIES, MINILM, TASK_CLASSES  # noqa: F401  (TASK_CLASSES: public here too)
 from .hub import hub_error
 

@@ -23,9 +23,8 @@ class Chip:
     pattern: str  # regex searched in a device name, lowercased without spaces, "-" and "_"
     fp16: bool = True
     bf16: bool = True
-    usable: int | None = (
-        None  # bytes the allocator can hand out (HPU: memory_stats "Limit"); None: memory
-    )
+    # bytes the allocator can hand out (HPU: memory_stats "Limit"); None: all of `memory`
+    usable: int | None = None
     hbm_tbps: float | None = None  # HBM bandwidth, TB/s
     link_gbs: float | None = None  # inside a server: GB/s each way per device (NVLink, RoCE)
     scaleout_gbs: float | None = None  # between servers: GB/s each way per device

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from .monitor import Vendor
 
-HLML_TEMPERATURE_ON_AIP = (
-    0  # the chip's own sensor: pyhlml_types_generated.py HLML_TEMPERATURE_SENSORS
-)
+# the chip's own sensor: pyhlml_types_generated.py HLML_TEMPERATURE_SENSORS
+HLML_TEMPERATURE_ON_AIP = 0
 
 HLML = Vendor(
     kind="hpu",

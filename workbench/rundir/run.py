@@ -194,9 +194,8 @@ class RunDir:
         self.path = Path(path)
         self.log = EventLog(self.path / "events.jsonl")
         self._spec: dict[str, Any] | None = None
-        self._summary: tuple[tuple[int, int, int], dict[str, Any]] | None = (
-            None  # (stat key, parsed)
-        )
+        # (stat key, parsed)
+        self._summary: tuple[tuple[int, int, int], dict[str, Any]] | None = None
         self._loaded = None  # (model, tokenizer) once loaded
 
     # ----------------------------------------------------------------- opening

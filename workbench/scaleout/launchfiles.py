@@ -21,9 +21,8 @@ from ..backends.registry import backend
 
 FORMATS = ("shell", "slurm", "kubernetes")
 WORKER = ("-m", "workbench.scaleout.worker")
-CLAIM = (
-    "workbench-runs"  # the PersistentVolumeClaim that holds the run directories (shared storage)
-)
+# the PersistentVolumeClaim that holds the run directories (shared storage)
+CLAIM = "workbench-runs"
 TORCHRUN_PORT = 23456  # the PyTorchJob operator's default port (PyTorchJobDefaultPort)
 
 
