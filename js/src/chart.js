@@ -138,7 +138,7 @@ function panelData(panel, runs, o) {
       const x = xs.filter((_, i) => keep[i]), y = ys.filter((_, i) => keep[i]);
       if (!x.length) continue;
       const colour = many ? colours[ri % colours.length] : spec.colour;
-      const label = many ? `${name.slice(-28)} ${spec.label}` : spec.label;
+      const label = many ? `${name.slice(-o.spec.run_name_chars)} ${spec.label}` : spec.label;
       const dash = line.styles[spec.style || "solid"];
       const points = { show: Boolean(spec.marker) || x.length === 1, size: line.marker_px, fill: colour };
       const value = (u, v) => fmtValue(v);

@@ -319,7 +319,7 @@ def _draw(
             ys = [None if v is None else v / divisor for v in part[one["field"]]]
             positive = positive or any(v is not None and v > 0 for v in ys)
             colour = colours[i % len(colours)] if many else one["colour"]
-            label = f"{name[-28:]} {one['label']}" if many else one["label"]
+            label = f"{name[-spec['run_name_chars'] :]} {one['label']}" if many else one["label"]
             pts = [(x, y) for x, y in zip(part["step"], ys) if x is not None and y is not None]
             if pts:
                 top = max(top, *(y for _, y in pts))
