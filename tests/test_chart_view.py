@@ -352,6 +352,34 @@ def test_the_live_view_shows_a_grid_from_its_message_bytes(browser, tmp_path):
         assert not errors, errors
 
 
+def test_the_live_view_redraws_by_a_new_chart_spec(browser, tmp_path):
+    """The widget's bundle under a stand-in model: the kernel sets the ``chart`` trait (a run's
+    first eval metric adds its panel) and the view draws by the new spec."""
+    import json
+    import re
+
+    state = page.view_state({"a": _events(n=45, metrics=False)}, {}, title="a", status="running", current="a",
+                            max_steps=120)
+    changed = chart.chart_spec(["eval_accuracy"])
+    changed["panels"][0]["title"] = "objective"
+    bundle = re.sub(r"export\s*\{\s*(\w+) as default\s*\};?", r"window.wbWidget = \1;", page.asset("dashboard.js").read_text())
+    html = (f"<html><body><div id='host' style='width:1000px'></div><script type='module'>{bundle}\n"
+            f"const state = {json.dumps(state)}; const handlers = {{}};\n"
+            "const model = { get: (k) => state[k], on: (e, f) => (handlers[e] ||= []).push(f), set() {}, "
+            "save_changes() {}, send() {} };\n"
+            "window.wbWidget.render({ model, el: document.getElementById('host') });\n"
+            "window.wbSet = (k, v) => { state[k] = v; (handlers[`change:${k}`] || []).forEach((f) => f()); };"
+            "</script></body></html>")
+    keys = "() => document.querySelector('.wb-dash').wbChart.plots.map(p => p.wbPanel).join(',')"
+    with _open(browser, tmp_path, html, "view-live-spec") as (pg, errors):
+        pg.wait_for_function("() => window.wbSet && document.querySelector('.wb-panel .u-title')")
+        assert "eval_accuracy" not in pg.evaluate(keys)
+        pg.evaluate("(spec) => window.wbSet('chart', spec)", changed)
+        pg.wait_for_function(f"() => ({keys})().startsWith('loss,eval_accuracy,')")
+        assert _texts(pg, ".wb-panel .u-title")[0] == "objective (log scale)"
+        assert not errors, errors
+
+
 def _duration(s: float) -> str:
     """js/src/view.js's duration()."""
     h, m, sec = int(s // 3600), int(s % 3600 // 60), int(s % 60)

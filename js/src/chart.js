@@ -10,7 +10,7 @@
 // same names.
 import uPlot from "uplot";
 
-const MIN_PANEL = 320; // px: two panels a row from 2 x this width up
+const MIN_PANEL = 320; // px: the spec's columns a row where each gets this width, else fewer
 const HEIGHT = 190;
 
 export function drawnSeries(panel, run) {

@@ -196,7 +196,7 @@ export function mountDashboard(el, model, { live }) {
     schedule();
   });
   model.on("change:history", () => { runs = fromHistory(model.get("history")); schedule(); });
-  model.on("change:chart", () => { opts.spec = model.get("chart"); schedule(); });
+  model.on("change:chart", () => { opts.spec = model.get("chart"); chart.signature = ""; schedule(); });
   model.on("change:mem_total", () => { opts.memTotal = model.get("mem_total"); chart.signature = ""; schedule(); });
   model.on("change:warmup_steps", () => { opts.warmupSteps = model.get("warmup_steps"); schedule(); });
   for (const trait of ["status", "max_steps", "current", "title", "device", "stoppable", "summary"]) {
