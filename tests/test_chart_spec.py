@@ -54,6 +54,8 @@ def test_the_spec_is_the_chart_both_renderers_read():
     state = page.view_state({"a": _events()}, {}, title="a", status="completed", current="a")
     assert state["chart"] == chart.chart_spec(["eval_accuracy"])
     assert [p["key"] for p in state["chart"]["panels"]][:2] == ["loss", "eval_accuracy"]
+    state["chart"]["panels"][0]["title"] = "objective"
+    assert chart.chart_spec()["panels"][0]["title"] == "loss", "a run's spec is its own copy"
 
 
 def _drawn(fig):

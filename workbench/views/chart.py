@@ -12,6 +12,7 @@ kept by :func:`sample_grids`; the picture ends with the last one.
 from __future__ import annotations
 
 import base64
+import copy
 import io
 import json
 import textwrap
@@ -100,9 +101,9 @@ def panels_for(metrics: list[str] = (), spec: dict | None = None) -> list[dict[s
 
 def chart_spec(metrics: list[str] = (), spec: dict | None = None) -> dict[str, Any]:
     """What the view draws from (the ``chart`` trait): the spec, its panels with the run's
-    eval metrics'."""
+    eval metrics'; a copy, so that changing it changes no other run's."""
     spec = spec or SPEC
-    return {**spec, "panels": panels_for(metrics, spec)}
+    return copy.deepcopy({**spec, "panels": panels_for(metrics, spec)})
 
 
 def downsample(values: list, limit: int) -> list:
