@@ -43,7 +43,7 @@ window.result = times;
 
 
 def _state(points: int) -> dict:
-    from workbench.views.chart import RUN_COLOURS, history, panels_for
+    from workbench.views.chart import chart_spec, history
 
     def events(shift):
         out = []
@@ -58,7 +58,7 @@ def _state(points: int) -> dict:
 
     return {"title": "bench", "current": "a", "status": "completed", "max_steps": points, "warmup_steps": 10,
             "device": "cpu", "mem_total": 8e9, "stoppable": False, "log_scale": True, "blocking": False,
-            "kernel_id": "", "panels": panels_for([]), "run_colours": RUN_COLOURS, "summary": {},
+            "kernel_id": "", "chart": chart_spec(), "summary": {},
             "history": {"a": history(events(0)), "b": history(events(1))}}
 
 

@@ -94,6 +94,72 @@ def test_the_view_draws_the_panels_and_legends_the_picture_has(browser, tmp_path
     assert ("graph compilations" in titles) == (case != "cpu"), "recompiles shown where counted"
 
 
+def _view_state_of(pg):
+    """Per drawn panel (in order): its title and, per series, its legend label and colour."""
+    return pg.evaluate("() => document.querySelector('.wb-dash').wbChart.plots.map(p => [p.wbPanel, "
+                       "p.root.querySelector('.u-title').textContent, p.series.slice(1).map("
+                       "(s, i) => [s.label, typeof s.stroke === 'function' ? s.stroke(p, i + 1) : s.stroke])])")
+
+
+def test_every_panel_and_series_of_the_spec_is_drawn_by_both_renderers(browser, tmp_path):
+    """Two runs between them report every field: each panel of the spec and each series shows
+    in the view and in the picture (a series in the second run's colour, its name first)."""
+    import copy
+
+    runs = {"a": _events(compiles=True), "b": [{**e, "tokens_per_s": None} for e in _events()]}
+    spec = chart.chart_spec(["eval_accuracy"])
+    with _open(browser, tmp_path, _html(runs, {"a": SUMMARY}, current=""), "view-every-series") as (pg, errors):
+        pg.wait_for_selector(".wb-saved .wb-panel .u-title")
+        view = _view_state_of(pg)
+        assert not errors, errors
+    assert [key for key, _, _ in view] == [p["key"] for p in spec["panels"]]
+    fig = chart.figure(runs, mem_total=8 * 2**30, warmup_steps=5, spec=copy.deepcopy(spec))
+    axes = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    assert [title for _, title, _ in view] == [ax.get_title() for ax in axes]
+    picture = [[(ln.get_label(), ln.get_color()) for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+               for ax in axes]
+    drawn = [[(label, colour) for label, colour in series if not label.endswith("(raw)")] for _, _, series in view]
+    assert drawn == picture
+    labels = {label.split(" ", 1)[1] for panel in drawn for label, _ in panel}
+    assert labels == {s["label"] for p in spec["panels"] for s in p["series"]}
+
+
+def test_a_changed_spec_changes_both_renderers(browser, tmp_path):
+    """The saved output draws the view and the picture from the state's spec: a panel renamed,
+    a series relabelled and recoloured, a note reworded, a panel dropped and one added."""
+    import copy
+
+    runs = {"a": _events(compiles=True)}
+    state = page.view_state(runs, {"a": SUMMARY}, title="a", status="completed", current="a", max_steps=120,
+                            warmup_steps=5, device="cpu", mem_total=8 * 2**30)
+    spec = copy.deepcopy(state["chart"])
+    loss = spec["panels"][0]
+    loss["title"], loss["series"][0]["label"], loss["series"][0]["colour"] = "objective", "training", "#123456"
+    spec["notes"]["log"] = "log axis"
+    spec["panels"] = [p for p in spec["panels"] if p["key"] != "compiles"]
+    spec["panels"].append({"key": "clock", "title": "wall clock", "series": [
+        {"field": "time", "label": "seconds", "colour": "#654321"}]})
+    state["chart"] = spec
+    out = page.saved_output(runs, {"a": SUMMARY}, state, heading="a")
+    html = f"<html><body style='margin:0'><div id='host' style='width:1000px'>{out['text/html']}</div></body></html>"
+    with _open(browser, tmp_path, html, "view-changed-spec") as (pg, errors):
+        pg.wait_for_selector(".wb-saved .wb-panel .u-title")
+        view = {key: (title, series) for key, title, series in _view_state_of(pg)}
+        assert not errors, errors
+    assert view["loss"][0] == "objective (log axis)" and ["training", "#123456"] in view["loss"][1]
+    assert "compiles" not in view and view["clock"] == ("wall clock", [["seconds", "#654321"]])
+    import base64
+    import io
+
+    from PIL import Image
+
+    picture = Image.open(io.BytesIO(base64.b64decode(out["image/png"])))
+    fig = chart.figure(runs, mem_total=8 * 2**30, warmup_steps=5, spec=spec)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    assert titles == [title for title, _ in view.values()], "the picture by the same spec"
+    assert picture.size == tuple(int(v) for v in fig.get_size_inches() * fig.dpi), "the saved picture is that one"
+
+
 def test_hover_zoom_smoothing_time_axis_and_width(browser, tmp_path):
     events = _events()
     with _open(browser, tmp_path, _html({"a": events}, {"a": SUMMARY}), "view-interactions") as (pg, errors):
@@ -283,6 +349,34 @@ def test_the_live_view_shows_a_grid_from_its_message_bytes(browser, tmp_path):
                             "document.createElement('canvas'); c.width = i.naturalWidth; c.height = i.naturalHeight; "
                             "const g = c.getContext('2d'); g.drawImage(i, 0, 0); return [...g.getImageData(0, 0, 1, 1).data]; }")
         assert pixel == [0, 0, 255, 255], "the PNG bytes as sent"
+        assert not errors, errors
+
+
+def test_the_live_view_redraws_by_a_new_chart_spec(browser, tmp_path):
+    """The widget's bundle under a stand-in model: the kernel sets the ``chart`` trait (a run's
+    first eval metric adds its panel) and the view draws by the new spec."""
+    import json
+    import re
+
+    state = page.view_state({"a": _events(n=45, metrics=False)}, {}, title="a", status="running", current="a",
+                            max_steps=120)
+    changed = chart.chart_spec(["eval_accuracy"])
+    changed["panels"][0]["title"] = "objective"
+    bundle = re.sub(r"export\s*\{\s*(\w+) as default\s*\};?", r"window.wbWidget = \1;", page.asset("dashboard.js").read_text())
+    html = (f"<html><body><div id='host' style='width:1000px'></div><script type='module'>{bundle}\n"
+            f"const state = {json.dumps(state)}; const handlers = {{}};\n"
+            "const model = { get: (k) => state[k], on: (e, f) => (handlers[e] ||= []).push(f), set() {}, "
+            "save_changes() {}, send() {} };\n"
+            "window.wbWidget.render({ model, el: document.getElementById('host') });\n"
+            "window.wbSet = (k, v) => { state[k] = v; (handlers[`change:${k}`] || []).forEach((f) => f()); };"
+            "</script></body></html>")
+    keys = "() => document.querySelector('.wb-dash').wbChart.plots.map(p => p.wbPanel).join(',')"
+    with _open(browser, tmp_path, html, "view-live-spec") as (pg, errors):
+        pg.wait_for_function("() => window.wbSet && document.querySelector('.wb-panel .u-title')")
+        assert "eval_accuracy" not in pg.evaluate(keys)
+        pg.evaluate("(spec) => window.wbSet('chart', spec)", changed)
+        pg.wait_for_function(f"() => ({keys})().startsWith('loss,eval_accuracy,')")
+        assert _texts(pg, ".wb-panel .u-title")[0] == "objective (log scale)"
         assert not errors, errors
 
 

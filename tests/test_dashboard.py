@@ -56,7 +56,7 @@ def test_widget_traits(run):
     assert (w.title, w.current, w.max_steps, w.mem_total, w.device, w.status) == (
         run.name, run.name, 100, 8e9, "cpu", "running")
     assert w.warmup_steps == 3 and w.blocking is True
-    assert w.panels == PANELS, "the view draws the panels the PNG draws"
+    assert w.chart == chart.chart_spec() and w.chart["panels"] == PANELS, "the view draws by the spec the PNG draws by"
     # the bundle built from js/ (uPlot included), loaded from the package, not from a CDN
     assert re.search(r"export\s*\{\s*\w+ as default\s*\}", w._esm) and "api/kernels/" in w._esm
     assert "uplot" in w._esm, "uPlot is bundled in"
@@ -186,9 +186,9 @@ def test_eval_metrics_get_panels_and_travel_with_the_deltas(run):
     d({"step": 1, "phase": "eval", "eval_loss": 0.9, "eval_accuracy": 0.5, "eval_rouge1": 0.2,
        "eval_rouge2": 0.1, "time": 0.2})
     d.flush()
-    keys = [p["key"] for p in d.widget.panels]
+    keys = [p["key"] for p in d.widget.chart["panels"]]
     assert keys[:3] == ["loss", "eval_accuracy", "eval_rouge"], "metrics right after the loss"
-    rouge = next(p for p in d.widget.panels if p["key"] == "eval_rouge")
+    rouge = next(p for p in d.widget.chart["panels"] if p["key"] == "eval_rouge")
     assert [s["field"] for s in rouge["series"]] == ["eval_rouge1", "eval_rouge2"], "ROUGE on one panel"
     content, buffers = front.deltas[-1]
     values = np.frombuffer(buffers[1], dtype=np.float32).reshape(content["en"], len(content["efields"]))

@@ -2,13 +2,15 @@
 // synced (a crosshair at one step on every panel, each legend showing its series' values
 // there), drag to zoom every panel at once, double-click to zoom back out.
 //
-// What to draw comes from the kernel: `panels` is chart.py's description (PANELS, with the
-// run's eval metrics expanded), the list the static picture is drawn from too. The helpers
-// drawnSeries and visiblePanels mirror chart.py's functions of the same names.
+// What to draw and how comes from the kernel: `spec` is the chart spec,
+// workbench/assets/chart.json with the run's eval metrics' panels (chart.py's chart_spec),
+// the one the static picture is drawn from too: panels, series, colours, line styles, the
+// notes in a title, the warm-up shading, the device's total. No drawing rule is written here
+// as a value. The helpers drawnSeries and visiblePanels mirror chart.py's functions of the
+// same names.
 import uPlot from "uplot";
 
-const DASHES = { solid: [], dashed: [6, 3], dotted: [2, 3] };
-const MIN_PANEL = 320; // px: two panels a row from 2 x this width up
+const MIN_PANEL = 320; // px: the spec's columns a row where each gets this width, else fewer
 const HEIGHT = 190;
 
 export function drawnSeries(panel, run) {
@@ -29,9 +31,12 @@ export function visiblePanels(panels, runs) {
   return panels.filter((p) => !p.optional || Object.values(runs).some((r) => drawnSeries(p, r).length));
 }
 
-// Nice ticks: 1, 2 and 5 times a power of ten, on every linear axis.
-const INCRS = [];
-for (let e = -12; e <= 12; e++) for (const m of [1, 2, 5]) INCRS.push(+(m * 10 ** e).toPrecision(1));
+function niceIncrs(steps) {
+  // ticks at the spec's steps (1, 2 and 5) times a power of ten, on every linear axis
+  const incrs = [];
+  for (let e = -12; e <= 12; e++) for (const m of steps) incrs.push(+(m * 10 ** e).toPrecision(1));
+  return incrs;
+}
 
 export function fmt(x) {
   // a tick or legend value: short, and exact enough to tell neighbouring ticks apart
@@ -52,12 +57,27 @@ export function fmtValue(x) {
   return String(+x.toPrecision(5));
 }
 
-function logFilter(u, splits) {
-  // on a log axis, ticks and grid lines at 1, 2 and 5 times a power of ten only
-  return splits.map((v) => {
+function logFilter(steps) {
+  // on a log axis, ticks and grid lines at the spec's steps times a power of ten only
+  return (u, splits) => splits.map((v) => {
     const m = +(v / 10 ** Math.floor(Math.log10(v) + 1e-9)).toPrecision(3);
-    return m === 1 || m === 2 || m === 5 ? v : null;
+    return steps.includes(m) ? v : null;
   });
+}
+
+function rgba(hex, alpha) {
+  // a "#rrggbb" colour and an alpha as the canvas's "rgba(r, g, b, alpha)"
+  const n = parseInt(hex.slice(1), 16);
+  return `rgba(${(n >> 16) & 255}, ${(n >> 8) & 255}, ${n & 255}, ${alpha})`;
+}
+
+export function titleNotes(spec, panel, { log, warmup, total }) {
+  // "log scale", "warm-up shaded", "of 8 GiB total": the spec's notes, as chart.py's
+  // panel_title writes them
+  const notes = spec.notes;
+  const totalNote = notes.total.replace("{total}", fmt(total)).replace("{unit}", panel.unit || "");
+  return [log && notes.log, warmup && notes.warmup, total && totalNote]
+    .filter(Boolean).map((n) => n.split(/\s+/).filter(Boolean).join(" "));
 }
 
 export function logRange(min, max) {
@@ -105,6 +125,7 @@ function panelData(panel, runs, o) {
   const series = [], tables = [], specs = [];
   const scale = 1 / (panel.divisor || 1);
   const log = panel.scale === "log" && o.logScale;
+  const line = o.spec.line, colours = o.spec.run_colours, raw = o.spec.smoothing;
   names.forEach((name, ri) => {
     const run = runs[name];
     for (const spec of drawnSeries(panel, run)) {
@@ -116,17 +137,18 @@ function panelData(panel, runs, o) {
       const keep = xs.map((x, i) => x !== null && (i === 0 || x > xs[i - 1]));  // join wants rising x
       const x = xs.filter((_, i) => keep[i]), y = ys.filter((_, i) => keep[i]);
       if (!x.length) continue;
-      const colour = many ? o.runColours[ri % o.runColours.length] : spec.colour;
-      const label = many ? `${name.slice(-28)} ${spec.label}` : spec.label;
-      const dash = DASHES[spec.style || "solid"];
-      const points = { show: Boolean(spec.marker) || x.length === 1, size: 6, fill: colour };
+      const colour = many ? colours[ri % colours.length] : spec.colour;
+      const label = many ? `${name.slice(-o.spec.run_name_chars)} ${spec.label}` : spec.label;
+      const dash = line.styles[spec.style || "solid"];
+      const points = { show: Boolean(spec.marker) || x.length === 1, size: line.marker_px, fill: colour };
       const value = (u, v) => fmtValue(v);
       const smoothing = spec.smooth && o.smoothing > 0;
       if (smoothing) {  // the raw line stays, faint, behind the smoothed one
-        series.push({ label: `${label} (raw)`, stroke: colour + "40", width: 1, dash, value, points: { show: false } });
+        series.push({ label: `${label} (raw)`, stroke: rgba(colour, raw.raw_alpha), width: raw.raw_width_px, dash, value,
+          points: { show: false } });
         tables.push([x, y]);
       }
-      series.push({ label, stroke: colour, width: 1.6, dash, value, points, spanGaps: Boolean(spec.eval) });
+      series.push({ label, stroke: colour, width: line.width_px, dash, value, points, spanGaps: Boolean(spec.eval) });
       tables.push([x, smoothing ? smooth(y, o.smoothing) : y]);
     }
   });
@@ -137,7 +159,7 @@ export class Chart {
   // The grid of panels for `runs` ({name: {train: {field: [...]}, eval: {...}}}).
   constructor(el, opts) {
     this.el = el;
-    this.opts = opts;  // {panels, runColours, memTotal, warmupSteps, logScale, smoothing, xKey}
+    this.opts = opts;  // {spec, memTotal, warmupSteps, logScale, smoothing, xKey}
     this.plots = [];
     this.signature = "";
     this.zoom = null;  // {min, max} of the x scale while zoomed, else null
@@ -148,7 +170,7 @@ export class Chart {
   layout() {
     // panel widths from the container's width: called on every redraw and by the ResizeObserver
     const width = Math.max(240, Math.floor(this.el.clientWidth || 0));
-    const cols = width >= 2 * MIN_PANEL ? 2 : 1;
+    const cols = Math.max(1, Math.min(this.opts.spec.columns, Math.floor(width / MIN_PANEL)));
     const gap = 8;
     return { width, cols, panelWidth: Math.floor((width - gap * (cols - 1)) / cols) };
   }
@@ -156,7 +178,7 @@ export class Chart {
   update(runs) {
     this.runs = runs;
     const o = this.opts;
-    const panels = visiblePanels(o.panels, runs);
+    const panels = visiblePanels(o.spec.panels, runs);
     const drawn = panels.map((p) => ({ panel: p, ...panelData(p, runs, o) }));
     const signature = JSON.stringify([drawn.map((d) => [d.panel.key, d.log, d.series.map((s) => s.label)]),
       o.xKey, this.layout().cols, o.emptyText]);
@@ -185,7 +207,7 @@ export class Chart {
         for (const x of xs) if (Number.isFinite(x) && x > max) max = x;
       }
     }
-    return { min: 0, max: max > 0 ? max * 1.03 : 1 };
+    return { min: 0, max: max > 0 ? max * (1 + this.opts.spec.x.pad) : 1 };
   }
 
   applyX(plot) {
@@ -223,37 +245,37 @@ export class Chart {
   }
 
   plotOptions(d, width) {
-    const o = this.opts, panel = d.panel, chart = this;
+    const o = this.opts, spec = o.spec, panel = d.panel, chart = this;
     const specs = d.specs.length ? d.specs : panel.series;
     const total = panel.total && o.memTotal > 0 ? o.memTotal / (panel.divisor || 1) : 0;
     const warm = panel.warmup && o.warmupSteps > 0;
-    const titleNotes = [d.log && "log scale", warm && "warm-up shaded", total && `of ${fmt(total)} ${panel.unit || ""} total`.replace("  ", " ")]
-      .filter(Boolean);
+    const notes = titleNotes(spec, panel, { log: d.log, warmup: warm, total });
+    const incrs = niceIncrs(spec.tick_steps), logTicks = logFilter(spec.tick_steps);
+    const xLabel = spec.x.labels[o.xKey];
     const linearRange = (min, max) => {
       if (!Number.isFinite(min) || !Number.isFinite(max)) return [0, 1];
       let lo = panel.zero || (min > 0 && min < 0.3 * max) ? Math.min(0, min) : min;
       let hi = max;
-      if (total && max > 0.5 * total) hi = total;  // the device's size, once it matters
+      if (total && max > spec.total_line.from * total) hi = total;  // the device's size, once it matters
       if (hi === lo) { lo -= Math.abs(lo) * 0.1 || 1; hi += Math.abs(hi) * 0.1 || 1; }
-      const pad = (hi - lo) * 0.06;
+      const pad = (hi - lo) * spec.y.pad;
       return [lo === 0 ? 0 : lo - pad, hi + pad];
     };
     const yRange = (u, min, max) => (d.log ? logRange(min, max) : linearRange(min, max));
     return {
       width, height: HEIGHT,
-      title: panel.title + (titleNotes.length ? ` (${titleNotes.join(", ")})` : ""),
+      title: panel.title + (notes.length ? ` (${notes.join(", ")})` : ""),
       scales: {
         x: { time: false, range: (u, min, max) => [min, max] },
         y: d.log ? { distr: 3, log: 10, range: yRange } : { range: yRange },
       },
       axes: [
-        { label: o.xKey === "time" ? "time (s)" : "step", incrs: INCRS, size: 36, labelSize: 16,
-          values: (u, splits) => splits.map(fmt) },
-        { label: yLabel(panel, specs), incrs: INCRS, size: 56, labelSize: 16,
+        { label: xLabel, incrs, size: 36, labelSize: 16, values: (u, splits) => splits.map(fmt) },
+        { label: yLabel(panel, specs), incrs, size: 56, labelSize: 16,
           values: (u, splits) => splits.map((v) => (v === null ? "" : fmt(v))),
-          ...(d.log ? { filter: logFilter, grid: { filter: logFilter }, ticks: { filter: logFilter } } : {}) },
+          ...(d.log ? { filter: logTicks, grid: { filter: logTicks }, ticks: { filter: logTicks } } : {}) },
       ],
-      series: [{ label: o.xKey === "time" ? "time (s)" : "step", value: (u, v) => fmtValue(v) }, ...d.series],
+      series: [{ label: xLabel, value: (u, v) => fmtValue(v) }, ...d.series],
       legend: { live: true },
       cursor: {
         sync: { key: this.sync.key, setSeries: false },
@@ -269,7 +291,7 @@ export class Chart {
           chart.setZoom({ min, max });
         }],
         drawClear: [(u) => panel.warmup && chart.shadeWarmup(u)],
-        draw: [(u) => total && chart.totalLine(u, total)],
+        draw: [(u) => total && chart.totalLine(u, total), (u) => !d.tables.length && chart.emptyText(u)],
       },
     };
   }
@@ -282,7 +304,8 @@ export class Chart {
     const x1 = Math.min(u.valToPos(end, "x", true), left + width);
     if (x1 <= left) return;
     ctx.save();
-    ctx.fillStyle = "rgba(255, 190, 0, 0.13)";
+    const shade = this.opts.spec.warmup_shade;
+    ctx.fillStyle = rgba(shade.colour, shade.alpha);
     ctx.fillRect(left, top, x1 - left, height);
     ctx.restore();
   }
@@ -298,11 +321,22 @@ export class Chart {
   totalLine(u, total) {
     const y = u.valToPos(total, "y", true), { left, top, width, height } = u.bbox;
     if (y < top || y > top + height) return;
-    const ctx = u.ctx;
+    const ctx = u.ctx, rule = this.opts.spec.total_line;
     ctx.save();
-    ctx.strokeStyle = "#888";
-    ctx.setLineDash([3, 3]);
+    ctx.strokeStyle = rule.colour;
+    ctx.setLineDash(rule.dash);
     ctx.beginPath(); ctx.moveTo(left, y); ctx.lineTo(left + width, y); ctx.stroke();
+    ctx.restore();
+  }
+
+  emptyText(u) {
+    // a panel with nothing to draw says so, as the picture does
+    const { left, top, width, height } = u.bbox, empty = this.opts.spec.empty, ctx = u.ctx;
+    ctx.save();
+    ctx.fillStyle = empty.colour;
+    ctx.font = `${Math.round(12 * devicePixelRatio)}px sans-serif`;
+    ctx.textAlign = "center";
+    ctx.fillText(empty.text, left + width / 2, top + height / 2);
     ctx.restore();
   }
 

@@ -126,8 +126,9 @@ export function mountDashboard(el, model, { live }) {
   el.appendChild(root);
   const q = (s) => root.querySelector(s);
   let runs = fromHistory(model.get("history"));
-  const opts = { panels: model.get("panels"), runColours: model.get("run_colours"), memTotal: model.get("mem_total"),
-    warmupSteps: model.get("warmup_steps"), logScale: model.get("log_scale"), smoothing: 0.6, xKey: "step" };
+  const spec = model.get("chart");  // the chart spec: workbench/assets/chart.json, with the run's panels
+  const opts = { spec, memTotal: model.get("mem_total"), warmupSteps: model.get("warmup_steps"),
+    logScale: model.get("log_scale"), smoothing: spec.smoothing.default, xKey: "step" };
   const chart = new Chart(q(".wb-grid"), opts);
   root.wbChart = chart;  // for tests and the curious: the uPlot instances are chart.plots
   const samples = new SamplesPanel(root, gridsFromState(model.get("samples")));
@@ -195,7 +196,7 @@ export function mountDashboard(el, model, { live }) {
     schedule();
   });
   model.on("change:history", () => { runs = fromHistory(model.get("history")); schedule(); });
-  model.on("change:panels", () => { opts.panels = model.get("panels"); schedule(); });
+  model.on("change:chart", () => { opts.spec = model.get("chart"); chart.signature = ""; schedule(); });
   model.on("change:mem_total", () => { opts.memTotal = model.get("mem_total"); chart.signature = ""; schedule(); });
   model.on("change:warmup_steps", () => { opts.warmupSteps = model.get("warmup_steps"); schedule(); });
   for (const trait of ["status", "max_steps", "current", "title", "device", "stoppable", "summary"]) {

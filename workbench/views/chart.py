@@ -1,18 +1,22 @@
 """The chart a run is drawn as, described once, and its static rendering.
 
-``PANELS`` names every panel and series; the live widget (``dashboard``, drawn by
-``js/src/chart.js`` with uPlot) and the static picture (``render_png``, matplotlib Agg, for
-papermill, nbconvert, GitHub) both draw from it, and ``downsample`` thins the points both
-receive. ``render_table`` is the figures table under the picture. A text-to-image run's
-sample grids (``samples`` events) are kept by :func:`sample_grids`; the picture ends with
-the last one.
+The chart's drawing rules live in one spec, ``assets/chart.json`` (``SPEC``): every panel and
+series, colours, line styles, notes, shading. The live widget (``dashboard``, drawn by
+``js/src/chart.js`` with uPlot) gets it in its state (:func:`chart_spec`) and the static
+picture (``render_png``, matplotlib Agg, for papermill, nbconvert, GitHub) reads it here; both
+draw from it, and ``downsample`` thins the points both receive. ``render_table`` is the
+figures table under the picture. A text-to-image run's sample grids (``samples`` events) are
+kept by :func:`sample_grids`; the picture ends with the last one.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import io
+import json
 import textwrap
+from pathlib import Path
 from typing import Any
 
 from .. import markup
@@ -20,97 +24,18 @@ from .. import markup
 HISTORY_POINTS = 2000  # per series in the history set at the end
 SAVED_GRIDS = 8  # sample grids a saved view keeps, evenly spaced, the last always
 
-# The chart, described once: the live view (the ``panels`` trait, read by js/src/chart.js)
-# and the static picture (render_png) draw these panels in this order, two to a row, and
-# the fields sent live follow from them, so a new panel is one entry here. A panel has a
-# ``title`` and a y axis label (``ylabel``, else its ``unit``, else its one series' label);
-# values are divided by ``divisor``; ``scale`` ``log``: the view's "log loss" box toggles it;
-# ``zero``: the y axis starts at 0; ``one_of``: only the first series with a non-zero value
-# (one quantity per axis); ``optional``: only when some run reports a value; ``warmup``:
-# the warm-up steps shaded; ``total``: the device's memory, named in the title and drawn
-# once usage nears it. A series reads ``field`` from the train events (``eval``: from the
-# eval events), drawn ``style`` solid, dashed or dotted, ``marker`` dotting each point,
-# ``smooth``: the view's smoothing slider applies. Several runs: a colour per run
-# (RUN_COLOURS), series told by style. The run's eval metrics get panels of their own
-# (:func:`panels_for`), after the loss.
-PANELS: list[dict[str, Any]] = [
-    {
-        "key": "loss",
-        "title": "loss",
-        "ylabel": "loss",
-        "scale": "log",
-        "series": [
-            {"field": "loss", "label": "train", "colour": "#1f77b4", "smooth": True},
-            {
-                "field": "eval_loss",
-                "label": "eval",
-                "colour": "#d62728",
-                "eval": True,
-                "style": "dashed",
-                "marker": True,
-            },
-        ],
-    },
-    {
-        "key": "lr",
-        "title": "learning rate",
-        "ylabel": "learning rate",
-        "zero": True,
-        "series": [{"field": "lr", "label": "lr", "colour": "#9467bd"}],
-    },
-    {
-        "key": "grad_norm",
-        "title": "gradient norm",
-        "ylabel": "L2 norm",
-        "optional": True,
-        "zero": True,
-        "series": [
-            {"field": "grad_norm", "label": "grad norm", "colour": "#17becf", "smooth": True}
-        ],
-    },
-    {
-        "key": "throughput",
-        "title": "throughput",
-        "one_of": True,
-        "warmup": True,
-        "zero": True,
-        "series": [
-            {"field": "tokens_per_s", "label": "tokens/s", "colour": "#2ca02c", "smooth": True},
-            {"field": "samples_per_s", "label": "samples/s", "colour": "#ff7f0e", "smooth": True},
-        ],
-    },
-    {
-        "key": "memory",
-        "title": "device memory",
-        "unit": "GiB",
-        "divisor": 2**30,
-        "total": True,
-        "zero": True,
-        "series": [
-            {"field": "mem_alloc", "label": "allocated", "colour": "#8c564b"},
-            {"field": "mem_peak", "label": "peak", "colour": "#e377c2", "style": "dotted"},
-        ],
-    },
-    # Gaudi's cumulative graph-compile counter: a rising line means recompiles (new shapes)
-    {
-        "key": "compiles",
-        "title": "graph compilations",
-        "ylabel": "compilations (total)",
-        "optional": True,
-        "zero": True,
-        "series": [{"field": "compiles", "label": "compiles", "colour": "#7f7f7f"}],
-    },
-]
-RUN_COLOURS = [
-    "#1f77b4",
-    "#d62728",
-    "#2ca02c",
-    "#ff7f0e",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#17becf",
-]
+# The chart, described once, in assets/chart.json (its fields: docs/dashboard.md, "The chart
+# spec"): the panels in their order, what each series reads and how it is drawn, the run
+# colours, the line styles, the notes in a title, the warm-up shading and the device's
+# total. The live view reads it from the ``chart`` trait (:func:`chart_spec`, read by
+# js/src/chart.js) and the static picture (render_png) here, so a new panel is one entry
+# there. The run's eval metrics get panels of their own (:func:`panels_for`).
+SPEC_PATH = Path(__file__).resolve().parents[1] / "assets" / "chart.json"
+SPEC: dict[str, Any] = {
+    k: v for k, v in json.loads(SPEC_PATH.read_text()).items() if not k.startswith("$")
+}
+PANELS: list[dict[str, Any]] = SPEC["panels"]
+RUN_COLOURS: list[str] = SPEC["run_colours"]
 _PLOTTED = [s for p in PANELS for s in p["series"]]
 # What each live message and the history carry: the step, the clock (for the header's
 # elapsed time, the ETA and the time axis), the warm-up flag, and every plotted field; eval
@@ -137,25 +62,31 @@ def eval_metrics(events: list[dict]) -> list[str]:
     return sorted(seen)
 
 
-def panels_for(metrics: list[str] = ()) -> list[dict[str, Any]]:
-    """PANELS with a panel per eval metric after the loss (the ROUGE scores share one)."""
+def panels_for(metrics: list[str] = (), spec: dict | None = None) -> list[dict[str, Any]]:
+    """The spec's panels with a panel per eval metric after the loss (the ROUGE scores share
+    one): the spec's ``metric_panels`` says where, their titles and which metrics group."""
+    spec = spec or SPEC
+    rule = spec["metric_panels"]
+    drawn = {s["field"] for p in spec["panels"] for s in p["series"]}  # a chart_spec's, already
     groups: dict[str, list[str]] = {}
-    for field in metrics:
+    for field in (m for m in metrics if m not in drawn):
         name = field.removeprefix("eval_")
-        groups.setdefault("rouge" if name.startswith("rouge") else name, []).append(field)
+        key = next((g for g in rule["groups"] if name.startswith(g)), name)
+        groups.setdefault(key, []).append(field)
     extra = []
     for key, fields in groups.items():
-        title = "ROUGE" if key == "rouge" else key.replace("_", " ")
+        group = rule["groups"].get(key, {})
+        title = group.get("title", key.replace("_", " "))
         extra.append(
             {
                 "key": f"eval_{key}",
-                "title": f"eval {title}",
-                "ylabel": "score" if key == "rouge" else title,
+                "title": rule["title"].format(name=title),
+                "ylabel": group.get("ylabel", title),
                 "series": [
                     {
                         "field": f,
                         "label": f.removeprefix("eval_").replace("_", " "),
-                        "colour": RUN_COLOURS[i % len(RUN_COLOURS)],
+                        "colour": spec["run_colours"][i % len(spec["run_colours"])],
                         "eval": True,
                         "marker": True,
                     }
@@ -163,7 +94,16 @@ def panels_for(metrics: list[str] = ()) -> list[dict[str, Any]]:
                 ],
             }
         )
-    return [PANELS[0], *extra, *PANELS[1:]]
+    panels = spec["panels"]
+    at = 1 + next((i for i, p in enumerate(panels) if p["key"] == rule["after"]), -1)
+    return [*panels[:at], *extra, *panels[at:]]
+
+
+def chart_spec(metrics: list[str] = (), spec: dict | None = None) -> dict[str, Any]:
+    """What the view draws from (the ``chart`` trait): the spec, its panels with the run's
+    eval metrics'; a copy, so that changing it changes no other run's."""
+    spec = spec or SPEC
+    return copy.deepcopy({**spec, "panels": panels_for(metrics, spec)})
 
 
 def downsample(values: list, limit: int) -> list:
@@ -247,18 +187,17 @@ def _fmt_number(x: float) -> str:
     return f"{float(f'{x:.4g}'):g}"
 
 
-def panel_title(panel: dict, log: bool = False, warmup: bool = False, total: float = 0) -> str:
-    """'loss (log scale)', 'device memory (of 8 GiB total)': js/src/chart.js spells it the same."""
-    notes = [
-        n
-        for n, on in (
-            ("log scale", log),
-            ("warm-up shaded", warmup),
-            (f"of {_fmt_number(total)} {panel.get('unit', '')} total".replace("  ", " "), total),
-        )
-        if on
+def panel_title(
+    panel: dict, log: bool = False, warmup: bool = False, total: float = 0, spec: dict | None = None
+) -> str:
+    """'loss (log scale)', 'device memory (of 8 GiB total)': the spec's ``notes``, as
+    js/src/chart.js writes them."""
+    notes = (spec or SPEC)["notes"]
+    total_note = notes["total"].format(total=_fmt_number(total), unit=panel.get("unit", ""))
+    shown = [
+        n for n, on in ((notes["log"], log), (notes["warmup"], warmup), (total_note, total)) if on
     ]
-    return panel["title"] + (f" ({', '.join(notes)})" if notes else "")
+    return panel["title"] + (f" ({', '.join(' '.join(n.split()) for n in shown)})" if shown else "")
 
 
 def y_label(panel: dict, specs: list[dict]) -> str:
@@ -271,21 +210,36 @@ def y_label(panel: dict, specs: list[dict]) -> str:
 
 
 # --------------------------------------------------------------------------- static part
-def render_png(runs: dict[str, list[dict]], mem_total: float = 0, warmup_steps: int = 0) -> bytes:
+def render_png(
+    runs: dict[str, list[dict]],
+    mem_total: float = 0,
+    warmup_steps: int = 0,
+    spec: dict | None = None,
+) -> bytes:
     """The panels as one PNG: :func:`figure`, saved."""
     buf = io.BytesIO()
-    figure(runs, mem_total, warmup_steps).savefig(buf, format="png")
+    figure(runs, mem_total, warmup_steps, spec).savefig(buf, format="png")
     return buf.getvalue()
 
 
-def figure(runs: dict[str, list[dict]], mem_total: float = 0, warmup_steps: int = 0):
-    """The panels, two to a row, as a matplotlib Figure (Agg; no pyplot, no global state)."""
+def figure(
+    runs: dict[str, list[dict]],
+    mem_total: float = 0,
+    warmup_steps: int = 0,
+    spec: dict | None = None,
+):
+    """The panels, two to a row, as a matplotlib Figure (Agg; no pyplot, no global state).
+
+    ``spec``: the chart spec (:func:`chart_spec`'s shape; assets/chart.json by default)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    spec = spec or SPEC
     series = {name: _series(events) for name, events in runs.items()}
-    panels = visible_panels(list(series.values()))
-    rows = max(1, -(-len(panels) // 2))
+    metrics = sorted({f for s in series.values() for f in s["eval"] if f not in EVAL_FIELDS})
+    panels = visible_panels(list(series.values()), panels_for(metrics, spec))
+    cols = spec["columns"]
+    rows = max(1, -(-len(panels) // cols))
     grids = (
         sample_grids(next(iter(runs.values())), 1) if len(runs) == 1 else []
     )  # one run's last grid
@@ -296,9 +250,9 @@ def figure(runs: dict[str, list[dict]], mem_total: float = 0, warmup_steps: int 
     fig = Figure(figsize=(10, 2.6 * rows + extra), dpi=80)
     FigureCanvasAgg(fig)
     layout = fig.add_gridspec(
-        rows + bool(extra), 2, height_ratios=[2.6] * rows + ([extra] if extra else [])
+        rows + bool(extra), cols, height_ratios=[2.6] * rows + ([extra] if extra else [])
     )
-    axes = [fig.add_subplot(layout[r, c]) for r in range(rows) for c in range(2)]
+    axes = [fig.add_subplot(layout[r, c]) for r in range(rows) for c in range(cols)]
     if image is not None:
         _draw_grid(fig.add_subplot(layout[rows, :]), grids[0], image)
     xmax = max(
@@ -306,8 +260,9 @@ def figure(runs: dict[str, list[dict]], mem_total: float = 0, warmup_steps: int 
         default=0,
     )
     for ax, panel in zip(axes, panels):
-        _draw(ax, panel, series, mem_total, warmup_steps)
-        ax.set_xlim(0, xmax * 1.03 if xmax > 0 else 1)  # from step 0; a last point drawn whole
+        _draw(ax, panel, series, mem_total, warmup_steps, spec)
+        # from step 0 to a little past the last point, so that a last point is drawn whole
+        ax.set_xlim(0, xmax * (1 + spec["x"]["pad"]) if xmax > 0 else 1)
     for ax in axes[len(panels) :]:
         ax.set_visible(False)
     fig.tight_layout()
@@ -341,57 +296,70 @@ def _draw_grid(ax, grid: dict, image) -> None:
         ax.set_xticks([])
 
 
-def _draw(ax, panel: dict, series: dict[str, dict], mem_total: float, warmup_steps: int) -> None:
-    """One panel on matplotlib axes, as js/src/chart.js draws it with uPlot."""
+def _line(pattern: list[float], width_px: float) -> Any:
+    """A dash pattern in pixels (as the browser's canvas takes it) as matplotlib's linestyle
+    (dashes in line widths, matplotlib's default scaling)."""
+    return "-" if not pattern else (0, tuple(d / width_px for d in pattern))
+
+
+def _draw(
+    ax, panel: dict, series: dict[str, dict], mem_total: float, warmup_steps: int, spec: dict
+) -> None:
+    """One panel on matplotlib axes, as js/src/chart.js draws it with uPlot, by the spec."""
     from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator
 
+    pt = 72 / ax.figure.dpi  # the spec's sizes are in pixels, matplotlib's in points
+    line, colours = spec["line"], spec["run_colours"]
     many = len(series) > 1
     divisor = panel.get("divisor", 1)
     positive, top, drawn = False, 0.0, []
     for i, (name, s) in enumerate(series.items()):
-        for spec in drawn_series(panel, s):
-            drawn.append(spec)
-            part = s["eval" if spec.get("eval") else "train"]
-            ys = [None if v is None else v / divisor for v in part[spec["field"]]]
+        for one in drawn_series(panel, s):
+            drawn.append(one)
+            part = s["eval" if one.get("eval") else "train"]
+            ys = [None if v is None else v / divisor for v in part[one["field"]]]
             positive = positive or any(v is not None and v > 0 for v in ys)
-            colour = RUN_COLOURS[i % len(RUN_COLOURS)] if many else spec["colour"]
-            label = f"{name[-28:]} {spec['label']}" if many else spec["label"]
-            style = {"solid": "-", "dashed": "--", "dotted": ":"}[spec.get("style", "solid")]
+            colour = colours[i % len(colours)] if many else one["colour"]
+            label = f"{name[-spec['run_name_chars'] :]} {one['label']}" if many else one["label"]
             pts = [(x, y) for x, y in zip(part["step"], ys) if x is not None and y is not None]
             if pts:
                 top = max(top, *(y for _, y in pts))
                 ax.plot(
                     *zip(*pts),
-                    style,
                     color=colour,
                     label=label,
-                    lw=1.4,
-                    marker="o" if spec.get("marker") or len(pts) == 1 else None,
-                    ms=3.5,
+                    lw=line["width_px"] * pt,
+                    ls=_line(line["styles"][one.get("style", "solid")], line["width_px"]),
+                    marker="o" if one.get("marker") or len(pts) == 1 else None,
+                    ms=line["marker_px"] * pt,
                 )
     if not ax.lines:
-        ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", color="#999")
+        empty = spec["empty"]
+        ax.text(0.5, 0.5, empty["text"], transform=ax.transAxes, ha="center", color=empty["colour"])
     log = panel.get("scale") == "log" and positive
     number = FuncFormatter(lambda v, _: _fmt_number(v))
+    steps = [*spec["tick_steps"], 10]
     if log:
         ax.set_yscale("log")
-        ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+        ax.yaxis.set_major_locator(LogLocator(subs=spec["tick_steps"]))
         ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
     else:
-        ax.yaxis.set_major_locator(MaxNLocator(nbins=5, steps=[1, 2, 5, 10]))
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=5, steps=steps))
         if panel.get("zero") and top > 0:
-            ax.set_ylim(0, top * 1.08)  # from 0, the highest point clear of the frame
+            ax.set_ylim(0, top * (1 + spec["y"]["pad"]))  # the highest point clear of the frame
     ax.yaxis.set_major_formatter(number)
-    ax.xaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 5, 10], integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=6, steps=steps, integer=True))
     ax.xaxis.set_major_formatter(number)
     shade = bool(panel.get("warmup") and warmup_steps)
     if shade:
-        ax.axvspan(0, warmup_steps, color="#ffbe00", alpha=0.13, lw=0)
+        warm = spec["warmup_shade"]
+        ax.axvspan(0, warmup_steps, color=warm["colour"], alpha=warm["alpha"], lw=0)
     total = mem_total / divisor if panel.get("total") and mem_total else 0
-    if total and top > 0.5 * total:  # the device's size, once usage nears it
-        ax.axhline(total, color="#888", ls="--", lw=1)
-    ax.set_title(panel_title(panel, log, shade, total), fontsize=10)
-    ax.set_xlabel("step", fontsize=9)
+    rule = spec["total_line"]
+    if total and top > rule["from"] * total:  # the device's size, once usage nears it
+        ax.axhline(total, color=rule["colour"], lw=pt, ls=_line(rule["dash"], 1))
+    ax.set_title(panel_title(panel, log, shade, total, spec), fontsize=10)
+    ax.set_xlabel(spec["x"]["labels"]["step"], fontsize=9)
     ax.set_ylabel(
         y_label(panel, list({id(d): d for d in drawn}.values()) or panel["series"]), fontsize=9
     )

@@ -30,13 +30,11 @@ from ..backends.registry import BACKENDS
 from ..backends.registry import device as pick_device
 from .chart import (
     EVAL_FIELDS,
-    PANELS,
-    RUN_COLOURS,
     TRAIN_FIELDS,
+    chart_spec,
     downsample,
     eval_metrics,
     history,
-    panels_for,
     render_png,
     render_table,
 )
@@ -100,8 +98,8 @@ def _widget_class():
         log_scale = t.Bool(True).tag(sync=True)
         history = t.Dict({}).tag(sync=True)
         summary = t.Dict({}).tag(sync=True)  # the run's summary.json, once it ended
-        panels = t.List(PANELS).tag(sync=True)  # what to draw: the list render_png draws
-        run_colours = t.List(RUN_COLOURS).tag(sync=True)
+        # what to draw and how: the chart spec (assets/chart.json) render_png draws from
+        chart = t.Dict(chart_spec()).tag(sync=True)
 
     return LiveChart
 
@@ -249,7 +247,7 @@ class Dashboard:
             self.metrics = sorted({*self.metrics, *found})
             if self.widget is not None:
                 self.flush()  # the points so far go with the fields they were sent with
-                self.widget.panels = panels_for(self.metrics)
+                self.widget.chart = chart_spec(self.metrics)
 
     def flush(self) -> None:
         """Send the points not yet sent: one message, float32 buffers."""

@@ -25,9 +25,8 @@ from typing import Any
 
 from ..jsonvalues import plain
 from .chart import (
-    RUN_COLOURS,
+    chart_spec,
     history,
-    panels_for,
     render_eval_table,
     render_png,
     render_table,
@@ -91,8 +90,7 @@ def view_state(
         "log_scale": True,
         "blocking": False,
         "kernel_id": "",
-        "panels": panels_for(metrics),
-        "run_colours": RUN_COLOURS,
+        "chart": chart_spec(metrics),
         "history": {n: history(e) for n, e in runs.items()},
         "samples": {n: g for n, g in ((n, sample_grids(e)) for n, e in runs.items()) if g},
         "summary": summaries.get(current, {}) if current else {},
@@ -108,7 +106,7 @@ def saved_output(
     """The mime bundle of a finished run (or a comparison): no widget view, see the module doc."""
     mem_total = float(state.get("mem_total") or 0)
     png = base64.b64encode(
-        render_png(runs, mem_total, int(state.get("warmup_steps") or 0))
+        render_png(runs, mem_total, int(state.get("warmup_steps") or 0), state.get("chart"))
     ).decode()
     fallback = (
         (f"<div><b>{html.escape(heading)}</b></div>" if heading else "")
