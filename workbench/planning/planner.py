@@ -22,9 +22,10 @@ Per device (Gaudi 2, Gaudi 3, A100 80 GB, H100 SXM, H200 and this machine):
   device count to the row's (``efficiency``: Gaudi's published one-to-eight inside a
   server, 64-over-8 past one);
 * **time** = the chip's warm-up (``warmup``: graph compilation on a Gaudi, from its published
-  runs' time beyond their steady rate) + tokens / throughput; **cost** = hours x devices x the device-hour price
-  (``assets/plan_prices.json``, or yours: ``prices=``), each with the range the planner's
-  measured error on published results of the chip's family gives (``plan_accuracy``).
+  runs' time beyond their steady rate) + tokens / throughput; **cost** = hours x devices x
+  the device-hour price (``assets/plan_prices.json``, or yours: ``prices=``), each with the
+  range the planner's measured error on published results of the chip's family gives
+  (``plan_accuracy``).
 """
 
 from __future__ import annotations
