@@ -21,9 +21,11 @@ Per device (Gaudi 2, Gaudi 3, A100 80 GB, H100 SXM, H200 and this machine):
   memory-bound share at this chip's HBM bandwidth. Each figure is scaled from its own
   device count to the row's (``efficiency``: Gaudi's published one-to-eight inside a
   server, 64-over-8 past one);
-* **time** = tokens / throughput; **cost** = hours x devices x the device-hour price
-  (``assets/plan_prices.json``, or yours: ``prices=``), each with the range the planner's
-  measured error on published results of the chip's family gives (``plan_accuracy``).
+* **time** = the chip's warm-up (``warmup``: graph compilation on a Gaudi, from its published
+  runs' time beyond their steady rate) + tokens / throughput; **cost** = hours x devices x
+  the device-hour price (``assets/plan_prices.json``, or yours: ``prices=``), each with the
+  range the planner's measured error on published results of the chip's family gives
+  (``plan_accuracy``).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from .matching import (
 )
 from .memory import plan_memory
 from .trainingplan import TrainingPlan
+from .warmup import warmup_of
 
 DEFAULT_DEVICES = ("Gaudi2", "Gaudi3", "A100 80GB", "H100 SXM", "H200", "detected")
 RECOMPUTE = layout.RECOMPUTE  # gradient checkpointing: 8N FLOPs a token instead of 6N
@@ -360,7 +363,8 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
     speedup, why_bw = carried(got, found, mp, per_token, peak) if found is not None else (1.0, "")
     per_device = t["units"] / t["step"] * speedup
     total = per_device * n * scaling(n)
-    hours = tokens / total / 3600
+    warm = warmup_of(ctx["refs"], found)
+    hours = (warm["seconds"] + tokens / total) / 3600
     count = (
         f"flops_per_sample: {'2' if spec.lora is not None else '3'} x the UNet's forward (counted "
         f"on the meta device) = {per_token:.4g} FLOPs an image"
@@ -374,6 +378,8 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
     )
     if why_bw:
         sources["bandwidth"] = why_bw
+    if warm["source"]:
+        sources["warmup"] = warm["source"]
     if scaling(n) != 1.0:
         sources["scaling"] = scaling_source(ctx["refs"], found, n, got, scaling(n))
     if lay.checkpointing or got.get("checkpointing"):
@@ -388,6 +394,7 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
         tokens_per_s=total,
         mfu=per_device * per_token / (peak * 1e12) if peak else None,
         mfu_from=got["kind"],
+        warmup_s=warm["seconds"],
         hours=hours,
         hours_low=hours * (1 + low),
         hours_high=hours * (1 + high),

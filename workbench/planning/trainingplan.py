@@ -24,6 +24,7 @@ COLUMNS = [
     "mfu_from",
     "tokens_per_s_device",
     "tokens_per_s",
+    "warmup_s",
     "hours",
     "hours_low",
     "hours_high",
