@@ -509,8 +509,9 @@ def _prepare(self) -> None:
                 f"use_habana=True but this machine has no Gaudi: training on {dev.kind}", flush=True
             )
             self.use_cpu = dev.kind == "cpu"  # transformers 5 runs bf16 on a CPU only if asked
-        if self.torch_compile and not self.torch_compile_backend and dev.backend.compile_backend:
-            self.torch_compile_backend = dev.backend.compile_backend
+        compile_backend = dev.backend.policy.compile_backend
+        if self.torch_compile and not self.torch_compile_backend and compile_backend:
+            self.torch_compile_backend = compile_backend
         self.workbench_device = dev.kind
     if self.non_blocking_data_copy:
         config = (
