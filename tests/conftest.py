@@ -70,7 +70,7 @@ SLOW_TIMEOUT_S = 600
 def pytest_collection_modifyitems(config, items):
     from workbench.backends.registry import BACKENDS
 
-    have = {k: BACKENDS[k].available() for k in ("hpu", "cuda")}
+    have = {k: BACKENDS[k].calls.available() for k in ("hpu", "cuda")}
     for item in items:
         for kind in ("hpu", "cuda"):
             if item.get_closest_marker(f"requires_{kind}") and not have[kind]:

@@ -51,15 +51,15 @@ def test_devices_lists_all_in_priority_order():
 
 
 def test_backend_table_choices():
-    assert BACKENDS["hpu"].compile_backend == "hpu_backend"
-    assert BACKENDS["hpu"].optimizer == "hpex_fused_adamw"
-    assert BACKENDS["cuda"].optimizer == "adamw_torch_fused"
-    assert BACKENDS["cpu"].optimizer == "adamw_torch_fused"
+    assert BACKENDS["hpu"].policy.compile_backend == "hpu_backend"
+    assert BACKENDS["hpu"].policy.optimizer == "hpex_fused_adamw"
+    assert BACKENDS["cuda"].policy.optimizer == "adamw_torch_fused"
+    assert BACKENDS["cpu"].policy.optimizer == "adamw_torch_fused"
     # policies: Gaudi wants static shapes, torch.compile in eager mode and DDP without the unused-parameter search
-    assert [BACKENDS[k].static_shapes for k in ("hpu", "cuda", "cpu")] == [True, False, False]
-    assert [BACKENDS[k].ddp_find_unused_parameters for k in ("hpu", "cuda", "cpu")] == [False, None, None]
-    assert BACKENDS["hpu"].compile_default("eager") and not BACKENDS["hpu"].compile_default("lazy")
-    assert not BACKENDS["cuda"].compile_default(None) and not BACKENDS["cpu"].compile_default(None)
+    assert [BACKENDS[k].policy.static_shapes for k in ("hpu", "cuda", "cpu")] == [True, False, False]
+    assert [BACKENDS[k].policy.ddp_find_unused_parameters for k in ("hpu", "cuda", "cpu")] == [False, None, None]
+    assert BACKENDS["hpu"].policy.compile_default("eager") and not BACKENDS["hpu"].policy.compile_default("lazy")
+    assert not BACKENDS["cuda"].policy.compile_default(None) and not BACKENDS["cpu"].policy.compile_default(None)
 
 
 def test_profiler_activities_come_from_the_backend_record(monkeypatch):
@@ -74,7 +74,8 @@ def test_profiler_activities_come_from_the_backend_record(monkeypatch):
     assert _activities("cpu") == [A.CPU]
     assert _activities("cuda") == [A.CPU, A.CUDA]
     assert _activities("hpu") == [A.CPU, A.HPU]
-    monkeypatch.setitem(BACKENDS, "cpu", replace(BACKENDS["cpu"], profiler_activities=("cpu", "cuda")))
+    cpu = BACKENDS["cpu"]
+    monkeypatch.setitem(BACKENDS, "cpu", replace(cpu, policy=replace(cpu.policy, profiler_activities=("cpu", "cuda"))))
     assert _activities("cpu") == [A.CPU, A.CUDA]
     # a torch build that cannot record an activity the record names: left out, and said
     monkeypatch.setattr(tp, "supported_activities", lambda: {A.CPU})

@@ -28,7 +28,7 @@ from workbench.checks import checkup, diagnosis
 ON_CPU_SKIPPED = {  # check -> words its reason must contain
     "gpt2.memory": "process RSS", "bert.memory": "process RSS", "all-reduce": "--multi", "launch": "--multi",
 }
-if BACKENDS["cpu"].compiles() is None:  # the CPU record counts no compiles (today: only Gaudi's does)
+if BACKENDS["cpu"].calls.compiles() is None:  # the CPU record counts no compiles (today: only Gaudi's does)
     ON_CPU_SKIPPED.update({n: "no compile counter" for n in ("compile-counter", "gpt2.recompiles", "bert.recompiles")})
 ON_CPU_SKIPPED.update({n: "counts nothing" for n in ("gpt2.counts", "bert.counts")})  # no compile on CPU
 
@@ -121,7 +121,10 @@ def test_the_cli_refuses_unknown_checks(capsys):
 
 
 def test_a_failing_check_names_the_fix_and_the_exit_code_is_1(tmp_path, monkeypatch, capsys):
-    broken = dataclasses.replace(BACKENDS["cpu"], memory=lambda i: {"allocated": 5, "peak": 1, "total": 0})
+    cpu = BACKENDS["cpu"]
+    broken = dataclasses.replace(
+        cpu, calls=dataclasses.replace(cpu.calls, memory=lambda i: {"allocated": 5, "peak": 1, "total": 0})
+    )
     monkeypatch.setitem(BACKENDS, "cpu", broken)  # the memory reader's output is the check's input
     assert cli.main(["doctor", "--only", "memory", "--out", str(tmp_path)]) == 1
     printed = capsys.readouterr().out

@@ -67,7 +67,7 @@ def nvml(monkeypatch):
 
 # ------------------------------------------------------------------- hpu
 def test_hpu_reads_every_card_in_the_panels_units(hlml):
-    cards = backend("hpu").monitor()
+    cards = backend("hpu").monitoring.monitor()
     pool = chips.match("HL-225", "hpu").usable  # the allocator's Limit on a Gaudi 2, not the HBM
     # no "used": HLML's is nearly the whole HBM once a process holds the card (the panel takes
     # the holder's allocator figure from its run instead)
@@ -81,22 +81,22 @@ def test_hpu_reads_every_card_in_the_panels_units(hlml):
 
 
 def test_hpu_starts_hlml_once_per_process(hlml):
-    backend("hpu").monitor()
+    backend("hpu").monitoring.monitor()
     hlml.CARDS[0].aip_pct = 99
-    assert backend("hpu").monitor()[0]["util_pct"] == 99.0  # read again, not cached
+    assert backend("hpu").monitoring.monitor()[0]["util_pct"] == 99.0  # read again, not cached
     assert hlml.CALLS.count("hlmlInit") == 1
 
 
 def test_hpu_reads_the_archived_releases_int_utilisation(hlml):
     hlml.UTILIZATION_AS_INT = True  # HabanaAI/pyhlml at 6bf4f63 returned .aip as an int
-    assert [c["util_pct"] for c in backend("hpu").monitor()] == [37.0, 0.0]
+    assert [c["util_pct"] for c in backend("hpu").monitoring.monitor()] == [37.0, 0.0]
 
 
 def test_hpu_without_a_driver_says_so_once(hlml, capsys):
     hlml.DRIVER_LOADED = False
     for _ in range(2):
         with pytest.raises(Unavailable) as e:
-            backend("hpu").monitor()
+            backend("hpu").monitoring.monitor()
         assert e.value.why == ("HLML could not start: HLML Error with code 1 (Failed to load libhlml) "
                                "(no Gaudi driver here?)")
     assert hlml.CALLS.count("hlmlInit") == 1  # the failure is remembered, not retried every poll
@@ -118,13 +118,13 @@ def test_the_hlml_double_is_as_strict_as_pyhlml(hlml):
 
 # ------------------------------------------------------------------- cuda
 def test_cuda_reads_every_gpu_in_the_panels_units(nvml):
-    assert backend("cuda").monitor() == [
+    assert backend("cuda").monitoring.monitor() == [
         {"kind": "cuda", "index": 0, "name": "NVIDIA H100 80GB HBM3", "util_pct": 88.0, "mem_used": 70 * GiB,
          "mem_total": 80 * GiB, "power_w": 612.345, "temp_c": 67.0},
         {"kind": "cuda", "index": 1, "name": "NVIDIA H100 80GB HBM3", "util_pct": 3.0, "mem_used": GiB // 2,
          "mem_total": 80 * GiB, "power_w": 71.0, "temp_c": None},  # no temperature sensor -> None
     ]
-    backend("cuda").monitor()
+    backend("cuda").monitoring.monitor()
     assert nvml.CALLS.count("nvmlInit") == 1
 
 
@@ -132,7 +132,7 @@ def test_cuda_without_a_driver_names_nvmls_error(nvml):
     nvml.DRIVER_LOADED = False
     with pytest.raises(Unavailable, match=r"^NVML could not start: NVML Shared Library Not Found "
                                           r"\(no NVIDIA driver here\?\)$"):
-        backend("cuda").monitor()
+        backend("cuda").monitoring.monitor()
 
 
 def test_the_nvml_double_is_as_strict_as_pynvml(nvml):
@@ -154,7 +154,7 @@ def test_the_nvml_double_is_as_strict_as_pynvml(nvml):
 def test_the_installed_libraries_say_why_they_cannot_start(kind, library, driver):
     """pyhlml and pynvml as installed here: this machine has neither driver."""
     try:
-        found = backend(kind).monitor()
+        found = backend(kind).monitoring.monitor()
     except Unavailable as e:
         assert e.why.startswith(f"{library} could not start: ")
         assert e.why.endswith(f"(no {driver} driver here?)")
@@ -169,14 +169,14 @@ def test_the_installed_libraries_say_why_they_cannot_start(kind, library, driver
 def test_a_missing_library_names_the_extra_that_installs_it(kind, module, fix, monkeypatch):
     monkeypatch.setitem(sys.modules, module, None)  # import fails as if not installed
     with pytest.raises(Unavailable) as e:
-        backend(kind).monitor()
+        backend(kind).monitoring.monitor()
     assert e.value.why == fix
 
 
 # ------------------------------------------------------------------- cpu and the table
 def test_cpu_is_one_device_with_system_numbers():
     psutil.cpu_percent(interval=None)  # the utilisation is measured between two calls
-    [cpu] = backend("cpu").monitor()
+    [cpu] = backend("cpu").monitoring.monitor()
     assert cpu["kind"] == "cpu" and cpu["index"] == 0 and cpu["name"] == cpu_backend.name()
     assert 0.0 <= cpu["util_pct"] <= 100.0
     assert cpu["mem_total"] == psutil.virtual_memory().total and 0 < cpu["mem_used"] < cpu["mem_total"]
@@ -186,12 +186,12 @@ def test_cpu_is_one_device_with_system_numbers():
 
 def test_an_unknown_kind_lists_the_known_ones():
     with pytest.raises(ValueError, match="unknown device 'tpu'; known: hpu, cuda, cpu"):
-        backend("tpu").monitor()
+        backend("tpu").monitoring.monitor()
 
 
 def test_monitor_all_reads_every_backend_of_the_table_and_notes_the_missing(hlml, monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    assert BACKENDS["hpu"].monitor is hpu.monitor
+    assert BACKENDS["hpu"].monitoring.monitor is hpu.monitor
     snap = monitor_all()
     assert [d["kind"] for d in snap["devices"]] == ["hpu", "hpu", "cpu"]
     assert snap["notes"] == [{"kind": "cuda", "title": "NVIDIA GPU",
@@ -202,17 +202,17 @@ def test_monitor_all_reads_every_backend_of_the_table_and_notes_the_missing(hlml
 def test_nvidia_cards_and_their_holders_come_from_nvmls_process_list(nvml):
     """NVML's running-process list names who uses each GPU (no CUDA context is made)."""
     nvml.GPUS[1].pids = [os.getpid()]
-    cards = backend("cuda").cards()
+    cards = backend("cuda").monitoring.cards()
     assert [c.title for c in cards] == ["GPU 0", "GPU 1"] and cards[0].free
     assert cards[1].describe() == f"GPU 1: held by pid {os.getpid()}, this process"
     assert cards[1].path == "/dev/nvidia1" and cards[1].total_memory == 80 * GiB
-    assert backend("cuda").visible_env is None, "GPUs are shared: launches are not placed"
+    assert backend("cuda").deploy.visible_env is None, "GPUs are shared: launches are not placed"
 
 
 def test_gaudi_cards_carry_hlmls_module_ids(hlml, monkeypatch, tmp_path):
     hlml.CARDS[0].module_id, hlml.CARDS[1].module_id = 3, 1
     monkeypatch.setenv("WORKBENCH_HPU_DEVICE_FILES", str(tmp_path / "accel*"))
-    cards = backend("hpu").cards()
+    cards = backend("hpu").monitoring.cards()
     assert [(c.title, c.free) for c in cards] == [("Gaudi 0 (module 3)", True),
                                                  ("Gaudi 1 (module 1)", True)]
     assert cards[0].path is None, "no device file: no holder can be read"

@@ -160,12 +160,60 @@ def accuracy():
     return wb.plan_accuracy()
 
 
+ACCURACY_HOME = "BENCHMARKS.md#planner-does-wbplan-predict"
+
+
+def _benchmarks_planner() -> str:
+    """BENCHMARKS.md's "Planner" section: the one home of the planner's accuracy figures."""
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    return text.split("\n## Planner: does `wb.plan` predict?\n")[1].split("\n## ")[0]
+
+
+def accuracy_table(summary: dict) -> str:
+    """The rows of BENCHMARKS.md's accuracy table from an ``accuracy_record()``-shaped summary:
+    median and worst |error| through wb.plan and of the lookup alone, by check and family."""
+    rows = []
+    for check, key in (("leave-one-out", "leave_one_out"), ("held-out", "held_out")):
+        for family, f in summary[f"{key}_by_family"].items():
+            lookup = summary[f"lookup_{key}_by_family"][family]
+            rows.append(f"| {check} | {family} | {f['n']} | **{f['median_abs_error']:.1%}** | "
+                        f"{f['worst_abs_error']:.1%} | {lookup['median_abs_error']:.1%} | "
+                        f"{lookup['worst_abs_error']:.1%} |")
+    return "\n".join(rows)
+
+
+def _bands(summary: dict) -> list[str]:
+    """Each family's interquartile range as the docs write it ("A100 -5% to +5%")."""
+    return [f"{family} {b['q25']:+.0%} to {b['q75']:+.0%}" for family, b in summary["error_quartiles"].items()]
+
+
+@pytest.mark.policy
+def test_the_planners_accuracy_figures_have_one_home():
+    """BENCHMARKS.md's "Planner" section holds the accuracy table (with its command) and the
+    error ranges, as recorded in plan_references.json (which the slow test above checks
+    against wb.plan_accuracy()); the README and the docs link to it and state none of them."""
+    recorded = refs.references()["accuracy"]
+    home = _benchmarks_planner()
+    assert accuracy_table(recorded) in home, "BENCHMARKS.md's accuracy table is stale; paste:\n" + accuracy_table(recorded)
+    assert "wb.plan_accuracy()" in home.split(accuracy_table(recorded))[0], "the command sits above the table"
+    for band in _bands(recorded):
+        assert band in home, band
+    figures = set(re.findall(r"\d+\.\d%", accuracy_table(recorded))) | {b.split(" ", 1)[1] for b in _bands(recorded)}
+    readme = (ROOT / "README.md").read_text().split("## What will it cost?")[1].split("\n## ")[0]
+    planner = (ROOT / "docs" / "planner.md").read_text().split("\n## How far to trust it\n")[1].split("\n### ")[0]
+    sources = (ROOT / "docs" / "planner-sources.md").read_text()
+    sources = sources.split("\n## How well the references predict each other\n")[1].split("\n## ")[0]
+    for name, text in (("README.md", readme), ("docs/planner.md", planner), ("docs/planner-sources.md", sources)):
+        assert ACCURACY_HOME in text, f"{name} links to the figures' home"
+        assert not [f for f in figures if f in text], f"{name} states an accuracy figure: link to {ACCURACY_HOME}"
+
+
 @pytest.mark.slow
 def test_the_planner_matches_its_recorded_leave_one_out_and_held_out_accuracy(accuracy):
     """Each reference planned from the others, and each held-out published result from the
     references, through wb.plan; the figures recorded in plan_references.json "accuracy"
-    (README, BENCHMARKS.md, docs/planner.md and every plan row's range) must still come out,
-    or be recorded anew (accuracy.accuracy_record())."""
+    (every plan row's range) and their one home, BENCHMARKS.md's "Planner" table, must still
+    come out, or be recorded anew (accuracy.accuracy_record()) and the table pasted anew."""
     from workbench.planning.accuracy import ACCURACY_KEYS, accuracy_summary
 
     recorded = refs.references()["accuracy"]
@@ -181,6 +229,8 @@ def test_the_planner_matches_its_recorded_leave_one_out_and_held_out_accuracy(ac
     for key in ("leave_one_out_by_family", "held_out_by_family", "lookup_leave_one_out_by_family",
                 "lookup_held_out_by_family", "error_quartiles"):
         assert got[key] == recorded[key], key
+    table = accuracy_table(got)
+    assert table in _benchmarks_planner(), "BENCHMARKS.md's accuracy table is stale; paste:\n" + table
     # what was reached, family by family (issue 44's floors, 15% median and 50% worst, are not
     # all met: BENCHMARKS.md "Planner" says by how much and why)
     for check in ("leave_one_out_by_family", "held_out_by_family"):
@@ -525,9 +575,7 @@ def test_the_readme_planner_table_is_what_the_planner_says():
     assert "num_devices=8" in section and "#how-far-to-trust-it" in section
     for e in refs.prices().values():
         assert re.search(r"\d{4}-\d{2}-\d{2}", e["date"]).group() in section, e["date"]
-    bands = refs.references()["accuracy"]["error_quartiles"]
-    for family, band in bands.items():
-        assert f"{band['q25']:+.0%} to {band['q75']:+.0%}" in section, family
+    assert ACCURACY_HOME in section, "the planner's measured error: a link to its one home"
 
 
 # --------------------------------------------------------------------------- issue 44

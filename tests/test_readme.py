@@ -147,9 +147,16 @@ def _planner_unet(ns, shown, out):
 
 
 def _planner_accuracy(ns, shown, out):
+    from workbench.planning.references import references
+
     medians = shown[0]
-    loo = {family: round(v, 3) for (check, family), v in medians.items() if check == "leave-one-out"}
-    assert loo == {"A100": 0.093, "Gaudi": 0.207, "H100/H200": 0.145}, "the page's figures"
+    # the page states no figures: its link's home holds them, as recorded (test_plan.py checks
+    # the home against the record and the record against a fresh wb.plan_accuracy())
+    recorded = references()["accuracy"]
+    for (check, family), v in medians.items():
+        figures = recorded[check.replace("-", "_") + "_by_family"][family]
+        assert v == pytest.approx(figures["median_abs_error"], abs=1e-3), (check, family)
+    assert len(medians) == 6
     assert set(ns["acc"].check) == {"leave-one-out", "held-out"}
 
 

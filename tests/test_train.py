@@ -144,7 +144,7 @@ def test_log_throttle_only_on_one_accelerator_process(fake_hpu):
 
     hpu, cpu = wb.device("hpu"), wb.device("cpu")
     auto = {"log_interval_s": None}
-    assert recipe.log_interval(auto, hpu, 1) == hpu.backend.log_interval_s > 0
+    assert recipe.log_interval(auto, hpu, 1) == hpu.backend.policy.log_interval_s > 0
     assert recipe.log_interval(auto, hpu, 2) == 0, "ranks must log at the same steps"
     assert recipe.log_interval(auto, cpu, 1) == 0, "on the CPU reading the loss waits for nothing"
     assert recipe.log_interval({}, hpu, 1) == 0, "runs made before the throttle existed"
@@ -527,7 +527,8 @@ def test_each_run_reports_its_own_peak_memory(monkeypatch):
     def reset(index):
         counter["peak"] = counter["in_use"]
 
-    monkeypatch.setitem(BACKENDS, "cpu", dataclasses.replace(BACKENDS["cpu"], memory=memory, reset_peak=reset))
+    cpu = BACKENDS["cpu"]
+    monkeypatch.setitem(BACKENDS, "cpu", dataclasses.replace(cpu, calls=dataclasses.replace(cpu.calls, memory=memory, reset_peak=reset)))
     counter["peak"] = 10 * 2**30  # what an earlier run in this kernel peaked at
     run = wb.train("bert-tiny", wb.dataset("docstrings-topic", limit=64), max_steps=2, batch_size=8, live=False)
     assert run.summary["mem_peak"] == 2**20, "the counter is reset when a run starts"

@@ -7,10 +7,8 @@ cached ``map``.
 
 from __future__ import annotations
 
-import codecs
 import hashlib
 import json
-import math
 import re
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -19,6 +17,16 @@ from typing import Any
 
 from . import bundled
 from .catalog import hub_error, is_local  # hub_error: the hub module's, through the catalog
+from .datachecks import (
+    blank_rows,
+    check_encoding,
+    check_eval_labels,
+    check_split,
+    column_kind,
+    is_text,
+    read_file,
+    value_counts,
+)
 from .diffusion import images
 from .liblogs import transformers_errors_only
 from .runargs import default
@@ -147,7 +155,7 @@ class DataSpec:
                 raise ValueError(
                     f"cannot read {path.suffix!r} files; use one of: {', '.join(LOCAL_FORMATS)}"
                 )
-            return _read_file(path, fmt, self.encoding)
+            return read_file(path, fmt, self.encoding)
         if not _HUB_ID.match(self.source):
             raise ValueError(
                 f"{self.source!r} is neither a bundled dataset "
@@ -201,20 +209,20 @@ class DataSpec:
         if self.task == "classification" and label:
             if not isinstance(raw.features[label], datasets.ClassLabel):
                 if eval_split is not None:
-                    _check_eval_labels(
-                        set(_counts(raw, label)), _counts(eval_split, label), self.name
+                    check_eval_labels(
+                        set(value_counts(raw, label)), value_counts(eval_split, label), self.name
                     )
                 raw = raw.class_encode_column(label)
                 if eval_split is not None:
                     eval_split = eval_split.cast_column(label, raw.features[label])
         if eval_split is None:
             stratify = label if self.task == "classification" and label else None
-            _check_split(
+            check_split(
                 len(raw),
                 self.eval_fraction,
                 self.name,
                 stratify
-                and {raw.features[label].names[i]: n for i, n in _counts(raw, label).items()},
+                and {raw.features[label].names[i]: n for i, n in value_counts(raw, label).items()},
             )
             parts = raw.train_test_split(
                 test_size=self.eval_fraction, seed=self.seed, stratify_by_column=stratify
@@ -249,23 +257,24 @@ class DataSpec:
         for role in ("text", "target"):
             col = self.columns.get(role)
             feature = ds.features.get(col) if col else None
-            if feature is not None and not _is_text(feature):
+            if feature is not None and not is_text(feature):
                 used = set(self.columns.values())
-                texts = [c for c, f in ds.features.items() if _is_text(f) and c not in used]
+                texts = [c for c, f in ds.features.items() if is_text(f) and c not in used]
                 raise ValueError(
-                    f"column {col!r} (for {role}) of {self.name!r} holds {_kind(feature)}, not "
-                    f"text, and the tokenizer reads text: pass {role}='<a text column>' "
+                    f"column {col!r} (for {role}) of {self.name!r} holds "
+                    f"{column_kind(feature)}, not text, and the tokenizer reads text: pass "
+                    f"{role}='<a text column>' "
                     f"(text columns: {', '.join(texts) or 'none'}), or write the column as text"
                 )
         col = self.columns.get("label")
         if self.task != "classification" or col is None:
             return
         feature = ds.features[col]
-        if isinstance(feature, datasets.ClassLabel) or _is_text(feature):
+        if isinstance(feature, datasets.ClassLabel) or is_text(feature):
             return
         if not isinstance(feature, datasets.Value):
             raise ValueError(
-                f"label column {col!r} of {self.name!r} mixes value types ({_kind(feature)}: "
+                f"label column {col!r} of {self.name!r} mixes value types ({column_kind(feature)}: "
                 f"e.g. numbers in some rows, text in others): make every label the same type, "
                 f"all text or all whole numbers"
             )
@@ -284,7 +293,7 @@ class DataSpec:
                 )
         elif not (feature.dtype.startswith(("int", "uint")) or feature.dtype == "bool"):
             raise ValueError(
-                f"label column {col!r} of {self.name!r} holds {_kind(feature)}, not classes: "
+                f"label column {col!r} of {self.name!r} holds {column_kind(feature)}, not classes: "
                 f"give text or whole-number labels"
             )
 
@@ -295,7 +304,7 @@ class DataSpec:
 
         cols = {r: self.columns[r] for r in ("text", "label", "target") if r in self.columns}
         masks = [
-            {c: _blank(ds, c, r == "label") for r, c in cols.items()} if ds is not None else {}
+            {c: blank_rows(ds, c, r == "label") for r, c in cols.items()} if ds is not None else {}
             for ds in splits
         ]
         drops = [np.any(list(m.values()), axis=0) if m else None for m in masks]
@@ -414,103 +423,6 @@ class DataSpec:
         return f"DataSpec({self.source!r}, task={self.task}, {cols})"
 
 
-def _read_file(path: Path, fmt: str, encoding: str | None):
-    """A local file as a Dataset; an empty, header-only or undecodable file named with the fix."""
-    import datasets
-
-    if path.stat().st_size == 0:
-        raise ValueError(f"dataset file {str(path)!r} is empty (0 bytes): nothing to train on")
-    try:
-        ds = datasets.load_dataset(
-            fmt,
-            data_files=str(path),
-            split="train",
-            **({"encoding": encoding} if encoding and fmt != "parquet" else {}),
-        )
-    except Exception as e:  # datasets buries the reason: look for it along the chain of causes
-        chain = [e]
-        while (chain[-1].__cause__ or chain[-1].__context__) and len(chain) < 50:
-            chain.append(chain[-1].__cause__ or chain[-1].__context__)
-        if any(isinstance(x, UnicodeDecodeError) or "Invalid UTF8" in str(x) for x in chain):
-            raise ValueError(_not_decodable(path, encoding or "utf-8")) from e
-        if "corresponds to no data" not in str(e):
-            raise ValueError(
-                f"could not read {str(path)!r} as {fmt}: {type(chain[-1]).__name__}: {chain[-1]}"
-            ) from e
-        ds = None
-    if ds is None or ds.num_rows == 0:
-        with path.open(encoding=encoding or "utf-8", errors="replace") as f:
-            what = (
-                f"column names ({', '.join(f.readline().strip().split(','))}) but "
-                if fmt == "csv"
-                else ""
-            )
-        raise ValueError(f"{str(path)!r} has {what}no rows: nothing to train on")
-    return ds
-
-
-def _not_decodable(path: Path, encoding: str) -> str:
-    """Where ``path`` stops being ``encoding`` text (first 64 MiB), and the fix."""
-    with open(path, "rb") as f:
-        head = f.read(1 << 26)
-    try:
-        codecs.getincrementaldecoder(encoding)().decode(head)  # a cut-off last character waits
-        where = ""
-    except UnicodeDecodeError as e:
-        where = f" (byte 0x{head[e.start]:02x} at offset {e.start})"
-    name = "UTF-8" if codecs.lookup(encoding).name == "utf-8" else encoding
-    return (
-        f"{str(path)!r} is not {name} text{where}: pass the file's encoding, e.g. "
-        f"wb.dataset({str(path)!r}, encoding='latin-1') ('cp1252' for files saved by Windows "
-        "programs)"
-    )
-
-
-def _is_text(feature) -> bool:
-    import datasets
-
-    return isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")
-
-
-def _kind(feature) -> str:
-    """A column's type as a user reads it: ``int64 numbers``, ``JSON values``, ``images``."""
-    import datasets
-
-    if isinstance(feature, datasets.Value):
-        numbers = feature.dtype.startswith(("int", "uint", "float"))
-        return f"{feature.dtype} {'numbers' if numbers else 'values'}"
-    if isinstance(feature, datasets.ClassLabel):
-        return "class labels"
-    return f"{type(feature).__name__} values"
-
-
-def _blank(ds, column: str, is_label: bool):
-    """Rows of ``column`` that are null or NaN (a label also: blank text, ClassLabel's -1), as
-    numpy."""
-    import datasets
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    col = ds.with_format("arrow")[column]
-    blank = pc.is_null(col, nan_is_null=True)
-    if is_label and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-        blank = pc.or_kleene(blank, pc.equal(pc.utf8_trim_whitespace(col), ""))
-    elif is_label and isinstance(ds.features[column], datasets.ClassLabel):
-        blank = pc.or_kleene(blank, pc.less(col, 0))
-    return np.asarray(blank.fill_null(True), dtype=bool)
-
-
-def _counts(ds, column: str) -> dict:
-    """Rows per value of ``column``."""
-    import pyarrow.compute as pc
-
-    return {
-        c["values"]: c["counts"]
-        for c in pc.value_counts(ds.with_format("arrow")[column]).to_pylist()
-    }
-
-
 def _tokenize(tokenizer, task: str, c: dict[str, str], max_length: int, target_max_length: int):
     def fn(batch):
         enc = tokenizer(batch[c["text"]], truncation=True, max_length=max_length)
@@ -588,7 +500,7 @@ def dataset(
     images.check_options(crop, flip)
     source = str(source)
     if encoding is not None:
-        _check_encoding(
+        check_encoding(
             encoding,
             source,
             DataSpec(source).kind == "local"  # text files only
@@ -670,67 +582,3 @@ def datasets():
         for name, info in bundled.BUNDLED.items()
     ]
     return pd.DataFrame(rows)
-
-
-def _check_encoding(encoding: str, source: str, local_text: bool) -> None:
-    """Refuse ``encoding=`` where it cannot apply, or a codec Python does not know."""
-    import codecs
-
-    if not local_text:
-        raise ValueError(
-            f"encoding= is for local text files (csv, json, jsonl, txt); {source!r} is not one"
-        )
-    try:
-        codecs.lookup(encoding)
-    except LookupError:
-        raise ValueError(
-            f"unknown encoding {encoding!r}; e.g. 'utf-8', 'latin-1', 'cp1252'"
-        ) from None
-
-
-def _check_eval_labels(train_labels: set, eval_counts: dict, data_name: str) -> None:
-    """Refuse eval labels the training split never has (the model could never predict them)."""
-    only = [(v, n) for v, n in eval_counts.items() if v not in train_labels]
-    if only:
-        one = len(only) == 1
-        what = ", ".join(f"{v!r} ({n} row{'s' if n > 1 else ''})" for v, n in only[:5])
-        them = "it" if one else "them"
-        raise ValueError(
-            f"label{'' if one else 's'} {what} {'is' if one else 'are'} in the eval split of "
-            f"{data_name!r} but never in train: the model cannot learn {them}. "
-            f"Add training rows with {them}, or drop those eval rows"
-        )
-
-
-def _check_split(
-    rows: int, eval_fraction: float, data_name: str, class_counts: dict | None
-) -> None:
-    """Refuse data that a train/eval split (stratified by class, given ``class_counts``) cannot
-    split."""
-    n_eval = math.ceil(eval_fraction * rows)  # as datasets' train_test_split counts
-    if rows - n_eval < 1:
-        raise ValueError(
-            f"{data_name!r} has {rows} row{'s' if rows != 1 else ''}: too few to split into "
-            f"train and eval (eval_fraction={eval_fraction}); use more rows"
-        )
-    if not class_counts:
-        return
-    single = [repr(c) for c, n in class_counts.items() if n < 2]
-    if single:
-        raise ValueError(
-            f"class {', '.join(single[:5])} has 1 row in {data_name!r}: a stratified train/eval "
-            f"split needs at least 2 rows of each class (one for each split). Add rows of that "
-            f"class, drop it, or give a dataset with its own eval split"
-        )
-    classes, smaller = len(class_counts), min(n_eval, rows - n_eval)
-    if smaller < classes:
-        side, fix = (
-            ("eval", f"eval_fraction={math.ceil(classes * 100 / rows) / 100:g} or more")
-            if n_eval < classes
-            else ("training", "a smaller eval_fraction")
-        )
-        raise ValueError(
-            f"{data_name!r} has {classes} classes, but eval_fraction={eval_fraction} of its "
-            f"{rows} rows gives {smaller} {side} rows, fewer than one per class: pass {fix}, "
-            f"or use more rows"
-        )

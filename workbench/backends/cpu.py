@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from .monitor import reading
-from .record import Backend, noop
+from .record import Backend, DeviceCalls, Monitoring, TrainingPolicy, noop
 
 
 def name(index: int = 0) -> str:
@@ -74,19 +74,22 @@ RECORD = Backend(
     kind="cpu",
     title="CPU",
     torch_device="cpu",
-    dist_backend="gloo",
-    compile_backend=None,
-    optimizer="adamw_torch_fused",  # torch's AdamW, fused kernel: CPU support since torch 2.4
-    available=lambda: True,
-    count=lambda: 1,
-    name=name,
-    memory=memory,
-    total_memory=lambda i: memory(i)["total"],
-    reset_peak=noop,  # the peak RSS of a process cannot be reset
-    synchronize=noop,
-    mark_step=noop,
-    precision=lambda i: "fp32",  # bf16 autocast on most CPUs is slower than fp32
-    log_interval_s=0.0,  # the CPU computes as the host asks: reading the loss waits for nothing
-    monitor=monitor,
-    driver_version=lambda: (None, "none on a cpu"),
+    calls=DeviceCalls(
+        available=lambda: True,
+        count=lambda: 1,
+        name=name,
+        memory=memory,
+        total_memory=lambda i: memory(i)["total"],
+        reset_peak=noop,  # the peak RSS of a process cannot be reset
+        synchronize=noop,
+        mark_step=noop,
+        precision=lambda i: "fp32",  # bf16 autocast on most CPUs is slower than fp32
+    ),
+    policy=TrainingPolicy(
+        dist_backend="gloo",
+        compile_backend=None,
+        optimizer="adamw_torch_fused",  # torch's AdamW, fused kernel: CPU support since torch 2.4
+        log_interval_s=0.0,  # the CPU computes as the host asks: reading the loss waits for nothing
+    ),
+    monitoring=Monitoring(monitor=monitor, driver_version=lambda: (None, "none on a cpu")),
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .cards import Card, holder
 from .monitor import Unavailable, Vendor, driver_from_tool, inventory, read_vendor
-from .record import Backend, noop
+from .record import Backend, Deployment, DeviceCalls, Monitoring, TrainingPolicy, noop
 
 NVML_TEMPERATURE_GPU = 0  # the GPU die: nvidia-ml-py pynvml.py NVML_TEMPERATURE_GPU
 
@@ -112,25 +112,24 @@ RECORD = Backend(
     kind="cuda",
     title="NVIDIA GPU",
     torch_device="cuda",
-    dist_backend="nccl",
-    compile_backend=None,
-    optimizer="adamw_torch_fused",
-    available=available,
-    count=count,
-    name=name,
-    memory=memory,
-    reset_peak=reset_peak,
-    total_memory=total_memory,
-    cards=cards,
-    synchronize=synchronize,
-    mark_step=noop,
-    precision=precision,
-    monitor=monitor,
-    vendor=NVML,
-    driver_version=driver_version,
-    oom_marker="CUDA out of memory",
-    profiler_activities=("cpu", "cuda"),
-    rank_index=True,
-    k8s_resource="nvidia.com/gpu",
-    slurm_gres="gpu",
+    calls=DeviceCalls(
+        available=available,
+        count=count,
+        name=name,
+        memory=memory,
+        total_memory=total_memory,
+        reset_peak=reset_peak,
+        synchronize=synchronize,
+        mark_step=noop,
+        precision=precision,
+    ),
+    policy=TrainingPolicy(
+        dist_backend="nccl",
+        compile_backend=None,
+        optimizer="adamw_torch_fused",
+        oom_marker="CUDA out of memory",
+        profiler_activities=("cpu", "cuda"),
+    ),
+    monitoring=Monitoring(monitor=monitor, cards=cards, vendor=NVML, driver_version=driver_version),
+    deploy=Deployment(rank_index=True, k8s_resource="nvidia.com/gpu", slurm_gres="gpu"),
 )

@@ -13,7 +13,7 @@ from .chips import match
 from .devicefiles import device_files, module_ids
 from .hlml import HLML
 from .monitor import Unavailable, driver_from_tool, inventory, read_vendor
-from .record import Backend, PodNeeds
+from .record import Backend, Deployment, DeviceCalls, Monitoring, PodNeeds, TrainingPolicy
 
 MODES = _bridge.MODES
 hpu_mode, set_hpu_mode, recipe_cache = _bridge.hpu_mode, _bridge.set_hpu_mode, _bridge.recipe_cache
@@ -135,52 +135,60 @@ RECORD = Backend(
     kind="hpu",
     title="Intel Gaudi",
     torch_device="hpu",
-    dist_backend="hccl",
-    compile_backend="hpu_backend",  # inductor is not supported on HPU
-    optimizer="hpex_fused_adamw",
-    available=_bridge.available,
-    count=count,
-    name=name,
-    memory=_bridge.memory,
-    total_memory=total_memory,
-    cards=cards,
-    visible_env=VISIBLE_ENV,
-    reset_peak=_bridge.reset_peak,
-    synchronize=_bridge.synchronize,
-    mark_step=_bridge.mark_step,
-    precision=_bridge.precision,
-    generation=generation,
-    mode=_bridge.hpu_mode,
-    versions=_bridge.versions,
-    compiles=_bridge.compiles,
-    fallbacks=_bridge.fallbacks,
-    monitor=monitor,
-    vendor=HLML,
-    driver_version=driver_version,
-    oom_marker="PT_DEVMEM Allocation failed",
-    static_shapes=True,  # every new input shape compiles a new graph
-    compile_default=lambda mode: mode == "eager",  # eager mode is meant to run compiled
-    profiler_activities=("cpu", "hpu"),
-    # optimum-habana's default; the search walks the graph every step
-    ddp_find_unused_parameters=False,
-    inference=_bridge.inference_model,  # HPU graphs in lazy mode
-    # The bridge's op table (1.19, scripts/ops_list/ops_table.csv @ 5a56187) has no HPU kernel
-    # for the GradScaler's two ops: they run through the bridge's CPU fallback
-    # (hpu_ops/cpu_fallback.cpp, counted in metric_global("cpu_fallback")), every step
-    precision_notes={
-        "fp16": (
-            "fp16 on Gaudi trains with torch's GradScaler, whose _amp_update_scale_ and "
-            "_amp_foreach_non_finite_check_and_unscale_ have no HPU kernel in the bridge's op "
-            "table: they run on the CPU every step (the bridge's CPU fallback, counted in "
-            "metric_global('cpu_fallback')). bf16 needs no scaler: precision='bf16'"
-        )
-    },
-    k8s_resource="habana.ai/gaudi",  # Intel's device plugin
-    # Intel's Kubernetes quick start (docs.habana.ai, Quick_Start_Guides/Kubernetes_Quick_Start,
-    # 1.24 images): hostIPC, the SYS_NICE capability, and memory and hugepages-2Mi limits of
-    # 409Gi and 95000Mi; optimum-habana's chart (examples/kubernetes @ 1d8504c) asks for
-    # hugepages-2Mi too and notes the 64 MB default /dev/shm is too small beyond one card.
-    k8s_pod=PodNeeds(
-        hugepages_2mi="95000Mi", memory="409Gi", shm=True, host_ipc=True, capabilities=("SYS_NICE",)
+    calls=DeviceCalls(
+        available=_bridge.available,
+        count=count,
+        name=name,
+        memory=_bridge.memory,
+        total_memory=total_memory,
+        reset_peak=_bridge.reset_peak,
+        synchronize=_bridge.synchronize,
+        mark_step=_bridge.mark_step,
+        precision=_bridge.precision,
+        generation=generation,
+        mode=_bridge.hpu_mode,
+        versions=_bridge.versions,
+        compiles=_bridge.compiles,
+        fallbacks=_bridge.fallbacks,
+        inference=_bridge.inference_model,  # HPU graphs in lazy mode
+    ),
+    policy=TrainingPolicy(
+        dist_backend="hccl",
+        compile_backend="hpu_backend",  # inductor is not supported on HPU
+        optimizer="hpex_fused_adamw",
+        oom_marker="PT_DEVMEM Allocation failed",
+        static_shapes=True,  # every new input shape compiles a new graph
+        compile_default=lambda mode: mode == "eager",  # eager mode is meant to run compiled
+        profiler_activities=("cpu", "hpu"),
+        # optimum-habana's default; the search walks the graph every step
+        ddp_find_unused_parameters=False,
+        # The bridge's op table (1.19, scripts/ops_list/ops_table.csv @ 5a56187) has no HPU
+        # kernel for the GradScaler's two ops: they run through the bridge's CPU fallback
+        # (hpu_ops/cpu_fallback.cpp, counted in metric_global("cpu_fallback")), every step
+        precision_notes={
+            "fp16": (
+                "fp16 on Gaudi trains with torch's GradScaler, whose _amp_update_scale_ and "
+                "_amp_foreach_non_finite_check_and_unscale_ have no HPU kernel in the bridge's "
+                "op table: they run on the CPU every step (the bridge's CPU fallback, counted "
+                "in metric_global('cpu_fallback')). bf16 needs no scaler: precision='bf16'"
+            )
+        },
+    ),
+    monitoring=Monitoring(monitor=monitor, cards=cards, vendor=HLML, driver_version=driver_version),
+    deploy=Deployment(
+        visible_env=VISIBLE_ENV,
+        k8s_resource="habana.ai/gaudi",  # Intel's device plugin
+        # Intel's Kubernetes quick start (docs.habana.ai, Quick_Start_Guides/
+        # Kubernetes_Quick_Start, 1.24 images): hostIPC, the SYS_NICE capability, and memory
+        # and hugepages-2Mi limits of 409Gi and 95000Mi; optimum-habana's chart
+        # (examples/kubernetes @ 1d8504c) asks for hugepages-2Mi too and notes the 64 MB
+        # default /dev/shm is too small beyond one card.
+        k8s_pod=PodNeeds(
+            hugepages_2mi="95000Mi",
+            memory="409Gi",
+            shm=True,
+            host_ipc=True,
+            capabilities=("SYS_NICE",),
+        ),
     ),
 )

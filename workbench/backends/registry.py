@@ -45,7 +45,7 @@ def step_marker(torch_device) -> Callable[[], None]:
     generation) call it once per step, as optimum-habana's pipelines do."""
     kind = str(torch_device).split(":")[0]
     found = BACKENDS.get(kind)
-    return found.mark_step if found is not None else _no_step
+    return found.calls.mark_step if found is not None else _no_step
 
 
 def _no_step() -> None:
@@ -148,7 +148,7 @@ class DeviceInfo:
     def holding(self) -> str | None:
         """``"this kernel holds Gaudi 0 (module 3) since 10:42; restart the kernel to free
         it"`` when this process holds a card that stays held until it exits (Gaudi)."""
-        if self.held is None or self.backend.visible_env is None:
+        if self.held is None or self.backend.deploy.visible_env is None:
             return None
         return cards.holding(self.held)
 
@@ -187,25 +187,25 @@ class DeviceInfo:
         On CPU, allocated is the process RSS, peak the peak RSS, total the system memory.
         """
         self._require()
-        return self.backend.memory(self.index)
+        return self.backend.calls.memory(self.index)
 
     def reset_peak_memory(self) -> None:
         self._require()
-        self.backend.reset_peak(self.index)
+        self.backend.calls.reset_peak(self.index)
 
     def synchronize(self) -> None:
         """Wait for queued device work (call before reading a clock)."""
         self._require()
-        self.backend.synchronize(self.index)
+        self.backend.calls.synchronize(self.index)
 
     def mark_step(self) -> None:
         """Run the accumulated graph in HPU lazy mode; a no-op everywhere else."""
         self._require()
-        self.backend.mark_step()
+        self.backend.calls.mark_step()
 
     def compiles(self) -> int | None:
         """Graphs compiled so far (HPU); None where the backend does not count them."""
-        return self.backend.compiles() if self.available else None
+        return self.backend.calls.compiles() if self.available else None
 
     def dynamo_graphs(self) -> int | None:
         """Graphs ``torch.compile`` has traced so far in this process, on any device (a
@@ -220,7 +220,7 @@ class DeviceInfo:
     def fallbacks(self) -> dict[str, int] | None:
         """Ops run on the host for want of a device kernel so far, by op name (HPU: the
         bridge's cpu_fallback metric); None where the backend does not count them."""
-        return self.backend.fallbacks() if self.available else None
+        return self.backend.calls.fallbacks() if self.available else None
 
     def graph_breaks(self) -> int | None:
         """Graph breaks ``torch.compile`` has met so far in this process; None before
@@ -279,33 +279,33 @@ def _info(kind: str, index: int = 0) -> DeviceInfo:
     libraries = library_versions()
     versions = {
         **{k: libraries[k] for k in ("torch", "transformers", "habana_frameworks")},
-        **b.versions(),
+        **b.calls.versions(),
     }
-    if not b.available():
+    if not b.calls.available():
         return DeviceInfo(
             kind=kind,
             available=False,
-            dist_backend=b.dist_backend,
-            mode=b.mode(),
+            dist_backend=b.policy.dist_backend,
+            mode=b.calls.mode(),
             versions=versions,
         )
-    count = b.count()
+    count = b.calls.count()
     if index >= count:
         raise ValueError(
             f"{kind}:{index} does not exist; this machine has {count} {kind} device(s)"
         )
-    found = b.cards()
+    found = b.monitoring.cards()
     return DeviceInfo(
         kind=kind,
         available=True,
         count=count,
         index=index,
-        name=b.name(index),
-        total_memory=b.total_memory(index),
-        generation=b.generation(),
-        mode=b.mode(),
-        precision=b.precision(index),
-        dist_backend=b.dist_backend,
+        name=b.calls.name(index),
+        total_memory=b.calls.total_memory(index),
+        generation=b.calls.generation(),
+        mode=b.calls.mode(),
+        precision=b.calls.precision(index),
+        dist_backend=b.policy.dist_backend,
         versions=versions,
         cards=found,
         held=next((c for c in found if c.held_here()), None),
@@ -341,12 +341,12 @@ def device(kind: str | DeviceInfo | None = None) -> DeviceInfo:
         source = f"${ENV_DEVICE}"
     if kind in (None, "auto"):
         for k in ORDER:
-            if BACKENDS[k].available():
+            if BACKENDS[k].calls.available():
                 return _info(k)
     name, index = _parse(kind)
     info = _info(name, index)
     if not info.available:
-        have = [k for k in ORDER if BACKENDS[k].available()]
+        have = [k for k in ORDER if BACKENDS[k].calls.available()]
         fix = f"unset {ENV_DEVICE}" if source != "argument" else "pass device='auto'"
         raise RuntimeError(
             f"device {name!r} (from {source}) is not available here; available: "
@@ -388,7 +388,7 @@ def launch_env(dev: DeviceInfo, devices: int, mode: str | None = None) -> dict[s
     when ``mode`` names one: each worker's bridge reads it as it loads, which current bridges
     do at ``import torch``. Reads the OS, starts nothing."""
     b = dev.backend
-    env = cards.placement(b.cards(), devices, b.visible_env)
+    env = cards.placement(b.monitoring.cards(), devices, b.deploy.visible_env)
     if mode is not None and dev.kind == "hpu":
         env.update(hpu.mode_env(mode))
     return env
@@ -398,7 +398,7 @@ def inference_model(model, device: DeviceInfo | None = None):
     """``model`` ready for evaluation or generation: wrapped in HPU graphs in lazy mode
     (replays recorded graphs instead of re-launching every op), unchanged elsewhere."""
     device = device or globals()["device"]()
-    return device.backend.inference(model, device.mode)
+    return device.backend.calls.inference(model, device.mode)
 
 
 def monitor_all() -> dict[str, Any]:
@@ -416,7 +416,7 @@ def monitor_all() -> dict[str, Any]:
     out: dict[str, Any] = {"time": time.time(), "devices": [], "notes": []}
     for kind in ORDER:
         try:
-            out["devices"] += BACKENDS[kind].monitor()
+            out["devices"] += BACKENDS[kind].monitoring.monitor()
         except Unavailable as e:
             out["notes"].append({"kind": kind, "title": BACKENDS[kind].title, "why": e.why})
     return out

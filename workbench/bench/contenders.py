@@ -111,7 +111,7 @@ class RawLoop:
         self.model, self.loader, self.sampler, self.device = model, loader, sampler, device
         self.model.to(device.torch_device).train()
         fused = (
-            device.backend.optimizer == "adamw_torch_fused"
+            device.backend.policy.optimizer == "adamw_torch_fused"
         )  # the Trainer's choice on this backend
         self.opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=fused)
         self.dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)

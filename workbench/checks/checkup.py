@@ -311,7 +311,7 @@ def all_reduce_rank(kind: str, out: str) -> None:
     import torch.distributed as dist
     from accelerate import PartialState
 
-    state = PartialState(cpu=kind == "cpu", backend=backend(kind).dist_backend)
+    state = PartialState(cpu=kind == "cpu", backend=backend(kind).policy.dist_backend)
     t0 = time.perf_counter()
     x = torch.full((1024,), float(state.process_index + 1), device=state.device)
     dist.all_reduce(x)
@@ -386,7 +386,7 @@ def _all_reduce(v: _Visit) -> list[Check]:
                 p.kill()
                 p.wait()
     results = [json.loads(p.read_text()) for p in sorted(out.glob("rank-*.json"))]
-    dist = backend(v.kind).dist_backend
+    dist = backend(v.kind).policy.dist_backend
     ok = (
         codes == [0, 0]
         and len(results) == 2
@@ -445,7 +445,7 @@ def _launch(v: _Visit) -> list[Check]:
     ranks = len(list(run.path.glob("ranks/rank-*.json")))
     text = (
         f"{run.summary.get('world_size')} ranks trained {run.summary.get('step')} steps over "
-        f"{backend(v.kind).dist_backend} ({run.path})"
+        f"{backend(v.kind).policy.dist_backend} ({run.path})"
     )
     if run.status == "completed" and ranks == 2 and len(digests) == 1:
         return [

@@ -73,7 +73,7 @@ def versions(dev: DeviceInfo | None) -> dict[str, str | None]:
         "habana_frameworks"
     ]
     found["driver"], found["driver_source"] = (
-        backend(dev.kind).driver_version() if dev else (None, "no device")
+        backend(dev.kind).monitoring.driver_version() if dev else (None, "no device")
     )
     return found
 
@@ -126,7 +126,8 @@ def optimizer_ran(name: str, run, dev: DeviceInfo) -> Check:
     trainer = run.trainer
     inner = getattr(trainer.optimizer, "optimizer", trainer.optimizer)  # accelerate wraps it
     cls = f"{type(inner).__module__}.{type(inner).__qualname__}"
-    want, optim = dev.backend.optimizer, getattr(trainer.args.optim, "value", trainer.args.optim)
+    want = dev.backend.policy.optimizer
+    optim = getattr(trainer.args.optim, "value", trainer.args.optim)
     stepped = bool(inner.state)  # an optimizer's per-parameter state exists once it stepped
     if want == "hpex_fused_adamw":
         ok = type(inner).__name__ == "FusedAdamW" and cls.startswith("habana_frameworks")

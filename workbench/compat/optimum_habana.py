@@ -8,29 +8,23 @@ A script written for Optimum Habana changes one import line::
 ``transformers.TrainingArguments`` with every field Optimum Habana 1.21 added, at its
 defaults, so ``HfArgumentParser`` reads the example scripts' command lines as before. Each
 field is mapped onto transformers 5 and the workbench, or refused or warned about with the
-reason and the replacement: ``FIELDS`` says which, and docs/optimum-habana.md shows it as a
-table (a test checks both against 1.21's source). ``GaudiTrainer`` (and
+reason and the replacement: ``FIELDS`` says which (``gaudi_config``, with ``GaudiConfig``:
+both are served from here too), and docs/optimum-habana.md shows it as a table (a test
+checks both against 1.21's source). ``GaudiTrainer`` (and
 ``GaudiSeq2SeqTrainer``) returns a plain ``transformers.Trainer`` composed with the
 workbench (its fused AdamW, ``wb.callback()``): nothing is subclassed.
 
 Facts from huggingface/optimum-habana at 1d8504c6c (main after v1.20.0, version 1.21.0.dev0:
-the nearest to 1.21 there is): optimum/habana/transformers/training_args.py (the fields and
-defaults below, the refusals in ``__post_init__``), gaudi_configuration.py (``GaudiConfig``),
-trainer.py (bf16 through ``use_torch_autocast``; ``FusedAdamW`` with the Trainer's decay
-groups, ``eps=adam_epsilon``; throughput without ``throughput_warmup_steps``).
+the nearest to 1.21 there is): optimum/habana/transformers/training_args.py (the refusals in
+``__post_init__``), trainer.py (bf16 through ``use_torch_autocast``; ``FusedAdamW`` with the
+Trainer's decay groups, ``eps=adam_epsilon``; throughput without ``throughput_warmup_steps``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import re
-import sys
-import tempfile
 import warnings
-from pathlib import Path
-from typing import Any
 
 import transformers
 
@@ -41,397 +35,40 @@ from ..backends.torchrun import world
 from ..training.attachment import Attachment, callback
 from ..training.attachment import quiet as _quiet
 from ..training.trainer import fused_optimizer
-
-GAUDI_CONFIG_NAME = "gaudi_config.json"
-MAPPED, WARNED, REFUSED = "mapped", "warned", "refused"
-
-
-@dataclasses.dataclass(frozen=True)
-class Field:
-    """One field of Optimum Habana 1.21's GaudiTrainingArguments: its type and default
-    there, and what the workbench does with it (``how``: mapped, warned or refused)."""
-
-    type: Any
-    default: Any
-    how: str
-    what: str  # what it becomes, or why not and what to use instead
-
-
-_PROFILE = (
-    "Optimum Habana's own profiler hook in its Trainer loop; profile with "
-    "wb.profile(model, data) or transformers' own torch.profiler callback"
-)
-_GRAPHS = (
-    "HPU graphs wrapped GaudiTrainer's model; the transformers 5 Trainer runs the model "
-    "itself: Gaudi's graphs come from lazy mode (use_lazy_mode) or torch.compile with "
-    "hpu_backend (use_lazy_mode=False, torch_compile=True)"
-)
-_FLASH = (
-    "an option of Optimum Habana's patched models for Gaudi's fused SDPA kernel; "
-    "transformers 5 models call torch's SDPA (attn_implementation='sdpa')"
-)
-_COMPILE = (
-    "GaudiTrainer's own compile hook; torch_compile=True compiles the whole model "
-    "(with hpu_backend on Gaudi)"
+from .callers import stacklevel
+from .gaudi_config import (
+    CONFIG_FIELDS,
+    FIELDS,
+    GAUDI_CONFIG_NAME,
+    MAPPED,
+    REFUSED,
+    REMOVED,
+    WARNED,
+    Field,
+    GaudiConfig,
+    table,
 )
 
-FIELDS: dict[str, Field] = {
-    "use_habana": Field(
-        bool,
-        False,
-        MAPPED,
-        "train on the best device: the HPU where there is "
-        "one (else the GPU or CPU, with a warning)",
-    ),
-    "gaudi_config_name": Field(
-        str | None,
-        None,
-        MAPPED,
-        "a gaudi_config.json file or the "
-        "directory holding it, read by GaudiConfig (no hub at run time: "
-        "download Habana/<model>'s gaudi_config.json once)",
-    ),
-    "use_lazy_mode": Field(
-        bool,
-        True,
-        MAPPED,
-        "Gaudi's execution mode: lazy (True) or eager "
-        "(False), set before the HPU is touched (wb.train's mode=)",
-    ),
-    "use_hpu_graphs": Field(bool, False, WARNED, "deprecated in 1.21 already; " + _GRAPHS),
-    "use_hpu_graphs_for_inference": Field(bool, False, WARNED, _GRAPHS),
-    "use_hpu_graphs_for_training": Field(bool, False, WARNED, _GRAPHS),
-    "use_compiled_autograd": Field(bool, False, WARNED, _COMPILE),
-    "compile_from_sec_iteration": Field(bool, False, WARNED, _COMPILE),
-    "compile_dynamic": Field(
-        bool | None,
-        None,
-        WARNED,
-        "no TrainingArguments field in transformers 5; static shapes come from wb.bucket_collator",
-    ),
-    "use_zero3_leaf_promotion": Field(
-        bool,
-        False,
-        WARNED,
-        "a DeepSpeed ZeRO-3 compile hook of GaudiTrainer; set leaf modules in the DeepSpeed config",
-    ),
-    "cache_size_limit": Field(int | None, None, MAPPED, "torch._dynamo.config's recompile limit"),
-    "use_regional_compilation": Field(bool, False, WARNED, _COMPILE),
-    "inline_inbuilt_nn_modules": Field(
-        bool | None, None, MAPPED, "torch._dynamo.config.inline_inbuilt_nn_modules"
-    ),
-    "allow_unspec_int_on_nn_module": Field(
-        bool | None, None, MAPPED, "torch._dynamo.config.allow_unspec_int_on_nn_module"
-    ),
-    "disable_tensor_cache_hpu_graphs": Field(bool, False, WARNED, _GRAPHS),
-    "max_hpu_graphs": Field(int | None, None, WARNED, _GRAPHS),
-    "distribution_strategy": Field(
-        str,
-        "ddp",
-        MAPPED,
-        "ddp: DistributedDataParallel under "
-        "torchrun (wb.launch); fast_ddp (Optimum Habana's own "
-        "all-reduce) warns and runs DDP",
-    ),
-    "context_parallel_size": Field(
-        int,
-        1,
-        REFUSED,
-        "context parallelism was GaudiTrainer's "
-        "own (Llama only); above 1 it is refused: use one rank per "
-        "sequence, or DeepSpeed through wb.launch(strategy='deepspeed')",
-    ),
-    "minimize_memory": Field(
-        bool,
-        False,
-        REFUSED,
-        "an FP8 memory option of Optimum Habana; FP8 training is not supported: train in bf16",
-    ),
-    "throughput_warmup_steps": Field(
-        int,
-        0,
-        MAPPED,
-        "wb.callback(throughput_warmup_steps=): those steps leave the run's throughput",
-    ),
-    "adjust_throughput": Field(
-        bool,
-        False,
-        MAPPED,
-        "always on: the run's throughput leaves evaluation and checkpoint time out",
-    ),
-    "pipelining_fwd_bwd": Field(
-        bool,
-        False,
-        WARNED,
-        "a mark_step between forward and backward "
-        "inside GaudiTrainer's step; the transformers 5 Trainer has no "
-        "hook there (lazy mode marks after backward and the optimizer)",
-    ),
-    "ignore_eos": Field(
-        bool,
-        True,
-        WARNED,
-        "a generate() option of GaudiSeq2SeqTrainer; put it in the model's generation_config",
-    ),
-    "non_blocking_data_copy": Field(
-        bool, False, MAPPED, "accelerator_config={'non_blocking': True}"
-    ),
-    "profiling_warmup_steps": Field(int, 0, WARNED, _PROFILE),
-    "profiling_steps": Field(int, 0, WARNED, _PROFILE),
-    "profiling_warmup_steps_eval": Field(int, 0, WARNED, _PROFILE),
-    "profiling_steps_eval": Field(int, 0, WARNED, _PROFILE),
-    "profiling_record_shapes": Field(bool, True, WARNED, _PROFILE),
-    "profiling_with_stack": Field(bool, False, WARNED, _PROFILE),
-    "optim": Field(
-        str,
-        "adamw_torch",
-        MAPPED,
-        "TrainingArguments.optim, Optimum Habana's "
-        "default kept (use_fused_adam picks the fused AdamW on Gaudi)",
-    ),
-    "adam_epsilon": Field(
-        float,
-        1e-6,
-        MAPPED,
-        "TrainingArguments.adam_epsilon, Optimum Habana's default (1e-6, FusedAdamW's) kept",
-    ),
-    "logging_nan_inf_filter": Field(
-        bool,
-        False,
-        MAPPED,
-        "TrainingArguments field, Optimum Habana's default kept (False: no device sync per step)",
-    ),
-    "ddp_bucket_cap_mb": Field(
-        int | None, 230, MAPPED, "TrainingArguments field, Optimum Habana's default (230) kept"
-    ),
-    "ddp_find_unused_parameters": Field(
-        bool | None, False, MAPPED, "TrainingArguments field, Optimum Habana's default (False) kept"
-    ),
-    "half_precision_backend": Field(
-        str,
-        "hpu_amp",
-        MAPPED,
-        "hpu_amp / cpu_amp: bf16 autocast on the device, through accelerate (bf16=True)",
-    ),
-    "attn_implementation": Field(
-        str,
-        "eager",
-        WARNED,
-        "set on the model, as transformers 5 "
-        "does: from_pretrained(..., attn_implementation='sdpa'); "
-        "gaudi_fused_sdpa is Optimum Habana's kernel: use 'sdpa'",
-    ),
-    "flash_attention_recompute": Field(bool, False, WARNED, _FLASH),
-    "flash_attention_fast_softmax": Field(bool, False, WARNED, _FLASH),
-    "flash_attention_causal_mask": Field(bool, False, WARNED, _FLASH),
-    "flash_attention_fp8": Field(
-        bool,
-        False,
-        REFUSED,
-        "FP8 attention of Optimum Habana's patched models; not supported: train in bf16",
-    ),
-    "sdp_on_bf16": Field(
-        bool,
-        False,
-        MAPPED,
-        "torch's math SDPA allowed bf16 reductions "
-        "(torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp)",
-    ),
-    "fp8": Field(
-        bool,
-        False,
-        REFUSED,
-        "FP8 training through Intel's Transformer Engine in "
-        "Optimum Habana; not supported: train in bf16",
-    ),
-}
-
-# transformers 4.55 fields that Optimum Habana's example scripts pass and transformers 5 dropped
-REMOVED = {
-    "overwrite_output_dir": Field(
-        bool,
-        False,
-        WARNED,
-        "dropped by transformers 5: the Trainer writes into output_dir as it is",
-    )
-}
-
-# The fields of gaudi_config.json (GaudiConfig), from gaudi_configuration.py
-CONFIG_FIELDS: dict[str, Field] = {
-    "use_torch_autocast": Field(
-        bool, False, MAPPED, "bf16=True (autocast), unless the arguments say bf16 themselves"
-    ),
-    "autocast_bf16_ops": Field(
-        list | None,
-        None,
-        MAPPED,
-        "on Gaudi, the bridge's autocast list "
-        "(PT_HPU_AUTOCAST_LOWER_PRECISION_OPS_LIST), before the bridge "
-        "loads; warned elsewhere (torch.autocast has fixed lists)",
-    ),
-    "autocast_fp32_ops": Field(
-        list | None, None, MAPPED, "the same, PT_HPU_AUTOCAST_FP32_OPS_LIST"
-    ),
-    "use_dynamic_shapes": Field(
-        bool,
-        False,
-        WARNED,
-        "shapes are the collator's: wb.bucket_collator pads to a few static lengths",
-    ),
-    "use_fused_adam": Field(
-        bool,
-        False,
-        MAPPED,
-        "the backend's fused AdamW over the Trainer's decay groups (hpex FusedAdamW on Gaudi)",
-    ),
-    "use_fused_clip_norm": Field(
-        bool,
-        False,
-        MAPPED,
-        "the Trainer's own clipping (max_grad_norm):"
-        " it computes the norm at every step anyway, to log it; a fused "
-        "clip on top would compute it twice",
-    ),
-}
-
-
-# --------------------------------------------------------------------------- GaudiConfig
-# keys Optimum Habana's BaseConfig writes into every gaudi_config.json it saves: read, kept,
-# and used for nothing (optimum/configuration_utils.py: to_dict adds the library versions)
-VERSION_KEYS = ("optimum_version", "transformers_version")
-
-
-class GaudiConfig:
-    """Optimum Habana's ``gaudi_config.json``: mixed precision and fused ops for a model.
-
-    ``GaudiConfig.from_pretrained(path)`` reads a file or a directory holding one, or a hub
-    name already in the local Hugging Face cache; keywords set fields directly. Unknown
-    fields are refused with the known ones.
-    """
-
-    def __init__(self, **kwargs):
-        unknown = sorted(set(kwargs) - set(CONFIG_FIELDS) - set(VERSION_KEYS))
-        if unknown:
-            raise ValueError(
-                f"unknown GaudiConfig field(s) {', '.join(unknown)}; known: "
-                f"{', '.join(CONFIG_FIELDS)}"
-            )
-        for name, f in CONFIG_FIELDS.items():
-            setattr(self, name, kwargs.get(name, f.default))
-        self.versions = {k: kwargs[k] for k in VERSION_KEYS if k in kwargs}
-
-    @classmethod
-    def from_pretrained(
-        cls,
-        name_or_path: str | os.PathLike | None,
-        *,
-        cache_dir: str | os.PathLike | None = None,
-        revision: str | None = None,
-        token: str | bool | None = None,
-        force_download: bool = False,
-        local_files_only: bool = False,
-        subfolder: str = "",
-        **fields,
-    ) -> GaudiConfig:
-        """Read ``gaudi_config.json``: a file, a directory that holds one, or a hub name
-        (``Habana/bert-base-uncased``) whose file is in the local Hugging Face cache
-        (``cache_dir``, ``revision``, ``token`` as for the hub; nothing is downloaded at run
-        time). ``fields`` override the file's, as in Optimum Habana."""
-        if name_or_path is None:
-            raise ValueError(
-                "gaudi_config_name is not set: pass --gaudi_config_name PATH (a "
-                f"{GAUDI_CONFIG_NAME} or the folder holding it)"
-            )
-        path = Path(name_or_path) / subfolder if subfolder else Path(name_or_path)
-        if path.is_dir():
-            path = path / GAUDI_CONFIG_NAME
-        if not path.is_file():
-            path = _cached(str(name_or_path), subfolder, cache_dir, revision, token)
-        if force_download:
-            warnings.warn(
-                f"force_download=True: the workbench downloads nothing at run time; reading {path}",
-                UserWarning,
-                stacklevel=_caller(),
-            )
-        return cls(**{**json.loads(path.read_text()), **fields})
-
-    def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in CONFIG_FIELDS}
-
-    def to_json_string(self) -> str:
-        return json.dumps(self.to_dict(), indent=2) + "\n"
-
-    def save_pretrained(self, directory: str | os.PathLike) -> None:
-        Path(directory).mkdir(parents=True, exist_ok=True)
-        # as Optimum Habana writes it: the fields and the versions that wrote them
-        versions = {"transformers_version": transformers.__version__}
-        text = json.dumps({**self.to_dict(), **versions}, indent=2) + "\n"
-        (Path(directory) / GAUDI_CONFIG_NAME).write_text(text)
-
-    def declare_autocast_bf16_fp32_ops(self) -> None:
-        """Hand the op lists to the bridge's autocast (before it loads), as Optimum Habana did."""
-        if self.autocast_bf16_ops is None or self.autocast_fp32_ops is None:
-            return
-        if settings.is_set("PT_HPU_AUTOCAST_LOWER_PRECISION_OPS_LIST"):
-            return  # the user's own lists win
-        if "habana_frameworks.torch.core" in sys.modules:
-            # Optimum Habana sets the variables all the same, where they change nothing: say so,
-            # and train with the bridge's default lists
-            warnings.warn(
-                "autocast_bf16_ops / autocast_fp32_ops are not applied: the Habana bridge "
-                "loaded before them (in eager mode `import torch` loads it), and it reads the "
-                "lists as it loads, so its default lists apply. To use these, start Python with "
-                "PT_HPU_AUTOCAST_LOWER_PRECISION_OPS_LIST and PT_HPU_AUTOCAST_FP32_OPS_LIST set "
-                "to files of op names, or with PT_HPU_LAZY_MODE=1 (then torch does not load it)",
-                UserWarning,
-                stacklevel=5,
-            )
-            return
-        folder = Path(tempfile.mkdtemp(prefix="workbench-autocast-"))
-        for env, ops, name in (
-            ("PT_HPU_AUTOCAST_LOWER_PRECISION_OPS_LIST", self.autocast_bf16_ops, "lower_list.txt"),
-            ("PT_HPU_AUTOCAST_FP32_OPS_LIST", self.autocast_fp32_ops, "fp32_list.txt"),
-        ):
-            (folder / name).write_text("".join(op + "\n" for op in ops))
-            os.environ[env] = str(folder / name)
-
-    def __repr__(self) -> str:
-        return f"GaudiConfig({self.to_dict()})"
-
-
-def _cached(name: str, subfolder: str, cache_dir, revision, token) -> Path:
-    """A hub name's gaudi_config.json from the local Hugging Face cache, or the error that
-    says how to get it there (or to pass a path)."""
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import HFValidationError
-
-    try:
-        return Path(
-            hf_hub_download(
-                name,
-                GAUDI_CONFIG_NAME,
-                subfolder=subfolder or None,
-                cache_dir=cache_dir,
-                revision=revision,
-                token=token,
-                local_files_only=True,  # no network at run time
-            )
-        )
-    except (OSError, ValueError, HFValidationError):  # not cached, or not a hub name
-        pass
-    if not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name) or name.startswith("."):
-        raise FileNotFoundError(
-            f"gaudi_config_name={name!r}: no such {GAUDI_CONFIG_NAME} or folder holding one; "
-            f"pass the path of a {GAUDI_CONFIG_NAME} or its folder"
-        )
-    where = f", cache_dir={str(cache_dir)!r}" if cache_dir else ""
-    raise FileNotFoundError(
-        f"gaudi_config_name={name!r}: not a file or folder here, and the "
-        f"{GAUDI_CONFIG_NAME} of {name!r} is not in the local Hugging Face cache. The "
-        f"workbench reads no hub at run time: download it once "
-        f"(huggingface_hub.hf_hub_download({name!r}, {GAUDI_CONFIG_NAME!r}{where})) or "
-        f"pass the path of a {GAUDI_CONFIG_NAME} or its folder"
-    )
+__all__ = [  # what scripts import from here (Optimum Habana's names), and the field tables
+    "CONFIG_FIELDS",
+    "FIELDS",
+    "GAUDI_CONFIG_NAME",
+    "MAPPED",
+    "REFUSED",
+    "REMOVED",
+    "WARNED",
+    "Field",
+    "GaudiConfig",
+    "GaudiSeq2SeqTrainer",
+    "GaudiSeq2SeqTrainingArguments",
+    "GaudiTrainer",
+    "GaudiTrainingArguments",
+    "adapt_transformers_to_gaudi",
+    "check_optimum_habana_min_version",
+    "set_seed",
+    "table",
+    "warn0",
+]
 
 
 # --------------------------------------------------------------------------- the arguments
@@ -448,7 +85,7 @@ def _check(args) -> None:
         warnings.warn(
             f"{name}={value!r} is ignored on transformers 5: {f.what}",
             UserWarning,
-            stacklevel=_caller(),
+            stacklevel=stacklevel(),
         )
     if args.distribution_strategy not in ("ddp", "fast_ddp"):
         raise ValueError(f"distribution_strategy={args.distribution_strategy!r}: pass 'ddp'")
@@ -457,7 +94,7 @@ def _check(args) -> None:
             "distribution_strategy='fast_ddp' runs as 'ddp': Optimum Habana's own "
             "all-reduce has no transformers 5 hook",
             UserWarning,
-            stacklevel=_caller(),
+            stacklevel=stacklevel(),
         )
     if args.half_precision_backend not in ("hpu_amp", "cpu_amp"):
         raise ValueError(
@@ -509,8 +146,9 @@ def _prepare(self) -> None:
                 f"use_habana=True but this machine has no Gaudi: training on {dev.kind}", flush=True
             )
             self.use_cpu = dev.kind == "cpu"  # transformers 5 runs bf16 on a CPU only if asked
-        if self.torch_compile and not self.torch_compile_backend and dev.backend.compile_backend:
-            self.torch_compile_backend = dev.backend.compile_backend
+        compile_backend = dev.backend.policy.compile_backend
+        if self.torch_compile and not self.torch_compile_backend and compile_backend:
+            self.torch_compile_backend = compile_backend
         self.workbench_device = dev.kind
     if self.non_blocking_data_copy:
         config = (
@@ -583,7 +221,7 @@ def _setup(trainer, model, gaudi_config, args, callbacks, optimizers, optimizer_
             "autocast_bf16_ops / autocast_fp32_ops are the HPU bridge's lists; "
             "torch.autocast elsewhere uses its own",
             UserWarning,
-            stacklevel=_caller(),
+            stacklevel=stacklevel(),
         )
     if args.sdp_on_bf16:
         import torch
@@ -743,38 +381,3 @@ def warn0(message, *args, **kwargs) -> None:
     if world()[0] == 0:
         kwargs.setdefault("stacklevel", 2)
         warnings.warn(message, *args, **kwargs)
-
-
-def _caller() -> int:
-    """The ``stacklevel`` that points a warning at the user's line: the first frame outside
-    this package, dataclasses' generated code and transformers (an argument class's
-    ``__post_init__`` runs inside both)."""
-    import inspect
-
-    inner = (str(Path(__file__).resolve().parents[1]), str(Path(transformers.__file__).parent))
-    frame, level = inspect.currentframe().f_back, 1
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not (name.startswith(inner) or name.startswith("<") or name == dataclasses.__file__):
-            return level
-        frame, level = frame.f_back, level + 1
-    return 1
-
-
-def table() -> list[dict[str, str]]:
-    """Every field, its Optimum Habana default and what it becomes (the docs table)."""
-    rows = [
-        {"field": n, "default": repr(f.default), "how": f.how, "what": f.what, "of": "args"}
-        for n, f in {**FIELDS, **REMOVED}.items()
-    ]
-    rows += [
-        {
-            "field": n,
-            "default": repr(f.default),
-            "how": f.how,
-            "what": f.what,
-            "of": GAUDI_CONFIG_NAME,
-        }
-        for n, f in CONFIG_FIELDS.items()
-    ]
-    return rows

@@ -201,7 +201,7 @@ class LaunchCommand:
     def slurm(self) -> str:
         """An ``sbatch`` script: one task per node, each a torchrun agent started by ``srun``,
         meeting at the allocation's first node."""
-        gres = backend(self.accelerator).slurm_gres
+        gres = backend(self.accelerator).deploy.slurm_gres
         name = _dns_label(Path(self.run_dir).name, 0)
         lines = [
             "#!/bin/bash",
@@ -243,10 +243,10 @@ class LaunchCommand:
         """A device container's resources and security context: the devices, plus what the
         backend's pods need beside them (``k8s_pod``: hugepages, memory, capabilities)."""
         b = backend(self.accelerator)
-        if not b.k8s_resource:
+        if not b.deploy.k8s_resource:
             return {}
-        needs = b.k8s_pod
-        limits = {b.k8s_resource: str(self.devices_per_node)}  # a quantity
+        needs = b.deploy.k8s_pod
+        limits = {b.deploy.k8s_resource: str(self.devices_per_node)}  # a quantity
         # hugepages are requested and limited alike, and a pod with them needs a memory figure
         # (Kubernetes' hugepages rules); the device is an extended resource, limits only
         pairs = (("memory", needs.memory), ("hugepages-2Mi", needs.hugepages_2mi))
@@ -264,7 +264,7 @@ class LaunchCommand:
     def _pod(self, container: dict[str, Any], devices: bool = False) -> dict[str, Any]:
         """A pod template with the run directories' volume mounted where the run directory is;
         ``devices``: the pod drives the devices, with what the backend's pods need."""
-        needs = backend(self.accelerator).k8s_pod if devices else None
+        needs = backend(self.accelerator).deploy.k8s_pod if devices else None
         mounts = [{"name": "runs", "mountPath": str(Path(self.run_dir).parent)}]
         volumes: list[dict[str, Any]] = [
             {"name": "runs", "persistentVolumeClaim": {"claimName": self.claim}}
@@ -387,7 +387,7 @@ class LaunchCommand:
     def kubernetes(self) -> str:
         """Both manifests as YAML documents: apply one of them, for the operator your cluster
         runs."""
-        needs = backend(self.accelerator).k8s_pod
+        needs = backend(self.accelerator).deploy.k8s_pod
         sizes = (
             f"# device pods ask for memory {needs.memory} and hugepages-2Mi "
             f"{needs.hugepages_2mi} (Intel's Kubernetes quick start): set them to what your "

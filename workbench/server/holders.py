@@ -40,7 +40,7 @@ def card_rows(
     cards, notes = [], []
     for kind in ORDER:
         try:
-            found = BACKENDS[kind].cards()
+            found = BACKENDS[kind].monitoring.cards()
         except Unavailable as e:  # a management library that cannot start: no cards of it
             notes.append({"kind": kind, "title": BACKENDS[kind].title, "why": e.why})
             continue
@@ -76,7 +76,7 @@ def with_allocator_memory(
     if not writers:
         return readings
     try:
-        holders = {c.index: [h.pid for h in c.holders] for c in BACKENDS["hpu"].cards()}
+        holders = {c.index: [h.pid for h in c.holders] for c in BACKENDS["hpu"].monitoring.cards()}
     except Unavailable:
         return readings
     for r in rows:

@@ -188,7 +188,7 @@ class Attachment(TrainerCallback):
             args.per_device_train_batch_size,
             self.warmup,
             size,
-            min_interval=device.backend.log_interval_s if size == 1 else 0.0,
+            min_interval=device.backend.policy.log_interval_s if size == 1 else 0.0,
             stop_file=stop_file if size == 1 else None,
             save_last=False,
             gap=live_gap if size == 1 else None,  # the view's cadence, as wb.train's default

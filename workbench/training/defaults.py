@@ -26,7 +26,7 @@ QUIET = {"logging_nan_inf_filter": False, "include_num_input_tokens_seen": False
 def defaults_for(device, kwargs: dict[str, Any]) -> dict[str, Any]:
     """The TrainingArguments fields the backend record chooses on ``device``, before the
     user's ``kwargs`` (which win: they are applied after)."""
-    compile_ = device.backend.compile_default(device.mode)
+    compile_ = device.backend.policy.compile_default(device.mode)
     if kwargs.get("torch_compile") is False:
         compile_ = False
     chosen = {

@@ -136,7 +136,7 @@ def training(run: Run):
 # --------------------------------------------------------------------------- running
 def _device_for(spec: dict, size: int) -> DeviceInfo:
     device = pick_device(spec["args"]["device"])
-    if size > 1 and device.backend.rank_index:
+    if size > 1 and device.backend.deploy.rank_index:
         device = pick_device(f"{device.kind}:{local_rank()}")
     return device
 

@@ -49,7 +49,8 @@ def _activities(kind: str) -> list:
         have.add("HPU")
     # Recent torch builds define ProfilerActivity.HPU (2.6 does not), but kineto records it
     # only where the bridge registered its profiler (Intel's build); elsewhere it is refused.
-    names = [n.upper() for n in backend(kind).profiler_activities if hasattr(enum, n.upper())]
+    activities = backend(kind).policy.profiler_activities
+    names = [n.upper() for n in activities if hasattr(enum, n.upper())]
     missing = [n for n in names if n not in have]
     if missing:
         warnings.warn(
@@ -143,7 +144,7 @@ def top_ops(prof, n: int = 15, device_kind: str = "cpu"):
 
     rows = []
     on_device = (
-        len(backend(device_kind).profiler_activities) > 1
+        len(backend(device_kind).policy.profiler_activities) > 1
     )  # a device activity beside the CPU
     for e in prof.key_averages(group_by_input_shape=True):
         if e.key.startswith("ProfilerStep"):  # the profiler's own per-step marker, not an op

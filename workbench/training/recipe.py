@@ -50,7 +50,7 @@ def default_padding(task: str, device_kind: str) -> str:
     if task == "classification":
         return "bucketed"
     if task == "seq2seq":
-        return "max_length" if backend(device_kind).static_shapes else "longest"
+        return "max_length" if backend(device_kind).policy.static_shapes else "longest"
     return "longest"  # images: every batch already has one shape
 
 
@@ -125,7 +125,7 @@ def samples(
 def check_precision(precision: str, device) -> None:
     """Refuse a precision the device would not run as recorded."""
     p = device.resolve_precision(precision)  # unknown names; chips without the format
-    note = device.backend.precision_notes.get(p)
+    note = device.backend.policy.precision_notes.get(p)
     if note:  # runs, at a cost the backend names
         warnings.warn(note, UserWarning, stacklevel=4)
     # accelerate autocasts to fp16 only off the CPU (its Accelerator leaves native AMP off for
@@ -229,7 +229,7 @@ def log_interval(args: RunArgs, device, world_size: int) -> float:
     one process only (ranks must log at the same steps: the loss is gathered across them)."""
     interval = spec_args(args).log_interval_s
     if interval is None:
-        interval = device.backend.log_interval_s
+        interval = device.backend.policy.log_interval_s
     return float(interval) if world_size == 1 else 0.0
 
 
@@ -253,7 +253,7 @@ def compile_on(args: RunArgs, device) -> bool:
         )
     if args.compile is not None:
         return bool(args.compile)
-    return device.backend.compile_default(device.mode)
+    return device.backend.policy.compile_default(device.mode)
 
 
 def training_arguments(
@@ -297,8 +297,8 @@ def optim_name(device) -> str:
     name: the Trainer gets it through ``optimizer_cls_and_kwargs``, ``trainer.fused_optimizer``)."""
     return (
         "adamw_torch"
-        if device.backend.optimizer == "hpex_fused_adamw"
-        else device.backend.optimizer
+        if device.backend.policy.optimizer == "hpex_fused_adamw"
+        else device.backend.policy.optimizer
     )
 
 
@@ -312,10 +312,10 @@ def device_fields(device, precision: str, compile_: bool) -> dict[str, Any]:
         use_cpu=device.kind == "cpu",
         torch_compile=compile_,
     )
-    if compile_ and device.backend.compile_backend:
-        targs["torch_compile_backend"] = device.backend.compile_backend
+    if compile_ and device.backend.policy.compile_backend:
+        targs["torch_compile_backend"] = device.backend.policy.compile_backend
     if world()[1] > 1:
         targs["ddp_backend"] = device.dist_backend
-        if device.backend.ddp_find_unused_parameters is not None:
-            targs["ddp_find_unused_parameters"] = device.backend.ddp_find_unused_parameters
+        if device.backend.policy.ddp_find_unused_parameters is not None:
+            targs["ddp_find_unused_parameters"] = device.backend.policy.ddp_find_unused_parameters
     return targs

@@ -131,7 +131,7 @@ def fused_optimizer(device: DeviceInfo, args):
     # The Trainer builds it, after moving the model to the device, from its own decay /
     # no-decay groups, with betas and eps from the TrainingArguments. Not under DeepSpeed:
     # ZeRO wraps the Trainer's own optimizer and clips with gradient_clipping (docs/gaudi.md).
-    if device.backend.optimizer != "hpex_fused_adamw" or getattr(args, "deepspeed", None):
+    if device.backend.policy.optimizer != "hpex_fused_adamw" or getattr(args, "deepspeed", None):
         return None
     from ..backends._bridge import fused_adamw
 
@@ -360,7 +360,7 @@ def summary(
 def error_text(e: BaseException, device: DeviceInfo) -> str:
     """A run's error for its summary; out-of-memory errors name the cheapest fixes."""
     text = f"{type(e).__name__}: {e}"
-    if device.backend.oom_marker in str(e):  # the backend table knows each device's OOM text
+    if device.backend.policy.oom_marker in str(e):  # the backend table knows each device's OOM text
         text += (
             f" -- out of {device.kind} memory: wb.plan_memory(...) names the cheapest fix "
             f"(a smaller batch_size, gradient_checkpointing=True, precision='bf16')"

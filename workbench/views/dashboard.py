@@ -367,7 +367,7 @@ def holding(kind: str) -> str:
     """What this process holds of device kind ``kind`` ("this kernel holds Gaudi 0 (module 3)
     since 10:42; restart the kernel to free it"), read from the OS; "" where nothing stays held."""
     b = BACKENDS.get(kind.split(":")[0])
-    if b is None or b.visible_env is None or not b.available():
+    if b is None or b.deploy.visible_env is None or not b.calls.available():
         return ""
     return pick_device(b.kind).holding or ""
 

@@ -1,0 +1,25 @@
+"""Where a warning of the compat layer points: the user's line, found by walking the stack
+past the workbench's own frames, dataclasses' generated code and transformers (an argument
+class's ``__post_init__`` runs inside both). ``warnings.warn(..., stacklevel=stacklevel())``."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from pathlib import Path
+
+import transformers
+
+
+def stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the user's line: the first frame outside
+    this package, dataclasses' generated code and transformers (an argument class's
+    ``__post_init__`` runs inside both)."""
+    inner = (str(Path(__file__).resolve().parents[1]), str(Path(transformers.__file__).parent))
+    frame, level = inspect.currentframe().f_back, 1
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith(inner) or name.startswith("<") or name == dataclasses.__file__):
+            return level
+        frame, level = frame.f_back, level + 1
+    return 1
