@@ -261,6 +261,9 @@ def training_arguments(a: dict, device, task: str, run_path: Path, optim: str) -
         max_steps=a["max_steps"] or -1,
         num_train_epochs=a["epochs"] or 1,
         logging_steps=a["log_every"],
+        # Gaudi's lazy mode compiles the logging path's small graphs (the loss tally's mean
+        # and reset) at the first log: log step 1 too, so that they compile in warm-up
+        logging_first_step=device.mode == "lazy",
         logging_nan_inf_filter=False,
         eval_strategy="steps" if a["eval_every"] else "no",
         eval_steps=a["eval_every"],
