@@ -91,7 +91,7 @@ def without_cache(model):
 # An alias of transformers' own SDPA attention whose mask function always builds the mask.
 # Under "sdpa", transformers 5.24 decides whether an encoder's mask can be left out by
 # reading it (``masking_utils.py:354``, ``padding_mask.all()``; the causal check likewise,
-# ``fast_all`` at line 291): a host read every forward, and in Gaudi's lazy mode a cut graph,
+# ``fast_all`` at line 292): a host read every forward, and in Gaudi's lazy mode a cut graph,
 # and a batch without padding then runs another graph than one with. Under torch.compile it
 # never reads (``is_tracing``) and always builds the mask: this alias does the same without
 # compiling, through transformers' documented ``AttentionInterface`` and

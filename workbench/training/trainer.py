@@ -65,8 +65,6 @@ def _model(mspec: ModelSpec, dspec: DataSpec, run: RunDir, precision: str):
         model = from_spec(mspec, precision)
         return model, model.captions
     model, tok = mspec.build(num_labels=dspec.num_labels)
-    if mspec.task == "classification":
-        _name_the_problem(model)
     if mspec.lora is not None:
         base = run.path / "base"
         if not mspec.is_pretrained:  # adapters alone cannot rebuild a random base: keep it
@@ -80,6 +78,8 @@ def _model(mspec: ModelSpec, dspec: DataSpec, run: RunDir, precision: str):
         model = mspec.wrap_lora(model)
     else:
         _name_the_loss(model)
+    if mspec.task == "classification":  # the model that trains (a LoRA base: loaded above)
+        _name_the_problem(model)
     if mspec.task == "diffusion":
         from ..diffusion.denoising import DiffusionModel
 
