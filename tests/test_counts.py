@@ -130,28 +130,29 @@ def test_the_emulated_gaudi_counts_and_a_run_records_them(on_hpu, mode):
 @pytest.fixture(scope="module")
 def lazy_counts(tmp_path_factory):
     """wb.train on every family in one fresh lazy-mode process (the gaudi-counts bench's own
-    child, smoke sizes): 1 warm-up step, 2 counted."""
+    child, smoke sizes): the bench's 2 warm-up steps (step 1 compiles every bucket and logs
+    once), 2 counted."""
     from workbench.bench.gaudicounts import gaudicounts
 
-    return gaudicounts(steps=2, warmup=1, modes=("lazy",), contenders=("wb",))["results"]
+    return gaudicounts(steps=2, warmup=2, modes=("lazy",), contenders=("wb",))["results"]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["bert", "gpt2", "t5", "llama", "sd"])
 def test_wb_train_reaches_the_zeros_on_the_emulated_gaudi(lazy_counts, family):
-    """After warm-up: no CPU fallback, no graph compiled but a bucket's first, no host copy
-    of a tensor, and no host read but the Trainer's two at a log (loss and gradient norm) and
-    transformers' mask check in encoders (docs/gaudi.md)."""
+    """After warm-up: no CPU fallback, no graph compiled (bucketed runs compile every bucket
+    before step 1, the logging path compiles at step 1), no host copy of a tensor, and no
+    host read but the Trainer's two at a log (loss and gradient norm, transformers'
+    trainer.py:2257, 2264: docs/gaudi.md); none between logs (the encoders' mask is built
+    without reading it)."""
     cell = lazy_counts[f"{family}/lazy/wb"]
     assert "error" not in cell, cell
     assert cell["fallback_ops"] == {}, cell
-    # static shapes compile nothing new; bucketed ones at most once per bucket (8 by default)
-    assert cell["compiles"] <= (8 if family in ("bert", "t5") else 0), cell
+    assert cell["compiles"] == 0, cell
     syncs = cell["host_syncs_by_cause"]
     assert syncs.get("device_to_host", 0) == 0 and syncs.get("synchronize", 0) == 0, cell
-    per_forward = {"bert": 1, "t5": 2}.get(family, 0)  # masking_utils.py:354, per encoder mask
-    reads = syncs.get("aten::_local_scalar_dense", 0)
-    assert reads <= 2 * cell["logs"] + per_forward * cell["steps"], cell
+    assert cell["logs"] >= 1 and syncs.get("aten::_local_scalar_dense", 0) <= 2 * cell["logs"], cell
+    assert sum(syncs.values()) <= 2 * cell["logs"], cell
 
 
 def test_graph_breaks_are_dynamos_on_any_device():

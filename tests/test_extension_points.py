@@ -40,6 +40,32 @@ def test_a_bucketed_run_trains_through_a_trainer_subclass_with_its_own_batches()
     assert run.status == "completed"
 
 
+@pytest.mark.slow
+def test_compiling_every_shape_runs_each_once_and_leaves_the_training_state():
+    """The warm-up of a static-shape device (HPU: before step 1; called here on a CPU run's
+    Trainer): one forward and backward per batch shape, then weights, gradients and the
+    random state as they were (no optimizer step, gradients dropped, generator put back)."""
+    import torch
+
+    run = wb.train("bert-tiny", "docstrings-topic", max_steps=1, padding="bucketed", buckets=3,
+                   batch_size=4, live=False)
+    trainer = run.trainer
+    model = trainer.model
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    seen = []
+    hook = model.register_forward_hook(lambda m, args, out: seen.append(out.logits.shape))
+    rng = torch.get_rng_state()
+    try:
+        ran = trainer.compile_every_shape(model, trainer.data_collator.inner)
+    finally:
+        hook.remove()
+    lengths = [trainer.batch_sampler.length_of(b) for b in trainer.batch_sampler.one_per_shape()]
+    assert ran == len(seen) == len(lengths) >= 2, (ran, seen, lengths)
+    assert torch.equal(torch.get_rng_state(), rng), "the random state moved"
+    assert all(p.grad is None for p in model.parameters()), "gradients left behind"
+    assert all(torch.equal(v, weights[k]) for k, v in model.state_dict().items()), "weights moved"
+
+
 def test_the_runs_callbacks_are_trainer_callback_subclasses():
     from transformers import TrainerCallback
 

@@ -361,6 +361,9 @@ DOCUMENTED_WRITES = {
     ("workbench/training/trainer.py", "model.loss_function"):
         "transformers' documented setter (PreTrainedModel.loss_function.setter), set to the "
         "loss its property falls back to for a model whose class names none",
+    ("workbench/training/trainer.py", "config.problem_type"):
+        "a classifier's config the run just built, before any forward: a documented config "
+        "field (PretrainedConfig.problem_type), set to what its first forward would set",
     ("workbench/bench/gaudicounts.py", "transformers.Trainer.__init__"):
         "the gaudi-counts bench's own child process: one counting callback on every "
         "contender's Trainer alike (wb.train takes none), put back in a finally",

@@ -147,6 +147,39 @@ def test_sampler_batches_are_runs_of_the_length_sorted_buckets():
         assert set(inner) <= set(batch)
 
 
+def test_one_batch_per_shape_covers_every_length_any_epoch_pads_to():
+    """What a static-shape device compiles before step 1 (BatchSamplerTrainer): one batch of
+    each length the batches are padded to, longest first; no epoch pads to another."""
+    lengths = np.random.default_rng(2).integers(1, 128, size=300)
+    sampler = BucketBatchSampler(lengths, buckets(lengths, k=8, batch_size=16), 16, seed=5)
+    warm = [sampler.length_of(b) for b in sampler.one_per_shape()]
+    assert warm == sorted(set(warm), reverse=True) and len(warm) > 1
+    for epoch in range(3):
+        sampler.set_epoch(epoch)
+        assert {sampler.length_of(b) for b in sampler} == set(warm), epoch
+    collate = BucketCollator(None, sampler.boundaries, 16, pad_token_id=0)
+    assert all(collate([{"input_ids": [1] * int(lengths[i])} for i in b])["input_ids"].shape[1]
+               == n for b, n in zip(sampler.one_per_shape(), warm)), "the collator's length"
+
+
+def test_seq2seq_batches_padded_to_max_length_have_one_label_length():
+    """Inputs padded to max_length, labels to the data's longest target (rounded up to a
+    multiple of max_length): one static shape; without the length, several."""
+    from workbench.batching import collator
+
+    tok = wb.model("t5").load_tokenizer()
+    data = wb.dataset("docstrings-summary", limit=40).prepare(tok, max_length=8)["train"]
+    longest = int(lengths_of(data, "labels").max())
+    pairs = [[data[i], data[i + 1]] for i in range(0, len(data) - 1, 2)]
+
+    def shapes(collate):
+        return {(tuple(b["input_ids"].shape), tuple(b["labels"].shape)) for b in map(collate, pairs)}
+
+    assert shapes(collator("seq2seq", tok, None, "max_length", 8, longest)) == {
+        ((2, 8), (2, -(-longest // 8) * 8))}
+    assert len(shapes(collator("seq2seq", tok, None, "max_length", 8))) > 1
+
+
 # --------------------------------------------------------------------------- collator
 def test_collator_gives_static_shapes_and_inert_dummy_rows(topic):
     tok, train, lengths = topic

@@ -191,6 +191,58 @@ def test_causal_sdpa_builds_no_mask_even_under_compile_and_keeps_the_loss():
     torch._dynamo.reset()
 
 
+@pytest.mark.parametrize("family", ["bert", "t5"])
+def test_masked_sdpa_reads_no_mask_value_and_keeps_the_loss(family):
+    """Why static-shape runs switch the attention: under "sdpa" transformers reads the mask
+    (``.all()``, a host sync) to decide whether to skip it; the workbench's alias always
+    builds it, as under torch.compile, for the same loss with and without padding."""
+    from torch.overrides import TorchFunctionMode
+
+    from workbench.training import attention
+
+    class Reads(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.names.append(getattr(func, "__name__", ""))
+            return func(*args, **(kwargs or {}))
+
+    model = wb.model(family).build(**({"num_labels": 3} if family == "bert" else {}))[0].eval()
+    ids = torch.randint(5, 100, (2, 12))
+    padded = torch.ones(2, 12, dtype=torch.long)
+    padded[1, 7:] = 0
+    labels = torch.tensor([0, 2]) if family == "bert" else torch.randint(5, 100, (2, 6))
+    for mask in (padded, torch.ones_like(padded)):
+        batch = {"input_ids": ids, "attention_mask": mask, "labels": labels}
+        with torch.no_grad(), Reads() as before:
+            reference = model(**batch).loss
+        restore = attention.masked_sdpa(model)
+        assert model.config._attn_implementation == attention.MASKED_SDPA
+        with torch.no_grad(), Reads() as after:
+            loss = model(**batch).loss
+        restore()
+        assert model.config._attn_implementation == "sdpa"
+        assert "all" in before.names and "all" not in after.names, "the read it saves"
+        assert torch.allclose(loss, reference, atol=1e-6), (float(loss), float(reference))
+
+
+def test_a_classifier_knows_its_problem_type_before_its_first_forward():
+    """transformers' classifiers set config.problem_type in their first forward (a value
+    torch.compile guards on: the second step compiled again); the workbench sets the same
+    value when it builds the model."""
+    from workbench.training.trainer import _name_the_problem
+
+    model = wb.model("bert").build(num_labels=3)[0]
+    assert model.config.problem_type is None
+    model(input_ids=torch.tensor([[5, 6, 7]]), labels=torch.tensor([1]))
+    chosen = model.config.problem_type
+    model.config.problem_type = None
+    _name_the_problem(model)
+    assert model.config.problem_type == chosen == "single_label_classification"
+
+
 @pytest.mark.slow
 def test_classification_reports_accuracy_and_run_reopens():
     run = wb.train("bert-tiny", wb.dataset("docstrings-topic", limit=200), max_steps=6, live=False)

@@ -302,8 +302,33 @@ class CountingCollator:
         }
 
 
-def collator(task: str, tokenizer, model, padding: str, max_length: int):
-    """The transformers collator for ``task`` (``padding``: ``longest`` or ``max_length``)."""
+class LabelsTo:
+    """Pads every row's ``labels`` (a list of ids) with ``label_pad`` up to ``length`` before
+    the inner collator sees them: a seq2seq collator then pads every batch's labels (and the
+    decoder inputs made from them) to that one length, not to each batch's longest target.
+    Rows longer than ``length`` are left as they are (the inner collator's padding decides)."""
+
+    def __init__(self, inner, length: int, label_pad: int = LABEL_PAD):
+        self.inner, self.length, self.label_pad = inner, int(length), int(label_pad)
+
+    def __call__(self, features):
+        rows = []
+        for f in features:
+            labels = list(f["labels"])
+            rows.append({**f, "labels": labels + [self.label_pad] * (self.length - len(labels))})
+        return self.inner(rows)
+
+
+def collator(
+    task: str, tokenizer, model, padding: str, max_length: int, label_length: int | None = None
+):
+    """The transformers collator for ``task`` (``padding``: ``longest`` or ``max_length``).
+
+    ``label_length`` (seq2seq with ``max_length``): the longest target of the data; every
+    batch's labels are padded to it rounded up to a multiple of ``max_length``, as the
+    inputs are padded to ``max_length``: one static shape (targets are truncated at their
+    own limit, ``DataSpec.prepare``'s ``target_max_length``, so without it a batch's labels
+    took one of several lengths and, on Gaudi, a graph each)."""
     import transformers
 
     # Sequences are truncated at max_length, so padding to a multiple of it pads every
@@ -316,7 +341,10 @@ def collator(task: str, tokenizer, model, padding: str, max_length: int):
             tokenizer, mlm=False, pad_to_multiple_of=multiple
         )
     if task == "seq2seq":
-        return transformers.DataCollatorForSeq2Seq(
+        inner = transformers.DataCollatorForSeq2Seq(
             tokenizer, model=model, pad_to_multiple_of=multiple
         )
+        if multiple is None or label_length is None:
+            return inner
+        return LabelsTo(inner, -(-label_length // multiple) * multiple)
     return transformers.default_data_collator

@@ -262,6 +262,23 @@ class BucketBatchSampler:
             out = [out[i] for i in rng.permutation(len(out))]
         return [b.tolist() for b in out]
 
+    def length_of(self, batch) -> int:
+        """The boundary a batch of these rows is padded to (its longest row's bucket)."""
+        i = int(np.searchsorted(self.boundaries, self.lengths[batch].max()))
+        return self.boundaries[min(i, len(self.boundaries) - 1)]
+
+    def one_per_shape(self) -> list[list[int]]:
+        """One batch of each sequence length an epoch's batches are padded to, longest first.
+
+        Which lengths occur does not depend on the shuffle (a batch spans two buckets at the
+        same places in every epoch), so a static-shape device can compile each of them before
+        the first step (``loaders.BatchSamplerTrainer``) and none after. Every replica gets
+        the same batches (a shape may occur on one replica only)."""
+        first: dict[int, list[int]] = {}
+        for batch in self.batches(0):
+            first.setdefault(self.length_of(batch), batch)
+        return [first[n] for n in sorted(first, reverse=True)]
+
     def __iter__(self):
         batches, reps = self.batches(), self.num_replicas
         if reps > 1:

@@ -86,3 +86,39 @@ def without_cache(model):
     before = config.use_cache
     config.use_cache = False
     return lambda: setattr(config, "use_cache", before)
+
+
+# An alias of transformers' own SDPA attention whose mask function always builds the mask.
+# Under "sdpa", transformers 5.24 decides whether an encoder's mask can be left out by
+# reading it (``masking_utils.py:354``, ``padding_mask.all()``; the causal check likewise,
+# ``fast_all`` at line 292): a host read every forward, and in Gaudi's lazy mode a cut graph,
+# and a batch without padding then runs another graph than one with. Under torch.compile it
+# never reads (``is_tracing``) and always builds the mask: this alias does the same without
+# compiling, through transformers' documented ``AttentionInterface`` and
+# ``AttentionMaskInterface``. The mask built is the one "sdpa" builds when it cannot skip.
+MASKED_SDPA = "workbench_masked_sdpa"
+
+
+def _built_mask(*args, **kwargs):
+    """transformers' SDPA mask, never skipped for want of padding (no read of the mask)."""
+    from transformers.masking_utils import sdpa_mask
+
+    kwargs.update(allow_is_causal_skip=False, allow_is_bidirectional_skip=False)
+    return sdpa_mask(*args, **kwargs)
+
+
+def masked_sdpa(model):
+    """Switch a model that uses SDPA to MASKED_SDPA (static-shape devices: no host read to
+    decide on a mask, one graph whatever the padding). Returns the function that switches
+    it back, or None where the model uses another attention (left as is)."""
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # LoRA
+    before = getattr(getattr(base, "config", None), "_attn_implementation", None)
+    if before != "sdpa" or not hasattr(base, "set_attn_implementation"):
+        return None
+    AttentionInterface.register(MASKED_SDPA, sdpa_attention_forward)
+    AttentionMaskInterface.register(MASKED_SDPA, _built_mask)
+    base.set_attn_implementation(MASKED_SDPA)
+    return lambda: base.set_attn_implementation(before)

@@ -3,8 +3,10 @@
 transformers' ``Trainer`` builds its training loader from a per-example sampler and has no
 argument for a batch sampler; its documentation names subclassing ``get_train_dataloader``
 as the way to "inject custom behavior" into data loading (``Trainer`` docstring and the
-"Customize the Trainer" section of its guide). ``BatchSamplerTrainer`` does that and
-nothing else: the loop, the optimizer and the callbacks stay the library's.
+"Customize the Trainer" section of its guide). ``BatchSamplerTrainer`` does that, and on a
+device where every new shape compiles a graph (Gaudi) it compiles each of the run's bucket
+shapes before the first step (``training_step``, documented as overridable the same way): the
+loop, the optimizer and the callbacks stay the library's.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import torch
 import transformers
 from accelerate.data_loader import prepare_data_loader
+from accelerate.utils import send_to_device
 
 
 class BatchSamplerTrainer(transformers.Trainer):
@@ -24,9 +27,62 @@ class BatchSamplerTrainer(transformers.Trainer):
     the sampler in a ``BatchSamplerShard`` and shard it a second time.
     """
 
-    def __init__(self, *args, batch_sampler, **kwargs):
+    def __init__(self, *args, batch_sampler, warmup_collator=None, mark_step=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.batch_sampler = batch_sampler
+        # the collator of the warm-up batches (the run's own, not the counting one), or None
+        self._warmup = warmup_collator
+        self._mark_step = mark_step or (lambda: None)
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        """The library's step; before the first one, ``compile_every_shape`` (once)."""
+        if self._warmup is not None:
+            collate, self._warmup = self._warmup, None
+            self.compile_every_shape(model, collate)
+        return super().training_step(model, inputs, num_items_in_batch)
+
+    def compile_every_shape(self, model, collate) -> int:
+        """Compile the graphs of every batch shape the run will train on, as vllm-gaudi warms
+        up its buckets: forward and backward once on one real batch of each shape
+        (``BucketBatchSampler.one_per_shape``), through the library's own ``training_step``,
+        with the loss added to a tally and the gradients clipped as the loop does (in lazy
+        mode those ops join the step's graph), then a ``mark_step``; the gradients are
+        dropped and the random state put back, so training starts as it would have. No
+        optimizer step: weights, moments and the schedule are untouched. Skipped under
+        DeepSpeed and FSDP (their engines count backward passes) and for models with
+        running statistics (batch norm), which a forward in training mode would move.
+        Returns the number of batches run."""
+        if (
+            self.is_deepspeed_enabled
+            or self.is_fsdp_enabled
+            or any(getattr(m, "running_mean", None) is not None for m in model.modules())
+        ):
+            return 0
+        batches = self.batch_sampler.one_per_shape()
+        device, args = self.args.device, self.args
+        where = getattr(torch, device.type, None)
+        keep = (
+            where.get_rng_state()
+            if device.type != "cpu" and hasattr(where, "get_rng_state")
+            else None
+        )
+        with torch.random.fork_rng(devices=[]):  # the host's generator (dropout on the host)
+            self._mark_step()  # what setting up left queued: a graph of its own
+            tally = torch.zeros((), device=device)  # as the loop's loss tally
+            self._mark_step()
+            for rows in batches:
+                # on the device first, as the loader hands it over: the loop counts the
+                # batch's labels there (get_batch_samples), inside the step's graph
+                batch = send_to_device(collate([self.train_dataset[i] for i in rows]), device)
+                _, items = self.get_batch_samples(iter([batch]), 1, device)
+                tally += super().training_step(model, batch, items)
+                norm = args.max_grad_norm if args.max_grad_norm > 0 else float("inf")
+                self.accelerator.clip_grad_norm_(model.parameters(), norm)
+                self._mark_step()
+                model.zero_grad()
+        if keep is not None:
+            where.set_rng_state(keep)
+        return len(batches)
 
     def get_train_dataloader(self) -> torch.utils.data.DataLoader:
         args = self.args

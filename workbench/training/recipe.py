@@ -270,6 +270,9 @@ def training_arguments(
         max_steps=args.max_steps or -1,
         num_train_epochs=args.epochs or 1,
         logging_steps=args.log_every,
+        # Gaudi's lazy mode compiles the logging path's small graphs (the loss tally's mean
+        # and reset) at the first log: log step 1 too, so that they compile in warm-up
+        logging_first_step=device.mode == "lazy",
         logging_nan_inf_filter=False,
         eval_strategy="steps" if args.eval_every else "no",
         eval_steps=args.eval_every,

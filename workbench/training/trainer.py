@@ -22,6 +22,7 @@ from ..rundir.run import STOP_FILE, RunDir
 from . import recipe
 from .attention import (
     causal_sdpa,
+    masked_sdpa,
     quiet_missing_mask_warning,
     without_cache,
     without_padding_check,
@@ -42,6 +43,18 @@ def _name_the_loss(model) -> None:
     from transformers.loss.loss_utils import LOSS_MAPPING
 
     model.loss_function = LOSS_MAPPING["ForCausalLM"]  # what the property picks for None
+
+
+def _name_the_problem(model) -> None:
+    """Set a classifier's ``config.problem_type`` to what its first forward would set: the
+    sequence classifiers set it inside ``forward`` when it is None (transformers 5.24
+    ``models/bert/modeling_bert.py:1115-1121``), and under torch.compile that changes a value
+    dynamo guards on, so the second step compiled the model again. Class ids (``wb.train``'s
+    labels) are single-label, one label is regression, as transformers decides."""
+    config = getattr(model, "config", None)
+    if config is not None and getattr(config, "problem_type", "") is None:
+        single = getattr(config, "num_labels", 2) > 1
+        config.problem_type = "single_label_classification" if single else "regression"
 
 
 def _model(mspec: ModelSpec, dspec: DataSpec, run: RunDir, precision: str):
@@ -66,6 +79,8 @@ def _model(mspec: ModelSpec, dspec: DataSpec, run: RunDir, precision: str):
         model = mspec.wrap_lora(model)
     else:
         _name_the_loss(model)
+    if mspec.task == "classification":  # the model that trains (a LoRA base: loaded above)
+        _name_the_problem(model)
     if mspec.task == "diffusion":
         from ..diffusion.denoising import DiffusionModel
 
@@ -109,7 +124,13 @@ def _batches(args: RunArgs, task: str, prepared, tok, model):
             lengths, bounds, args.batch_size, seed=args.seed, num_replicas=size, rank=rank
         )
         return prepared, inner, sampler, (), None
-    return prepared, batching.collator(task, tok, model, padding, args.max_length), None, (), None
+    labels = None
+    if task == "seq2seq" and padding == "max_length":  # one label length: the data's longest
+        from ..shapes import lengths_of
+
+        labels = max(int(lengths_of(p, "labels").max()) for p in prepared.values() if len(p))
+    inner = batching.collator(task, tok, model, padding, args.max_length, labels)
+    return prepared, inner, None, (), None
 
 
 def _images(model, dspec: DataSpec, prepared, device: DeviceInfo, args: RunArgs):
@@ -186,6 +207,8 @@ def build(
     )
     if mspec.task == "text_to_image":
         prepared, inner = _images(model, dspec, prepared, device, args)
+    elif args.padding != "packed" and device.backend.policy.static_shapes:  # no read to skip a mask
+        restore = _both(restore, masked_sdpa(model))
     from ..batching import CountingCollator
 
     counter = CountingCollator(inner, model, drop=drop)
@@ -226,6 +249,8 @@ def build(
         callbacks.append(MarkStep(device))
     # a batch sampler of our own (bucketed): the Trainer subclass that loads from it
     extra = {} if sampler is None else {"batch_sampler": sampler}
+    if sampler is not None and device.backend.policy.static_shapes:  # every bucket before step 1
+        extra.update(warmup_collator=inner, mark_step=device.mark_step)
     trainer_class = transformers.Trainer if sampler is None else BatchSamplerTrainer
     trainer = trainer_class(
         model=model,
@@ -248,8 +273,8 @@ def build(
 
 def _both(first, second):
     """One restore function that runs ``first`` (if any), then ``second``."""
-    if first is None:
-        return second
+    if first is None or second is None:
+        return second if first is None else first
 
     def restore():
         first()
