@@ -379,6 +379,26 @@ def test_ddp_on_hpu_does_not_search_for_unused_parameters(hpu, monkeypatch, tmp_
                                                                          tmp_path, "adamw_torch")
 
 
+def test_hccl_answers_the_tensor_collectives_under_torch_2_10_and_2_13_names(on_hpu):
+    """The double's "hccl" group answers all_gather_into_tensor / reduce_scatter_tensor under
+    the method names torch 2.13 calls (all_gather_single, reduce_scatter_single) and torch 2.10,
+    Intel's 1.24 pairing, calls (_allgather_base, _reduce_scatter_base), on HPU tensors."""
+    out = on_hpu("""
+        import torch, torch.distributed as dist
+        import habana_frameworks.torch.core  # noqa: F401 (the bridge registers "hccl")
+        dist.init_process_group("hccl", store=dist.HashStore(), rank=0, world_size=1)
+        group = dist.distributed_c10d._get_default_group()
+        for name in ("all_gather_single", "_allgather_base", "reduce_scatter_single",
+                     "_reduce_scatter_base"):
+            result = torch.zeros(3, device="hpu")
+            getattr(group, name)(result, torch.arange(1.0, 4.0, device="hpu")).wait()
+            out[name] = [str(result.device), result.tolist()]
+        dist.destroy_process_group()
+    """)
+    assert out == {name: ["hpu:0", [1.0, 2.0, 3.0]] for name in (
+        "all_gather_single", "_allgather_base", "reduce_scatter_single", "_reduce_scatter_base")}
+
+
 def test_launch_trains_two_ranks_over_hccl_each_on_its_own_card(on_hpu):
     """``wb.launch(devices=2, device="hpu")``, DDP and DeepSpeed ZeRO-2: two torchrun workers
     each load the double, take the card LOCAL_RANK names (HLS_MODULE_ID, the bridge's hccl

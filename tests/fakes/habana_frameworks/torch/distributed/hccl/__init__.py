@@ -105,6 +105,17 @@ class _HostCollectives(torch.distributed.ProcessGroup):
         work.wait()
         return work
 
+    # torch renamed the tensor collectives' ProcessGroup methods: torch 2.10 (Intel's 1.24 image)
+    # calls group._allgather_base and group._reduce_scatter_base from all_gather_into_tensor and
+    # reduce_scatter_tensor (torch/distributed/distributed_c10d.py @ v2.10.0), torch 2.13 calls
+    # all_gather_single and reduce_scatter_single. Without the old names a torch 2.10 process
+    # falls through to c10d's dispatcher, which finds no "hpu" backend in this Python group.
+    def _allgather_base(self, output, input, opts=None):
+        return self.all_gather_single(output, input, opts)
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        return self.reduce_scatter_single(output, input, opts)
+
 
 def _opts(opts):
     return () if opts is None else (opts,)
@@ -116,7 +127,8 @@ def _opaque_to_dynamo() -> None:
     import torch._dynamo
 
     for name in ("allreduce", "broadcast", "allgather", "allreduce_coalesced", "reduce",
-                 "all_gather_single", "reduce_scatter", "reduce_scatter_single", "barrier"):
+                 "all_gather_single", "reduce_scatter", "reduce_scatter_single", "barrier",
+                 "_allgather_base", "_reduce_scatter_base"):
         setattr(_HostCollectives, name, torch._dynamo.disable(getattr(_HostCollectives, name)))
 
 
