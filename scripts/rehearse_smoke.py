@@ -91,9 +91,13 @@ def kernelspec(where: Path) -> Path:
 
 
 def notebook(name: str, work: Path, jupyter: Path, checks) -> None:
+    import warnings
+
     import nbformat
 
-    import workbench as wb
+    with warnings.catch_warnings():  # this process loaded the bridge (torch) first: it trains none
+        warnings.filterwarnings("ignore", "the HPU recipe cache is off")
+        import workbench as wb
 
     params, env = NOTEBOOKS[name]
     folder = work / name
