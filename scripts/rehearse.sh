@@ -82,20 +82,39 @@ export PATH="$SYS/bin:$PATH" FAKE_HPU_BUILD_DIR="$R/fake_hpu_build"
 
 # ---- 2. the README's setup, from this checkout's files (tracked and new, not ignored)
 say "the README's setup (make's venv target, PYTHON=the image's Python) in $R/repo"
-# The copy is made afresh, all but its venv: a clean clone's files are newer than the venv's
-# stamp, so make would remake a venv the same files made; the key says they are the same
+# The copy is refreshed over the last one, whose build outputs (the venv, the JavaScript the
+# editable install built, node_modules) are kept; files gone from the checkout go from it too
 mkdir -p "$R/repo"
-find "$R/repo" -mindepth 1 -maxdepth 1 ! -name .venv -exec rm -rf {} +
+git ls-files -co --exclude-standard | sort >"$R/files.new"
+if [ -f "$R/files" ]; then
+  comm -23 "$R/files" "$R/files.new" | (cd "$R/repo" && xargs -r -d '\n' rm -f --)
+fi
+mv "$R/files.new" "$R/files"
 git ls-files -co --exclude-standard -z | tar --null --ignore-failed-read -T - -cf - | tar -xf - -C "$R/repo"
+say "copied this checkout's $(wc -l <"$R/files") files"
+# A clean clone's files are newer than the venv's stamp, so make would remake a venv the same
+# files made: the key says they are the same
 if [ -f "$R/repo/.venv/.installed" ] && [ "$(cat "$R/repo/.venv/key" 2>/dev/null)" = "$KEY" ]; then
   say "the venv is the cached one (key $KEY)"
   touch "$R/repo/.venv/.installed"
-else
-  rm -rf "$R/repo/.venv"
+  fresh=0
+else  # from nothing: the editable install builds the JavaScript afresh too
+  rm -rf "$R/repo/.venv" "$R/repo/workbench/assets/build" "$R/repo/workbench/server/labextension"
+  fresh=1
 fi
+JSKEY=$(git ls-files -s -- js labextension package.json package-lock.json | sha256sum | cut -c1-16)
 make -C "$R/repo" PYTHON="$SYS/bin/python3" .venv/.installed >"$R/setup.log" 2>&1 \
   || { tail -30 "$R/setup.log"; exit 1; }
+[ "$fresh" = 0 ] || echo "$JSKEY" >"$R/js-key"  # the install just built it
 echo "$KEY" >"$R/repo/.venv/key"
+# The editable install built the JavaScript (pyproject's build hook); built again by make's
+# `js` target when its sources changed since (their hash) or the build is missing
+if [ "$(cat "$R/js-key" 2>/dev/null)" != "$JSKEY" ] || [ ! -f "$R/repo/workbench/assets/build/page.js" ]; then
+  say "building the JavaScript (make js)"
+  rm -rf "$R/repo/workbench/assets/build" "$R/repo/workbench/server/labextension"
+  make -C "$R/repo" PYTHON="$SYS/bin/python3" js >"$R/js.log" 2>&1 || { tail -30 "$R/js.log"; exit 1; }
+fi
+echo "$JSKEY" >"$R/js-key"
 grep -q -- '--system-site-packages' "$R/repo/.venv/pyvenv.cfg" 2>/dev/null \
   || grep -q 'include-system-site-packages = true' "$R/repo/.venv/pyvenv.cfg" \
   || { echo "rehearse: the setup did not take the Makefile's Gaudi branch"; exit 1; }
