@@ -69,10 +69,14 @@ def check(name: str, ok: bool, said, since: float | None = None) -> None:
 def notebook_checks():
     """The recorded-results checks of the course's test (tests/test_notebooks.py), read with
     the environment put back as it was (its conftest sets the test session's)."""
+    import warnings
+
     saved = dict(os.environ)
     sys.path.insert(0, str(REPO / "tests"))
     try:
-        from test_notebooks import CHECKS
+        with warnings.catch_warnings():  # this process loaded the bridge (torch) first and
+            warnings.filterwarnings("ignore", "the HPU recipe cache is off")  # trains nothing
+            from test_notebooks import CHECKS
     finally:
         sys.path.remove(str(REPO / "tests"))
         os.environ.clear()
@@ -91,13 +95,9 @@ def kernelspec(where: Path) -> Path:
 
 
 def notebook(name: str, work: Path, jupyter: Path, checks) -> None:
-    import warnings
-
     import nbformat
 
-    with warnings.catch_warnings():  # this process loaded the bridge (torch) first: it trains none
-        warnings.filterwarnings("ignore", "the HPU recipe cache is off")
-        import workbench as wb
+    import workbench as wb
 
     params, env = NOTEBOOKS[name]
     folder = work / name
