@@ -106,7 +106,9 @@ lint: $(STAMP)
 # Intel's Gaudi container, rehearsed (scripts/rehearse.sh): an image-like Python holding torch
 # and the bridge's test double as distributions, this README's setup on top of it (the Gaudi
 # branch above), then an HPU smoke (torch kept, no upstream DeepSpeed, wb.train eager and lazy,
-# the doctor). Cached under .rehearse/; docs/tests.md has its time.
+# wb.launch over two cards, the doctor, notebooks 01, 12 and 13). `make test` runs it too
+# (tests/test_rehearsal.py); this target runs it alone. Cached outside the checkout, under
+# ~/.cache/gaudi-workbench/rehearse/; docs/tests.md has its time.
 rehearse:
 	PYTHON=$(PYTHON) scripts/rehearse.sh
 

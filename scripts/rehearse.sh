@@ -11,21 +11,33 @@
 #    target with PYTHON= that interpreter, which must take its Gaudi branch (it detects the
 #    bridge), keep the image's torch and install no upstream DeepSpeed.
 # 3. The HPU smoke in that venv (scripts/rehearse_smoke.py): torch unchanged, no DeepSpeed,
-#    wb.train eager and lazy, wb.doctor(device="hpu") with its launch over hccl.
+#    wb.train eager and lazy, wb.launch(devices=2), wb.doctor(device="hpu") with its launch
+#    over hccl, notebooks 01, 12 and 13 under papermill in a kernel of that venv.
 #
-# Cached between runs on one machine, under .rehearse/ (git-ignored): the image's Python with
-# its torch, and the setup's venv (remade when pyproject.toml or constraints.txt change, as
-# `make` remakes .venv), and the emulated device's extension.
+# Run by `make rehearse` and, inside `make test`, by tests/test_rehearsal.py. Cached between
+# runs on one machine outside the checkout (CI starts from a clean clone), under
+# ${XDG_CACHE_HOME:-~/.cache}/gaudi-workbench/rehearse/<key> (REHEARSE_DIR= elsewhere), the key
+# a hash of constraints.txt, pyproject.toml and the Python: the image's Python with its torch,
+# the setup's venv (remade when the key changes, as `make` remakes .venv when those files
+# change) and the emulated device's extension. One rehearsal at a time per cache (a lock).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 PYTHON=${PYTHON:-python3}
-R=${REHEARSE_DIR:-$ROOT/.rehearse}
 BASE=$("$PYTHON" -c 'import sys; print(sys.base_prefix)')
 PYV=$("$PYTHON" -c 'import sys; print("python%d.%d" % sys.version_info[:2])')
+KEY=$({ cat constraints.txt pyproject.toml; echo "$BASE/bin/$PYV"; } | sha256sum | cut -c1-16)
+R=${REHEARSE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gaudi-workbench/rehearse/$KEY}
 SYS=$R/image
+mkdir -p "$R"
 start=$(date +%s)
 say() { echo "rehearse [$(( $(date +%s) - start ))s]: $*"; }
+# other keys' caches not used for two weeks go (an old constraints.txt's, another branch's)
+[ -n "${REHEARSE_DIR:-}" ] || find "$(dirname "$R")" -mindepth 1 -maxdepth 1 -type d \
+  ! -name "$KEY" -mtime +14 -exec rm -rf {} +
+touch "$R"
+exec 9>"$R/lock"
+flock -n 9 || { say "waiting for another rehearsal using $R"; flock 9; }
 
 # ---- 1. the image: its Python, its torch, its bridge
 # (importing torch there loads the bridge, as in Intel's image: the checks read metadata only)
@@ -65,15 +77,44 @@ for info in "$SITE"/habana_frameworks_double-*.dist-info "$SITE/habana_pyhlml-$H
 done
 TORCH=$(has_torch)
 # The double's emulated device is a C++ extension built with ninja (tests/fakes/README.md):
-# ninja comes with the image here; its build is kept under .rehearse/ between runs
+# ninja comes with the image here; its build is kept in the cache between runs
 export PATH="$SYS/bin:$PATH" FAKE_HPU_BUILD_DIR="$R/fake_hpu_build"
 
 # ---- 2. the README's setup, from this checkout's files (tracked and new, not ignored)
 say "the README's setup (make's venv target, PYTHON=the image's Python) in $R/repo"
+# The copy is refreshed over the last one, whose build outputs (the venv, the JavaScript the
+# editable install built, node_modules) are kept; files gone from the checkout go from it too
 mkdir -p "$R/repo"
+git ls-files -co --exclude-standard | sort >"$R/files.new"
+if [ -f "$R/files" ]; then
+  comm -23 "$R/files" "$R/files.new" | (cd "$R/repo" && xargs -r -d '\n' rm -f --)
+fi
+mv "$R/files.new" "$R/files"
 git ls-files -co --exclude-standard -z | tar --null --ignore-failed-read -T - -cf - | tar -xf - -C "$R/repo"
+say "copied this checkout's $(wc -l <"$R/files") files"
+# A clean clone's files are newer than the venv's stamp, so make would remake a venv the same
+# files made: the key says they are the same
+if [ -f "$R/repo/.venv/.installed" ] && [ "$(cat "$R/repo/.venv/key" 2>/dev/null)" = "$KEY" ]; then
+  say "the venv is the cached one (key $KEY)"
+  touch "$R/repo/.venv/.installed"
+  fresh=0
+else  # from nothing: the editable install builds the JavaScript afresh too
+  rm -rf "$R/repo/.venv" "$R/repo/workbench/assets/build" "$R/repo/workbench/server/labextension"
+  fresh=1
+fi
+JSKEY=$(git ls-files -s -- js labextension package.json package-lock.json | sha256sum | cut -c1-16)
 make -C "$R/repo" PYTHON="$SYS/bin/python3" .venv/.installed >"$R/setup.log" 2>&1 \
   || { tail -30 "$R/setup.log"; exit 1; }
+[ "$fresh" = 0 ] || echo "$JSKEY" >"$R/js-key"  # the install just built it
+echo "$KEY" >"$R/repo/.venv/key"
+# The editable install built the JavaScript (pyproject's build hook); built again by make's
+# `js` target when its sources changed since (their hash) or the build is missing
+if [ "$(cat "$R/js-key" 2>/dev/null)" != "$JSKEY" ] || [ ! -f "$R/repo/workbench/assets/build/page.js" ]; then
+  say "building the JavaScript (make js)"
+  rm -rf "$R/repo/workbench/assets/build" "$R/repo/workbench/server/labextension"
+  make -C "$R/repo" PYTHON="$SYS/bin/python3" js >"$R/js.log" 2>&1 || { tail -30 "$R/js.log"; exit 1; }
+fi
+echo "$JSKEY" >"$R/js-key"
 grep -q -- '--system-site-packages' "$R/repo/.venv/pyvenv.cfg" 2>/dev/null \
   || grep -q 'include-system-site-packages = true' "$R/repo/.venv/pyvenv.cfg" \
   || { echo "rehearse: the setup did not take the Makefile's Gaudi branch"; exit 1; }
@@ -82,9 +123,14 @@ grep -q -- '--system-site-packages' "$R/repo/.venv/pyvenv.cfg" 2>/dev/null \
 say "the HPU smoke"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-(cd "$tmp" && env -u PYTHONPATH -u PT_HPU_LAZY_MODE -u HLS_MODULE_ID -u HABANA_VISIBLE_MODULES \
+# what a Gaudi host's (or a test session's) environment may carry that the smoke sets itself
+unset PYTHONPATH PT_HPU_LAZY_MODE PT_HPU_AUTOLOAD PT_HPU_RECIPE_CACHE_CONFIG HLS_MODULE_ID \
+  HABANA_VISIBLE_MODULES ID RANK LOCAL_RANK WORLD_SIZE FAKE_HPU_DEVICE FAKE_HPU_COUNT \
+  FAKE_HPU_RELEASE FAKE_HPU_LAYOUT FAKE_HPU_GENERATION FAKE_HPU_MEMORY WORKBENCH_DEVICE DS_ACCELERATOR ACCELERATE_TORCH_DEVICE JUPYTER_PATH
+(cd "$tmp" && env TMPDIR="$tmp" \
   REHEARSE_SYSTEM_SITE="$SITE" REHEARSE_TORCH="$TORCH" FAKE_HPU_INTEL_TORCH=1 \
   FAKE_HPU_DEV_DIR="$tmp/accel" WORKBENCH_HPU_DEVICE_FILES="$tmp/accel/accel*" \
-  WORKBENCH_RUNS="$tmp/runs" PATH="$R/repo/.venv/bin:$PATH" \
+  WORKBENCH_RUNS="$tmp/runs" PATH="$R/repo/.venv/bin:$PATH" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" \
+  HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
   "$R/repo/.venv/bin/python" "$R/repo/scripts/rehearse_smoke.py")
 say "done"

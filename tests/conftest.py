@@ -80,6 +80,10 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+    # The longest test, the container rehearsal (minutes), starts first: pytest-xdist hands each
+    # worker a run of the list in order, so the other worker takes the rest beside it instead
+    # of the run waiting on it at its end
+    items.sort(key=lambda item: item.path.name != "test_rehearsal.py")
 
 
 class NetworkRefused(OSError):

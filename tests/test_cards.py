@@ -218,26 +218,3 @@ def test_the_doctor_says_what_this_process_holds(fake_hpu, tmp_path):
     assert out["status"] == "pass" and "7 of 8 cards free" in out["detail"]
     assert "this process holds Gaudi 0 (module 0) since " in out["detail"], out["detail"]
     assert "Gaudi 0 (module 0): held by pid" in out["detail"]
-
-
-@pytest.mark.slow
-def test_notebook_13_runs_on_the_emulated_gaudi(tmp_path):
-    """Notebook 13 under papermill with DEVICE="hpu" on the emulated node: the worker frees
-    its card, the in-kernel run keeps one, and the notebook says which."""
-    import nbformat
-    from emulated_hpu import environment
-
-    out = tmp_path / "13.ipynb"
-    done = subprocess.run(
-        [sys.executable, "-m", "papermill", str(Path(ROOT, "notebooks", "13_gaudi_node.ipynb")),
-         str(out), "-p", "DEVICE", "hpu", "-k", "python3", "--cwd", str(tmp_path),
-         "--no-progress-bar"],
-        env=environment(tmp_path, FAKE_HPU_COUNT="2"), capture_output=True, text=True,
-        timeout=1200)
-    assert done.returncode == 0, done.stderr[-3000:]
-    r = wb.records(out)
-    assert r["worker_status"] == "completed" and r["kernel_held_after_worker"] is False
-    assert r["in_kernel_status"] == "completed" and (r["cards"], r["free_cards"]) == (2, 1)
-    text = "".join(o.get("text", "") for c in nbformat.read(out, as_version=4).cells
-                   if c.cell_type == "code" for o in c.outputs)
-    assert "this kernel holds Gaudi " in text and "restart the kernel to free it" in text

@@ -1,4 +1,6 @@
-"""Notebooks 01, 07 and 12 (your own Trainer, attached) under papermill with ``WORKBENCH_DEVICE=hpu`` on the emulated Gaudi.
+"""Notebook 07 (multi-device) under papermill with ``WORKBENCH_DEVICE=hpu`` on the emulated Gaudi.
+Notebooks 01, 12 and 13 run on it in the container rehearsal's smoke (tests/test_rehearsal.py,
+scripts/rehearse_smoke.py), in a kernel of the rehearsed venv.
 
 The kernel is its own process (papermill starts it with this environment), so the emulated
 device never enters pytest's process. Each notebook's recorded results must pass the same
@@ -16,7 +18,7 @@ import workbench as wb
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["01_quickstart", "07_multi_device", "12_your_own_trainer"])
+@pytest.mark.parametrize("name", ["07_multi_device"])
 def test_notebook_trains_on_the_emulated_hpu(name, tmp_path, monkeypatch):
     for key, value in environment(tmp_path, WORKBENCH_DEVICE="hpu").items():
         monkeypatch.setenv(key, value)
