@@ -136,6 +136,14 @@ def _drop_fake_modules():
         del torch.hpu
     if getattr(sys.modules.get("torch.hpu"), "__file__", "").startswith(str(FAKES)):
         del sys.modules["torch.hpu"]  # the double registers itself there, as the bridge does
+    # transformers and accelerate keep their "is there an HPU" answer for the process (a
+    # bridge never unloads): forget the one given while the double was loaded, or a later
+    # test's Trainer calls torch.hpu (transformers' set_seed) after it is gone
+    for module, name in (("transformers.utils.import_utils", "is_torch_hpu_available"),
+                         ("accelerate.utils.imports", "is_hpu_available")):
+        cached = getattr(sys.modules.get(module), name, None)
+        if hasattr(cached, "cache_clear"):
+            cached.cache_clear()
 
 
 @pytest.fixture
