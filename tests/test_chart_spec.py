@@ -73,14 +73,22 @@ def test_the_picture_draws_every_panel_and_series_of_the_spec():
     assert labels == {s["label"] for p in spec["panels"] for s in p["series"]}
 
 
-def test_a_changed_spec_changes_the_picture():
-    spec = copy.deepcopy(chart.chart_spec())
+
+def changed_spec(spec: dict) -> dict:
+    """A copy of ``spec`` with every kind of change a renderer must follow: the loss panel
+    renamed, its series relabelled and recoloured, the log note reworded, the compiles panel
+    dropped and a wall-clock panel added (tests/test_chart_view.py draws it in a browser)."""
+    spec = copy.deepcopy(spec)
     loss = spec["panels"][0]
     loss["title"], loss["series"][0]["label"], loss["series"][0]["colour"] = "objective", "training", "#123456"
     spec["notes"]["log"] = "log axis"
     spec["panels"] = [p for p in spec["panels"] if p["key"] != "compiles"]
     spec["panels"].append({"key": "clock", "title": "wall clock", "series": [
         {"field": "time", "label": "seconds", "colour": "#654321"}]})
+    return spec
+
+def test_a_changed_spec_changes_the_picture():
+    spec = changed_spec(chart.chart_spec())
     drawn = _drawn(chart.figure({"a": _events()}, spec=spec))
     assert drawn["objective (log axis)"][0] == ("training", "#123456")
     assert "graph compilations" not in drawn and drawn["wall clock"] == [("seconds", "#654321")]

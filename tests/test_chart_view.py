@@ -16,6 +16,7 @@ import math
 
 import pytest
 from lab_harness import ARTIFACTS, STALL_CAP_MS, browser_page, require_chromium, stall_limit_ms
+from test_chart_spec import changed_spec
 
 from workbench.views import chart, page
 
@@ -54,6 +55,21 @@ def browser():
     with sync_playwright() as p:
         yield p
 
+
+def _widget_page(state: dict, script: str) -> str:
+    """A page running the widget's bundle under a stand-in anywidget model holding ``state``
+    (``handlers``: what the view listens to), then ``script``."""
+    import json
+    import re
+
+    bundle = re.sub(r"export\s*\{\s*(\w+) as default\s*\};?", r"window.wbWidget = \1;",
+                    page.asset("dashboard.js").read_text())
+    return (f"<html><body><div id='host' style='width:1000px'></div><script type='module'>{bundle}\n"
+            f"const state = {json.dumps(state)}; const handlers = {{}};\n"
+            "const model = { get: (k) => state[k], on: (e, f) => (handlers[e] ||= []).push(f), set() {}, "
+            "save_changes() {}, send() {} };\n"
+            "window.wbWidget.render({ model, el: document.getElementById('host') });\n"
+            f"{script}</script></body></html>")
 
 @contextlib.contextmanager
 def _open(pw, tmp_path, html, name, **page_args):
@@ -127,19 +143,11 @@ def test_every_panel_and_series_of_the_spec_is_drawn_by_both_renderers(browser, 
 def test_a_changed_spec_changes_both_renderers(browser, tmp_path):
     """The saved output draws the view and the picture from the state's spec: a panel renamed,
     a series relabelled and recoloured, a note reworded, a panel dropped and one added."""
-    import copy
 
     runs = {"a": _events(compiles=True)}
     state = page.view_state(runs, {"a": SUMMARY}, title="a", status="completed", current="a", max_steps=120,
                             warmup_steps=5, device="cpu", mem_total=8 * 2**30)
-    spec = copy.deepcopy(state["chart"])
-    loss = spec["panels"][0]
-    loss["title"], loss["series"][0]["label"], loss["series"][0]["colour"] = "objective", "training", "#123456"
-    spec["notes"]["log"] = "log axis"
-    spec["panels"] = [p for p in spec["panels"] if p["key"] != "compiles"]
-    spec["panels"].append({"key": "clock", "title": "wall clock", "series": [
-        {"field": "time", "label": "seconds", "colour": "#654321"}]})
-    state["chart"] = spec
+    state["chart"] = changed_spec(state["chart"])
     out = page.saved_output(runs, {"a": SUMMARY}, state, heading="a")
     html = f"<html><body style='margin:0'><div id='host' style='width:1000px'>{out['text/html']}</div></body></html>"
     with _open(browser, tmp_path, html, "view-changed-spec") as (pg, errors):
@@ -154,7 +162,7 @@ def test_a_changed_spec_changes_both_renderers(browser, tmp_path):
     from PIL import Image
 
     picture = Image.open(io.BytesIO(base64.b64decode(out["image/png"])))
-    fig = chart.figure(runs, mem_total=8 * 2**30, warmup_steps=5, spec=spec)
+    fig = chart.figure(runs, mem_total=8 * 2**30, warmup_steps=5, spec=state["chart"])
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible() and ax.get_title()]
     assert titles == [title for title, _ in view.values()], "the picture by the same spec"
     assert picture.size == tuple(int(v) for v in fig.get_size_inches() * fig.dpi), "the saved picture is that one"
@@ -321,19 +329,12 @@ def test_the_picture_panel_shows_the_last_grid_and_steps_back_through_earlier_on
 def test_the_live_view_shows_a_grid_from_its_message_bytes(browser, tmp_path):
     """The widget's bundle (dashboard.js) under a stand-in anywidget model: a grid arrives as
     one message whose buffer is the PNG, and the panel shows it."""
-    import json
-    import re
 
     state = page.view_state({"a": _events(n=3)}, {}, title="a", status="running", current="a", max_steps=120)
     del state["samples"]  # the live widget has no such trait: grids come as messages
-    bundle = re.sub(r"export\s*\{\s*(\w+) as default\s*\};?", r"window.wbWidget = \1;", page.asset("dashboard.js").read_text())
-    html = (f"<html><body><div id='host' style='width:1000px'></div><script type='module'>{bundle}\n"
-            f"const state = {json.dumps(state)}; const handlers = {{}};\n"
-            "const model = { get: (k) => state[k], on: (e, f) => (handlers[e] ||= []).push(f), set() {}, "
-            "save_changes() {}, send() {} };\n"
-            "window.wbWidget.render({ model, el: document.getElementById('host') });\n"
+    html = _widget_page(state, (
             "window.wbSend = (msg, b64) => { const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));\n"
-            "  handlers['msg:custom'].forEach((f) => f(msg, [new DataView(bytes.buffer)])); };</script></body></html>")
+            "  handlers['msg:custom'].forEach((f) => f(msg, [new DataView(bytes.buffer)])); };"))
     with _open(browser, tmp_path, html, "view-live-samples") as (pg, errors):
         pg.wait_for_function("() => window.wbSend && document.querySelector('.wb-panel .u-title')")
         assert pg.is_hidden(".wb-samples"), "no grid yet"
@@ -355,21 +356,13 @@ def test_the_live_view_shows_a_grid_from_its_message_bytes(browser, tmp_path):
 def test_the_live_view_redraws_by_a_new_chart_spec(browser, tmp_path):
     """The widget's bundle under a stand-in model: the kernel sets the ``chart`` trait (a run's
     first eval metric adds its panel) and the view draws by the new spec."""
-    import json
-    import re
 
     state = page.view_state({"a": _events(n=45, metrics=False)}, {}, title="a", status="running", current="a",
                             max_steps=120)
     changed = chart.chart_spec(["eval_accuracy"])
     changed["panels"][0]["title"] = "objective"
-    bundle = re.sub(r"export\s*\{\s*(\w+) as default\s*\};?", r"window.wbWidget = \1;", page.asset("dashboard.js").read_text())
-    html = (f"<html><body><div id='host' style='width:1000px'></div><script type='module'>{bundle}\n"
-            f"const state = {json.dumps(state)}; const handlers = {{}};\n"
-            "const model = { get: (k) => state[k], on: (e, f) => (handlers[e] ||= []).push(f), set() {}, "
-            "save_changes() {}, send() {} };\n"
-            "window.wbWidget.render({ model, el: document.getElementById('host') });\n"
-            "window.wbSet = (k, v) => { state[k] = v; (handlers[`change:${k}`] || []).forEach((f) => f()); };"
-            "</script></body></html>")
+    html = _widget_page(state, (
+            "window.wbSet = (k, v) => { state[k] = v; (handlers[`change:${k}`] || []).forEach((f) => f()); };"))
     keys = "() => document.querySelector('.wb-dash').wbChart.plots.map(p => p.wbPanel).join(',')"
     with _open(browser, tmp_path, html, "view-live-spec") as (pg, errors):
         pg.wait_for_function("() => window.wbSet && document.querySelector('.wb-panel .u-title')")
