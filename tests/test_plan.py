@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -704,6 +705,33 @@ def test_every_row_carries_the_range_of_its_families_measured_error_and_says_whe
                    devices=["Gaudi2", "H100"], prices={"Gaudi2": 0.01})
     assert mine.cheapest()["answer"] == "Gaudi2 is cheapest, beyond the measured error of every other row"
     assert {"hours_low", "hours_high", "cost_low", "cost_high", "price_date", "price_source"} <= set(p.table())
+
+
+def test_the_printed_plan_and_its_notebook_view_state_the_answer_with_its_uncertainty():
+    p = wb.plan("llama-7b", tokens=1e9, batch_size=4, seq_len=2048, num_devices=8, runs=NO_RUNS,
+                devices=["Gaudi2", "Gaudi3", "H100", "H200"])
+    fastest, cheapest = p.fastest()["answer"], p.cheapest()["answer"]
+    printed = " ".join(line.strip() for line in repr(p).splitlines())
+    assert printed.endswith(f"{fastest} {cheapest}")
+    assert html.escape(fastest) in p._repr_html_() and html.escape(cheapest) in p._repr_html_()
+    # Gaudi 2 and Gaudi 3 for Llama 2 7B: the cost ranges overlap, and the answer says so
+    assert cheapest.startswith("it depends: ") and "(the cost ranges overlap)" in cheapest
+    one = wb.plan("llama-7b", tokens=1e9, batch_size=4, seq_len=2048, num_devices=8, runs=NO_RUNS,
+                  devices=["H100"])
+    assert one.fastest()["answer"] == "H100 SXM is the only row with a time: nothing to compare"
+    # a default MFU is an assumption: the answer says so when the best row stands on one
+    sd = wb.plan("unet-sd15", tokens=1e6, batch_size=8, num_devices=8, runs=NO_RUNS,
+                 devices=["Gaudi3", "H100"])
+    assert sd.row("Gaudi3")["mfu_from"] == "default" and sd.cheapest()["device"] == "Gaudi3"
+    assert sd.cheapest()["answer"].endswith(
+        ". Gaudi3's MFU is the stated default (no published figure for this model on it): an "
+        "assumption, not a measurement")
+    published = wb.plan("unet-sd15", tokens=1e6, batch_size=8, num_devices=8, runs=NO_RUNS,
+                        devices=["Gaudi2", "H100"]).fastest()
+    assert published["mfu_from"] == "published" and "stated default" not in published["answer"]
+    unpriced = wb.plan("llama-7b", tokens=1e9, batch_size=4, seq_len=2048, num_devices=8, runs=NO_RUNS,
+                       devices=["detected"])
+    assert "only row" not in repr(unpriced) and "cheapest" not in repr(unpriced)  # nothing to answer
 
 
 @pytest.mark.slow

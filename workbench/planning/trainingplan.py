@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import html
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,17 +135,25 @@ class TrainingPlan:
             for r in rows
             if r is not best and r.get(low, r[key]) <= best.get(high, best[key])
         ]
-        if close:
+        measure = "cost" if key == "cost_usd" else "time"
+        if len(rows) == 1:
+            answer = f"{best['device']} is the only row with a {measure}: nothing to compare"
+        elif close:
             answer = (
                 f"it depends: {best['device']} is {what} as planned, but "
                 f"{', '.join(close)} {'lies' if len(close) == 1 else 'lie'} within the measured "
-                f"error of the planner (the {low.split('_')[0]} ranges overlap): which is {what} "
+                f"error of the planner (the {measure} ranges overlap): which is {what} "
                 "depends on the MFU your run reaches on each chip (train a few steps on each and "
                 "plan again with runs=, or pass mfu=)"
                 + (" and on your prices (prices=)" if key == "cost_usd" else "")
             )
         else:
             answer = f"{best['device']} is {what}, beyond the measured error of every other row"
+        if best.get("mfu_from") == "default":  # the range measures published figures, not this
+            answer += (
+                f". {best['device']}'s MFU is the stated default (no published figure for "
+                "this model on it): an assumption, not a measurement"
+            )
         return {**best, "answer": answer, "overlaps": close}
 
     def cheapest(self) -> dict[str, Any]:
@@ -190,7 +199,19 @@ class TrainingPlan:
                 f"{fmt_hours(r.get('hours')):>11}  {span:>21}  {fmt_money(r.get('cost_usd')):>10}  "
                 f"{r.get('mfu_from') or r.get('note', '')}"
             )
+        for answer in self._answers():
+            lines += textwrap.wrap(answer, 96, initial_indent="  ", subsequent_indent="    ")
         return "\n".join(lines)
+
+    def _answers(self) -> list[str]:
+        """The fastest and the cheapest row's ``answer`` (with the planner's measured error:
+        "it depends" where ranges overlap), for the printed plan and its notebook view; none
+        where no row has a time or a price."""
+        out = []
+        for key, best in (("hours", self.fastest), ("cost_usd", self.cheapest)):
+            if any(r.get(key) is not None for r in self.rows):
+                out.append(best()["answer"])
+        return out
 
     # ----------------------------------------------------------------------- the view
     def svg(self) -> str:
@@ -277,5 +298,6 @@ class TrainingPlan:
             f"<div style='{markup.FONT}'><div style='font-weight:bold;margin:2px 8px'>"
             f"{html.escape(self._title())}</div><img src='data:image/svg+xml;base64,{svg}'/>"
             f"{markup.table(body, heads, font=False)}"
-            f"<details><summary>sources</summary><ul>{''.join(notes)}</ul></details></div>"
+            + "".join(f"<p style='margin:4px 8px'>{html.escape(a)}</p>" for a in self._answers())
+            + f"<details><summary>sources</summary><ul>{''.join(notes)}</ul></details></div>"
         )
