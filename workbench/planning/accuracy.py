@@ -17,6 +17,7 @@ from . import references as refs
 from .matching import mix_of, nearest_reference, spec_of
 from .planner import RECOMPUTE, plan
 from .references import FAMILIES, family_of
+from .warmup import warmup_of
 
 
 def _lookup_mfu(data: dict, target: dict) -> dict | None:
@@ -126,6 +127,56 @@ def held_out(references: str | Path | None = None) -> list[dict[str, Any]]:
     references."""
     data = refs.references(references)
     return [_scored(data, e) for e in data.get("held_out", {}).get("results", [])]
+
+
+def single_reference_bound(
+    references: str | Path | None = None, family: str = "Gaudi"
+) -> list[dict[str, Any]]:
+    """How well any rule that plans from one published figure could do, with hindsight: each
+    reference of ``family`` planned from the others as in ``leave_one_out`` (``error``: with the
+    figure ``wb.plan`` picks), then with each figure of its own chip and precision in turn in
+    that figure's place (the warm-up the others give kept), and the one that came closest
+    (``best_error``, ``best_from``). A row whose ``best_error`` is still large holds something
+    no single figure of its chip carries (a one-off inside a short run, a slow compilation):
+    a better choice of reference cannot reach it; a small one says the choice could."""
+    data = refs.references(references)
+    out = []
+    for e in data["mfu"]:
+        if family_of(e["chip"]) != family:
+            continue
+        rest = {**data, "mfu": [r for r in data["mfu"] if not _twin(r, e)]}
+        picked = _through_plan(rest, e)
+        warm = warmup_of(rest, CHIPS[e["chip"]])["seconds"]
+        best = None
+        for c in rest["mfu"]:
+            if (c["chip"], c["precision"]) != (e["chip"], e["precision"]):
+                continue
+            if (c.get("arch") == "unet") != (e.get("arch") == "unet"):
+                continue  # wb.plan never carries a UNet's figure to a transformer, nor back
+            # the candidate alone in the references: its figure is the one wb.plan takes
+            got = _through_plan({**rest, "mfu": [c]}, e)
+            if got["predicted"] is None:
+                continue
+            error = got["steady_error"]
+            run = e.get("run")
+            if got["measured_as"] == "whole run":  # the time of the run, the others' warm-up
+                tokens = run["samples"] * e["plan"]["seq_len"]
+                hours_s = warm + tokens / (got["predicted"] * got["planned_devices"])
+                error = run["runtime_s"] / hours_s - 1
+            if best is None or abs(error) < abs(best[0]):
+                best = (round(error, 4), c["model"])
+        out.append(
+            {
+                "chip": e["chip"],
+                "precision": e["precision"],
+                "model": e["model"],
+                "devices": e.get("devices"),
+                "error": picked["error"],
+                "best_error": None if best is None else best[0],
+                "best_from": None if best is None else best[1],
+            }
+        )
+    return out
 
 
 def by_family(scored: list[dict[str, Any]], key: str = "error") -> dict[str, dict[str, Any]]:
