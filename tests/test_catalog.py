@@ -166,6 +166,24 @@ def test_tokenizer_script_regenerates_the_shipped_files(tmp_path):
     assert again == manifest, "regenerated tokenizers differ from the shipped ones"
 
 
+def test_a_width_or_head_count_override_carries_the_head_width_with_it():
+    """transformers derives a Llama config's head_dim from its width and head count once, when
+    the config is built; wb.model's overrides of either must carry it (they kept the tiny
+    config's 32-wide heads: a q_proj of 4096 x 1024 for a "4096-wide, 32-head" model)."""
+    spec = wb.model("llama", hidden_size=256, num_attention_heads=8, num_key_value_heads=4, num_hidden_layers=1)
+    assert spec.config().head_dim == 32  # 256 / 8, by chance the tiny config's too
+    wide = wb.model("llama", hidden_size=512, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=1)
+    with torch.device("meta"):
+        model = wide._from_config(wide.config())
+    attention = model.model.layers[0].self_attn
+    assert wide.config().head_dim == 128 and tuple(attention.q_proj.weight.shape) == (512, 512)
+    assert tuple(attention.k_proj.weight.shape) == (256, 512)  # 2 key/value heads of 128
+    # a head width stated apart stays: the override's, or a named size's own
+    assert wb.model("llama", hidden_size=512, num_attention_heads=4, head_dim=64).config().head_dim == 64
+    assert wb.model("llama", size="7b").config().head_dim == 128
+    assert wb.model("llama").config().head_dim == 32  # the tiny config, untouched
+
+
 # ---------------------------------------------------------------- the real MiniLM
 def test_pretrained_minilm_loads_offline_and_embeds_meaningfully():
     spec = wb.model("pretrained-minilm")

@@ -345,6 +345,8 @@ DOCUMENTED_WRITES = {
         "a tokenizer catalog just loaded, before anyone holds it (transformers' padding docs)",
     ("workbench/catalog.py", "cfg.num_labels"): "a config catalog builds for a new model",
     ("workbench/catalog.py", "setattr(cfg)"): "a config catalog builds: the spec's overrides",
+    ("workbench/catalog.py", "cfg.head_dim"):
+        "a config catalog builds: the head width its constructor derived, carried to the overrides",
     ("workbench/catalog.py", "model.config.pad_token_id"): "a model catalog just built",
     ("workbench/diffusion/pipeline.py", "tokenizer.model_max_length"):
         "a tokenizer the pipeline just loaded (CLIP's 77 positions)",

@@ -460,6 +460,25 @@ def test_the_notebook_view_draws_time_and_cost_without_scripts():
     assert "TrainingPlan" in repr(p) and "H200" in repr(p)
 
 
+def test_every_published_figure_is_planned_as_the_model_it_measured():
+    """The model a reference or held-out result is planned as (its ``plan`` spec) has the
+    parameters and FLOPs a token its MFU was converted with: a spec that builds another shape
+    (a width override that left the tiny config's 32-wide heads, as Qwen2-7B's did: 6.45B
+    parameters for 7.07B) plans other FLOPs than the figure's."""
+    from workbench.planning.matching import spec_of
+
+    data = refs.references()
+    checked = 0
+    for e in data["mfu"] + data["held_out"]["results"]:
+        if not (e.get("plan") and e.get("seq_len") and e.get("flops_per_token")):
+            continue
+        spec = spec_of(e)
+        assert spec.num_params == pytest.approx(e["params"], rel=5e-3), e["model"]
+        assert flops_per_token(spec, e["plan"]["seq_len"]) == pytest.approx(e["flops_per_token"], rel=5e-3), e["model"]
+        checked += 1
+    assert checked >= 40
+
+
 def test_every_shipped_figure_says_where_it_came_from():
     data = refs.references()
     for e in data["mfu"] + data["not_used"] + [data["scaling"]]:

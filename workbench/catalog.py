@@ -219,8 +219,10 @@ class ModelSpec:
             else:
                 fields.update(self.info["sizes"][self.size][1])
             cfg = AutoConfig.for_model(self.info["model_type"], **fields)
+        before = (getattr(cfg, "hidden_size", None), getattr(cfg, "num_attention_heads", None))
         for key, value in self.overrides.items():
             setattr(cfg, key, value)
+        _follow_head_width(cfg, before, self.overrides)
         if self.task == "classification":
             cfg.num_labels = self.num_labels or 2
         return cfg
@@ -458,6 +460,20 @@ def _check_model_dir(path: Path, size: str, index: str = "config.json") -> None:
             f"model directory {size!r} has no {index} (it holds: {', '.join(held[:8])}"
             f"{', ...' if len(held) > 8 else ''}): {fix}"
         )
+
+
+def _follow_head_width(cfg, before: tuple, overrides: dict) -> None:
+    """A head width that the config derived from its width and head count (transformers sets
+    ``head_dim = hidden_size // num_attention_heads`` once, when the config is built) follows
+    an override of either; one the config states apart (Gemma, Qwen3) or the overrides name
+    stays. Without this, ``wb.model("llama", hidden_size=4096, num_attention_heads=32)`` kept
+    the tiny config's 32-wide heads: a model of another shape, and planned FLOPs with it."""
+    width, heads = before
+    now = (getattr(cfg, "hidden_size", None), getattr(cfg, "num_attention_heads", None))
+    if "head_dim" in overrides or not (width and heads) or now == before:
+        return
+    if getattr(cfg, "head_dim", None) == width // heads and now[0] and now[1]:
+        cfg.head_dim = now[0] // now[1]
 
 
 def _round_up(n: int, multiple: int) -> int:
