@@ -631,10 +631,13 @@ def test_llama_70b_names_its_tensor_and_pipeline_degrees_and_their_cost():
         assert "checkpointing" not in row["strategy"]  # tensor parallel holds it for less than a recompute
         assert f"tensor parallel {row['tensor_parallel']}" in row["strategy"]
         assert f"--tensor-model-parallel-size {row['tensor_parallel']}" in row["launch"]
-        assert "tensor" in row["sources"]["layout"]  # its communication is charged
+        for degree, cost in (("tensor_parallel", "tensor"), ("context_parallel", "context")):
+            if row[degree] > 1:  # its communication is charged, in seconds a step
+                assert re.search(rf"\b{cost} [0-9.e+-]+ s", row["sources"]["layout"]), row["sources"]["layout"]
         mp = wb.plan_memory("llama-70b", batch_size=1, seq_len=4096)
         assert mp.replan(devices=64, zero_stage=1, tensor_parallel=row["tensor_parallel"],
-                         pipeline_parallel=row["pipeline_parallel"]).fits(name)
+                         pipeline_parallel=row["pipeline_parallel"],
+                         context_parallel=row["context_parallel"]).fits(name)
         assert not mp.replan(devices=64, zero_stage=3).fits(name)  # data parallel alone needs a recompute
 
 
@@ -724,6 +727,62 @@ def test_every_row_carries_the_range_of_its_families_measured_error_and_says_whe
                    devices=["Gaudi2", "H100"], prices={"Gaudi2": 0.01})
     assert mine.cheapest()["answer"] == "Gaudi2 is cheapest, beyond the measured error of every other row"
     assert {"hours_low", "hours_high", "cost_low", "cost_high", "price_date", "price_source"} <= set(p.table())
+
+
+LLAMA_405B = dict(hidden_size=16384, intermediate_size=53248, num_hidden_layers=126, num_attention_heads=128,
+                  num_key_value_heads=8, vocab_size=128256, max_position_embeddings=8192, tie_word_embeddings=False)
+
+
+def test_llama_405b_at_8192_tokens_plans_context_parallel_on_uneven_pipeline_stages():
+    """MLPerf Training v5.0's Llama 3.1 405B run (512 H100s, 8,192 tokens, fp8) splits every
+    sequence over context-parallel ranks and its 126 layers over 8 stages; wb.plan finds a
+    layout of that kind, without a recompute, and says how to launch it."""
+    spec = wb.model("llama", **LLAMA_405B)
+    assert spec.num_params == pytest.approx(405.85e9, rel=1e-3)
+    row = wb.plan(spec, tokens=1e9, batch_size=2, seq_len=8192, precision="fp8", devices=["H100"],
+                  num_devices=512, runs=NO_RUNS).row("H100 SXM")
+    assert row["context_parallel"] > 1 and row["pipeline_parallel"] > 1, row["strategy"]
+    assert "checkpointing" not in row["strategy"] and f"context parallel {row['context_parallel']}" in row["strategy"]
+    assert f"--context-parallel-size {row['context_parallel']}" in row["launch"]
+    assert "--ds-sequence-parallel-size" in row["launch"]  # Gaudi's Megatron-DeepSpeed: Ulysses
+    assert re.search(r"\bcontext [0-9.e+-]+ s", row["sources"]["layout"])
+
+
+def test_uneven_pipeline_stages_and_context_parallel_in_the_memory_plan():
+    """The largest of uneven stages is planned (3 layers over 2 stages: 2 of them), context
+    parallel divides the activations, and a sequence it cannot split in 2 x c chunks is refused."""
+    mp = wb.plan_memory(wb.model("llama", num_hidden_layers=3), batch_size=2, seq_len=64)
+    one = mp.replan(devices=2, zero_stage=0)
+    two = mp.replan(devices=2, pipeline_parallel=2)
+    assert two.weights == pytest.approx(one.weights * (2 * 2 / 3) / 2, rel=1e-6)
+    cp = mp.replan(devices=2, context_parallel=2)
+    assert cp.activations < one.activations and cp.weights == one.weights
+    with pytest.raises(ValueError, match=r"context_parallel=4 needs seq_len divisible by 8 .*seq_len=60"):
+        wb.plan_memory(wb.model("llama"), batch_size=1, seq_len=60).replan(devices=4, context_parallel=4)
+    with pytest.raises(ValueError, match="pipeline_parallel=4 is more stages than the 3 layers"):
+        mp.replan(devices=4, pipeline_parallel=4)
+
+
+def test_zero_2_and_3_pay_their_gradient_traffic_for_every_micro_batch():
+    """DeepSpeed reduces ZeRO-2/3 gradients after every micro-batch's backward (a rank keeps
+    only its partition) and ZeRO-3 gathers the weights for each: with a micro-batches a step
+    the traffic is (a + 1) / 2 and 1.5 a all-reduces, where DDP and ZeRO-1 reduce once."""
+    from workbench.planning import layout
+
+    mp = wb.plan_memory("gpt2-xl", batch_size=8, seq_len=1024).replan(devices=16)
+    chip = CHIPS["H100 SXM"]
+    per = flops_per_token(wb.model("gpt2-xl"), 1024)
+
+    def traffic(zero, accumulation):  # the data term with nothing to hide behind
+        lay = layout.Layout(16, zero=zero, micro_batch=8 // accumulation, accumulation=accumulation)
+        t = layout.timing(lay, mp, chip, per, 1e30, 1_000_000_000)
+        return t["data"]
+
+    for zero in (0, 1):  # once a step, whatever the accumulation
+        assert traffic(zero, 4) == pytest.approx(traffic(zero, 1)) and traffic(zero, 1) > 0
+    assert traffic(2, 4) == pytest.approx(traffic(1, 4) * 5 / 2)
+    assert traffic(3, 4) == pytest.approx(traffic(1, 4) * 6)
+    assert traffic(3, 1) == pytest.approx(traffic(1, 1) * 1.5)  # the ZeRO paper's 1.5x
 
 
 def test_the_printed_plan_and_its_notebook_view_state_the_answer_with_its_uncertainty():

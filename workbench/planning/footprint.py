@@ -313,6 +313,7 @@ def estimate(
     kernels: str = "fused",
     tensor: int = 1,
     pipeline: int = 1,
+    context: int = 1,
 ) -> dict[str, int]:
     """Per-device bytes of each component for one configuration.
 
@@ -323,7 +324,13 @@ def estimate(
     and dropouts too; under 1F1B the first stage holds ``pipeline`` micro-batches of its
     ``layers / pipeline`` layers: one micro-batch of every layer). Megatron-LM's accounting,
     Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models" (2022).
+    Where ``pipeline`` does not divide the layers, the largest stage, ``ceil(layers /
+    pipeline)`` of them, is the one planned (Megatron takes uneven stages). ``context``
+    (context parallel, Megatron-LM's ``--context-parallel-size``): each device holds
+    1 / context of every sequence's activations; its ranks hold the same weights, and the
+    distributed optimizer shards over them as over data-parallel replicas.
     """
+    stage = _stage_share(d, pipeline)
     model_parallel = tensor * pipeline
     replicas = max(1, devices // model_parallel)
     mixed = precision != "fp32"
@@ -360,9 +367,9 @@ def estimate(
             d["layers"] + (d["dec_layers"] if d["family"] == "t5" else 0)
         )
         tail = 2 * 4 * d["vocab"] * h if head else 0  # tied embedding: dense grad + accumulation
-    acts /= tensor
-    N, lora_base, frozen = N / model_parallel, lora_base / model_parallel, frozen / model_parallel
-    matmul, layer_params = matmul / model_parallel, layer_params / tensor
+    acts *= stage / (tensor * context)
+    N, lora_base, frozen = (x * stage / model_parallel for x in (N, lora_base, frozen))
+    matmul, layer_params = matmul * stage / model_parallel, layer_params / tensor
     if mixed and zero == 0:
         acts += 2 * matmul  # autocast's 16-bit weight copies, saved for backward
     weights = wb * (N + lora_base) / (replicas if zero >= 3 else 1) + frozen
@@ -387,6 +394,13 @@ def estimate(
             margin=margin,
         ).items()
     }
+
+
+def _stage_share(d, pipeline: int) -> float:
+    """The largest pipeline stage's layers over an even stage's: ``pipeline x ceil(layers /
+    pipeline) / layers`` (1 where ``pipeline`` divides the layers)."""
+    layers = d.get("layers") or 1
+    return pipeline * -(-layers // pipeline) / layers if pipeline > 1 else 1.0
 
 
 def traffic_per_unit(d, seq: int, precision: str) -> float:

@@ -2,8 +2,10 @@
 costs in time, and the fastest layout that fits.
 
 A ``Layout`` is data parallel (DDP, or DeepSpeed ZeRO 1/2/3) or, for transformers, Megatron's
-tensor x pipeline x data parallel (sequence parallel on, ZeRO-1 as Megatron's distributed
-optimizer), with gradient checkpointing or not and a micro-batch with gradient accumulation.
+tensor x pipeline x context x data parallel (sequence parallel on, ZeRO-1 as Megatron's
+distributed optimizer; pipeline stages may be uneven, the largest setting the pace; context
+parallel splits every sequence over its ranks), with gradient checkpointing or not and a
+micro-batch with gradient accumulation.
 Every layout of a count takes the same samples a step (``batch_size`` per device x devices),
 so they differ only in memory and in the time their overheads add (``timing``):
 
@@ -12,9 +14,13 @@ so they differ only in memory and in the time their overheads add (``timing``):
   backward; 2 more under checkpointing), each moving 2 (t - 1) / t x the bytes, over the
   server's links (NVLink, Gaudi's RoCE ports), not overlapped (Megatron-LM,
   Narayanan et al. 2021; Korthikanti et al. 2022);
+* **context parallel**: the keys and values passed round the ring of its c ranks (c - 1 hops,
+  forward and twice backward), over the server's links or, past one server, its scale-out
+  ports (Megatron-LM's ring attention; Gaudi runs DeepSpeed-Ulysses' all-to-all instead);
 * **pipeline bubble**: (p - 1) / m of the step idles with m micro-batches a step (1F1B);
-* **data parallel**: the gradient all-reduce (2 (d - 1) / d x the gradients' bytes; ZeRO-3
-  1.5x for gathering the weights again, the ZeRO paper), inside a server over its links,
+* **data parallel**: the gradient all-reduce (2 (d - 1) / d x the gradients' bytes) once a
+  step; ZeRO-2 reduce-scatters after every micro-batch and ZeRO-3 also gathers the weights
+  for every micro-batch (``_rounds``; 1.5x for one, the ZeRO paper), inside a server over its links,
   across servers over each device's scale-out port, hidden behind the backward pass (2/3 of
   the compute) and charged only where it is longer.
 
@@ -47,22 +53,30 @@ class Layout:
     checkpointing: bool = False
     micro_batch: int = 1
     accumulation: int = 1
+    context: int = 1
+
+    @property
+    def model_parallel(self) -> int:
+        """Devices that hold one replica of the weights and one micro-batch's sequences."""
+        return self.tensor * self.pipeline * self.context
 
     @property
     def data(self) -> int:
         """Data-parallel replicas."""
-        return self.devices // (self.tensor * self.pipeline)
+        return self.devices // self.model_parallel
 
     @property
     def megatron(self) -> bool:
-        return self.tensor * self.pipeline > 1
+        return self.model_parallel > 1
 
     def describe(self) -> str:
         """The layout in words, e.g. ``8 devices, ZeRO-3``."""
         if self.megatron:
             text = (
                 f"{self.devices} devices: tensor parallel {self.tensor} x pipeline parallel "
-                f"{self.pipeline} x data parallel {self.data}"
+                f"{self.pipeline}"
+                + (f" x context parallel {self.context}" if self.context > 1 else "")
+                + f" x data parallel {self.data}"
                 + (", sequence parallel" if self.tensor > 1 else "")
                 + (", ZeRO-1 (distributed optimizer)" if self.zero else "")
             )
@@ -86,6 +100,14 @@ class Layout:
                 "Megatron-DeepSpeed (Gaudi) or NeMo / Megatron-LM (NVIDIA): "
                 f"--tensor-model-parallel-size {self.tensor} "
                 f"--pipeline-model-parallel-size {self.pipeline}"
+                + (
+                    f" --context-parallel-size {self.context} (Megatron-DeepSpeed: DeepSpeed-"
+                    f"Ulysses, --ds-sequence-parallel-size {self.context} without "
+                    f"--sequence-parallel; optimum-habana: --context_parallel_size "
+                    f"{self.context})"
+                    if self.context > 1
+                    else ""
+                )
                 + (" --sequence-parallel" if self.tensor > 1 else "")
                 + f" --micro-batch-size {self.micro_batch} --global-batch-size {glob}"
                 + (" --use-distributed-optimizer" if self.zero else "")
@@ -122,17 +144,23 @@ def candidates(mp, devices: int, checkpointing: bool | None = None) -> list[Layo
     transformer = d["family"] not in ("unet", "sd")
     out = []
     tensors = [t for t in (1, 2, 4, 8) if transformer and devices % t == 0 and d["heads"] % t == 0]
+    # context parallel splits each sequence into 2 x c chunks (Megatron-LM): long sequences
+    contexts = [c for c in (1, 2, 4, 8) if c == 1 or (transformer and mp.seq_len % (2 * c) == 0)]
     for t in tensors or [1]:
         for p in (1, 2, 4, 8, 16, 32):
-            if devices % (t * p) or (p > 1 and (not transformer or d["layers"] % p)):
+            if p > 1 and (not transformer or p > d["layers"]):  # uneven stages: Megatron's
                 continue
-            replicas = devices // (t * p)
-            zeros = (0, 1, 2, 3) if t * p == 1 else (0, 1)
-            for z in zeros:
-                if z and replicas == 1:
+            for c in contexts:
+                # DeepSpeed-Ulysses (Gaudi's way) splits the heads over the context ranks too
+                if devices % (t * p * c) or (transformer and d["heads"] % (t * c)):
                     continue
-                for ckpt in (False, True) if checkpointing is None else (checkpointing,):
-                    out.append(Layout(devices, t, p, z, ckpt, mp.batch_size, 1))
+                replicas = devices // (t * p * c)
+                zeros = (0, 1, 2, 3) if t * p * c == 1 else (0, 1)
+                for z in zeros:
+                    if z and replicas * c == 1:
+                        continue
+                    for ckpt in (False, True) if checkpointing is None else (checkpointing,):
+                        out.append(Layout(devices, t, p, z, ckpt, mp.batch_size, 1, c))
     return out
 
 
@@ -144,6 +172,7 @@ def memory_of(mp, layout: Layout):
         grad_checkpointing=layout.checkpointing,
         tensor_parallel=layout.tensor,
         pipeline_parallel=layout.pipeline,
+        context_parallel=layout.context,
         batch_size=layout.micro_batch,
     )
 
@@ -158,8 +187,10 @@ def fitting(mp, target, layout: Layout) -> tuple[Layout, Any] | None:
             layout.zero,
             layout.checkpointing,
             m,
-            # Megatron: the replica's tensor x pipeline devices take that many samples a step
-            mp.batch_size // m * layout.tensor * layout.pipeline,
+            # Megatron: the replica's tensor x pipeline x context devices take that many
+            # samples a step
+            mp.batch_size // m * layout.model_parallel,
+            layout.context,
         )
         plan = memory_of(mp, at)
         if plan.fits(target):
@@ -181,28 +212,54 @@ def timing(
     with gradients."""
     d = mp._dims
     units = mp.batch_size * (1 if d["family"] in ("unet", "sd") else mp.seq_len)
-    compute = units * per_unit / achieved / (RECOMPUTE if layout.checkpointing else 1.0)
+    # the largest pipeline stage sets the pace (uneven stages: ceil(layers / pipeline) layers)
+    stage = layout.pipeline * -(-d.get("layers", 1) // layout.pipeline) / d.get("layers", 1)
+    compute = units * per_unit / achieved / (RECOMPUTE if layout.checkpointing else 1.0) * stage
     link = getattr(chip, "link_gbs", None)
-    out = {"compute": compute, "tensor": 0.0, "bubble": 0.0, "data": 0.0}
+    out = {"compute": compute, "tensor": 0.0, "context": 0.0, "bubble": 0.0, "data": 0.0}
     if layout.tensor > 1 and link:
         collectives = 6 if layout.checkpointing else 4
         moved = units * d["layers"] * collectives * 2 * (layout.tensor - 1) * 2 * d["h"]
         out["tensor"] = moved / (link * 1e9)
+    if layout.context > 1 and link:
+        # each rank passes its keys and values round the ring, c - 1 hops, in the forward and
+        # twice in the backward (their gradients), 16-bit, not counted as overlapped; over
+        # the server's links while tensor x context ranks fit in one (Megatron orders tensor,
+        # then context, innermost), else over each device's scale-out port
+        moved = units * d["layers"] * 3 * (layout.context - 1) * 2 * d["kv"] * 2
+        inside = layout.tensor * layout.context <= PER_NODE or not chip.scaleout_gbs
+        out["context"] = moved / ((link if inside else chip.scaleout_gbs) * 1e9)
     if layout.pipeline > 1:
         out["bubble"] = (
-            (out["compute"] + out["tensor"]) * (layout.pipeline - 1) / layout.accumulation
+            (out["compute"] + out["tensor"] + out["context"])
+            * (layout.pipeline - 1)
+            / layout.accumulation
         )
-    if layout.data > 1 and link:
+    group = layout.data * layout.context  # context-parallel ranks reduce gradients too
+    if group > 1 and link:
         grad_bytes = (2 if layout.zero or layout.megatron else 4) * trainable
         grad_bytes /= layout.tensor * layout.pipeline
-        volume = 2 * (layout.data - 1) / layout.data * grad_bytes
-        volume *= 1.5 if layout.zero == 3 else 1.0
+        volume = 2 * (group - 1) / group * grad_bytes * _rounds(layout)
         across = layout.devices > PER_NODE and chip.scaleout_gbs
         bandwidth = (chip.scaleout_gbs if across else link) * 1e9
         out["data"] = max(0.0, volume / bandwidth - BACKWARD * compute)
-    out["step"] = out["compute"] + out["tensor"] + out["bubble"] + out["data"]
+    out["step"] = sum(out[k] for k in ("compute", "tensor", "context", "bubble", "data"))
     out["units"] = units
     return out
+
+
+def _rounds(layout: Layout) -> float:
+    """A step's gradient traffic in all-reduces of the gradients (2 (d - 1) / d x their bytes
+    each): DDP and ZeRO-1 (Megatron's distributed optimizer too) reduce once a step, at the
+    accumulation boundary; ZeRO-2 reduce-scatters after every micro-batch's backward (each
+    rank keeps only its partition: DeepSpeed issue #2252, its maintainer) and gathers the
+    updated weights once, (a + 1) / 2 all-reduces for ``a`` micro-batches; ZeRO-3 also gathers
+    the weights for every micro-batch's forward and backward (the ZeRO paper's 1.5x for one),
+    1.5 a."""
+    if layout.megatron or layout.zero < 2:
+        return 1.0
+    a = layout.accumulation
+    return (a + 1) / 2 if layout.zero == 2 else 1.5 * a
 
 
 def _rank(layout: Layout, step: float) -> tuple:
@@ -211,7 +268,7 @@ def _rank(layout: Layout, step: float) -> tuple:
     # no checkpointing, a larger micro-batch
     return (
         round(step, 3),
-        layout.tensor * layout.pipeline,
+        layout.model_parallel,
         layout.zero,
         layout.checkpointing,
         -layout.micro_batch,

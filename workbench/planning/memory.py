@@ -73,6 +73,7 @@ class MemoryPlan:
     requested_kernels: str = "auto"
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
+    context_parallel: int = 1
     _dims: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -107,6 +108,7 @@ class MemoryPlan:
             new.kernels,
             new.tensor_parallel,
             new.pipeline_parallel,
+            new.context_parallel,
         )
         return replace(new, **parts)
 
@@ -118,11 +120,12 @@ class MemoryPlan:
         grad_checkpointing: bool | None = None,
         tensor_parallel: int | None = None,
         pipeline_parallel: int | None = None,
+        context_parallel: int | None = None,
         batch_size: int | None = None,
     ) -> MemoryPlan:
         """The same plan over ``devices`` with ``zero_stage``, ``grad_checkpointing``, the
-        tensor and pipeline parallel degrees and the (micro-)batch per device (each unchanged
-        when None), recomputed without reading the model again."""
+        tensor, pipeline and context parallel degrees and the (micro-)batch per device (each
+        unchanged when None), recomputed without reading the model again."""
         changes = {
             k: v
             for k, v in (
@@ -131,12 +134,20 @@ class MemoryPlan:
                 ("grad_checkpointing", grad_checkpointing),
                 ("tensor_parallel", tensor_parallel),
                 ("pipeline_parallel", pipeline_parallel),
+                ("context_parallel", context_parallel),
                 ("batch_size", batch_size),
             )
             if v is not None
         }
         new = replace(self, **changes)
-        _check_parallel(self._dims, new.devices, new.tensor_parallel, new.pipeline_parallel)
+        _check_parallel(
+            self._dims,
+            new.devices,
+            new.tensor_parallel,
+            new.pipeline_parallel,
+            new.context_parallel,
+            new.seq_len,
+        )
         _check_options(
             new.batch_size,
             new.requested_precision,
@@ -356,23 +367,36 @@ def _check_options(batch_size, precision, kernels, optimizer, zero_stage, device
         )
 
 
-def _check_parallel(d: dict, devices: int, tensor: int, pipeline: int) -> None:
-    """Tensor and pipeline degrees that split this model over these devices, or an error."""
-    for name, value in (("tensor_parallel", tensor), ("pipeline_parallel", pipeline)):
+def _check_parallel(
+    d: dict, devices: int, tensor: int, pipeline: int, context: int = 1, seq_len: int = 0
+) -> None:
+    """Tensor, pipeline and context degrees that split this model over these devices, or an
+    error."""
+    degrees = (("tensor_parallel", tensor), ("pipeline_parallel", pipeline))
+    for name, value in (*degrees, ("context_parallel", context)):
         _positive(name, value)
-    if tensor * pipeline == 1:
+    if tensor * pipeline * context == 1:
         return
     if d["family"] in ("unet", "sd"):
-        raise ValueError("tensor/pipeline parallelism is planned for transformers, not a UNet")
-    if devices % (tensor * pipeline):
         raise ValueError(
-            f"devices={devices} is not a multiple of tensor_parallel x pipeline_parallel = "
-            f"{tensor * pipeline}"
+            "tensor/pipeline/context parallelism is planned for transformers, not a UNet"
+        )
+    if devices % (tensor * pipeline * context):
+        raise ValueError(
+            f"devices={devices} is not a multiple of tensor_parallel x pipeline_parallel x "
+            f"context_parallel = {tensor * pipeline * context}"
         )
     if d["heads"] % tensor:
         raise ValueError(f"tensor_parallel={tensor} must divide the {d['heads']} attention heads")
-    if d["layers"] % pipeline:
-        raise ValueError(f"pipeline_parallel={pipeline} must divide the {d['layers']} layers")
+    if pipeline > d["layers"]:
+        raise ValueError(
+            f"pipeline_parallel={pipeline} is more stages than the {d['layers']} layers"
+        )
+    if seq_len % (2 * context):  # Megatron splits a sequence into 2 x context chunks
+        raise ValueError(
+            f"context_parallel={context} needs seq_len divisible by {2 * context} (2 x "
+            f"context_parallel), got seq_len={seq_len}"
+        )
 
 
 def _seq_len(name: str, d: dict, seq_len: int | None) -> int:

@@ -343,12 +343,16 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
         launch=lay.how(),
         tensor_parallel=lay.tensor,
         pipeline_parallel=lay.pipeline,
+        context_parallel=lay.context,
         memory_gib=round(pick["memory"].per_device / 2**30, 2),
     )
     sources["layout"] = (
         "layout.best: the fastest layout of this many devices that fits (data parallel, ZeRO "
-        "1-3, tensor x pipeline parallel, checkpointing only where memory needs it); step = "
-        + ", ".join(f"{k} {t[k]:.3g} s" for k in ("compute", "tensor", "bubble", "data") if t[k])
+        "1-3, tensor x pipeline x context parallel, checkpointing only where memory needs "
+        "it); step = "
+        + ", ".join(
+            f"{k} {t[k]:.3g} s" for k in ("compute", "tensor", "context", "bubble", "data") if t[k]
+        )
     )
     if per_token is None:
         return {**row, "note": ctx["why_no_flops"], "sources": sources}
