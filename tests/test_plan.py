@@ -629,6 +629,7 @@ def test_llama_70b_names_its_tensor_and_pipeline_degrees_and_their_cost():
         row = p.row(name)
         assert row["devices"] == 64 and row["tensor_parallel"] * row["pipeline_parallel"] > 1, row["strategy"]
         assert "checkpointing" not in row["strategy"]  # tensor parallel holds it for less than a recompute
+        assert row["context_parallel"] == 1  # 4,096 tokens: context parallel is for 8K and more
         assert f"tensor parallel {row['tensor_parallel']}" in row["strategy"]
         assert f"--tensor-model-parallel-size {row['tensor_parallel']}" in row["launch"]
         for degree, cost in (("tensor_parallel", "tensor"), ("context_parallel", "context")):

@@ -38,6 +38,7 @@ from typing import Any
 PER_NODE = 8  # devices a server: HLS-Gaudi2/3, DGX/HGX A100, H100, H200
 RECOMPUTE = 6 / 8  # gradient checkpointing: 8N FLOPs a token instead of 6N
 BACKWARD = 2 / 3  # the share of a step's compute that gradient reduction can hide behind
+LONG = 8192  # tokens from which context parallel is planned (Megatron Core: "8K+ tokens")
 
 
 @dataclass(frozen=True)
@@ -144,8 +145,14 @@ def candidates(mp, devices: int, checkpointing: bool | None = None) -> list[Layo
     transformer = d["family"] not in ("unet", "sd")
     out = []
     tensors = [t for t in (1, 2, 4, 8) if transformer and devices % t == 0 and d["heads"] % t == 0]
-    # context parallel splits each sequence into 2 x c chunks (Megatron-LM): long sequences
-    contexts = [c for c in (1, 2, 4, 8) if c == 1 or (transformer and mp.seq_len % (2 * c) == 0)]
+    # context parallel splits each sequence into 2 x c chunks (Megatron-LM), and is for long
+    # sequences: 8K tokens and more (Megatron Core's parallelism guide); shorter ones keep their
+    # matmuls whole on tensor and pipeline parallel
+    contexts = [
+        c
+        for c in (1, 2, 4, 8)
+        if c == 1 or (transformer and mp.seq_len >= LONG and mp.seq_len % (2 * c) == 0)
+    ]
     for t in tensors or [1]:
         for p in (1, 2, 4, 8, 16, 32):
             if p > 1 and (not transformer or p > d["layers"]):  # uneven stages: Megatron's
