@@ -330,7 +330,7 @@ def estimate(
     1 / context of every sequence's activations; its ranks hold the same weights, and the
     distributed optimizer shards over them as over data-parallel replicas.
     """
-    stage = _stage_share(d, pipeline)
+    stage = stage_share(d.get("layers") or 1, pipeline)
     model_parallel = tensor * pipeline
     replicas = max(1, devices // model_parallel)
     mixed = precision != "fp32"
@@ -396,10 +396,10 @@ def estimate(
     }
 
 
-def _stage_share(d, pipeline: int) -> float:
+def stage_share(layers: int, pipeline: int) -> float:
     """The largest pipeline stage's layers over an even stage's: ``pipeline x ceil(layers /
-    pipeline) / layers`` (1 where ``pipeline`` divides the layers)."""
-    layers = d.get("layers") or 1
+    pipeline) / layers`` (1 where ``pipeline`` divides the layers): the memory it holds and
+    the pace it sets."""
     return pipeline * -(-layers // pipeline) / layers if pipeline > 1 else 1.0
 
 

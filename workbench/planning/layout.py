@@ -35,6 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .footprint import stage_share
+
 PER_NODE = 8  # devices a server: HLS-Gaudi2/3, DGX/HGX A100, H100, H200
 RECOMPUTE = 6 / 8  # gradient checkpointing: 8N FLOPs a token instead of 6N
 BACKWARD = 2 / 3  # the share of a step's compute that gradient reduction can hide behind
@@ -220,7 +222,7 @@ def timing(
     d = mp._dims
     units = mp.batch_size * (1 if d["family"] in ("unet", "sd") else mp.seq_len)
     # the largest pipeline stage sets the pace (uneven stages: ceil(layers / pipeline) layers)
-    stage = layout.pipeline * -(-d.get("layers", 1) // layout.pipeline) / d.get("layers", 1)
+    stage = stage_share(d.get("layers") or 1, layout.pipeline)
     compute = units * per_unit / achieved / (RECOMPUTE if layout.checkpointing else 1.0) * stage
     link = getattr(chip, "link_gbs", None)
     out = {"compute": compute, "tensor": 0.0, "context": 0.0, "bubble": 0.0, "data": 0.0}

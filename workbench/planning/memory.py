@@ -372,8 +372,11 @@ def _check_parallel(
 ) -> None:
     """Tensor, pipeline and context degrees that split this model over these devices, or an
     error."""
-    degrees = (("tensor_parallel", tensor), ("pipeline_parallel", pipeline))
-    for name, value in (*degrees, ("context_parallel", context)):
+    for name, value in (
+        ("tensor_parallel", tensor),
+        ("pipeline_parallel", pipeline),
+        ("context_parallel", context),
+    ):
         _positive(name, value)
     if tensor * pipeline * context == 1:
         return
