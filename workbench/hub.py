@@ -8,6 +8,7 @@ hub library's own reading of it), the cache is a directory on disk.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from . import settings
 
@@ -52,6 +53,21 @@ def in_cache(repo_id: str, subfolder: str | None = None) -> bool:
             return False
 
     return have("config.json") and any(have(name) for name in WEIGHTS)
+
+
+def cached_dir(repo_id: str) -> str | None:
+    """The local snapshot directory of ``repo_id`` that holds its ``config.json`` (or
+    ``tokenizer_config.json``), or None: reading it needs no network (no update check)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    for name in ("config.json", "tokenizer_config.json"):
+        try:
+            found = try_to_load_from_cache(repo_id, name)
+        except Exception:  # a malformed id: not in the cache
+            found = None
+        if isinstance(found, str):
+            return str(Path(found).parent)
+    return None
 
 
 def hub_error(what: str, ident: str, err: Exception) -> RuntimeError:

@@ -221,6 +221,68 @@ def _alias_used(field: str, options: dict[str, Any]) -> str:
     return next(a for a in FIELDS[field].aliases if a in options)
 
 
+# TrainingArguments fields a run's spec.json may carry into ``resume()``: how the model
+# trains (optimizer, schedule, batches, precision, compilation, evaluation and saving
+# cadence, distributed settings). Every other field is the caller's to state at each call,
+# never a run directory's (docs/runs.md: a run directory is data): where results and
+# metrics go (push_to_hub, hub_*, report_to, run_name, project, trackio_*) and the files a
+# run reads (deepspeed, fsdp_config, accelerator_config paths). An allow-list: a field a
+# later transformers adds is refused from a spec until it is read and added here.
+RESUMABLE = frozenset(
+    {
+        "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay", "max_grad_norm",
+        "optim", "optim_args", "optim_target_modules", "lr_scheduler_type",
+        "lr_scheduler_kwargs", "warmup_steps", "gradient_accumulation_steps",
+        "label_smoothing_factor", "neftune_noise_alpha", "gradient_checkpointing",
+        "gradient_checkpointing_kwargs", "activation_checkpointing",
+        "activation_checkpointing_kwargs", "bf16", "fp16", "tf32", "bf16_full_eval",
+        "fp16_full_eval", "use_cpu", "seed", "data_seed", "full_determinism",
+        "torch_compile", "torch_compile_backend", "torch_compile_mode",
+        "per_device_train_batch_size", "per_device_eval_batch_size", "learning_rate",
+        "max_steps", "num_train_epochs", "auto_find_batch_size", "train_sampling_strategy",
+        "dataloader_drop_last", "dataloader_num_workers", "dataloader_pin_memory",
+        "dataloader_persistent_workers", "dataloader_prefetch_factor", "dataloader_in_order",
+        "remove_unused_columns", "label_names", "length_column_name", "ignore_data_skip",
+        "eval_strategy", "eval_steps", "eval_delay", "eval_on_start",
+        "eval_accumulation_steps", "eval_do_concat_batches", "eval_use_gather_object",
+        "batch_eval_metrics", "prediction_loss_only", "include_for_metrics",
+        "include_num_input_tokens_seen", "average_tokens_across_devices",
+        "logging_strategy", "logging_steps", "logging_first_step", "logging_nan_inf_filter",
+        "log_level", "log_level_replica", "log_on_each_node", "disable_tqdm",
+        "skip_memory_metrics", "save_strategy", "save_steps", "save_total_limit",
+        "save_only_model", "load_best_model_at_end", "metric_for_best_model",
+        "greater_is_better", "restore_callback_states_from_checkpoint", "use_cache",
+        "torch_empty_cache_steps", "ddp_backend", "ddp_timeout", "ddp_bucket_cap_mb",
+        "ddp_find_unused_parameters", "ddp_broadcast_buffers", "ddp_static_graph",
+        "do_train", "do_eval", "do_predict",
+    }
+)  # fmt: skip
+# Fields refused from every caller: a run's outputs always land in the run, and a credential
+# is never written into its spec.json. Each maps to the fix.
+REFUSED = {
+    "output_dir": "checkpoints always go to the run's own checkpoints/ folder; choose where "
+    "runs go with run_dir= (wb.train), or copy a run's checkpoints after it ends",
+    "hub_token": "a token passed here would be written into the run's spec.json: log in "
+    "with `hf auth login` (or set HF_TOKEN) and leave hub_token out",
+}
+
+
+def check_refused(overrides: dict[str, Any]) -> None:
+    """Refuse ``REFUSED`` fields among a call's TrainingArguments overrides, with the fix."""
+    bad = [k for k in REFUSED if k in overrides]
+    if bad:
+        raise ValueError("; ".join(f"{k}= is not taken: {REFUSED[k]}" for k in bad))
+
+
+def caller_only(args: dict[str, Any]) -> dict[str, Any]:
+    """What a run spec's ``args`` sets that only a caller may: TrainingArguments overrides
+    outside ``RESUMABLE`` and a ``report_to`` that reports anywhere."""
+    held = {k: v for k, v in (args.get("trainer_overrides") or {}).items() if k not in RESUMABLE}
+    if args.get("report_to") not in (None, "none", [], ["none"]):
+        held["report_to"] = args["report_to"]
+    return held
+
+
 def check_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     """Check a resume's overrides: run fields (and their aliases) by their checks, the rest
     must be TrainingArguments fields; one error naming the bad ones (a run's model and data
@@ -231,6 +293,7 @@ def check_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     import transformers
 
     split = RunArgs.from_options(overrides)  # checks fields and aliases
+    check_refused(split.trainer_overrides)
     fields = {f.name for f in dataclasses.fields(transformers.TrainingArguments)}
     bad = sorted(k for k in split.trainer_overrides if k not in fields)
     if bad:

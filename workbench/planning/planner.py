@@ -35,13 +35,14 @@ import json
 import math
 import re
 import statistics
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+from .. import hub
 from ..backends.chips import CHIPS
 from ..backends.registry import PRECISIONS, DeviceInfo, chip, device
-from ..catalog import ModelSpec
+from ..catalog import ModelSpec, is_local
 from ..catalog import model as as_model
 from ..rundir.run import RunDir
 from ..settings import runs_root
@@ -126,9 +127,28 @@ def _mfu_asked(mfu) -> dict[str, float]:
 # --------------------------------------------------------------------------- your runs
 @functools.lru_cache(maxsize=256)
 def _figures(spec_json: str, seq: int) -> tuple[str, int, int]:
-    """(name, parameters, FLOPs a token) of a run's model: many runs share one spec."""
+    """(name, parameters, FLOPs a token) of a run's model: many runs share one spec.
+    ``spec_json`` is ``_local_model``'s, never a run's file as it stands."""
     mspec = ModelSpec.from_dict(json.loads(spec_json))
     return mspec.name, mspec.num_params, flops_per_token(mspec, seq)
+
+
+def _local_model(run: RunDir) -> ModelSpec | None:
+    """A run's model as the planner may read it: data only. Its ``trust_remote_code`` is the
+    planner's own (off: ``RunDir.model_spec``), whatever spec.json says, so no Python file
+    that its configs name is imported; a hub id is read from the local cache's snapshot or
+    the run is skipped (None): learning from your runs never reaches the network."""
+    mspec = run.model_spec(trust_remote_code=False)
+    local = {}
+    for name in ("source", "tokenizer"):
+        value = getattr(mspec, name)
+        if not value or is_local(value) or (name == "source" and mspec.hub_id is None):
+            continue
+        cached = hub.cached_dir(value)
+        if cached is None:
+            return None
+        local[name] = cached
+    return replace(mspec, **local)
 
 
 def _run_record(path: Path) -> dict[str, Any] | None:
@@ -145,9 +165,12 @@ def _run_record(path: Path) -> dict[str, Any] | None:
     if found is None:
         return None
     try:
-        name, params, per_token = _figures(json.dumps(spec["model"], sort_keys=True), int(seq))
-    except (ValueError, TypeError, KeyError):
-        return None  # a UNet, or a model this version cannot read back
+        mspec = _local_model(run)
+        if mspec is None:
+            return None
+        name, params, per_token = _figures(mspec.to_json(), int(seq))
+    except (ValueError, TypeError, KeyError, OSError, ImportError):
+        return None  # a UNet, a model that needs its own code, or one this version cannot read
     devices = int((spec.get("launch") or {}).get("devices") or 1)
     precision = spec["args"].get("precision", "auto")
     return {

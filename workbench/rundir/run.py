@@ -84,9 +84,24 @@ class EventLog:
         if failed is not None:
             raise failed
 
+    def tell(self, event: dict) -> None:
+        """Hand ``event`` to the subscribers without logging it (a resume taken back)."""
+        for fn in list(self.subscribers):
+            fn(_clean(event))
+
     def read(self) -> list[dict]:
         """Every event logged so far (``rundir.events``: the one reader of the file)."""
         return read_events(self.path)
+
+    def restore(self, data: bytes) -> None:
+        """Put back the log's lines as ``data`` (a failed resume's: as read before it began)."""
+        tmp = self.path.with_name(".events.tmp")
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, self.path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
     def truncate_after(self, step: int) -> None:
         """Drop events past ``step`` (those logged after the checkpoint a resume starts from)."""
@@ -107,8 +122,7 @@ class NullLog(EventLog):
         super().__init__(Path("/dev/null"))
 
     def emit(self, event: dict) -> None:
-        for fn in list(self.subscribers):
-            fn(_clean(event))
+        self.tell(event)
 
 
 def check_root(run_dir: str | Path | None = None) -> Path:

@@ -10,9 +10,11 @@ reader also infers when the lock is free but the summary still says ``running``.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +65,18 @@ def this_process() -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class Resumption:
+    """What a resume found before it wrote (summary, spec, the event log's bytes) and its
+    entry in the spec's ``resumes`` list: a resume that fails before a step puts them back."""
+
+    summary: dict[str, Any]
+    spec: dict[str, Any]
+    events: bytes
+    entry: dict[str, Any]
+    step: int
+
+
 class RunWriter:
     """Holds a run's lock while it trains, and writes its summary and spec."""
 
@@ -92,6 +106,23 @@ class RunWriter:
         self._write(summary)
         if self.run.spec != spec:
             self.respec(spec)
+
+    def take_back(self, before: Resumption, error: str, log) -> OSError | None:
+        """A resume that failed before it trained a step: the run as the resume found it
+        (summary, spec, event log), its spec's ``resumes`` list recording the failure; then
+        the lock released. Returns the error of a write that failed (as ``finish``)."""
+        spec = json.loads(json.dumps(before.spec))
+        spec.setdefault("resumes", []).append({**before.entry, "failed": error, "ended": now()})
+        failed = None
+        try:
+            try:
+                log.restore(before.events)
+                self.put_back(before.summary, spec)
+            except OSError as e:
+                failed = e
+        finally:
+            self.release()
+        return failed
 
     def begin(self, info: dict[str, Any]) -> None:
         """The ``running`` summary, and room kept for the final one."""

@@ -22,7 +22,7 @@ from ..catalog import ModelSpec
 from ..data import DataSpec
 from ..liblogs import quiet_libraries
 from ..rundir import run as runs
-from ..rundir.writer import ABORTED, DiskFull, RunWriter, disk_full_message
+from ..rundir.writer import ABORTED, DiskFull, Resumption, RunWriter, disk_full_message
 from ..views.dashboard import attach
 from . import preparation
 from .interrupts import Interrupts, Terminated
@@ -52,6 +52,8 @@ class Run(runs.RunDir):
         # whether the model's own Python files may run: the caller's decision (wb.train's
         # model, resume's argument, the worker's --trust-remote-code), never spec.json's
         self.trust_remote_code = False
+        # a resume in this process: the run as it found it, put back if it fails before a step
+        self.resuming: Resumption | None = None
 
     @property
     def is_training(self) -> bool:
@@ -169,13 +171,13 @@ def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: i
             run.error = e
             raise
         error = disk_full_message(e, run) or f"{type(e).__name__}: {e}"
-        run.error = _ending(
-            e,
-            writer.finish(
+        if run.resuming is not None:
+            lost = _take_back(run, writer, error)
+        else:
+            lost = writer.finish(
                 {"status": "failed", "error": error, "traceback": traceback.format_exc()}, run.log
-            ),
-            error,
-        )
+            )
+        run.error = _ending(e, lost, error)
         raise run.error  # noqa: B904 (_ending set its cause: the error itself, or the one it names)
     run.stop_flag.clear()
     run.error = None
@@ -228,7 +230,9 @@ def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: i
             restore is not None
         ):  # the model leaves as it came (generation pads prompts: masks needed)
             restore()
-        if writer is not None:
+        if writer is not None and status != "completed" and _nothing_trained(run):
+            lost = _take_back(run, writer, error or status)
+        elif writer is not None:
             summary = end_summary(
                 run, run.trainer, device, events, status, error, tb, runs.monotonic() - t0
             )
@@ -236,12 +240,33 @@ def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: i
             lost = writer.finish(
                 summary, run.log, ended=lambda: run in _ACTIVE and _ACTIVE.remove(run)
             )
+        run.resuming = None  # trained (or ended): nothing to put back
     if raised is not None or lost is not None:
         run.error = _ending(
             raised, lost, error if raised is not None else disk_full_message(lost, run)
         )
         raise run.error
     return run
+
+
+def _nothing_trained(run: Run) -> bool:
+    """Whether ``run`` is a resume that ended before it trained a step."""
+    if run.resuming is None:
+        return False
+    trainer = run.trainer
+    return trainer is None or trainer.state.global_step <= run.resuming.step
+
+
+def _take_back(run: Run, writer: RunWriter, error: str) -> OSError | None:
+    """A resume that failed before a step: the run as it was (status, step, summary, events),
+    the failure in its spec's ``resumes``; the live view is told it ended."""
+    before, run.resuming = run.resuming, None
+    lost = writer.take_back(before, error, run.log)
+    run.refresh()
+    if run in _ACTIVE:
+        _ACTIVE.remove(run)
+    run.log.tell({"phase": "end", "step": before.step, "status": "failed", "error": error})
+    return lost
 
 
 def _ending(raised: BaseException | None, lost: OSError | None, error: str | None) -> BaseException:
@@ -483,9 +508,13 @@ def resume(
         before = run.summary, run.spec
         # "running" first: a kill from here on leaves a run that reads failed (its lock free),
         # never its old end (completed at step 6) under a spec that asks for more (60)
+        step = int(ckpt.name.split("-")[-1])
+        events = run.log.path.read_bytes() if run.log.path.exists() else b""
+        resuming = Resumption(*before, events, spec["resumes"][-1], step)
         writer.begin({"max_steps": spec["args"]["max_steps"]})
         writer.respec(spec)
-        run.log.truncate_after(int(ckpt.name.split("-")[-1]))
+        run.log.truncate_after(step)
+        run.resuming = resuming
     except BaseException as e:
         if before is not None:  # a write failed (a full disk): the run stays as it was
             with contextlib.suppress(OSError):

@@ -9,6 +9,7 @@ from the directory it writes. Everything is checked before anything is written.
 from __future__ import annotations
 
 import json
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from ..catalog import model as as_model
 from ..data import DataSpec
 from ..data import dataset as as_dataset
 from ..liblogs import quiet_libraries
-from ..runargs import RunArgs, check_overrides, check_value
+from ..runargs import REFUSED, RunArgs, caller_only, check_overrides, check_refused, check_value
 from ..rundir import run as runs
 from ..rundir.writer import create
 from . import recipe
@@ -42,6 +43,7 @@ def prepare(
     machine's devices are not asked about it.
     """
     a = RunArgs.from_options(options)
+    check_refused(a.trainer_overrides)
     mspec, dspec = as_model(model), as_dataset(data)
     recipe.check(mspec.task, dspec.task, (mspec.name, dspec.name))
     sampling = recipe.samples(
@@ -120,6 +122,20 @@ def resume_spec(run: runs.RunDir, ckpt: Path, max_steps: int | None, overrides: 
     more = f"resume(max_steps={step + (planned or step)})"
     previous = json.loads(json.dumps(spec["args"]))
     args = spec["args"]
+    held = caller_only(args)
+    missing = {k: v for k, v in held.items() if k not in REFUSED and k not in overrides}
+    if missing:
+        said = ", ".join(f"{k}={v!r}" for k, v in missing.items())
+        raise ValueError(
+            f"{run.name}'s spec.json sets {said}: where a run's results and metrics go is "
+            f"yours to say at each call, never a run directory's. Say it again to keep it, "
+            f"resume({said}), or pass another value (report_to='none', push_to_hub=False)"
+        )
+    for key in REFUSED:  # never from a run's files (a planted one); no caller can pass them
+        if args["trainer_overrides"].pop(key, None) is not None:
+            print(
+                f"{run.name}'s spec.json sets {key}=...: ignored ({REFUSED[key]})", file=sys.stderr
+            )
     if max_steps is not None:
         args["max_steps"] = max_steps
     args.update(fields)
