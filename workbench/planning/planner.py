@@ -42,7 +42,7 @@ from typing import Any
 from .. import hub
 from ..backends.chips import CHIPS
 from ..backends.registry import PRECISIONS, DeviceInfo, chip, device
-from ..catalog import ModelSpec, is_local
+from ..catalog import MINILM, ModelSpec, is_local
 from ..catalog import model as as_model
 from ..rundir.run import RunDir
 from ..settings import runs_root
@@ -139,10 +139,15 @@ def _local_model(run: RunDir) -> ModelSpec | None:
     that its configs name is imported; a hub id is read from the local cache's snapshot or
     the run is skipped (None): learning from your runs never reaches the network."""
     mspec = run.model_spec(trust_remote_code=False)
+    # what ModelSpec.config() reads: a catalog size is built offline from the catalog (a tiny
+    # one with its tokenizer); any other size from its source's config
+    catalog = mspec.size in mspec.info["sizes"] or mspec.size == MINILM
+    read = ["tokenizer"] if mspec.size == "tiny" and not mspec.source else []
+    read += [] if catalog else ["source"]
     local = {}
-    for name in ("source", "tokenizer"):
+    for name in read:
         value = getattr(mspec, name)
-        if not value or is_local(value) or (name == "source" and mspec.hub_id is None):
+        if not value or is_local(value):
             continue
         cached = hub.cached_dir(value)
         if cached is None:
