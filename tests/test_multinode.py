@@ -284,7 +284,7 @@ def test_the_slurm_script_parses_and_starts_one_torchrun_per_node(tmp_path):
     out = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, check=True).stdout
     srun = json.loads(out)
     assert srun[:3] == ["--nodes=3", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
-    assert srun[3:] == ["torchrun", "--nnodes=3", "--nproc_per_node=8", "--rdzv_backend=c10d",
+    assert srun[3:] == [sys.executable, "-m", "torch.distributed.run", "--nnodes=3", "--nproc_per_node=8", "--rdzv_backend=c10d",
                         "--rdzv_endpoint=n07:29555", "--rdzv_id=4242", "--max_restarts=2",
                         f"--log_dir={cmd.run_dir}/logs", "--redirects=3", "-m", "workbench.scaleout.worker", cmd.run_dir,
                         "1"], "restarts get a fresh rendezvous store each (launchfiles.restart_env)"

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,9 @@ class LaunchCommand:
     image: str | None = None
     claim: str = CLAIM
     trust_remote_code: bool = False  # the caller's model said so (workers get the flag)
+    # the interpreter the Slurm script starts torchrun with: the one that prepared the run (a
+    # venv on the cluster's shared storage), so no node depends on the submitter's PATH
+    python: str = field(default_factory=lambda: sys.executable)
 
     # ------------------------------------------------------------------ torchrun
     def torchrun_args(
@@ -224,9 +228,12 @@ class LaunchCommand:
             "set -euo pipefail",
             *self._exports("export ", "\n").splitlines(),  # srun passes the environment on
             f"RUN_DIR={shlex.quote(self.run_dir)}",
+            "# torchrun as a module of this Python: a node need not have it on its PATH",
+            f"PYTHON={shlex.quote(self.python)}",
             'HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         ]
         args = self.torchrun_args(endpoint="ENDPOINT", rdzv_id="RDZV_ID")
+        args = ["PYTHON", "-m", "torch.distributed.run", *args[1:]]
         args = [a.replace(self.run_dir, "RUN_DIR") for a in args]
         text = shlex.join(
             ["srun", f"--nodes={self.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", *args]
@@ -235,6 +242,7 @@ class LaunchCommand:
             text.replace("ENDPOINT", f'"$HEAD_NODE:{self.port}"')
             .replace("RDZV_ID", '"$SLURM_JOB_ID"')
             .replace("RUN_DIR", '"$RUN_DIR"')
+            .replace("PYTHON", '"$PYTHON"', 1)
         )
         return "\n".join(lines + [text]) + "\n"
 
