@@ -260,6 +260,48 @@ def test_an_unusable_run_dir_is_named_before_anything_is_written(tmp_path, small
     _no_run_dir(tmp_path)
 
 
+# ---------------------------------------------------------------- gaudi_config.json
+def _gaudi_config(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "gc").mkdir(exist_ok=True)
+    (tmp_path / "gc" / "gaudi_config.json").write_text(text)
+    return tmp_path / "gc" / "gaudi_config.json"
+
+
+def _config_refused(tmp_path: Path, match: str) -> None:
+    """GaudiTrainingArguments reading the file refuses it: no output_dir, no run directory."""
+    from workbench.compat import optimum_habana as oh
+
+    with pytest.raises(ValueError, match=match):
+        oh.GaudiTrainingArguments(output_dir=str(tmp_path / "out"), use_habana=True,
+                                  gaudi_config_name=str(tmp_path / "gc"))
+    assert not (tmp_path / "out").exists()
+    _no_run_dir(tmp_path)
+
+
+@pytest.mark.parametrize("text, match", [
+    ('{"use_fused_adam": "false"}', r'"use_fused_adam" is "false", not true or false: write "use_fused_adam": false '
+                                    r"\(JSON's true/false, without quotes\)$"),
+    ('{"use_torch_autocast": 1}', r'"use_torch_autocast" is 1, not true or false: write "use_torch_autocast": true'),
+    ('{"autocast_bf16_ops": "add,mul", "autocast_fp32_ops": ["nll_loss"]}',
+     r'"autocast_bf16_ops" is "add,mul", not a list of op names: write a JSON list, "autocast_bf16_ops": \["add", "mul"\]$'),
+    ('{"autocast_fp32_ops": ["embedding", 3]}', r'"autocast_fp32_ops" is \["embedding", 3\], not a list of op names'),
+])
+def test_a_gaudi_config_of_the_wrong_types_is_refused_naming_the_file_and_key(tmp_path, text, match):
+    path = _gaudi_config(tmp_path, text)
+    _config_refused(tmp_path, rf"^{re.escape(repr(str(path)))}: {match}")
+
+
+@pytest.mark.parametrize("text, match", [
+    ("", r"is empty: a gaudi_config\.json is a JSON object of GaudiConfig fields"),
+    ('{"use_fused_adam": tr', r"is not valid JSON \(Expecting value at line 1, column 20; cut short\?\): write it "
+                              r"again as a JSON object of GaudiConfig fields"),
+    ('["use_fused_adam"]', r"holds a JSON list, not an object: a gaudi_config\.json is a JSON object"),
+])
+def test_a_broken_gaudi_config_names_the_file_and_what_is_wrong(tmp_path, text, match):
+    path = _gaudi_config(tmp_path, text)
+    _config_refused(tmp_path, rf"^{re.escape(repr(str(path)))} {match}")
+
+
 # ---------------------------------------------------------------- workbench run -p
 def _notebook(path: Path) -> Path:
     nb = nbformat.v4.new_notebook()
