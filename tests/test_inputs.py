@@ -108,6 +108,36 @@ def test_a_class_with_one_row_is_named(tmp_path):
         spec.load()
 
 
+def test_a_single_class_is_refused_not_trained_to_accuracy_one(tmp_path):
+    spec = wb.dataset(str(_csv(tmp_path / "one.csv", ["spam"] * 20)), text="text", label="label")
+    with pytest.raises(ValueError, match=r"every row of 'one' has the same label 'spam' in 'label' "
+                                         r"\(20 rows\): classification needs at least two classes.*"
+                                         r"Add rows of another class; a number to predict .* is regression"):
+        spec.load()
+    _refused(tmp_path, ValueError, "at least two classes", model="bert-tiny", data=spec)
+    from workbench.datachecks import check_classes
+
+    with pytest.raises(ValueError, match=r"\(the 3 rows limit=3 keeps\).*another class, or a larger limit"):
+        check_classes({"a": 3}, "label", "sorted", limit=3)  # a limit that kept one class says so
+
+
+def test_an_all_blank_text_column_is_named_blank_not_numbers(tmp_path):
+    path = tmp_path / "quiet.csv"
+    path.write_text("message,label\n" + "".join(f",{'ab'[i % 2]}\n" for i in range(20)))
+    spec = wb.dataset(str(path), text="message", label="label")
+    with pytest.raises(ValueError, match=r"every row of 'quiet' has a blank 'message': nothing to train on"):
+        spec.load()
+    _refused(tmp_path, ValueError, r"has a blank 'message'.*text='<column>'", model="bert-tiny", data=spec)
+
+
+@pytest.mark.parametrize("limit", [0, -5, 1.5, True, "10"])
+def test_limit_must_be_a_whole_number_of_rows(tmp_path, limit):
+    with pytest.raises(ValueError, match=rf"^limit must be a whole number of rows, at least 1, got "
+                                         rf"{re.escape(repr(limit))}: .*limit=None\) for all rows"):
+        wb.dataset("docstrings-lm", limit=limit)
+    _no_run_dir(tmp_path)
+
+
 def test_more_classes_than_eval_rows_names_eval_fraction(tmp_path):
     spec = wb.dataset(str(_csv(tmp_path / "many.csv", [f"k{i % 8}" for i in range(40)])),
                       text="text", label="label", eval_fraction=0.1)
