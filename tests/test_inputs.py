@@ -138,6 +138,15 @@ def test_limit_must_be_a_whole_number_of_rows(tmp_path, limit):
     _no_run_dir(tmp_path)
 
 
+def test_packed_text_too_short_for_one_block_is_refused(tmp_path):
+    path = tmp_path / "two.csv"
+    path.write_text("text\nhello there and a short line of text\nanother short line\n")
+    spec = wb.dataset(str(path), text="text")
+    _refused(tmp_path, ValueError, r"^'two' makes no training block: padding='packed' joins its 1 training row "
+             r"into \d+ tokens .* blocks of max_length=128.*Use more text, or pass max_length=\d+ or less",
+             data=spec)
+
+
 def test_more_classes_than_eval_rows_names_eval_fraction(tmp_path):
     spec = wb.dataset(str(_csv(tmp_path / "many.csv", [f"k{i % 8}" for i in range(40)])),
                       text="text", label="label", eval_fraction=0.1)

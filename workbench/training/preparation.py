@@ -72,7 +72,8 @@ def prepare(
     recipe.check_cache_latents(a.cache_latents, mspec.task, mspec.name, dspec.crop, dspec.flip)
     lr = (5e-5 if mspec.is_pretrained else 1e-3) if a.lr is None else a.lr
     with quiet_libraries():  # the data read and the model's config checked before the run directory
-        rows = dspec.load()["train"].num_rows
+        train = dspec.load()["train"]
+        rows = train.num_rows
         recipe.check_fit(
             batch_size=a.batch_size,
             rows=rows,
@@ -82,6 +83,13 @@ def prepare(
             positions=mspec.max_positions,
             model_name=mspec.name,
         )
+        if padding == "packed":  # blocks, not rows, make the steps: at least one block
+            from ..batching import chunk_tokens
+
+            tokens = chunk_tokens(
+                train, dspec.columns["text"], mspec.load_tokenizer(), a.max_length
+            )
+            recipe.check_blocks(tokens, a.max_length, rows, dspec.name)
         head = mspec.new_head(dspec.num_labels)  # a saved classifier of other classes
     if head is not None:
         warnings.warn(head, UserWarning, stacklevel=3)  # said once, by the call making the run
