@@ -299,6 +299,29 @@ def test_an_unusable_run_dir_is_named_before_anything_is_written(tmp_path, small
     _no_run_dir(tmp_path)
 
 
+@pytest.mark.parametrize("devices, fix", [("2", "devices=2"), (None, "a count such as devices=2"),
+                                          (2.5, "a count such as devices=2"), (2.0, "devices=2"),
+                                          (True, "a count such as devices=2"), (0, "a count such as devices=2")])
+def test_launch_devices_must_be_a_whole_number(tmp_path, devices, fix):
+    with pytest.raises(ValueError, match=rf"^devices must be a whole number of devices \(one worker process each\), "
+                                         rf"at least 1; got {re.escape(repr(devices))}: pass {fix}$"):
+        wb.launch("gpt2-tiny", "docstrings-lm", devices=devices, max_steps=2, live=False)
+    _no_run_dir(tmp_path)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(nodes=True), r"^nodes must be a whole number of machines, at least 1; got True: pass a count such as nodes=2"),
+    (dict(devices_per_node="8"), r"^devices_per_node must be a whole number of worker processes per machine, at "
+                                 r"least 1; got '8': pass devices_per_node=8$"),
+    (dict(devices_per_node=1.5), r"^devices_per_node must be a whole number .*got 1\.5"),
+])
+def test_launch_command_counts_must_be_whole_numbers(tmp_path, kwargs, match):
+    args = {"nodes": 1, "devices_per_node": 2, "hosts": ["node-0"], **kwargs}
+    with pytest.raises(ValueError, match=match):
+        wb.launch_command("gpt2-tiny", "docstrings-lm", max_steps=2, **args)
+    _no_run_dir(tmp_path)
+
+
 # ---------------------------------------------------------------- gaudi_config.json
 def _gaudi_config(tmp_path: Path, text: str) -> Path:
     (tmp_path / "gc").mkdir(exist_ok=True)
