@@ -226,10 +226,16 @@ def test_learning_rate_must_be_positive(tmp_path, lr, name):
     _refused(tmp_path, ValueError, rf"^{name}={lr!r} .*must be a number above 0", **{name: lr})
 
 
-@pytest.mark.parametrize("name", [1e-3, "", ["a"]])
+@pytest.mark.parametrize("name", [1e-3, ["a"]])
 def test_a_run_name_must_be_text(tmp_path, name):
     _refused(tmp_path, TypeError, rf"name must be text \(the run directory's name\), got {re.escape(repr(name))}: "
              r"pass name='my-run'", name=name)
+
+
+@pytest.mark.parametrize("name", ["", "  "])
+def test_a_blank_run_name_is_called_blank(tmp_path, name):
+    _refused(tmp_path, ValueError, rf"^name={re.escape(repr(name))} is blank: a run directory needs a name\. "
+             r"Pass name='my-run', or leave it out for <model>-<data>$", name=name)
 
 
 def test_max_length_above_the_model_positions_is_refused(tmp_path):

@@ -82,9 +82,14 @@ def _bool(name: str, value) -> None:
 
 
 def _run_name(name: str, value) -> None:
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str):
         raise TypeError(
             f"{name} must be text (the run directory's name), got {value!r}: pass {name}='my-run', "
+            f"or leave it out for <model>-<data>"
+        )
+    if not value.strip():
+        raise ValueError(
+            f"{name}={value!r} is blank: a run directory needs a name. Pass {name}='my-run', "
             f"or leave it out for <model>-<data>"
         )
 
