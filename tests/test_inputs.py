@@ -238,6 +238,24 @@ def test_a_blank_run_name_is_called_blank(tmp_path, name):
              r"Pass name='my-run', or leave it out for <model>-<data>$", name=name)
 
 
+@pytest.mark.parametrize("lora, match", ids=str, argvalues=[
+    ({"r": 0}, r"^lora's r must be a whole number, at least 1 \(the adapters' rank\), got 0: pass e\.g\. "
+               r"lora=\{'r': 8\}"),
+    ({"r": 2.5}, r"^lora's r must be a whole number, at least 1 .*got 2\.5"),
+    ({"alpha": -1}, r"^lora's alpha must be a number above 0 .*got -1: pass e\.g\. lora=\{'r': 8, 'alpha': 16\}"),
+    ({"alpha": True}, r"^lora's alpha must be a number above 0 .*got True"),
+    ({"dropout": 1.0}, r"^lora's dropout must be a fraction from 0 up to \(not including\) 1, got 1\.0"),
+    ({"dropout": float("nan")}, r"^lora's dropout must be a fraction .*got nan"),
+    ({"lora_alpha": 32, "rank": 4}, r"^unknown LoRA options 'lora_alpha' \(did you mean 'alpha'\?\), 'rank'; known: r, "
+                                    r"alpha, dropout, target_modules, and peft\.LoraConfig's other fields"),
+])
+def test_lora_options_are_checked_where_the_model_spec_takes_them(tmp_path, lora, match):
+    with pytest.raises(ValueError, match=match):
+        wb.model("gpt2-tiny", lora=lora)
+    _no_run_dir(tmp_path)
+    assert wb.model("gpt2-tiny", lora={"r": 4, "alpha": 8.0, "dropout": 0, "bias": "none"}).lora["r"] == 4
+
+
 def test_max_length_above_the_model_positions_is_refused(tmp_path):
     assert wb.model("gpt2-tiny").max_positions == 512 and wb.model("t5-tiny").max_positions is None
     _refused(tmp_path, ValueError, r"max_length=1024 is more than gpt2-tiny's 512 positions.*max_length=512",
