@@ -346,6 +346,20 @@ def test_launch_command_counts_must_be_whole_numbers(tmp_path, kwargs, match):
     _no_run_dir(tmp_path)
 
 
+def test_wb_plan_refuses_a_runs_path_that_is_not_a_directory(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not runs\n")
+    plan = dict(tokens=1e9, batch_size=8, seq_len=512, devices=["H100"])
+    for where, why in ((tmp_path / "nowhere", "does not exist"), (notes, "is a file, not a directory")):
+        with pytest.raises(ValueError, match=rf"^runs={re.escape(repr(str(where)))} {why}, so no runs could be read: "
+                                             r"pass runs= the directory your run directories are in"):
+            wb.plan("gpt2-small", runs=where, **plan)
+    assert not (tmp_path / "runs").exists(), "the default ./runs ($WORKBENCH_RUNS) is missing here"
+    assert wb.plan("gpt2-small", **plan).row("H100 SXM")["mfu_from"] != "your runs", "a missing default is no runs"
+    assert wb.plan("gpt2-small", runs=os.devnull, **plan).rows
+    _no_run_dir(tmp_path)
+
+
 # ---------------------------------------------------------------- gaudi_config.json
 def _gaudi_config(tmp_path: Path, text: str) -> Path:
     (tmp_path / "gc").mkdir(exist_ok=True)
