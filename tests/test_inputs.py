@@ -238,6 +238,26 @@ def test_a_blank_run_name_is_called_blank(tmp_path, name):
              r"Pass name='my-run', or leave it out for <model>-<data>$", name=name)
 
 
+@pytest.mark.parametrize("door", ["train", "launch", "launch_command", "profile"])
+def test_a_misspelt_argument_is_refused_with_the_name_meant(tmp_path, door):
+    """Not passed through to TrainingArguments (a failed run, 12 s later): every door checks
+    the names first, suggesting from the run's own arguments and TrainingArguments'."""
+    call = {"train": lambda **kw: wb.train("gpt2-tiny", "docstrings-lm", live=False, **kw),
+            "launch": lambda **kw: wb.launch("gpt2-tiny", "docstrings-lm", devices=2, live=False, **kw),
+            "launch_command": lambda **kw: wb.launch_command("gpt2-tiny", "docstrings-lm", nodes=1,
+                                                             devices_per_node=2, hosts=["node-0"], **kw),
+            "profile": lambda **kw: wb.profile("gpt2-tiny", "docstrings-lm", steps=1, warmup=1, live=False, **kw),
+            }[door]
+    with pytest.raises(ValueError, match=r"^unknown argument bach_size=8 \(did you mean batch_size=8\?\): a run "
+                                         r"takes wb\.train's arguments .* and transformers\.TrainingArguments "
+                                         r"fields\. Fix the spelling, or leave it out$"):
+        call(bach_size=8)
+    with pytest.raises(ValueError, match=r"^unknown arguments colour='red', learning_rat=0\.1 \(did you mean "
+                                         r"learning_rate=0\.1\?\), warmup_step=3 \(did you mean warmup_steps=3\?\)"):
+        call(warmup_step=3, learning_rat=0.1, colour="red")
+    _no_run_dir(tmp_path)
+
+
 @pytest.mark.parametrize("lora, match", ids=str, argvalues=[
     ({"r": 0}, r"^lora's r must be a whole number, at least 1 \(the adapters' rank\), got 0: pass e\.g\. "
                r"lora=\{'r': 8\}"),

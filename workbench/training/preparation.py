@@ -41,6 +41,7 @@ def prepare(
     for other nodes): the spec's device and its defaults are that kind's, and this
     machine's devices are not asked about it.
     """
+    check_overrides(options, new_run=True)  # every name a run's argument or a TrainingArguments one
     a = RunArgs.from_options(options)
     mspec, dspec = as_model(model), as_dataset(data)
     recipe.check(mspec.task, dspec.task, (mspec.name, dspec.name))
