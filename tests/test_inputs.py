@@ -108,6 +108,45 @@ def test_a_class_with_one_row_is_named(tmp_path):
         spec.load()
 
 
+def test_a_single_class_is_refused_not_trained_to_accuracy_one(tmp_path):
+    spec = wb.dataset(str(_csv(tmp_path / "one.csv", ["spam"] * 20)), text="text", label="label")
+    with pytest.raises(ValueError, match=r"every row of 'one' has the same label 'spam' in 'label' "
+                                         r"\(20 rows\): classification needs at least two classes.*"
+                                         r"Add rows of another class; a number to predict .* is regression"):
+        spec.load()
+    _refused(tmp_path, ValueError, "at least two classes", model="bert-tiny", data=spec)
+    from workbench.datachecks import check_classes
+
+    with pytest.raises(ValueError, match=r"\(the 3 rows limit=3 keeps\).*another class, or a larger limit"):
+        check_classes({"a": 3}, "label", "sorted", limit=3)  # a limit that kept one class says so
+
+
+def test_an_all_blank_text_column_is_named_blank_not_numbers(tmp_path):
+    path = tmp_path / "quiet.csv"
+    path.write_text("message,label\n" + "".join(f",{'ab'[i % 2]}\n" for i in range(20)))
+    spec = wb.dataset(str(path), text="message", label="label")
+    with pytest.raises(ValueError, match=r"every row of 'quiet' has a blank 'message': nothing to train on"):
+        spec.load()
+    _refused(tmp_path, ValueError, r"has a blank 'message'.*text='<column>'", model="bert-tiny", data=spec)
+
+
+@pytest.mark.parametrize("limit", [0, -5, 1.5, True, "10"])
+def test_limit_must_be_a_whole_number_of_rows(tmp_path, limit):
+    with pytest.raises(ValueError, match=rf"^limit must be a whole number of rows, at least 1, got "
+                                         rf"{re.escape(repr(limit))}: .*limit=None\) for all rows"):
+        wb.dataset("docstrings-lm", limit=limit)
+    _no_run_dir(tmp_path)
+
+
+def test_packed_text_too_short_for_one_block_is_refused(tmp_path):
+    path = tmp_path / "two.csv"
+    path.write_text("text\nhello there and a short line of text\nanother short line\n")
+    spec = wb.dataset(str(path), text="text")
+    _refused(tmp_path, ValueError, r"^'two' makes no training block: padding='packed' joins its 1 training row "
+             r"into \d+ tokens .* blocks of max_length=128.*Use more text, or pass max_length=\d+ or less",
+             data=spec)
+
+
 def test_more_classes_than_eval_rows_names_eval_fraction(tmp_path):
     spec = wb.dataset(str(_csv(tmp_path / "many.csv", [f"k{i % 8}" for i in range(40)])),
                       text="text", label="label", eval_fraction=0.1)
@@ -187,10 +226,54 @@ def test_learning_rate_must_be_positive(tmp_path, lr, name):
     _refused(tmp_path, ValueError, rf"^{name}={lr!r} .*must be a number above 0", **{name: lr})
 
 
-@pytest.mark.parametrize("name", [1e-3, "", ["a"]])
+@pytest.mark.parametrize("name", [1e-3, ["a"]])
 def test_a_run_name_must_be_text(tmp_path, name):
     _refused(tmp_path, TypeError, rf"name must be text \(the run directory's name\), got {re.escape(repr(name))}: "
              r"pass name='my-run'", name=name)
+
+
+@pytest.mark.parametrize("name", ["", "  "])
+def test_a_blank_run_name_is_called_blank(tmp_path, name):
+    _refused(tmp_path, ValueError, rf"^name={re.escape(repr(name))} is blank: a run directory needs a name\. "
+             r"Pass name='my-run', or leave it out for <model>-<data>$", name=name)
+
+
+@pytest.mark.parametrize("door", ["train", "launch", "launch_command", "profile"])
+def test_a_misspelt_argument_is_refused_with_the_name_meant(tmp_path, door):
+    """Not passed through to TrainingArguments (a failed run, 12 s later): every door checks
+    the names first, suggesting from the run's own arguments and TrainingArguments'."""
+    call = {"train": lambda **kw: wb.train("gpt2-tiny", "docstrings-lm", live=False, **kw),
+            "launch": lambda **kw: wb.launch("gpt2-tiny", "docstrings-lm", devices=2, live=False, **kw),
+            "launch_command": lambda **kw: wb.launch_command("gpt2-tiny", "docstrings-lm", nodes=1,
+                                                             devices_per_node=2, hosts=["node-0"], **kw),
+            "profile": lambda **kw: wb.profile("gpt2-tiny", "docstrings-lm", steps=1, warmup=1, live=False, **kw),
+            }[door]
+    with pytest.raises(ValueError, match=r"^unknown argument bach_size=8 \(did you mean batch_size=8\?\): a run "
+                                         r"takes wb\.train's arguments .* and transformers\.TrainingArguments "
+                                         r"fields\. Fix the spelling, or leave it out$"):
+        call(bach_size=8)
+    with pytest.raises(ValueError, match=r"^unknown arguments colour='red', learning_rat=0\.1 \(did you mean "
+                                         r"learning_rate=0\.1\?\), warmup_step=3 \(did you mean warmup_steps=3\?\)"):
+        call(warmup_step=3, learning_rat=0.1, colour="red")
+    _no_run_dir(tmp_path)
+
+
+@pytest.mark.parametrize("lora, match", ids=str, argvalues=[
+    ({"r": 0}, r"^lora's r must be a whole number, at least 1 \(the adapters' rank\), got 0: pass e\.g\. "
+               r"lora=\{'r': 8\}"),
+    ({"r": 2.5}, r"^lora's r must be a whole number, at least 1 .*got 2\.5"),
+    ({"alpha": -1}, r"^lora's alpha must be a number above 0 .*got -1: pass e\.g\. lora=\{'r': 8, 'alpha': 16\}"),
+    ({"alpha": True}, r"^lora's alpha must be a number above 0 .*got True"),
+    ({"dropout": 1.0}, r"^lora's dropout must be a fraction from 0 up to \(not including\) 1, got 1\.0"),
+    ({"dropout": float("nan")}, r"^lora's dropout must be a fraction .*got nan"),
+    ({"lora_alpha": 32, "rank": 4}, r"^unknown LoRA options 'lora_alpha' \(did you mean 'alpha'\?\), 'rank'; known: r, "
+                                    r"alpha, dropout, target_modules, and peft\.LoraConfig's other fields"),
+])
+def test_lora_options_are_checked_where_the_model_spec_takes_them(tmp_path, lora, match):
+    with pytest.raises(ValueError, match=match):
+        wb.model("gpt2-tiny", lora=lora)
+    _no_run_dir(tmp_path)
+    assert wb.model("gpt2-tiny", lora={"r": 4, "alpha": 8.0, "dropout": 0, "bias": "none"}).lora["r"] == 4
 
 
 def test_max_length_above_the_model_positions_is_refused(tmp_path):
@@ -258,6 +341,85 @@ def test_an_unusable_run_dir_is_named_before_anything_is_written(tmp_path, small
         wb.train("gpt2-tiny", "docstrings-lm", max_steps=2, run_dir=run_dir, live=False)
     assert not read and notes.read_text() == "not a directory\n"
     _no_run_dir(tmp_path)
+
+
+@pytest.mark.parametrize("devices, fix", [("2", "devices=2"), (None, "a count such as devices=2"),
+                                          (2.5, "a count such as devices=2"), (2.0, "devices=2"),
+                                          (True, "a count such as devices=2"), (0, "a count such as devices=2")])
+def test_launch_devices_must_be_a_whole_number(tmp_path, devices, fix):
+    with pytest.raises(ValueError, match=rf"^devices must be a whole number of devices \(one worker process each\), "
+                                         rf"at least 1; got {re.escape(repr(devices))}: pass {fix}$"):
+        wb.launch("gpt2-tiny", "docstrings-lm", devices=devices, max_steps=2, live=False)
+    _no_run_dir(tmp_path)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(nodes=True), r"^nodes must be a whole number of machines, at least 1; got True: pass a count such as nodes=2"),
+    (dict(devices_per_node="8"), r"^devices_per_node must be a whole number of worker processes per machine, at "
+                                 r"least 1; got '8': pass devices_per_node=8$"),
+    (dict(devices_per_node=1.5), r"^devices_per_node must be a whole number .*got 1\.5"),
+])
+def test_launch_command_counts_must_be_whole_numbers(tmp_path, kwargs, match):
+    args = {"nodes": 1, "devices_per_node": 2, "hosts": ["node-0"], **kwargs}
+    with pytest.raises(ValueError, match=match):
+        wb.launch_command("gpt2-tiny", "docstrings-lm", max_steps=2, **args)
+    _no_run_dir(tmp_path)
+
+
+def test_wb_plan_refuses_a_runs_path_that_is_not_a_directory(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not runs\n")
+    plan = dict(tokens=1e9, batch_size=8, seq_len=512, devices=["H100"])
+    for where, why in ((tmp_path / "nowhere", "does not exist"), (notes, "is a file, not a directory")):
+        with pytest.raises(ValueError, match=rf"^runs={re.escape(repr(str(where)))} {why}, so no runs could be read: "
+                                             r"pass runs= the directory your run directories are in"):
+            wb.plan("gpt2-small", runs=where, **plan)
+    assert not (tmp_path / "runs").exists(), "the default ./runs ($WORKBENCH_RUNS) is missing here"
+    assert wb.plan("gpt2-small", **plan).row("H100 SXM")["mfu_from"] != "your runs", "a missing default is no runs"
+    assert wb.plan("gpt2-small", runs=os.devnull, **plan).rows
+    _no_run_dir(tmp_path)
+
+
+# ---------------------------------------------------------------- gaudi_config.json
+def _gaudi_config(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "gc").mkdir(exist_ok=True)
+    (tmp_path / "gc" / "gaudi_config.json").write_text(text)
+    return tmp_path / "gc" / "gaudi_config.json"
+
+
+def _config_refused(tmp_path: Path, match: str) -> None:
+    """GaudiTrainingArguments reading the file refuses it: no output_dir, no run directory."""
+    from workbench.compat import optimum_habana as oh
+
+    with pytest.raises(ValueError, match=match):
+        oh.GaudiTrainingArguments(output_dir=str(tmp_path / "out"), use_habana=True,
+                                  gaudi_config_name=str(tmp_path / "gc"))
+    assert not (tmp_path / "out").exists()
+    _no_run_dir(tmp_path)
+
+
+@pytest.mark.parametrize("text, match", [
+    ('{"use_fused_adam": "false"}', r'"use_fused_adam" is "false", not true or false: write "use_fused_adam": false '
+                                    r"\(JSON's true/false, without quotes\)$"),
+    ('{"use_torch_autocast": 1}', r'"use_torch_autocast" is 1, not true or false: write "use_torch_autocast": true'),
+    ('{"autocast_bf16_ops": "add,mul", "autocast_fp32_ops": ["nll_loss"]}',
+     r'"autocast_bf16_ops" is "add,mul", not a list of op names: write a JSON list, "autocast_bf16_ops": \["add", "mul"\]$'),
+    ('{"autocast_fp32_ops": ["embedding", 3]}', r'"autocast_fp32_ops" is \["embedding", 3\], not a list of op names'),
+])
+def test_a_gaudi_config_of_the_wrong_types_is_refused_naming_the_file_and_key(tmp_path, text, match):
+    path = _gaudi_config(tmp_path, text)
+    _config_refused(tmp_path, rf"^{re.escape(repr(str(path)))}: {match}")
+
+
+@pytest.mark.parametrize("text, match", [
+    ("", r"is empty: a gaudi_config\.json is a JSON object of GaudiConfig fields"),
+    ('{"use_fused_adam": tr', r"is not valid JSON \(Expecting value at line 1, column 20; cut short\?\): write it "
+                              r"again as a JSON object of GaudiConfig fields"),
+    ('["use_fused_adam"]', r"holds a JSON list, not an object: a gaudi_config\.json is a JSON object"),
+])
+def test_a_broken_gaudi_config_names_the_file_and_what_is_wrong(tmp_path, text, match):
+    path = _gaudi_config(tmp_path, text)
+    _config_refused(tmp_path, rf"^{re.escape(repr(str(path)))} {match}")
 
 
 # ---------------------------------------------------------------- workbench run -p

@@ -420,8 +420,8 @@ def test_the_mpijob_manifest_passes_the_mpi_operators_checks(tmp_path):
 # --------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize("kwargs, message", [
     (dict(format="helm"), "unknown format 'helm'; known: shell, slurm, kubernetes"),
-    (dict(nodes=0), "nodes must be a whole number of machines, at least 1; got 0"),
-    (dict(devices_per_node=0), "devices_per_node must be at least 1"),
+    (dict(nodes=0), "nodes must be a whole number of machines, at least 1; got 0: pass a count such as nodes=2"),
+    (dict(devices_per_node=0), "devices_per_node must be a whole number of worker processes per machine, at least 1; got 0"),
     (dict(hosts=["a"]), "nodes=2 but 1 hosts given; list one host per node"),
     (dict(hosts=None), "nodes=2 but no hosts given"),
     (dict(format="slurm"), "hosts= is for format='shell'; with format='slurm' the hosts are the allocation's nodes"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import os
 import re
 import xml.etree.ElementTree as ET
 from base64 import b64decode
@@ -51,7 +52,7 @@ def test_fed_the_mfu_its_h200_runs_report_the_plan_reproduces_their_tokens_per_s
             if "mfu" not in r:
                 continue
             p = wb.plan("gpt2-small", tokens=10**9, batch_size=cfg["batch_size"], seq_len=cfg["seq_len"],
-                        precision="bf16", devices=["H200"], mfu=r["mfu"], runs="/nonexistent")
+                        precision="bf16", devices=["H200"], mfu=r["mfu"], runs=NO_RUNS)
             assert p.flops_per_token == result["figures"]["flops_per_token"]
             row = p.row("H200")
             assert row["devices"] == 1 and row["mfu_from"] == "your mfu"
@@ -62,7 +63,7 @@ def test_fed_the_mfu_its_h200_runs_report_the_plan_reproduces_their_tokens_per_s
 
 
 def test_the_h200_row_takes_this_projects_own_measurement_and_says_so():
-    p = wb.plan("gpt2-small", tokens=10**9, batch_size=32, seq_len=1024, devices=["H200"], runs="/nonexistent")
+    p = wb.plan("gpt2-small", tokens=10**9, batch_size=32, seq_len=1024, devices=["H200"], runs=NO_RUNS)
     row = p.row("H200")
     entry = next(e for e in refs.references()["mfu"] if e["chip"] == "H200")
     assert row["mfu_from"] == "measured by this project" and row["mfu"] == pytest.approx(entry["mfu"])
@@ -104,7 +105,7 @@ def test_a_launched_run_counts_its_throughput_per_device(tmp_path, fake_run):
 def test_a_chip_without_a_reference_uses_the_stated_default():
     # Gaudi 3 has no fp8 training reference (none published was found)
     p = wb.plan("gpt2-small", tokens=10**9, batch_size=8, seq_len=512, precision="fp8", devices=["Gaudi3"],
-                runs="/nonexistent")
+                runs=NO_RUNS)
     row, default = p.row("Gaudi3"), refs.references()["default"]
     assert row["mfu_from"] == "default" and row["mfu"] == pytest.approx(default["mfu"])
     assert row["sources"]["mfu"].startswith("default")
@@ -113,7 +114,7 @@ def test_a_chip_without_a_reference_uses_the_stated_default():
 
 
 def test_gaudi_rows_take_published_gaudi_figures_nearest_in_size():
-    p = wb.plan("gpt2-xl", tokens=10**9, batch_size=4, seq_len=1024, devices=["Gaudi2", "Gaudi3"], runs="/nonexistent")
+    p = wb.plan("gpt2-xl", tokens=10**9, batch_size=4, seq_len=1024, devices=["Gaudi2", "Gaudi3"], runs=NO_RUNS)
     for name in ("Gaudi2", "Gaudi3"):
         row = p.row(name)
         ref = next(e for e in refs.references()["mfu"] if e["chip"] == name and e.get("catalog") == "gpt2-xl")
@@ -128,7 +129,7 @@ def test_gaudi_rows_take_published_gaudi_figures_nearest_in_size():
 
 def test_fp8_plans_use_the_fp8_peaks_and_fp8_references():
     p = wb.plan("llama-7b", tokens=10**9, batch_size=1, seq_len=4096, precision="fp8",
-                devices=["Gaudi2", "A100", "H100", "H200"], runs="/nonexistent")
+                devices=["Gaudi2", "A100", "H100", "H200"], runs=NO_RUNS)
     assert p.precision == "fp8"
     g2 = p.row("Gaudi2")
     ref = next(e for e in refs.references()["mfu"] if e["chip"] == "Gaudi2" and e["model"].startswith("LLaMA V2 7B"))
@@ -150,7 +151,7 @@ def test_lora_counts_4n_and_the_adapters_not_6n():
     assert 0 < adapters < 0.02 * full.num_params  # peft's r=8 adapters
     assert flops_per_token(full, 512) == 6 * (full.num_params - table) + attention
     assert flops_per_token(lora, 512) == 4 * (full.num_params - table) + 6 * adapters + attention
-    p = wb.plan(lora, tokens=1e9, batch_size=8, seq_len=512, devices=["H100"], mfu=0.4, runs="/nonexistent")
+    p = wb.plan(lora, tokens=1e9, batch_size=8, seq_len=512, devices=["H100"], mfu=0.4, runs=NO_RUNS)
     assert p.flops_per_token == flops_per_token(lora, 512)
     assert p.row("H100 SXM")["tokens_per_s_device"] == pytest.approx(0.4 * 989e12 / flops_per_token(lora, 512))
 
@@ -255,7 +256,7 @@ def test_gaudi2_over_h100_time_follows_the_published_ratio_of_each_workload():
     runs (2.71 planned before, against about 1.77 in issue 44: now 2.1)."""
     def ratio(model, batch, seq):
         p = wb.plan(model, tokens=1e9, batch_size=batch, seq_len=seq, devices=["Gaudi2", "H100"],
-                    num_devices=8, runs="/nonexistent")
+                    num_devices=8, runs=NO_RUNS)
         return p.row("Gaudi2")["hours"] / p.row("H100 SXM")["hours"]
 
     assert ratio("bert-large", 32, 512) == pytest.approx(7759.6 / 2902.0, rel=0.05)
@@ -276,7 +277,7 @@ def test_a_reference_leaves_with_its_twins_and_the_nearest_kind_of_run_is_taken(
     assert "question answering" not in row["from"]  # predicted from another run, not its twin
     for model, want in (("bert-large", "encoder"), ("llama-7b", "decoder")):
         src = wb.plan(model, tokens=1e9, batch_size=8, seq_len=512, devices=["Gaudi2"],
-                      runs="/nonexistent").row("Gaudi2")["sources"]["mfu"]
+                      runs=NO_RUNS).row("Gaudi2")["sources"]["mfu"]
         picked = next(e for e in data["mfu"] if e["chip"] == "Gaudi2" and f", {e['model']}, " in src)
         assert picked["arch"] == want, (model, src)
 
@@ -310,8 +311,8 @@ def test_lora_memory_trains_the_adapters_alone_and_holds_against_a_measured_cpu_
 
 def test_num_devices_plans_that_many_or_the_fewest_that_hold_a_step():
     p = wb.plan("gpt2-xl", tokens=1e9, batch_size=4, seq_len=1024, devices=["H100"], num_devices=8,
-                runs="/nonexistent")
-    one = wb.plan("gpt2-xl", tokens=1e9, batch_size=4, seq_len=1024, devices=["H100"], runs="/nonexistent")
+                runs=NO_RUNS)
+    one = wb.plan("gpt2-xl", tokens=1e9, batch_size=4, seq_len=1024, devices=["H100"], runs=NO_RUNS)
     r, r1 = p.row("H100 SXM"), one.row("H100 SXM")
     assert r["devices"] == 8 and r1["devices"] == 1
     # inside one server an H100 has no published one-to-eight loss (LLM Foundry's 8-GPU MFUs
@@ -320,7 +321,7 @@ def test_num_devices_plans_that_many_or_the_fewest_that_hold_a_step():
     assert r["tokens_per_s"] == pytest.approx(8 * r1["tokens_per_s"])
     assert r["cost_usd"] == pytest.approx(r1["cost_usd"])
     big = wb.plan("llama-70b", tokens=1e9, batch_size=1, seq_len=2048, devices=["H100"], num_devices=2,
-                  runs="/nonexistent").row("H100 SXM")
+                  runs=NO_RUNS).row("H100 SXM")
     assert big["devices"] > 2 and "num_devices=2 do not hold a step" in big["note"]
     with pytest.raises(ValueError, match="num_devices must be a positive integer"):
         wb.plan("gpt2-small", tokens=1e9, batch_size=8, num_devices=0)
@@ -347,7 +348,7 @@ def test_scaling_normalises_the_figure_to_its_own_device_count_gaudi_from_its_on
 
 
 def test_a_model_too_big_for_one_device_gets_the_fewest_devices_that_hold_it():
-    p = wb.plan("llama-70b", tokens=10**9, batch_size=1, seq_len=2048, devices=["H100", "H200"], runs="/nonexistent")
+    p = wb.plan("llama-70b", tokens=10**9, batch_size=1, seq_len=2048, devices=["H100", "H200"], runs=NO_RUNS)
     mp = wb.plan_memory("llama-70b", batch_size=1, seq_len=2048, precision="bf16")
     for name in ("H100 SXM", "H200"):
         row = p.row(name)
@@ -364,7 +365,7 @@ def test_a_model_too_big_for_one_device_gets_the_fewest_devices_that_hold_it():
 
 
 def test_costs_follow_the_prices_and_yours_override_them(tmp_path):
-    p = wb.plan("gpt2-small", tokens=10**9, batch_size=8, seq_len=512, devices=["H100", "Gaudi3"], runs="/nonexistent")
+    p = wb.plan("gpt2-small", tokens=10**9, batch_size=8, seq_len=512, devices=["H100", "Gaudi3"], runs=NO_RUNS)
     shipped = refs.prices()["H100 SXM"]
     h100 = p.row("H100 SXM")
     assert h100["cost_usd"] == pytest.approx(h100["hours"] * shipped["usd_per_device_hour"])
@@ -373,21 +374,21 @@ def test_costs_follow_the_prices_and_yours_override_them(tmp_path):
     assert gaudi3["usd_per_device_hour"] == pytest.approx(19.92 / 8)  # Intel Tiber: an 8-card instance / 8
     assert "Intel Tiber" in gaudi3["sources"]["price"] and "on-demand" in gaudi3["sources"]["price"]
     assert wb.plan("gpt2-small", tokens=1e9, batch_size=8, seq_len=512, devices=["Gaudi1"],
-                   runs="/nonexistent").row("Gaudi1").get("cost_usd") is None
+                   runs=NO_RUNS).row("Gaudi1").get("cost_usd") is None
     assert wb.plan("gpt2-small", tokens=1e9, batch_size=8, seq_len=512, devices=["H100"],
-                   runs="/nonexistent").row("H100 SXM")["cost_usd"] == pytest.approx(h100["cost_usd"])
+                   runs=NO_RUNS).row("H100 SXM")["cost_usd"] == pytest.approx(h100["cost_usd"])
     mine = tmp_path / "prices.json"
     mine.write_text(json.dumps({"Gaudi3": 1.0, "H100": 50}))
     for prices in ({"Gaudi3": 1.0, "H100": 50}, mine):
         p2 = wb.plan("gpt2-small", tokens=10**9, batch_size=8, seq_len=512, devices=["H100", "Gaudi3"],
-                     prices=prices, runs="/nonexistent")
+                     prices=prices, runs=NO_RUNS)
         assert p2.row("H100 SXM")["cost_usd"] == pytest.approx(h100["hours"] * 50)
         assert p2.cheapest()["device"] == "Gaudi3"
         assert "your prices" in p2.row("Gaudi3")["sources"]["price"]
 
 
 def test_cheapest_and_fastest_are_the_table_minima():
-    p = wb.plan("gpt2-medium", tokens=10**9, batch_size=8, seq_len=1024, runs="/nonexistent",
+    p = wb.plan("gpt2-medium", tokens=10**9, batch_size=8, seq_len=1024, runs=NO_RUNS,
                 prices={"Gaudi2": 1.0, "Gaudi3": 2.0})
     df = p.table()
     assert p.fastest()["device"] == df.loc[df["hours"].idxmin(), "device"]
@@ -428,7 +429,7 @@ def test_a_unet_is_timed_per_image_from_mlperf_stable_diffusion_or_says_default(
     assert flops_per_sample(wb.model("sd", size="sd15", lora={"r": 4})) == 2 / 3 * flops_per_sample(spec)
     with pytest.raises(ValueError, match="not a UNet"):
         flops_per_sample(wb.model("gpt2", size="small"))
-    p = wb.plan(spec, tokens=10**6, batch_size=8, devices=["Gaudi2", "A100", "H100", "H200"], runs="/nonexistent")
+    p = wb.plan(spec, tokens=10**6, batch_size=8, devices=["Gaudi2", "A100", "H100", "H200"], runs=NO_RUNS)
     assert p.unit == "image" and p.flops_per_token is None and p.flops_per_image == flops_per_sample(spec)
     assert "images/s" in repr(p) and "1,000,000 images" in repr(p)
     data = refs.references()
@@ -444,11 +445,11 @@ def test_a_unet_is_timed_per_image_from_mlperf_stable_diffusion_or_says_default(
     assert p.row("A100 80GB")["mfu_from"] == "default"
     # a transformer never takes a UNet's figure
     assert "Stable Diffusion" not in wb.plan("gpt2-small", tokens=1e9, batch_size=8, seq_len=512, devices=["H100"],
-                                             runs="/nonexistent").row("H100 SXM")["sources"]["mfu"]
+                                             runs=NO_RUNS).row("H100 SXM")["sources"]["mfu"]
 
 
 def test_the_notebook_view_draws_time_and_cost_without_scripts():
-    p = wb.plan("gpt2-small", tokens=10**9, batch_size=8, seq_len=512, runs="/nonexistent")
+    p = wb.plan("gpt2-small", tokens=10**9, batch_size=8, seq_len=512, runs=NO_RUNS)
     page = p._repr_html_()
     assert "<script" not in page and "sources" in page
     svg = b64decode(page.split("data:image/svg+xml;base64,")[1].split("'")[0]).decode()
@@ -541,7 +542,7 @@ def test_a_references_file_of_your_own_replaces_the_shipped_one(tmp_path):
     only = [{**e, "mfu": 0.5} for e in data["mfu"] if e["chip"] == "H100 SXM"]
     mine.write_text(json.dumps({**data, "mfu": only}))
     p = wb.plan("gpt2-small", tokens=10**9, batch_size=8, seq_len=512, devices=["H100", "A100"],
-                runs="/nonexistent", references=mine)
+                runs=NO_RUNS, references=mine)
     h100 = p.row("H100 SXM")  # your figure, carried to gpt2-small through its memory-bound share
     speedup = float(re.match(r"x([\d.]+):", h100["sources"]["bandwidth"]).group(1))
     assert h100["mfu"] == pytest.approx(0.5 * speedup, rel=5e-3) and speedup < 1
@@ -577,7 +578,7 @@ def readme_planner_table() -> str:
     for name, (m, b, s, budget) in README_RUNS.items():
         model = wb.model(m[0], size=m[1], lora={"r": 8}) if len(m) == 2 else m[0]
         p = wb.plan(model, tokens=budget, batch_size=b, seq_len=s, devices=list(heads), num_devices=8,
-                    runs="/nonexistent")
+                    runs=NO_RUNS)
         shape = f"{b} images" if s is None else f"{b} x {s}"
         lines.append(f"|{name}|{shape}|" + "|".join(cell(r) for r in p.rows) + "|")
     return "\n".join(lines)
@@ -599,7 +600,7 @@ def test_the_readme_planner_table_is_what_the_planner_says():
 
 
 # --------------------------------------------------------------------------- issue 44
-NO_RUNS = "/nonexistent"
+NO_RUNS = os.devnull  # plan without your runs (a missing path is refused)
 
 
 def test_llama_7b_on_8_h100s_plans_without_checkpointing_where_zero3_holds_the_step():

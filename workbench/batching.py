@@ -236,6 +236,21 @@ def pack(
     return [dict(zip(cols, row)) for row in zip(*cols.values())]
 
 
+def chunk_tokens(ds, column: str, tokenizer, block_length: int, map_batch_size: int = 1000):
+    """The tokens ``pack`` gets from each chunk of ``map_batch_size`` rows of ``ds``'s text
+    ``column`` (tokenized as ``DataSpec.prepare`` does: truncated to ``block_length``; an EOS
+    after each), up to the first chunk that fills a block: when the last is under
+    ``block_length``, packing makes no block at all (each chunk drops its tail)."""
+    counts = []
+    for start in range(0, ds.num_rows, map_batch_size):
+        texts = ds[start : start + map_batch_size][column]
+        ids = tokenizer(texts, truncation=True, max_length=block_length)["input_ids"]
+        counts.append(sum(len(x) + 1 for x in ids))
+        if counts[-1] >= block_length:
+            break
+    return counts
+
+
 # --------------------------------------------------------------------------- counting
 class CountingCollator:
     """Wraps a collator; counts training samples, non-pad tokens, computed tokens and the

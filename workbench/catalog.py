@@ -7,8 +7,11 @@ architecture so that ``num_params`` works offline; any hub id or local directory
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import json
+import math
+import numbers
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -574,8 +577,64 @@ def model(
         num_labels=num_labels,
         tokenizer=tokenizer,
         trust_remote_code=trust_remote_code,
-        lora=({} if lora is True else dict(lora)) if lora else None,
+        lora=_lora_options(lora) if lora else None,
     )
+
+
+# wb.model's LoRA options (wrap_lora and the text-to-image UNet's add_lora read them); any
+# other peft.LoraConfig field passes through as it is
+LORA_OPTIONS = ("r", "alpha", "dropout", "target_modules")
+
+
+def _lora_options(lora) -> dict[str, Any]:
+    """``lora=`` (True or a dict) as the spec keeps it, each option checked before anything
+    is built: peft refuses r=0 only when the run has started."""
+    if lora is True:
+        return {}
+    if not isinstance(lora, dict):
+        raise TypeError(
+            f"lora must be True or a dict of LoRA options ({', '.join(LORA_OPTIONS)}), got "
+            f"{lora!r}: e.g. lora={{'r': 8, 'alpha': 16}}"
+        )
+    number = {k: isinstance(v, numbers.Real) and not isinstance(v, bool) for k, v in lora.items()}
+    if "r" in lora and not (
+        isinstance(lora["r"], numbers.Integral) and number["r"] and lora["r"] >= 1
+    ):
+        raise ValueError(
+            f"lora's r must be a whole number, at least 1 (the adapters' rank), got "
+            f"{lora['r']!r}: pass e.g. lora={{'r': 8}}"
+        )
+    if "alpha" in lora and not (number["alpha"] and 0 < lora["alpha"] < math.inf):
+        raise ValueError(
+            f"lora's alpha must be a number above 0 (the adapters' scale is alpha / r), got "
+            f"{lora['alpha']!r}: pass e.g. lora={{'r': 8, 'alpha': 16}}"
+        )
+    if "dropout" in lora and not (number["dropout"] and 0 <= lora["dropout"] < 1):
+        raise ValueError(
+            f"lora's dropout must be a fraction from 0 up to (not including) 1, got "
+            f"{lora['dropout']!r}: pass e.g. lora={{'dropout': 0.05}}"
+        )
+    unknown = sorted(set(lora) - set(LORA_OPTIONS))
+    if unknown and importlib.util.find_spec("peft") is not None:  # without peft: it says so
+        import dataclasses
+
+        import peft
+
+        # the fields wrap_lora sets from the options above (or the task) are not options
+        fields = {f.name for f in dataclasses.fields(peft.LoraConfig) if f.init}
+        fields -= {"task_type", "peft_type", "lora_alpha", "lora_dropout"}
+        bad = [k for k in unknown if k not in fields]
+        if bad:
+            near = {k: difflib.get_close_matches(k, [*LORA_OPTIONS, *fields], 1) for k in bad}
+            hints = [
+                f"{k!r}" + (f" (did you mean {near[k][0]!r}?)" if near[k] else "") for k in bad
+            ]
+            raise ValueError(
+                f"unknown LoRA option{'s' * (len(bad) > 1)} {', '.join(hints)}; known: "
+                f"{', '.join(LORA_OPTIONS)}, and peft.LoraConfig's other fields (bias, "
+                f"use_rslora, use_dora, modules_to_save, ...)"
+            )
+    return dict(lora)
 
 
 def models():

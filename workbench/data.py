@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import re
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -19,6 +20,7 @@ from . import bundled
 from .catalog import hub_error, is_local  # hub_error: the hub module's, through the catalog
 from .datachecks import (
     blank_rows,
+    check_classes,
     check_encoding,
     check_eval_labels,
     check_split,
@@ -206,6 +208,7 @@ class DataSpec:
         if self.limit:
             raw = raw.shuffle(seed=self.seed).select(range(min(self.limit, len(raw))))
         label = self.columns.get("label")
+        classes = None  # rows per class name in train
         if self.task == "classification" and label:
             if not isinstance(raw.features[label], datasets.ClassLabel):
                 if eval_split is not None:
@@ -215,15 +218,12 @@ class DataSpec:
                 raw = raw.class_encode_column(label)
                 if eval_split is not None:
                     eval_split = eval_split.cast_column(label, raw.features[label])
+            names = raw.features[label].names
+            classes = {names[i]: n for i, n in value_counts(raw, label).items()}
+            check_classes(classes, label, self.name, self.limit)
         if eval_split is None:
-            stratify = label if self.task == "classification" and label else None
-            check_split(
-                len(raw),
-                self.eval_fraction,
-                self.name,
-                stratify
-                and {raw.features[label].names[i]: n for i, n in value_counts(raw, label).items()},
-            )
+            stratify = label if classes is not None else None
+            check_split(len(raw), self.eval_fraction, self.name, classes)
             parts = raw.train_test_split(
                 test_size=self.eval_fraction, seed=self.seed, stratify_by_column=stratify
             )
@@ -257,7 +257,13 @@ class DataSpec:
         for role in ("text", "target"):
             col = self.columns.get(role)
             feature = ds.features.get(col) if col else None
-            if feature is not None and not is_text(feature):
+            # a column blank in every row is typed as numbers by the CSV reader: _drop_blank
+            # names it as blank
+            if (
+                feature is not None
+                and not is_text(feature)
+                and not blank_rows(ds, col, False).all()
+            ):
                 used = set(self.columns.values())
                 texts = [c for c, f in ds.features.items() if is_text(f) and c not in used]
                 raise ValueError(
@@ -497,6 +503,13 @@ def dataset(
         raise ValueError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
     if not 0 < eval_fraction < 1:
         raise ValueError(f"eval_fraction must be between 0 and 1, got {eval_fraction}")
+    if limit is not None and (
+        isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit < 1
+    ):
+        raise ValueError(
+            f"limit must be a whole number of rows, at least 1, got {limit!r}: pass e.g. "
+            f"limit=200 (a smoke run), or leave it out (limit=None) for all rows"
+        )
     images.check_options(crop, flip)
     source = str(source)
     if encoding is not None:

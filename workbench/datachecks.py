@@ -135,6 +135,21 @@ def check_eval_labels(train_labels: set, eval_counts: dict, data_name: str) -> N
         )
 
 
+def check_classes(class_counts: dict, column: str, data_name: str, limit: int | None) -> None:
+    """Refuse classification labels of one class: transformers makes a one-label model a
+    regression head, which trains to accuracy 1.0 having learnt nothing."""
+    if len(class_counts) != 1:  # none: check_split says there are too few rows
+        return
+    ((only, n),) = class_counts.items()
+    rows = f"the {n} rows limit={limit} keeps" if limit else f"{n} row{'s' * (n != 1)}"
+    raise ValueError(
+        f"every row of {data_name!r} has the same label {only!r} in {column!r} ({rows}): "
+        f"classification needs at least two classes (one class would train to accuracy 1.0, "
+        f"learning nothing). Add rows of another class{', or a larger limit' if limit else ''}; "
+        f"a number to predict (a score, a price) is regression, not a task the workbench trains"
+    )
+
+
 def check_split(rows: int, eval_fraction: float, data_name: str, class_counts: dict | None) -> None:
     """Refuse data that a train/eval split (stratified by class, given ``class_counts``) cannot
     split."""

@@ -82,9 +82,14 @@ def _bool(name: str, value) -> None:
 
 
 def _run_name(name: str, value) -> None:
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str):
         raise TypeError(
             f"{name} must be text (the run directory's name), got {value!r}: pass {name}='my-run', "
+            f"or leave it out for <model>-<data>"
+        )
+    if not value.strip():
+        raise ValueError(
+            f"{name}={value!r} is blank: a run directory needs a name. Pass {name}='my-run', "
             f"or leave it out for <model>-<data>"
         )
 
@@ -283,10 +288,12 @@ def caller_only(args: dict[str, Any]) -> dict[str, Any]:
     return held
 
 
-def check_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
-    """Check a resume's overrides: run fields (and their aliases) by their checks, the rest
-    must be TrainingArguments fields; one error naming the bad ones (a run's model and data
-    are fixed: a new run takes new ones). Returns (fields, TrainingArguments overrides)."""
+def check_overrides(overrides: dict[str, Any], new_run: bool = False) -> tuple[dict, dict]:
+    """Check a new run's options (``new_run``) or a resume's overrides: run fields (and their
+    aliases) by their checks, every other name must be a TrainingArguments field; one error
+    naming the bad ones, each with the nearest name of either kind (``bach_size``: did you
+    mean batch_size?), before anything is written. A resume's model and data are fixed: a
+    new run takes new ones. Returns (fields, TrainingArguments overrides)."""
     import dataclasses
     import difflib
 
@@ -297,10 +304,21 @@ def check_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     fields = {f.name for f in dataclasses.fields(transformers.TrainingArguments)}
     bad = sorted(k for k in split.trainer_overrides if k not in fields)
     if bad:
-        hints = [
-            f"{k} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(k, fields, 1)) else k
-            for k in bad
-        ]
+        names = sorted(fields | set(FIELDS) | set(ALIASES))
+        near = {k: difflib.get_close_matches(k, names, 1) for k in bad}
+        if new_run:
+            shown = {k: f"{k}={overrides[k]!r}" for k in bad}
+            hints = [
+                shown[k] + (f" (did you mean {near[k][0]}={overrides[k]!r}?)" if near[k] else "")
+                for k in bad
+            ]
+            raise ValueError(
+                f"unknown argument{'s' * (len(bad) > 1)} {', '.join(hints)}: a run takes "
+                f"wb.train's arguments (batch_size, lr, max_steps, ...: help(wb.train)) and "
+                f"transformers.TrainingArguments fields. Fix the spelling, or leave "
+                f"{'them' if len(bad) > 1 else 'it'} out"
+            )
+        hints = [f"{k} (did you mean {near[k][0]}?)" if near[k] else k for k in bad]
         raise ValueError(
             f"not TrainingArguments fields: {', '.join(hints)}. resume() takes "
             f"max_steps and TrainingArguments fields; a new model or dataset needs "

@@ -300,6 +300,9 @@ class GaudiConfig:
                 f"unknown GaudiConfig field(s) {', '.join(unknown)}; known: "
                 f"{', '.join(CONFIG_FIELDS)}"
             )
+        for name, value in kwargs.items():
+            if name in CONFIG_FIELDS:
+                _check_type(name, value, "GaudiConfig")
         for name, f in CONFIG_FIELDS.items():
             setattr(self, name, kwargs.get(name, f.default))
         self.versions = {k: kwargs[k] for k in VERSION_KEYS if k in kwargs}
@@ -337,7 +340,7 @@ class GaudiConfig:
                 UserWarning,
                 stacklevel=stacklevel(),
             )
-        return cls(**{**json.loads(path.read_text()), **fields})
+        return cls(**{**_read(path), **fields})
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in CONFIG_FIELDS}
@@ -381,6 +384,59 @@ class GaudiConfig:
 
     def __repr__(self) -> str:
         return f"GaudiConfig({self.to_dict()})"
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """A gaudi_config.json's fields, each of its type; else one error naming the file and
+    what is wrong with it."""
+    text = path.read_text()
+    if not text.strip():
+        raise ValueError(
+            f"{str(path)!r} is empty: a {GAUDI_CONFIG_NAME} is a JSON object of GaudiConfig "
+            f'fields, e.g. {{"use_fused_adam": true, "use_torch_autocast": true}}'
+        )
+    try:
+        fields = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(
+            f"{str(path)!r} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}; "
+            f"cut short?): write it again as a JSON object of GaudiConfig fields"
+        ) from None
+    if not isinstance(fields, dict):
+        raise ValueError(
+            f"{str(path)!r} holds a JSON {type(fields).__name__}, not an object: a "
+            f"{GAUDI_CONFIG_NAME} is a JSON object of GaudiConfig fields, e.g. "
+            f'{{"use_fused_adam": true, "use_torch_autocast": true}}'
+        )
+    for name, value in fields.items():
+        if name in CONFIG_FIELDS:
+            _check_type(name, value, repr(str(path)))
+    return fields
+
+
+def _check_type(name: str, value, where: str) -> None:
+    """Refuse a GaudiConfig field of the wrong type: the string "false" would turn an option
+    on, and "add,mul" would be written as the ops a, d, d, ",", ... (Optimum Habana's
+    GaudiConfig takes both as they are)."""
+    kind = CONFIG_FIELDS[name].type
+    shown = json.dumps(value, default=repr)  # as the file spells it
+    if kind is bool and not isinstance(value, bool):
+        meant = {"true": "true", "1": "true", "false": "false", "0": "false"}
+        raise ValueError(
+            f'{where}: "{name}" is {shown}, not true or false: write "{name}": '
+            f"{meant.get(str(value).strip().lower(), 'true (or false)')} (JSON's true/false, "
+            f"without quotes)"
+        )
+    if kind == list | None and not (
+        value is None or (isinstance(value, list) and all(isinstance(op, str) for op in value))
+    ):
+        ops = (
+            [op.strip() for op in value.split(",") if op.strip()] if isinstance(value, str) else []
+        )
+        raise ValueError(
+            f'{where}: "{name}" is {shown}, not a list of op names: write a JSON list, '
+            f'"{name}": {json.dumps(ops or ["add", "mul"])}'
+        )
 
 
 def _cached(name: str, subfolder: str, cache_dir, revision, token) -> Path:

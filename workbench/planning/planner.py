@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import re
 import statistics
 from dataclasses import fields, replace
@@ -192,7 +193,17 @@ def _run_record(path: Path) -> dict[str, Any] | None:
 
 
 def your_runs(root: str | Path | None = None) -> list[dict[str, Any]]:
-    """Every completed run under ``root`` (default ``./runs``) that the planner can learn from."""
+    """Every completed run under ``root`` (default ``./runs``; ``os.devnull``: none) that the
+    planner can learn from. A ``root`` given that is not a directory is refused (the default
+    may be missing: no runs yet)."""
+    given = root is not None and str(root) != os.devnull
+    if given and not Path(root).expanduser().is_dir():
+        why = "is a file, not a directory" if Path(root).expanduser().exists() else "does not exist"
+        raise ValueError(
+            f"runs={str(root)!r} {why}, so no runs could be read: pass runs= the directory "
+            f"your run directories are in (wb.train's run_dir), leave it out for the default "
+            f"(./runs, or $WORKBENCH_RUNS), or pass runs=os.devnull to plan without runs"
+        )
     root = runs_root(root)
     found = (_run_record(p.parent) for p in sorted(root.glob("*/spec.json")))
     return [r for r in found if r is not None]
@@ -496,7 +507,8 @@ def plan(
     mfu : float or dict, optional
         Your MFU (a fraction) for every device or per device name: used before anything else.
     runs : path, optional
-        Where your runs are (default ``./runs``, or ``$WORKBENCH_RUNS``).
+        Where your runs are (default ``./runs``, or ``$WORKBENCH_RUNS``); ``os.devnull`` to
+        plan without them. A path that is not a directory is refused.
     references : path, optional
         A references file in the form of ``workbench/assets/plan_references.json``.
     checkpointing : bool, optional

@@ -103,8 +103,7 @@ def _prepare(
 ) -> Run:
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
-    if devices < 1:
-        raise ValueError(f"devices must be at least 1, got {devices}")
+    launchfiles.check_count("devices", devices, "devices (one worker process each)")
     if strategy == "deepspeed":
         check_deepspeed()
         train_args["deepspeed"] = deepspeed_config(zero_stage or 2)

@@ -11,6 +11,7 @@ table. Every form runs the same worker, ``python -m workbench.scaleout.worker RU
 
 from __future__ import annotations
 
+import numbers
 import re
 import shlex
 import sys
@@ -46,6 +47,18 @@ def restart_env(max_restarts: int) -> dict[str, str]:
     return {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"} if max_restarts else {}
 
 
+def check_count(name: str, value, what: str) -> None:
+    """Refuse a count of ``what`` that is not a whole number of at least 1 (a bool, a string,
+    2.5, None), naming the argument, the value and the fix."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        text = str(value).strip()  # "2" and 2.0 say which count was meant
+        meant = isinstance(value, (str, float)) and re.fullmatch(r"[1-9][0-9]*(\.0*)?", text)
+        fix = f"{name}={int(float(text))}" if meant else f"a count such as {name}=2"
+        raise ValueError(
+            f"{name} must be a whole number of {what}, at least 1; got {value!r}: pass {fix}"
+        )
+
+
 def check(
     nodes: int,
     devices_per_node: int,
@@ -58,10 +71,8 @@ def check(
     """One clear error for the first bad argument of ``wb.launch_command``."""
     if format not in FORMATS:
         raise ValueError(f"unknown format {format!r}; known: {', '.join(FORMATS)}")
-    if not isinstance(nodes, int) or nodes < 1:
-        raise ValueError(f"nodes must be a whole number of machines, at least 1; got {nodes!r}")
-    if not isinstance(devices_per_node, int) or devices_per_node < 1:
-        raise ValueError(f"devices_per_node must be at least 1; got {devices_per_node!r}")
+    check_count("nodes", nodes, "machines")
+    check_count("devices_per_node", devices_per_node, "worker processes per machine")
     if not isinstance(max_restarts, int) or max_restarts < 0:
         raise ValueError(f"max_restarts must be 0 or more; got {max_restarts!r}")
     if format == "shell":

@@ -21,7 +21,7 @@ from ..catalog import model as as_model
 from ..data import DataSpec
 from ..data import dataset as as_dataset
 from ..liblogs import quiet_libraries
-from ..runargs import REFUSED, RunArgs, caller_only, check_overrides, check_refused, check_value
+from ..runargs import REFUSED, RunArgs, caller_only, check_overrides, check_value
 from ..rundir import run as runs
 from ..rundir.writer import create
 from . import recipe
@@ -42,8 +42,8 @@ def prepare(
     for other nodes): the spec's device and its defaults are that kind's, and this
     machine's devices are not asked about it.
     """
+    check_overrides(options, new_run=True)  # every name a run's argument or a TrainingArguments one
     a = RunArgs.from_options(options)
-    check_refused(a.trainer_overrides)
     mspec, dspec = as_model(model), as_dataset(data)
     recipe.check(mspec.task, dspec.task, (mspec.name, dspec.name))
     sampling = recipe.samples(
@@ -74,7 +74,8 @@ def prepare(
     recipe.check_cache_latents(a.cache_latents, mspec.task, mspec.name, dspec.crop, dspec.flip)
     lr = (5e-5 if mspec.is_pretrained else 1e-3) if a.lr is None else a.lr
     with quiet_libraries():  # the data read and the model's config checked before the run directory
-        rows = dspec.load()["train"].num_rows
+        train = dspec.load()["train"]
+        rows = train.num_rows
         recipe.check_fit(
             batch_size=a.batch_size,
             rows=rows,
@@ -84,6 +85,13 @@ def prepare(
             positions=mspec.max_positions,
             model_name=mspec.name,
         )
+        if padding == "packed":  # blocks, not rows, make the steps: at least one block
+            from ..batching import chunk_tokens
+
+            tokens = chunk_tokens(
+                train, dspec.columns["text"], mspec.load_tokenizer(), a.max_length
+            )
+            recipe.check_blocks(tokens, a.max_length, rows, dspec.name)
         head = mspec.new_head(dspec.num_labels)  # a saved classifier of other classes
     if head is not None:
         warnings.warn(head, UserWarning, stacklevel=3)  # said once, by the call making the run

@@ -163,6 +163,21 @@ def check_fit(
         )
 
 
+def check_blocks(chunk_tokens: list[int], max_length: int, rows: int, data_name: str) -> None:
+    """Refuse packed data that makes no full block of ``max_length`` tokens: no training
+    step (``batching.chunk_tokens`` counts the tokens of each chunk ``pack`` packs)."""
+    if chunk_tokens and chunk_tokens[-1] >= max_length:
+        return
+    tokens, most = sum(chunk_tokens), max(chunk_tokens, default=0)
+    smaller = f"pass max_length={most} or less" if most >= 2 else "use longer rows"
+    raise ValueError(
+        f"{data_name!r} makes no training block: padding='packed' joins its {rows} training "
+        f"row{'s' * (rows != 1)} into {tokens} tokens (an end-of-text token after each) and "
+        f"cuts them into blocks of max_length={max_length}, so nothing is left to train on. "
+        f"Use more text, or {smaller}"
+    )
+
+
 def check_cache_latents(cache_latents, task: str, model_name: str, crop: str, flip: bool) -> None:
     """Refuse ``cache_latents`` where encodings cannot be kept: not a bool, not a text-to-image
     model, or random crops / flips (another image every epoch, so other latents)."""
