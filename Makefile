@@ -32,7 +32,7 @@ EXTRAS ?= dev
 GAUDI  := $(shell $(PYTHON) -c "import habana_frameworks" >/dev/null 2>&1 && echo 1)
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: lab test check venv lint constraints clean js python rehearse
+.PHONY: lab test check venv lint constraints clean js python rehearse slurm-up slurm-down
 
 venv: $(STAMP) $(JS) $(LABEXT)
 
@@ -111,6 +111,18 @@ lint: $(STAMP)
 # ~/.cache/gaudi-workbench/rehearse/; docs/tests.md has its time.
 rehearse:
 	PYTHON=$(PYTHON) scripts/rehearse.sh
+
+# A real two-node Slurm cluster on this machine (root; Debian's slurmctld, slurmd, munge:
+# scripts/slurm-cluster.sh says what is missing), the one tests/test_slurm.py starts for
+# itself. Submit from its login node: `scripts/slurm-cluster.sh exec $(SLURM_DIR) sbatch
+# job.sbatch` (squeue, scancel, a notebook's python likewise); docs/multi-node.md.
+SLURM_DIR ?= .slurm
+slurm-up:
+	scripts/slurm-cluster.sh up $(SLURM_DIR)
+	@echo "up: scripts/slurm-cluster.sh exec $(SLURM_DIR) sinfo; make slurm-down stops it"
+
+slurm-down:
+	scripts/slurm-cluster.sh down $(SLURM_DIR)
 
 constraints: $(STAMP)
 	$(PY) -m pip freeze --exclude-editable | grep -v '^gaudi-workbench' \

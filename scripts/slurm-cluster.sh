@@ -110,7 +110,7 @@ MinJobAge=300
 SchedulerParameters=batch_sched_delay=0
 NodeName=n1 NodeAddr=10.77.$k.11 CPUs=$cpus RealMemory=$mem State=UNKNOWN
 NodeName=n2 NodeAddr=10.77.$k.12 CPUs=$cpus RealMemory=$mem State=UNKNOWN
-PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
 EOF
   cat > "$dir/env" <<EOF
 SLURM_CONF=$dir/slurm.conf

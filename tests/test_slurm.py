@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -41,12 +42,12 @@ class Cluster:
         env = dict(line.split("=", 1) for line in (directory / "env").read_text().splitlines())
         self.namespaces = [env["WB_SLURM_LOGIN"], *env["WB_SLURM_NODES"].split()]
 
-    def login(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    def login(self, *argv: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
         """``argv`` on the login node with a bare environment (no venv on its PATH)."""
         return subprocess.run(
             ["env", "-i", "PATH=/usr/bin:/bin", "HOME=/root", "bash", str(CLUSTER), "exec",
              str(self.dir), *argv],
-            capture_output=True, text=True, check=check, timeout=60,
+            capture_output=True, text=True, check=check, timeout=timeout,
         )
 
     def sbatch(self, script: str, *options: str) -> int:
@@ -128,6 +129,109 @@ def test_scancel_mid_run_leaves_a_run_that_reads_failed_never_running(cluster, t
              "the cancelled run to stop reading running")
     assert run.status == "failed"
     assert run.step >= 3 and run.last_checkpoint is not None, "it resumes from its last checkpoint"
+
+
+# --------------------------------------------------------------------------- from a notebook
+# What a notebook's kernel on the login node runs (this file's Python, a bare environment)
+NOTEBOOK = """
+import json, sys, time
+import workbench as wb
+options = json.loads(sys.argv[2])
+run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=400), devices=1, run_dir=sys.argv[1],
+                max_length=32, batch_size=4, live=False, **options)
+seen = []
+run.subscribe(lambda e: seen.append(e.get("step")))
+if options.get("background"):
+    deadline = time.monotonic() + 240
+    while run.step < 3 and run.thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    run.stop()
+    run.wait()
+print("RESULT " + json.dumps({"status": run.status, "step": run.step, "seen": seen,
+                             "checkpoints": [p.name for p in run.checkpoints]}))
+"""
+
+
+def _notebook(cluster, tmp_path, **options) -> tuple[subprocess.CompletedProcess, dict | None]:
+    script = tmp_path / "notebook.py"
+    script.write_text(NOTEBOOK)
+    done = cluster.login(sys.executable, str(script), str(tmp_path / "runs"), json.dumps(options),
+                         check=False, timeout=400)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
+    return done, json.loads(line[len("RESULT "):]) if line else None
+
+
+def test_a_notebook_on_the_login_node_submits_follows_and_stops_every_rank(cluster, tmp_path):
+    """wb.launch(scheduler="slurm") from the login node: Slurm's state printed as it moves,
+    rank 0's events followed live, Stop: every rank stops after the same step with one
+    checkpoint, and the run reads stopped; wb.runs() shows the job."""
+    done, result = _notebook(cluster, tmp_path, nodes=2, scheduler="slurm", background=True,
+                             max_steps=100000, log_every=1, save_every=1000)
+    assert result is not None, done.stdout + done.stderr
+    run = wb.Run.open(next((tmp_path / "runs").iterdir()))
+    assert result["status"] == "stopped", _logs(run.path)
+    step = result["step"]
+    assert step >= 3 and result["checkpoints"] == [f"checkpoint-{step}"]
+    assert step in result["seen"], "the notebook followed rank 0's events live"
+    ranks = [json.loads(p.read_text()) for p in sorted(run.path.glob("ranks/rank-*.json"))]
+    assert [r["step"] for r in ranks] == [step, step] and ranks[0]["params_sha256"] == ranks[1]["params_sha256"]
+    job = json.loads((run.path / "slurm-job.json").read_text())["job_id"]
+    assert f"submitted {run.name} as slurm job {job}" in done.stdout
+    assert f"slurm job {job}: RUNNING on n[1-2]" in done.stdout
+    assert f"slurm job {job}: COMPLETED" in done.stdout
+    table = cluster.login(sys.executable, "-c", "import workbench as wb, sys; "
+                          "print(wb.runs(sys.argv[1])[['status', 'job']].values.tolist())",
+                          str(tmp_path / "runs")).stdout
+    assert f"['stopped', 'slurm job {job}: COMPLETED on n[1-2]']" in table
+
+
+def test_a_job_slurm_would_not_run_is_refused_before_anything_is_written(cluster, tmp_path):
+    for options, said in (({"partition": "nope"}, "partition='nope' is not one of this cluster's"),
+                          ({"nodes": 3}, "nodes=3 x devices=1 is more than the partition has")):
+        done, result = _notebook(cluster, tmp_path, scheduler="slurm", max_steps=4, **options)
+        assert result is None and said in done.stderr, done.stderr
+        assert "Slurm would not run this job" in done.stderr
+        assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_without_sbatch_the_error_says_where_to_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch on it
+    with pytest.raises(FileNotFoundError, match="needs Slurm's sbatch on this machine's PATH"):
+        wb.launch("gpt2-tiny", "docstrings-lm", devices=1, nodes=2, scheduler="slurm", max_steps=4,
+                  run_dir=tmp_path / "runs", live=False)
+    with pytest.raises(ValueError, match="nodes=2 or partition= needs scheduler='slurm'"):
+        wb.launch("gpt2-tiny", "docstrings-lm", devices=1, nodes=2, max_steps=4,
+                  run_dir=tmp_path / "runs", live=False)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_job_cancelled_while_it_waits_fails_its_run_with_slurm_s_reason(cluster, tmp_path):
+    blocker = cluster.sbatch("#!/bin/bash\nsleep 300\n", "--nodes=2", "--exclusive")
+    wait_for(lambda: cluster.state(blocker) == "RUNNING", 30, "the blocking job to start")
+    script = tmp_path / "notebook.py"
+    script.write_text(NOTEBOOK)
+    notebook = subprocess.Popen(
+        ["env", "-i", "PATH=/usr/bin:/bin", "HOME=/root", "bash", str(CLUSTER), "exec",
+         str(cluster.dir), sys.executable, str(script), str(tmp_path / "runs"),
+         json.dumps({"nodes": 2, "scheduler": "slurm", "max_steps": 4})],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        jobs = tmp_path / "runs"
+        found = wait_for(lambda: next(jobs.glob("*/slurm-job.json"), None), 60, "the submission")
+        job = json.loads(found.read_text())["job_id"]
+        wait_for(lambda: cluster.state(job) == "PENDING", 30, "our job to wait")
+        assert wb.Run.open(found.parent).status == "prepared"
+        cluster.login("scancel", str(job))
+        out, err = notebook.communicate(timeout=60)
+    finally:
+        notebook.kill()
+        cluster.login("scancel", str(blocker), check=False)
+    run = wb.Run.open(found.parent)
+    assert notebook.returncode != 0 and "CANCELLED" in err
+    assert run.status == "failed" and run.step == 0
+    assert run.summary["error"].startswith(f"slurm job {job}: CANCELLED")
+    assert "before the run started" in run.summary["error"]
+    assert f"slurm job {job}: PENDING" in out
 
 
 def test_the_cluster_leaves_no_daemon_or_namespace_behind(tmp_path):

@@ -23,6 +23,7 @@ from .. import markup
 from ..jsonvalues import plain
 from ..settings import runs_root, runs_root_named
 from .events import read_events
+from .job import job_state
 from .lock import WriterLock
 
 STOP_FILE = "STOP"  # a file of this name in a run directory stops the run (every rank reads it)
@@ -487,6 +488,7 @@ class RunDir:
             "device": (s.get("device") or {}).get("kind"),
             "wall_time_s": s.get("wall_time_s"),
             "path": str(self.path),
+            "job": str(job) if (job := job_state(self.path)) is not None else None,
             **(s.get("eval") or {}),
         }
 
@@ -562,6 +564,7 @@ def runs(root: str | Path | None = None):
     evals = [(r.row(), r.summary.get("eval") or {}) for r in opened]
     # the evaluations' figures (summary.json's "eval"), as eval_<name> columns after the rest
     names = list(dict.fromkeys(k for _, e in evals for k in e))
+    columns += ["job"] if any(row["job"] for row, _ in evals) else []  # submitted to Slurm
     columns += [f"eval_{k}" for k in names]
     table = [{**row, **{f"eval_{k}": e.get(k) for k in names}} for row, e in evals]
     return pd.DataFrame([{k: r[k] for k in columns} for r in table], columns=columns)
@@ -588,7 +591,7 @@ def compare(*runs_: RunDir | str | Path):
             "data": row.pop("data"),
             "status": row.pop("status"),
             "steps": row.pop("step"),
-            **{k: v for k, v in row.items() if k not in ("run", "path")},
+            **{k: v for k, v in row.items() if k not in ("run", "path") and (k != "job" or v)},
         }
         key, i = run.name, 2
         while key in cols:  # the same run twice still gets two columns

@@ -8,6 +8,7 @@ notebook's dashboard. ``wb.launch_command`` renders the multi-node commands.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -23,6 +24,7 @@ from typing import Any
 from .. import runargs
 from ..backends.hpu import bridge_installed
 from ..backends.registry import backend
+from ..backends.registry import device as probe_device
 from ..backends.torchrun import child_env
 from ..rundir.events import EventReader
 from ..rundir.run import STOP_FILE
@@ -259,6 +261,9 @@ def _supervise(run: Run, proc: subprocess.Popen, log_path: Path) -> Run:
     return run
 
 
+SCHEDULERS = ("slurm",)
+
+
 def launch(
     model,
     data,
@@ -267,6 +272,9 @@ def launch(
     strategy: str = "ddp",
     zero_stage: int | None = None,
     max_restarts: int = 0,
+    nodes: int = 1,
+    scheduler: str | None = None,
+    partition: str | None = None,
     max_steps: int | None = None,
     epochs: float | None = None,
     batch_size: int = 16,
@@ -311,6 +319,18 @@ def launch(
         torchrun's ``--max_restarts``: when a worker dies, all of them restart, up to this
         many times, and continue from the newest checkpoint whose files parse (losing at most
         ``save_every`` steps); rank 0 logs a ``restart`` event naming the attempt.
+    nodes : int
+        Machines, each with ``devices`` workers: more than one needs ``scheduler``.
+    scheduler : {"slurm"}, optional
+        Submit the run to Slurm (``sbatch`` from this machine: the cluster's login node)
+        instead of starting torchrun here: the script ``wb.launch_command(format="slurm")``
+        renders, checked with ``sbatch --test-only`` before anything is written. The run
+        reads ``prepared`` while the job waits; this process prints the job's state as Slurm
+        moves it and follows the run live; Stop asks every rank to stop with a checkpoint;
+        a job that ends without ending its run (``scancel``, a lost node) fails the run with
+        Slurm's state and reason. The run directory must be on storage every node mounts.
+    partition : str, optional
+        Slurm's partition (default: the cluster's default).
     max_steps, batch_size, lr, ...
         As for ``wb.train`` (``batch_size`` per device).
     **trainer_overrides
@@ -324,6 +344,11 @@ def launch(
     if not isinstance(max_restarts, int) or max_restarts < 0:
         raise ValueError(f"max_restarts must be 0 or more; got {max_restarts!r}")
     train_args = {**runargs.given(launch, locals()), **trainer_overrides}
+    if scheduler is not None or nodes != 1 or partition is not None:
+        return _submit(
+            model, data, devices, strategy, zero_stage, max_restarts, nodes, scheduler,
+            partition, train_args, live, background,
+        )  # fmt: skip
     run = _prepare(model, data, devices, strategy, zero_stage, train_args)
     cmd = [
         sys.executable,
@@ -367,6 +392,57 @@ def launch(
         _supervise(run, proc, log_path)
     finally:
         log.close()
+    if run.error is not None:
+        raise run.error
+    return run
+
+
+def _submit(
+    model, data, devices, strategy, zero_stage, max_restarts, nodes, scheduler, partition,
+    train_args, live, background,
+) -> Run:  # fmt: skip
+    """``launch(scheduler="slurm")``: check, prepare, submit, follow (``slurm``)."""
+    from . import slurm
+
+    if scheduler not in SCHEDULERS:
+        raise ValueError(
+            f"scheduler={scheduler!r}: "
+            + (f"unknown; known: {', '.join(SCHEDULERS)}" if scheduler else "")
+            + ("" if scheduler else f"nodes={nodes!r} or partition= needs scheduler='slurm'")
+            + " (or render the job for your cluster with wb.launch_command)"
+        )
+    launchfiles.check_count("nodes", nodes, "machines")
+    launchfiles.check_count("devices", devices, "devices per node (one worker process each)")
+    if partition is not None and (not isinstance(partition, str) or not partition.strip()):
+        raise ValueError(f"partition must be a Slurm partition's name, got {partition!r}")
+    device_arg = train_args.get("device", "auto")
+    # the nodes' kind: device= names it; "auto" takes this machine's (probed: no card taken)
+    kind = backend(device_arg.split(":")[0]).kind if device_arg != "auto" else probe_device().kind
+    form = dict(nodes=nodes, devices_per_node=devices, hosts=None, strategy=strategy,
+                port=29500, max_restarts=max_restarts, format="slurm", accelerator=kind,
+                partition=partition)  # fmt: skip
+    slurm.check(LaunchCommand(run_dir="/run-not-written-yet", **form))  # before any write
+    run = _prepare(model, data, nodes * devices, strategy, zero_stage, train_args, kind)
+    hand_over(run)  # Slurm's workers claim it: this process ending is no failure
+    cmd = LaunchCommand(
+        run_dir=str(run.path.resolve()),
+        trust_remote_code=run.spec["model"]["trust_remote_code"],  # written by this call
+        **form,
+    )
+    job = slurm.submit(run, cmd)
+    print(f"submitted {run.name} as slurm job {job}")
+    run.dashboard = attach(run, live, background)
+    follower = _Follower(run)
+    if background:
+
+        def target():
+            with contextlib.suppress(BaseException):  # kept on run.error; run.wait() re-raises
+                slurm.follow(run, follower)
+
+        run.thread = threading.Thread(target=target, name=f"workbench-slurm-{job}", daemon=True)
+        run.thread.start()
+        return run
+    slurm.follow(run, follower)
     if run.error is not None:
         raise run.error
     return run

@@ -25,6 +25,7 @@ FORMATS = ("shell", "slurm", "kubernetes")
 WORKER = ("-m", "workbench.scaleout.worker")
 # the PersistentVolumeClaim that holds the run directories (shared storage)
 CLAIM = "workbench-runs"
+STOP_BEFORE_LIMIT = 120  # seconds before a Slurm time limit at which the run is asked to stop
 TORCHRUN_PORT = 23456  # the PyTorchJob operator's default port (PyTorchJobDefaultPort)
 
 
@@ -142,6 +143,7 @@ class LaunchCommand:
     # the interpreter the Slurm script starts torchrun with: the one that prepared the run (a
     # venv on the cluster's shared storage), so no node depends on the submitter's PATH
     python: str = field(default_factory=lambda: sys.executable)
+    partition: str | None = None  # Slurm's partition (default: the cluster's default one)
 
     # ------------------------------------------------------------------ torchrun
     def torchrun_args(
@@ -231,8 +233,13 @@ class LaunchCommand:
                 f"# {backend(self.accelerator).title}: add your site's GRES line for "
                 f"{self.devices_per_node} devices per node (Slurm has no standard name for them)"
             )
+        if self.partition:
+            lines.append(f"#SBATCH --partition={self.partition}")
         lines += [
             f"#SBATCH --output={Path(self.run_dir) / 'slurm-%j.out'}",
+            # before a time limit ends the job, Slurm signals this script, which asks every
+            # rank to stop with a checkpoint; so does `scancel --batch --signal=USR1 JOB`
+            f"#SBATCH --signal=B:USR1@{STOP_BEFORE_LIMIT}",
             "",
             "# The run directory must be on storage every node mounts at this same path:",
             "# the workers read their specs from it and rank 0 writes the events there.",
@@ -255,7 +262,19 @@ class LaunchCommand:
             .replace("RUN_DIR", '"$RUN_DIR"')
             .replace("PYTHON", '"$PYTHON"', 1)
         )
-        return "\n".join(lines + [text]) + "\n"
+        # srun in the background: bash runs a trap only between commands, and `wait`
+        # returns early (status > 128) when one runs, so wait again until srun has ended
+        ending = [
+            "trap 'touch \"$RUN_DIR/STOP\"' USR1",
+            text + " &",
+            "SRUN=$!",
+            "while true; do",
+            '  STATUS=0; wait "$SRUN" || STATUS=$?',
+            '  kill -0 "$SRUN" 2>/dev/null || break',
+            "done",
+            'exit "$STATUS"',
+        ]
+        return "\n".join(lines + ending) + "\n"
 
     # ------------------------------------------------------------------ Kubernetes
     def _devices(self) -> dict[str, Any]:

@@ -1,0 +1,148 @@
+"""A run submitted to Slurm from the notebook (``wb.launch(..., scheduler="slurm")``).
+
+Slurm starts the workers (``sbatch`` of the script ``LaunchCommand.slurm`` renders: one
+torchrun per node through ``srun``); the run directory, on storage every node mounts, is the
+only channel back. This process checks that Slurm would run the job before anything is
+written (``sbatch --test-only``), submits it, keeps its id in the run directory
+(``rundir.job``), and follows it: rank 0's events replayed to the live view, the job's
+state printed as Slurm moves it, Stop as a STOP file every rank reads, and a job that ends
+without ending its run (``scancel``, a node lost, a job that never started) recorded as the
+run's failure with Slurm's state and reason.
+
+By hand, with Slurm's own commands, rather than ``submitit``: submitit pickles a Python
+callable into a folder and runs it with its own runner under ``srun``, one task per GPU,
+reading the results back from its pickles; a run here is already a directory of specs that
+torchrun's workers read, started by a script the user can read and submit themselves, so
+what remains is ``sbatch --parsable``, ``squeue`` and ``scancel`` (docs/multi-node.md).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+
+from ..rundir.job import JOB_FILE, JobState, job_state
+from ..rundir.run import STOP_FILE, now, write_json
+from ..rundir.writer import RunWriter
+from ..training.engine import Run, training
+from ..training.interrupts import Interrupts
+from .launchfiles import LaunchCommand
+
+ASK_EVERY = 2.0  # seconds between two questions to Slurm's controller while following
+FORGOTTEN = 60.0  # seconds a job may read UNKNOWN (controller unreachable) before following ends
+POLL = 0.2  # seconds between two reads of the event log
+SUBMIT_TIMEOUT = 60.0
+
+
+def _sbatch() -> str:
+    found = shutil.which("sbatch")
+    if found is None:
+        raise FileNotFoundError(
+            "scheduler='slurm' needs Slurm's sbatch on this machine's PATH: run the notebook "
+            "on the cluster's login node (or one with Slurm's client and its slurm.conf), or "
+            "render the job with wb.launch_command(..., format='slurm') and submit it there"
+        )
+    return found
+
+
+def check(cmd: LaunchCommand) -> None:
+    """Refuse, before anything is written, a job this cluster would not run: Slurm's own
+    answer to ``sbatch --test-only`` of the script's directives (an unknown partition, more
+    nodes than the partition has, a GRES it does not know), with the fix."""
+    script = "\n".join(line for line in cmd.slurm.splitlines() if line.startswith("#")) + "\ntrue\n"
+    done = subprocess.run(
+        [_sbatch(), "--test-only"],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=SUBMIT_TIMEOUT,
+    )
+    if done.returncode == 0:
+        return
+    said = " / ".join(line.strip() for line in done.stderr.splitlines() if line.strip())
+    low = said.lower()
+    if "partition" in low:
+        fix = f"partition={cmd.partition!r} is not one of this cluster's: `sinfo -s` lists them"
+    elif "node configuration is not available" in low or "node count" in low:
+        fix = (
+            f"nodes={cmd.nodes} x devices={cmd.devices_per_node} is more than the partition "
+            "has: `sinfo -N` lists its nodes"
+        )
+    elif "gres" in low:
+        fix = "the nodes have no such devices: pass device= the nodes' kind (`sinfo -o %G`)"
+    else:
+        fix = "see Slurm's message"
+    raise ValueError(f"Slurm would not run this job: {said}. {fix}")
+
+
+def submit(run: Run, cmd: LaunchCommand) -> int:
+    """Submit ``cmd``'s script (kept as the run's ``job.sbatch``) and record its job id."""
+    script = run.path / "job.sbatch"
+    script.write_text(cmd.slurm)
+    done = subprocess.run(
+        [_sbatch(), "--parsable", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=SUBMIT_TIMEOUT,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"sbatch refused {script}: {done.stderr.strip()}")
+    job = int(done.stdout.strip().split(";")[0])  # "id" or "id;cluster"
+    write_json(run.path / JOB_FILE, {"job_id": job, "submitted": now(), "script": script.name})
+    return job
+
+
+def _ended_without_the_run(run: Run, state: JobState) -> None:
+    """The job ended and its run did not say so: record the run's failure with Slurm's word
+    (the job's processes are gone, so the run's lock is free)."""
+    if run.summary.get("ended"):
+        return
+    began = run.summary.get("status") != "prepared"
+    message = (
+        f"{state} {'after the run started' if began else 'before the run started'}; "
+        f"`scontrol show job {state.job_id}` and the run's slurm-{state.job_id}.out say more"
+    )
+    writer = RunWriter(run).claim("record the job's end")
+    try:
+        writer.end({"status": "failed", "error": message, "slurm": state.__dict__})
+    finally:
+        writer.release()
+    run.log.tell({"phase": "end", "step": run.step, "status": "failed"})
+    run.error = RuntimeError(f"{run.name}: {message}")
+
+
+def follow(run: Run, follower, *, say=print) -> Run:
+    """Follow ``run``'s job to its end (``follower`` replays rank 0's events to this
+    process's live view); Stop writes the STOP file; a second interrupt cancels the job."""
+    last, asked, unknown_since = None, 0.0, None
+    state = job_state(run.path)
+    try:
+        with training(run), Interrupts(run):
+            while True:
+                follower.poll()
+                if run.stop_flag.is_set() and not run.summary.get("ended"):
+                    # every rank reads it at its next logging step; written again after rank 0
+                    # clears a stale one as it claims the run (a Stop while the job waited)
+                    (run.path / STOP_FILE).touch()
+                if time.monotonic() - asked >= ASK_EVERY:
+                    asked, state = time.monotonic(), job_state(run.path)
+                    if str(state) != last:
+                        last = str(state)
+                        say(last)
+                    if state.state == "UNKNOWN":  # not answering, or the job was forgotten
+                        unknown_since = unknown_since or time.monotonic()
+                        if run.summary.get("ended") or time.monotonic() - unknown_since > FORGOTTEN:
+                            break
+                    elif not state.active:
+                        break
+                    else:
+                        unknown_since = None
+                time.sleep(POLL)
+    except KeyboardInterrupt:  # a second interrupt: the job is cancelled now
+        subprocess.run(["scancel", str(state.job_id)], capture_output=True, timeout=SUBMIT_TIMEOUT)
+        raise
+    follower.poll()
+    run.refresh()
+    _ended_without_the_run(run, state)
+    return run
