@@ -271,7 +271,8 @@ def test_the_slurm_script_parses_and_starts_one_torchrun_per_node(tmp_path):
     subprocess.run(["bash", "-n", str(script)], check=True)
     sbatch = dict(line[len("#SBATCH "):].split("=", 1) for line in str(cmd).splitlines() if line.startswith("#SBATCH "))
     assert sbatch == {"--job-name": sbatch["--job-name"], "--nodes": "3", "--ntasks-per-node": "1",
-                      "--gres": "gpu:8", "--output": f"{cmd.run_dir}/slurm-%j.out"}
+                      "--gres": "gpu:8", "--output": f"{cmd.run_dir}/slurm-%j.out",
+                      "--signal": "B:USR1@120"}
     # run it with stand-ins for Slurm's commands: scontrol names the allocation, srun records its argv
     bin_ = tmp_path / "bin"
     bin_.mkdir()

@@ -115,7 +115,9 @@ def test_notebook_runs_under_papermill(path, tmp_path, capsys):
         if cell.cell_type != "code":
             continue
         assert not [o for o in cell.outputs if o.output_type == "error"], cell.source[:80]
-        if any(call in cell.source for call in TRAINING_CELLS):
+        # a cell that trains only where a cluster is (07's Slurm submission) says it did not
+        skipped = any("nothing submitted" in o.get("text", "") for o in cell.outputs)
+        if any(call in cell.source for call in TRAINING_CELLS) and not skipped:
             assert any("image/png" in o.get("data", {}) for o in cell.outputs), \
                 f"a training cell keeps a picture when saved: {cell.source[:80]}"
         if "sample_prompts=" in cell.source:  # the saved view keeps the run's sample grids
