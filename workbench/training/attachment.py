@@ -39,6 +39,16 @@ NOT_REBUILDABLE = (
     "cannot rebuild it (model code, data, collator and metrics are yours)"
 )
 LIVE = ("auto", True, False)
+TWICE = (
+    "wb.callback() is on this Trainer twice (or with wb.attach): one training makes one run. "
+    "Pass wb.callback() once"
+)
+# The attachment that writes the run of each TrainerState: a Trainer's as it is built (its
+# callbacks' on_init_end), a new one per train() (on_train_begin). Nothing is written into
+# the Trainer's objects, so the table is here, process-wide like the engine's runs in
+# training: weak both ways (a dropped Trainer or attachment leaves nothing that counts), by
+# id (a TrainerState, a dataclass, cannot be a dict key).
+_OWNERS: dict[int, tuple[weakref.ref, weakref.ref]] = {}
 
 
 def _check(live, name, throughput_warmup_steps, run_dir) -> None:
@@ -255,7 +265,28 @@ class Attachment(TrainerCallback):
         finally:
             writer.release()
 
+    def _own(self, state) -> None:
+        """Make this attachment the one that writes the run of ``state``'s Trainer or
+        training; a second attachment (or this one listed twice) is refused with the fix.
+        Two would write two runs of one training."""
+        held, other = _OWNERS.get(id(state), (None, None))
+        other = other() if held is not None and held() is state else None
+        if other is not None:
+            if other._open is not None:  # training began: its run is written; it ends failed
+                other._in_training = False
+                other._end(state, "failed", TWICE)
+            raise ValueError(TWICE)
+        for key in [k for k, (s, a) in _OWNERS.items() if s() is None or a() is None]:
+            del _OWNERS[key]
+        _OWNERS[id(state)] = (weakref.ref(state), weakref.ref(self))
+
     # ------------------------------------------------------------------ the Trainer calls these
+    def on_init_end(self, args, state, control, **kw):
+        """``Trainer(callbacks=[...])`` calls this as it is built: a second attachment is
+        refused there, before anything is written."""
+        self._own(state)
+        return control
+
     def _mark(self, args, state, control, **kw):
         """HPU lazy mode: the engine's ``MarkStep`` points (every rank)."""
         if self._marks is None:
@@ -267,6 +298,7 @@ class Attachment(TrainerCallback):
     on_substep_end = on_pre_optimizer_step = on_optimizer_step = on_prediction_step = _mark
 
     def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kw):
+        self._own(state)  # callbacks added after the Trainer was built (trainer.add_callback)
         self._begin(args, state, model, train_dataloader)
         return self.events.on_train_begin(args, state, control, **kw)
 
