@@ -66,6 +66,36 @@ def this_process() -> dict[str, Any]:
     }
 
 
+PF_EXITING = 0x4  # Linux's task flag (include/linux/sched.h), set as a process starts to exit
+
+
+def gone(process: dict[str, Any]) -> bool:
+    """Whether the process that ``this_process()`` described has ended: on this host, its pid
+    is free, taken by a later process, a zombie (dead, its parent has not reaped it yet:
+    torchrun's agent reaps a killed worker at its next poll), or exiting. False on another
+    host, where nothing here can tell.
+
+    Exiting counts: a SIGKILLed process closes its sockets (its peers' collectives fail at
+    once) before it is a zombie, and the peer that asks at that moment must see it gone;
+    Linux sets ``PF_EXITING`` (``/proc/<pid>/stat``'s flags) before it closes any file."""
+    import psutil
+
+    if process.get("host") != socket.gethostname():
+        return False
+    try:
+        proc = psutil.Process(process["pid"])
+        if abs(proc.create_time() - float(process.get("pid_started") or 0)) >= 1.0:
+            return True  # the pid was freed and taken again
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return True
+        stat = Path(f"/proc/{proc.pid}/stat").read_text()
+        return bool(int(stat.rsplit(")", 1)[1].split()[6]) & PF_EXITING)  # after "(comm)"
+    except (psutil.NoSuchProcess, FileNotFoundError, ProcessLookupError):
+        return True
+    except (psutil.Error, OSError, LookupError, TypeError, ValueError):  # unreadable: unknown
+        return False
+
+
 class RunWriter:
     """Holds a run's lock while it trains, and writes its summary and spec."""
 
