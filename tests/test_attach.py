@@ -99,6 +99,28 @@ def test_the_callback_form_is_the_same_run(tmp_path):
     assert [e["step"] for e in run.events if e.get("phase") == "eval"] == [6, 12]
 
 
+def test_the_callback_twice_on_one_trainer_is_refused_before_a_run_is_written(tmp_path):
+    """One training makes one run: ``callbacks=[wb.callback(), wb.callback()]`` (or one
+    callback listed twice) is refused as the Trainer is built, naming the fix, with no run
+    directory written; it made two runs of one training."""
+    twice = r"twice.*one training makes one run.*Pass wb\.callback\(\) once"
+    with pytest.raises(ValueError, match=twice):
+        own_trainer(tmp_path, callbacks=[wb.callback(live=False), wb.callback(live=False)])
+    one = wb.callback(live=False)
+    with pytest.raises(ValueError, match=twice):
+        own_trainer(tmp_path, callbacks=[one, one])
+    assert not (tmp_path / "runs").exists()
+    # added after the Trainer was built, past wb.attach's refusal: refused as training begins,
+    # when the first has written its run, which ends failed with the fix
+    trainer = own_trainer(tmp_path, max_steps=2, callbacks=[wb.callback(live=False)])
+    trainer.add_callback(wb.callback(live=False))
+    with pytest.raises(ValueError, match=twice):
+        trainer.train()
+    (path,) = wb.runs()["path"]
+    run = wb.Run.open(path)
+    assert run.status == "failed" and run.summary["error"].endswith("Pass wb.callback() once")
+
+
 def _stopped_with_a_checkpoint(run, tmp_path):
     assert run.status == "stopped", run.summary.get("error")
     step = run.summary["step"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -27,10 +28,11 @@ SCRIPT = Path(__file__).resolve().parent / "user_scripts" / "own_trainer.py"
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def torchrun(out: Path, *args: str) -> list[str]:
-    """The user's command line: torchrun, two processes on this machine, their script."""
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-            "2", str(SCRIPT), "--output_dir", str(out), *args]
+def torchrun(out: Path, *args: str, launcher: tuple[str, ...] = ()) -> list[str]:
+    """The user's command line: torchrun (its own options: ``launcher``), two processes on
+    this machine, their script."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", *launcher,
+            "--nproc_per_node", "2", str(SCRIPT), "--output_dir", str(out), *args]
 
 
 def start(cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
@@ -81,11 +83,8 @@ def test_two_ranks_train_to_the_end_with_one_run(tmp_path):
     assert run.summary["eval"]["accuracy"] == ranks[0]["eval_accuracy"]
 
 
-def _stop_mid_run(out: Path, cmd: list[str], env: dict[str, str]) -> tuple[dict, list[dict]]:
-    """Start the script, wait until rank 0's run logged step 2, ask it to stop as another
-    process does (``wb.Run.open(path).stop()``: the run's STOP file), and wait for the end."""
-    proc = start(cmd, env)
-
+def _at_step_2(proc: subprocess.Popen) -> wb.Run:
+    """The run rank 0 writes, once it logged step 2 (torchrun ended if it fails)."""
     def started():
         assert proc.poll() is None, f"torchrun ended early:\n{finish(proc, 10)[-4000:]}"
         table = wb.runs()
@@ -94,10 +93,17 @@ def _stop_mid_run(out: Path, cmd: list[str], env: dict[str, str]) -> tuple[dict,
         return None
 
     try:
-        run = wait_for(started, 300, "rank 0's run to log step 2", interval=0.2)
+        return wait_for(started, 300, "rank 0's run to log step 2", interval=0.2)
     except AssertionError:
         finish(proc, 1)
         raise
+
+
+def _stop_mid_run(out: Path, cmd: list[str], env: dict[str, str]) -> tuple[dict, list[dict]]:
+    """Start the script, wait until rank 0's run logged step 2, ask it to stop as another
+    process does (``wb.Run.open(path).stop()``: the run's STOP file), and wait for the end."""
+    proc = start(cmd, env)
+    run = _at_step_2(proc)
     run.stop()
     output = finish(proc, 300)
     assert proc.returncode == 0, output[-4000:]
@@ -116,6 +122,37 @@ def test_a_stop_from_another_process_stops_both_ranks_at_the_same_step(tmp_path)
     ckpt = out / f"checkpoint-{run.summary['step']}"
     assert (ckpt / "model.safetensors").exists(), "the stop saved a checkpoint on all ranks"
     assert len(wb.runs()) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("victim", [1, 0], ids=["rank-1", "rank-0"])
+def test_a_rank_killed_is_named_in_the_runs_error(tmp_path, victim):
+    """SIGKILL to one rank under the user's torchrun: the others' collectives fail and torchrun
+    ends them. The run's error names the rank that died, its pid and host; it said only "the
+    process exited" (rank 1 killed: rank 0 writes the end) or nothing (rank 0, the run's
+    writer, killed: rank 1 writes it, the run's lock being free).
+
+    A survivor writes the end as it exits, once its next collective has failed; torchrun
+    polls its workers every 0.1 s and sends the others SIGTERM, which can come first (then
+    the run reads failed without its error: docs/own-trainer.md). Here it polls every 2 s, so
+    that what the survivor writes is what is checked."""
+    import psutil
+
+    out = tmp_path / "out"
+    proc = start(torchrun(out, "--use_cpu", "--max_steps", "100000", "--eval_steps", "100000",
+                          launcher=("--monitor-interval", "2")), _env())
+    run = _at_step_2(proc)
+    workers = [p for p in psutil.Process(proc.pid).children(recursive=True)
+               if str(SCRIPT) in p.cmdline()]
+    killed = next(p for p in workers if p.environ().get("RANK") == str(victim))
+    killed.send_signal(signal.SIGKILL)
+    output = finish(proc, 300)
+    assert proc.returncode != 0, output[-4000:]
+    run = wb.Run.open(run.path)
+    error = run.summary.get("error") or ""
+    assert run.status == "failed" and run.summary.get("failed_rank") == victim, (error, output[-4000:])
+    assert error.startswith(f"rank {victim} (pid {killed.pid} on {socket.gethostname()}) died"), error
+    assert run.summary["step"] == run.step >= 2 and len(wb.runs()) == 1
 
 
 def test_two_ranks_over_hccl_on_the_emulated_gaudi_train_and_stop(on_hpu):

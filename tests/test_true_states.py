@@ -1,5 +1,6 @@
 """States that were true but misleading: what a run directory says after a rank dies, a kill
-inside a resume, two Ctrl-Cs during the last save, and a kernel restart (docs/runs.md)."""
+inside a resume, two Ctrl-Cs (or Ctrl-C and SIGTERM or SIGKILL) during the last save, and a
+kernel restart (docs/runs.md)."""
 
 from __future__ import annotations
 
@@ -115,6 +116,79 @@ def test_two_ctrl_cs_during_the_last_save_leave_no_checkpoint_that_cannot_resume
     assert sorted(p.name for p in (path / "checkpoints").iterdir()) == ["checkpoint-2"]
     run.resume(max_steps=4, live=False)
     assert run.status == "completed" and run.step == 4
+
+
+# A stop's checkpoint cut short by a second signal (the test sends it): Ctrl-C at step 23,
+# the stop saves checkpoint-24, and half its weights are on disk when SIGTERM (a kernel
+# restart's second signal) or SIGKILL (its third) lands
+CUT_BY_A_SIGNAL = """
+    import os, sys, time
+    import transformers
+    import workbench as wb
+    from workbench.training.engine import active
+
+    def until(ready, marker):
+        open(marker, "w").close()  # the test sends its signal once it sees this file
+        deadline = time.monotonic() + 120
+        while not ready() and time.monotonic() < deadline:
+            time.sleep(0.01)  # a signal's Python handler runs here
+        if not ready():
+            sys.exit(f"no signal came after {marker}")
+
+    class CtrlCAt23(transformers.TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            if state.global_step == 23:
+                until(lambda: active().stop_flag.is_set(), "at-23")
+
+    real = transformers.modeling_utils.safe_save_file
+    def save_file(tensors, filename, metadata=None):
+        real(tensors, filename, metadata=metadata)
+        if active().stop_flag.is_set():  # the stop's checkpoint: half of its weights written
+            with open(filename, "r+b") as f:
+                f.truncate(os.path.getsize(filename) // 2)
+            until(lambda: False, "saving")
+    transformers.modeling_utils.safe_save_file = save_file
+
+    wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), max_steps=100, save_every=10,
+             batch_size=4, max_length=32, live=False, run_dir="runs", callbacks=[CtrlCAt23()])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("second", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_a_signal_during_the_stop_checkpoint_leaves_both_good_checkpoints(tmp_path, second):
+    """Ctrl-C, then SIGTERM or SIGKILL while the stop's checkpoint saves (a kernel restart's
+    SIGINT, SIGTERM, SIGKILL): the cut-short checkpoint-24 must not count among the two that
+    Trainer keeps, or resume(max_steps=22) rotates the good checkpoint-20 away and keeps it."""
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(CUT_BY_A_SIGNAL)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for marker, signum in (("at-23", signal.SIGINT), ("saving", second)):
+            wait_for(lambda m=marker: (tmp_path / m).exists() or proc.poll() is not None, 300,
+                     f"the run to write {marker}")
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            proc.send_signal(signum)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode != 0 and "Stopping" in out, (out[-1000:], err[-2000:])
+    (path,) = (tmp_path / "runs").iterdir()
+    run = Run.open(path)
+    assert run.status == "failed" and [c.name for c in run.checkpoints] == [
+        "checkpoint-10", "checkpoint-20"]
+    if second == signal.SIGTERM:  # the run's end removes the checkpoint its signal cut short
+        assert run.summary["error"].startswith("Terminated: SIGTERM"), run.summary["error"]
+        assert "continues from checkpoint-20" in run.summary["error"]
+        assert run.broken_checkpoints == {}
+    else:  # SIGKILL: nothing ran to remove it; the resume does, before Trainer's rotation
+        assert list(run.broken_checkpoints) == ["checkpoint-24"]
+    run.resume(max_steps=22, live=False)
+    assert run.status == "completed" and run.step == 22
+    assert sorted(p.name for p in (path / "checkpoints").iterdir()) == [
+        "checkpoint-20", "checkpoint-22"], "both good checkpoints kept, the broken one gone"
+    assert [c.name for c in run.checkpoints] == ["checkpoint-20", "checkpoint-22"]
 
 
 KERNEL_CELL = """

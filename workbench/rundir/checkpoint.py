@@ -21,6 +21,13 @@ def problem(ckpt: Path) -> str | None:
     leaves a directory that looks like a checkpoint: its state must parse as JSON and every
     safetensors file must have a whole header.
     """
+    try:
+        return _problem(ckpt)
+    except FileNotFoundError as e:  # removed as it was read (rank 0 removes a save cut short)
+        return f"{Path(e.filename or ckpt).name} went away as it was read"
+
+
+def _problem(ckpt: Path) -> str | None:
     state = ckpt / "trainer_state.json"
     if not state.exists():
         return "no trainer_state.json"

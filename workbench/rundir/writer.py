@@ -23,8 +23,11 @@ from .lock import WriterLock
 from .run import STOP_FILE, RunDir, now, write_json
 
 ABORTED = "interrupted twice: aborted without a final checkpoint"  # a second Ctrl-C's error
-# errors of a run that ended during a save (its unfinished checkpoint is removed at the end)
-CUT_SHORT = ("disk full", ABORTED)
+# a SIGTERM's error, as the engine writes it ("<type>: <message>" of interrupts.Terminated)
+TERMINATED = "Terminated: SIGTERM"
+# errors of a run that may have ended during a save (its unfinished checkpoint is removed at
+# the end): a full disk, and the signals this process handles (a second Ctrl-C, SIGTERM)
+CUT_SHORT = ("disk full", ABORTED, TERMINATED)
 RESERVE = ".reserve"  # bytes kept on disk so that the final summary fits when the disk fills
 RESERVE_BYTES = 256 * 1024
 
@@ -75,6 +78,36 @@ class Resumption:
     events: bytes
     entry: dict[str, Any]
     step: int
+
+
+PF_EXITING = 0x4  # Linux's task flag (include/linux/sched.h), set as a process starts to exit
+
+
+def gone(process: dict[str, Any]) -> bool:
+    """Whether the process that ``this_process()`` described has ended: on this host, its pid
+    is free, taken by a later process, a zombie (dead, its parent has not reaped it yet:
+    torchrun's agent reaps a killed worker at its next poll), or exiting. False on another
+    host, where nothing here can tell.
+
+    Exiting counts: a SIGKILLed process closes its sockets (its peers' collectives fail at
+    once) before it is a zombie, and the peer that asks at that moment must see it gone;
+    Linux sets ``PF_EXITING`` (``/proc/<pid>/stat``'s flags) before it closes any file."""
+    import psutil
+
+    if process.get("host") != socket.gethostname():
+        return False
+    try:
+        proc = psutil.Process(process["pid"])
+        if abs(proc.create_time() - float(process.get("pid_started") or 0)) >= 1.0:
+            return True  # the pid was freed and taken again
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return True
+        stat = Path(f"/proc/{proc.pid}/stat").read_text()
+        return bool(int(stat.rsplit(")", 1)[1].split()[6]) & PF_EXITING)  # after "(comm)"
+    except (psutil.NoSuchProcess, FileNotFoundError, ProcessLookupError):
+        return True
+    except (psutil.Error, OSError, LookupError, TypeError, ValueError):  # unreadable: unknown
+        return False
 
 
 class RunWriter:
@@ -160,11 +193,12 @@ class RunWriter:
 
     def end(self, update: dict[str, Any]) -> None:
         """The final summary. On a full disk the reserve makes room for it first. A save cut
-        short (the disk filled, a second interrupt) leaves a checkpoint directory that cannot
-        be resumed from: it is removed (the earlier ones stay resumable), else Trainer would
-        count it among the checkpoints it keeps and rotate a good one away. An end that does
-        not say the step (a launched run whose rank died: the launcher writes it) takes the
-        step the event log reached, and the last good checkpoint."""
+        short (the disk filled, a second interrupt, SIGTERM) leaves a checkpoint directory that
+        cannot be resumed from: it is removed (the earlier ones stay resumable), else Trainer
+        would count it among the checkpoints it keeps and rotate a good one away (a save that
+        no end followed, SIGKILL's, is removed by the next training: ``discard_after``). An
+        end that does not say the step (a launched run whose rank died: the launcher writes
+        it) takes the step the event log reached, and the last good checkpoint."""
         (self.run.path / RESERVE).unlink(missing_ok=True)
         if str(update.get("error") or "").startswith(CUT_SHORT):
             for name in self.run.broken_checkpoints:
@@ -176,6 +210,26 @@ class RunWriter:
             last = self.run.last_checkpoint
             summary["checkpoint"] = str(last) if last is not None else None
         self._write({**summary, "ended": now()})
+
+    def discard_after(self, ckpt: Path) -> dict[str, str]:
+        """Remove the checkpoint directories newer than ``ckpt``, the one training resumes
+        from, whose files do not parse; returns their names with the reason.
+
+        Trainer's rotation (``save_total_limit``) sorts ``checkpoint-*`` by step and deletes
+        the oldest without reading them: a save cut short past ``ckpt`` would outlive the good
+        ones (resume at 20 to 22 with a broken 24: 20 deleted, 22 and 24 kept). ``end`` removes
+        the saves that the signals this process handles cut short; a SIGKILL, a power loss or
+        a dead rank leaves one that only the next training can remove, before its first save.
+        Older broken ones are left: the rotation deletes them first."""
+        step = int(ckpt.name.split("-")[-1])
+        newer = {
+            name: why
+            for name, why in self.run.broken_checkpoints.items()
+            if int(name.split("-")[-1]) > step
+        }
+        for name in newer:
+            shutil.rmtree(self.run.path / "checkpoints" / name, ignore_errors=True)
+        return newer
 
     def finish(self, update: dict[str, Any], log, ended=None) -> OSError | None:
         """End the run whatever fails: the final summary (``end``), then ``ended()``, the end

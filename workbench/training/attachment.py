@@ -25,7 +25,7 @@ from ..backends.registry import device as pick_device
 from ..rundir import run as runs
 from ..rundir.lock import RunBusy
 from ..rundir.run import STOP_FILE, NullLog
-from ..rundir.writer import RunWriter, create
+from ..rundir.writer import RunWriter, create, gone, this_process
 from ..views.dashboard import attach as show
 from .callbacks import DistStop, Events, MarkStep
 from .engine import Run, training
@@ -39,6 +39,16 @@ NOT_REBUILDABLE = (
     "cannot rebuild it (model code, data, collator and metrics are yours)"
 )
 LIVE = ("auto", True, False)
+TWICE = (
+    "wb.callback() is on this Trainer twice (or with wb.attach): one training makes one run. "
+    "Pass wb.callback() once"
+)
+# The attachment that writes the run of each TrainerState: a Trainer's as it is built (its
+# callbacks' on_init_end), a new one per train() (on_train_begin). Nothing is written into
+# the Trainer's objects, so the table is here, process-wide like the engine's runs in
+# training: weak both ways (a dropped Trainer or attachment leaves nothing that counts), by
+# id (a TrainerState, a dataclass, cannot be a dict key).
+_OWNERS: dict[int, tuple[weakref.ref, weakref.ref]] = {}
 
 
 def _check(live, name, throughput_warmup_steps, run_dir) -> None:
@@ -179,6 +189,11 @@ class Attachment(TrainerCallback):
             log, stop, stop_file = run.log, run.stop_flag, path / STOP_FILE
         else:  # the other ranks write nothing; their events go nowhere
             log, stop = NullLog(), threading.Event()
+        peers = self._peers(size)
+        if self._open is not None:
+            self._open.peers = peers
+        elif peers is not None:  # should rank 0, the run's writer, die first: this rank ends it
+            self._closer = weakref.finalize(self, _orphaned, peers, args.process_index)
         self.events = Events(
             log,
             stop,
@@ -197,6 +212,21 @@ class Attachment(TrainerCallback):
             self._open.events = self.events
         self._agree = DistStop(stop, stop_file, 1, group=self._stop_group()) if size > 1 else None
         self._in_training = True
+
+    def _peers(self, size: int) -> list[dict] | None:
+        """Every rank's process (``this_process()`` and its ``rank``; rank 0's names the run,
+        made just before), gathered as training begins over the host's gloo group, so that a
+        run ended without its Trainer's end names the rank that died. None in one process."""
+        if size == 1:
+            return None
+        import torch.distributed as dist
+
+        me = {"rank": dist.get_rank(), **this_process()}
+        if self._open is not None:
+            me["run"] = str(self._open.run.path)
+        peers = [None] * dist.get_world_size()
+        dist.all_gather_object(peers, me, group=self._stop_group())
+        return peers
 
     def _stop_group(self):
         """The process group the ranks' stop requests are joined over: gloo, on the host,
@@ -255,7 +285,28 @@ class Attachment(TrainerCallback):
         finally:
             writer.release()
 
+    def _own(self, state) -> None:
+        """Make this attachment the one that writes the run of ``state``'s Trainer or
+        training; a second attachment (or this one listed twice) is refused with the fix.
+        Two would write two runs of one training."""
+        held, other = _OWNERS.get(id(state), (None, None))
+        other = other() if held is not None and held() is state else None
+        if other is not None:
+            if other._open is not None:  # training began: its run is written; it ends failed
+                other._in_training = False
+                other._end(state, "failed", TWICE)
+            raise ValueError(TWICE)
+        for key in [k for k, (s, a) in _OWNERS.items() if s() is None or a() is None]:
+            del _OWNERS[key]
+        _OWNERS[id(state)] = (weakref.ref(state), weakref.ref(self))
+
     # ------------------------------------------------------------------ the Trainer calls these
+    def on_init_end(self, args, state, control, **kw):
+        """``Trainer(callbacks=[...])`` calls this as it is built: a second attachment is
+        refused there, before anything is written."""
+        self._own(state)
+        return control
+
     def _mark(self, args, state, control, **kw):
         """HPU lazy mode: the engine's ``MarkStep`` points (every rank)."""
         if self._marks is None:
@@ -267,6 +318,7 @@ class Attachment(TrainerCallback):
     on_substep_end = on_pre_optimizer_step = on_optimizer_step = on_prediction_step = _mark
 
     def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kw):
+        self._own(state)  # callbacks added after the Trainer was built (trainer.add_callback)
         self._begin(args, state, model, train_dataloader)
         return self.events.on_train_begin(args, state, control, **kw)
 
@@ -330,9 +382,10 @@ class _Open:
     device: Any
     events: Events | None = None
     output_dir: str | None = None
+    peers: list[dict] | None = None  # every rank's process, under torchrun (``_peers``)
     t0: float = dataclasses.field(default_factory=runs.monotonic)
 
-    def finish(self, state, status: str, error: str | None) -> None:
+    def finish(self, state, status: str, error: str | None, failed_rank: int | None = None) -> None:
         end = summary(
             self.run,
             _Ran(state, None),
@@ -344,16 +397,55 @@ class _Open:
             runs.monotonic() - self.t0,
         )
         end["output_dir"] = self.output_dir
+        if failed_rank is not None:  # as a launched run's (scaleout.launcher)
+            end["failed_rank"] = failed_rank
         self.writer.finish(end, self.run.log, ended=self.stack.close)
 
 
 def _abandon(opened: _Open, why: str) -> None:
-    """End ``opened`` as failed: the Trainer never reached on_train_end."""
+    """End ``opened`` as failed: the Trainer never reached on_train_end. Under torchrun, a
+    rank that died on this host is named: its death failed this rank's collectives (a peer's
+    socket closes as its process ends; a rank still alive is one that this failure will end)."""
     step = opened.events.last.get("step", 0) if opened.events is not None else 0
+    dead = [p for p in opened.peers or [] if p["rank"] != 0 and gone(p)]
+    error = f"{why}: the Trainer did not reach on_train_end (step {step})"
+    if dead:
+        error = f"{_named(dead)} died; {error}"
     with contextlib.suppress(OSError):  # the run directory may be gone (a temporary one)
-        opened.finish(
-            _State(step), "failed", f"{why}: the Trainer did not reach on_train_end (step {step})"
-        )
+        opened.finish(_State(step), "failed", error, dead[0]["rank"] if dead else None)
+
+
+def _orphaned(peers: list[dict], rank: int) -> None:
+    """Another rank's end while training (it exits, its Trainer is dropped): when rank 0, the
+    run's writer, died first on this host (the run says running, and its lock is free: the
+    system freed it with rank 0's process), this rank writes the end, naming the ranks that
+    died. Nothing while rank 0 lives or holds the lock, or once it ended the run; of several
+    ranks, one takes the lock and the others find the run ended. On another host than rank
+    0's nothing can tell that it died (a lock on a shared disk may not hold across hosts)."""
+    writer, path = peers[0], peers[0].get("run")
+    if path is None or not gone(writer):
+        return  # rank 0 lives (the run's end is its own), or this host cannot tell
+    with contextlib.suppress(OSError, RunBusy):  # rank 0 holds the lock after all
+        run = runs.RunDir(path)
+        lock = RunWriter(run).claim("record the failure")
+        try:
+            if run.summary.get("status") != "running" or run.summary.get("ended"):
+                return
+            dead = [writer] + [p for p in peers[1:] if p["rank"] != rank and gone(p)]
+            step = run.step  # its events' last
+            error = (
+                f"{_named(dead)} died: the Trainer did not reach on_train_end (step {step}; "
+                f"written by rank {rank})"
+            )
+            update = {"status": "failed", "error": error, "failed_rank": 0, "step": step}
+            lock.finish(update, run.log)
+        finally:
+            lock.release()
+
+
+def _named(ranks: list[dict]) -> str:
+    """``rank 1 (pid 4470 on host-a)``, from ``_peers``' records, joined."""
+    return ", ".join(f"rank {p['rank']} (pid {p['pid']} on {p['host']})" for p in ranks)
 
 
 class _Steps:

@@ -148,13 +148,17 @@ def execute(run: Run, resume_from: Path | None = None, writer: RunWriter | None 
 
     Rank 0 is the run's one writer: it holds the run's lock (``writer``, if the caller
     claimed it already) until the end and writes the summary and events. However the run
-    ends, its summary says so and the lock is released; a full disk raises ``DiskFull``."""
+    ends, its summary says so and the lock is released; a full disk raises ``DiskFull``.
+    From a checkpoint, rank 0 first removes the saves cut short after it."""
     rank, size = world()
     if rank == 0:
         writer = writer or RunWriter(run).claim()
     else:  # only rank 0 writes the run's events and summary
         run.log, writer = runs.NullLog(), None
     try:
+        if writer is not None and resume_from is not None:  # before Trainer's rotation sees them
+            for name, why in writer.discard_after(resume_from).items():
+                print(f"removed {name} ({why}): a save cut short", file=sys.stderr)
         return _train(run, resume_from, writer, size)
     finally:
         if writer is not None:  # released already, unless something failed on the way

@@ -57,7 +57,7 @@ class Interrupts:
             if ckpt is not None
             else "it has no checkpoint yet"
         )
-        raise Terminated(
+        raise Terminated(  # its error starts rundir.writer.TERMINATED: a save it cut short goes
             f"SIGTERM: this process was told to end (a kernel restart or shutdown?); {then}"
         )
 
