@@ -4,6 +4,7 @@
 #   scripts/slurm-cluster.sh up DIR     start it; DIR/env has what a client needs (SLURM_CONF)
 #   scripts/slurm-cluster.sh down DIR   stop every daemon and remove the namespaces
 #   scripts/slurm-cluster.sh exec DIR CMD...  run CMD on the login node (sbatch, squeue, python)
+#   scripts/slurm-cluster.sh node DIR n2       start node n2's slurmd again (after a lost node)
 #   scripts/slurm-cluster.sh check      say why this machine cannot run it (exit 1), or nothing
 #
 # Debian's own Slurm (slurmctld, slurmd, sbatch: bookworm has 22.05) and MUNGE, run as root.
@@ -21,7 +22,7 @@ SLURM_PKGS="slurmctld slurmd slurm-client munge"
 
 check() {
   [ "$(id -u)" = 0 ] || { echo "needs root (daemons, network namespaces)"; return 1; }
-  for cmd in ip slurmctld slurmd sbatch munged; do
+  for cmd in ip nsenter unshare slurmctld slurmd sbatch munged; do
     command -v "$cmd" >/dev/null || {
       echo "no $cmd: apt-get install -y $SLURM_PKGS iproute2"; return 1; }
   done
@@ -86,7 +87,8 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$dir/munge/sock
+# cred_expire also delays a requeued job's restart (default 120 s)
+AuthInfo=socket=$dir/munge/sock,cred_expire=10
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool/%n
 SlurmctldPidFile=$dir/slurmctld.pid
@@ -164,6 +166,9 @@ case "${1:-}" in
   exec)
     dir=$(realpath -m "${2:?usage: $0 exec DIR CMD...}"); shift 2
     SLURM_CONF="$dir/slurm.conf" in_ns ctl "$dir" "$@" ;;
+  node)
+    dir=$(realpath -m "${2:?usage: $0 node DIR n1|n2}")
+    in_ns "${3:?usage: $0 node DIR n1|n2}" "$dir" slurmd -f "$dir/slurm.conf" ;;
   check) check ;;
-  *) echo "usage: $0 up DIR | down DIR | exec DIR CMD... | check" >&2; exit 2 ;;
+  *) echo "usage: $0 up DIR | down DIR | exec DIR CMD... | node DIR NAME | check" >&2; exit 2 ;;
 esac

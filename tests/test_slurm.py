@@ -234,6 +234,52 @@ def test_a_job_cancelled_while_it_waits_fails_its_run_with_slurm_s_reason(cluste
     assert f"slurm job {job}: PENDING" in out
 
 
+def test_a_node_lost_mid_run_requeues_the_job_which_continues_from_the_checkpoint(tmp_path):
+    """Node n2 lost while the job trains (every process in its namespace killed, slurmd
+    included, as a power loss would): Slurm requeues the batch job (its default, JobRequeue=1);
+    the notebook says so, naming the node; the node back, the job runs again and continues
+    from the last checkpoint to the end."""
+    why = _why_not()
+    if why is not None:
+        pytest.skip(f"no Slurm cluster on this machine: {why}")
+    directory = tmp_path / "cluster"  # its own cluster: this one loses a node
+    subprocess.run(["bash", str(CLUSTER), "up", str(directory)], check=True, timeout=120)
+    try:
+        own = Cluster(directory)
+        script = tmp_path / "notebook.py"
+        script.write_text(NOTEBOOK)
+        notebook = subprocess.Popen(
+            ["env", "-i", "PATH=/usr/bin:/bin", "HOME=/root", "PYTHONUNBUFFERED=1", "bash",
+             str(CLUSTER), "exec", str(directory), sys.executable, str(script),
+             str(tmp_path / "runs"),
+             json.dumps({"nodes": 2, "scheduler": "slurm", "max_steps": 30, "log_every": 1,
+                         "save_every": 4})],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            found = wait_for(lambda: next((tmp_path / "runs").glob("*/slurm-job.json"), None), 60,
+                             "the submission")
+            run = wb.Run.open(found.parent)
+            job = json.loads(found.read_text())["job_id"]
+            wait_for(lambda: run.last_checkpoint is not None, 180, "a checkpoint")
+            pids = subprocess.run(["ip", "netns", "pids", own.namespaces[2]], capture_output=True,
+                                  text=True).stdout
+            subprocess.run(["kill", "-9", *pids.split()], check=True)
+            wait_for(lambda: "Restarts=1" in own.login("scontrol", "-o", "show", "job", str(job)).stdout,
+                     90, "Slurm to requeue the job")
+            assert run.status != "running"
+            subprocess.run(["bash", str(CLUSTER), "node", str(directory), "n2"], check=True, timeout=60)
+            out, err = notebook.communicate(timeout=240)
+        finally:
+            notebook.kill()
+        assert notebook.returncode == 0, out + err[-3000:]
+        assert f"slurm job {job}: PENDING" in out and "requeued after node n2" in out, out
+        assert run.status == "completed" and run.step == 30, _logs(run.path)
+        restart = [e for e in run.events if e.get("phase") == "restart"]
+        assert len(restart) == 1 and restart[0]["from"].startswith("checkpoint-"), restart
+    finally:
+        subprocess.run(["bash", str(CLUSTER), "down", str(directory)], check=True, timeout=120)
+
+
 def test_the_cluster_leaves_no_daemon_or_namespace_behind(tmp_path):
     why = _why_not()
     if why is not None:

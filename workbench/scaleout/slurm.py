@@ -18,6 +18,7 @@ what remains is ``sbatch --parsable``, ``squeue`` and ``scancel`` (docs/multi-no
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
@@ -93,15 +94,32 @@ def submit(run: Run, cmd: LaunchCommand) -> int:
     return job
 
 
+def _lost_tasks(run: Run, job: int) -> str:
+    """Which node's task ended the job, as srun reported it in the job's output (``srun:
+    error: n2: task 1: Killed``): the node, the task (one torchrun agent a node) and why."""
+    try:
+        text = (run.path / f"slurm-{job}.out").read_text(errors="replace")
+    except OSError:
+        return ""
+    failed = re.findall(r"srun: error: Node failure on (\S+)", text)
+    if failed:  # the node itself was lost: the others' tasks ended because of it
+        return "; ".join(f"node {node} failed (srun: Node failure)" for node in failed[:2])
+    found = re.findall(r"srun: error: (\S+): tasks? ([\d,-]+): (.+)", text)
+    first = [f for f in found if "Terminated" not in f[2]] or found  # the cause, not the rest
+    return "; ".join(f"node {node}, task {task}: {why.strip()}" for node, task, why in first[:2])
+
+
 def _ended_without_the_run(run: Run, state: JobState) -> None:
     """The job ended and its run did not say so: record the run's failure with Slurm's word
     (the job's processes are gone, so the run's lock is free)."""
     if run.summary.get("ended"):
         return
     began = run.summary.get("status") != "prepared"
+    lost = _lost_tasks(run, state.job_id)
     message = (
-        f"{state} {'after the run started' if began else 'before the run started'}; "
-        f"`scontrol show job {state.job_id}` and the run's slurm-{state.job_id}.out say more"
+        f"{state} {'after the run started' if began else 'before the run started'}"
+        + (f": {lost}" if lost else "")
+        + f"; `scontrol show job {state.job_id}` and the run's slurm-{state.job_id}.out say more"
     )
     writer = RunWriter(run).claim("record the job's end")
     try:
@@ -128,8 +146,11 @@ def follow(run: Run, follower, *, say=print) -> Run:
                 if time.monotonic() - asked >= ASK_EVERY:
                     asked, state = time.monotonic(), job_state(run.path)
                     if str(state) != last:
+                        requeued = state.state == "PENDING" and "RUNNING" in str(last)
+                        lost = _lost_tasks(run, state.job_id) if requeued else ""
                         last = str(state)
-                        say(last)
+                        # requeued (a lost node): it continues from the last checkpoint
+                        say(last + (f", requeued after {lost}" if lost else ""))
                     if state.state == "UNKNOWN":  # not answering, or the job was forgotten
                         unknown_since = unknown_since or time.monotonic()
                         if run.summary.get("ended") or time.monotonic() - unknown_since > FORGOTTEN:
