@@ -47,17 +47,23 @@ def _plant(directory, marker) -> None:
     (directory / "config.json").write_text(json.dumps(config))
 
 
+def _run_of_a_local_model(src, runs):
+    """A completed 4-step run of a GPT-2 saved as a local directory ``src``."""
+    model, tok = wb.model("gpt2-tiny").build()
+    model.save_pretrained(src)
+    tok.save_pretrained(src)
+    run = wb.train(wb.model("gpt2", size=str(src)), wb.dataset("docstrings-lm", limit=64),
+                   run_dir=runs, **SMALL)
+    assert run.status == "completed" and run.step == 4
+    return run
+
+
 @pytest.fixture
 def planted(tmp_path):
     """(run, marker): a completed run of a local GPT-2 directory, then the directory, its
     checkpoints and its spec.json changed as a stranger's run would come."""
     src = tmp_path / "model_with_code"
-    model, tok = wb.model("gpt2-tiny").build()
-    model.save_pretrained(src)
-    tok.save_pretrained(src)
-    run = wb.train(wb.model("gpt2", size=str(src)), wb.dataset("docstrings-lm", limit=64),
-                   run_dir=tmp_path / "runs", **SMALL)
-    assert run.status == "completed" and run.step == 4
+    run = _run_of_a_local_model(src, tmp_path / "runs")
     marker = tmp_path / "code-ran"
     for directory in (src, *run.checkpoints):
         _plant(directory, marker)
@@ -233,11 +239,7 @@ def test_outputs_land_in_the_run_and_no_token_is_written(finished, tmp_path, fie
 
 def test_a_resume_that_fails_before_a_step_leaves_the_run_as_it_was(tmp_path):
     src = tmp_path / "base"
-    model, tok = wb.model("gpt2-tiny").build()
-    model.save_pretrained(src)
-    tok.save_pretrained(src)
-    run = wb.train(wb.model("gpt2", size=str(src)), wb.dataset("docstrings-lm", limit=64),
-                   run_dir=tmp_path / "runs", **SMALL)
+    run = _run_of_a_local_model(src, tmp_path / "runs")
     before = _files(run)
     src.rename(tmp_path / "moved")
 
