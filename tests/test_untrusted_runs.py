@@ -306,6 +306,8 @@ READERS = {
     "rundir/writer.py": "writes a run's files (the one writer); reads nothing to act on",
     "rundir/lock.py": "the run's lock file: a pid to show, never to signal",
     "training/interrupts.py": "names the run's path in a message",
+    "training/attachment.py": "a rank of the user's own Trainer writing the end of a run whose "
+    "rank 0 died: its own run (the path from rank 0, in this training), summary and events",
     "settings.py": "where runs go ($WORKBENCH_RUNS, ./runs): the caller's setting",
 }
 
