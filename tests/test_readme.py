@@ -182,7 +182,8 @@ def _past_one_device(ns, shown, out):
     assert "gaudi-0 slots=8\ngaudi-1 slots=8" in out, "the DeepSpeed hostfile"
     assert re.search(r"^deepspeed .*--num_nodes=2 .*--master_addr=gaudi-0", out, re.M), out
     assert "#SBATCH --nodes=4\n#SBATCH --ntasks-per-node=1\n#SBATCH --gres=gpu:8\n" in out, "the sbatch script"
-    assert re.search(r"^srun .* torchrun --nnodes=4 --nproc_per_node=8 .*--max_restarts=2 ", out, re.M), out
+    assert re.search(r'^srun .* "\$PYTHON" -m torch.distributed.run --nnodes=4 --nproc_per_node=8 '
+                     r".*--max_restarts=2 ", out, re.M), out
     (k8s,) = shown
     assert [job["kind"] for job in (k8s.pytorchjob(), k8s.mpijob())] == ["PyTorchJob", "MPIJob"], "two manifests"
     worker = k8s.mpijob()["spec"]["mpiReplicaSpecs"]["Worker"]

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..backends.registry import backend, check_mode, device, device_in_mode, launch_env
 from ..backends.registry import device as pick_device
-from ..catalog import ModelSpec
+from ..catalog import ModelSpec, is_local
 from ..catalog import model as as_model
 from ..data import DataSpec
 from ..data import dataset as as_dataset
@@ -42,7 +42,6 @@ def prepare(
     for other nodes): the spec's device and its defaults are that kind's, and this
     machine's devices are not asked about it.
     """
-    check_overrides(options, new_run=True)  # every name a run's argument or a TrainingArguments one
     a = RunArgs.from_options(options)
     mspec, dspec = as_model(model), as_dataset(data)
     recipe.check(mspec.task, dspec.task, (mspec.name, dspec.name))
@@ -69,6 +68,9 @@ def prepare(
                 **extra_spec,
                 "launch": {**launch, "env": launch_env(dev, launch["devices"], a.mode)},
             }
+    # every name a run's argument or a TrainingArguments one; after the device's mode is set:
+    # TrainingArguments imports torch, which loads the Habana bridge in the mode set by then
+    check_overrides(options, new_run=True)
     padding = recipe.default_padding(mspec.task, kind) if a.padding == "auto" else a.padding
     recipe.check_padding(padding, mspec.task, mspec.name)
     recipe.check_cache_latents(a.cache_latents, mspec.task, mspec.name, dspec.crop, dspec.flip)
@@ -85,7 +87,10 @@ def prepare(
             positions=mspec.max_positions,
             model_name=mspec.name,
         )
-        if padding == "packed":  # blocks, not rows, make the steps: at least one block
+        source = mspec._tokenizer_source()
+        # blocks, not rows, make the steps: at least one block. Counted with a tokenizer on
+        # this machine only: a hub id's is fetched (or refused, offline) when the run trains
+        if padding == "packed" and source is not None and is_local(source):
             from ..batching import chunk_tokens
 
             tokens = chunk_tokens(
