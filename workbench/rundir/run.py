@@ -488,7 +488,6 @@ class RunDir:
             "device": (s.get("device") or {}).get("kind"),
             "wall_time_s": s.get("wall_time_s"),
             "path": str(self.path),
-            "job": str(job) if (job := job_state(self.path)) is not None else None,
             **(s.get("eval") or {}),
         }
 
@@ -561,10 +560,15 @@ def runs(root: str | Path | None = None):
         p.parent for p in root.glob("*/summary.json")
     }
     opened = [RunDir(path) for path in sorted(found, reverse=True)]
-    evals = [(r.row(), r.summary.get("eval") or {}) for r in opened]
+    # a run submitted to Slurm: its job's state, asked once per listing (squeue)
+    jobs = [job_state(r.path) for r in opened]
+    evals = [
+        ({**r.row(), "job": str(j) if j is not None else None}, r.summary.get("eval") or {})
+        for r, j in zip(opened, jobs)
+    ]
     # the evaluations' figures (summary.json's "eval"), as eval_<name> columns after the rest
     names = list(dict.fromkeys(k for _, e in evals for k in e))
-    columns += ["job"] if any(row["job"] for row, _ in evals) else []  # submitted to Slurm
+    columns += ["job"] if any(j is not None for j in jobs) else []
     columns += [f"eval_{k}" for k in names]
     table = [{**row, **{f"eval_{k}": e.get(k) for k in names}} for row, e in evals]
     return pd.DataFrame([{k: r[k] for k in columns} for r in table], columns=columns)
@@ -591,7 +595,7 @@ def compare(*runs_: RunDir | str | Path):
             "data": row.pop("data"),
             "status": row.pop("status"),
             "steps": row.pop("step"),
-            **{k: v for k, v in row.items() if k not in ("run", "path") and (k != "job" or v)},
+            **{k: v for k, v in row.items() if k not in ("run", "path")},
         }
         key, i = run.name, 2
         while key in cols:  # the same run twice still gets two columns
