@@ -454,3 +454,26 @@ def test_the_batches_collated_after_an_evaluation_are_counted_and_evaluation_bat
     counter([9] * 7)  # the next evaluation's batch: a step has run since
     counter.consume(1)
     assert counter.samples == 5
+
+
+def test_a_submitted_runs_job_shows_in_the_header_queued_then_running(run):
+    """The follower of a Slurm job sends ``job`` events: the header says queued while the
+    job waits, with the job's line beside the device, and keeps the last line at the end."""
+    front = RecordingFrontend()
+    d = Dashboard(run, mode="live", sink=front)
+    d({"phase": "job", "job": "slurm job 12: PENDING (Resources)", "waiting": True})
+    assert (d.widget.status, d.widget.device) == ("queued", "slurm job 12: PENDING (Resources)")
+    assert d.figures()["status"] == "queued"
+    d({"phase": "job", "job": "slurm job 12: RUNNING on n[1-2]", "waiting": False})
+    d({"phase": "start", "max_steps": 10, "mem_total": 8e9, "device": "cpu"})
+    assert (d.widget.status, d.widget.device) == ("running", "cpu · slurm job 12: RUNNING on n[1-2]")
+    d({"phase": "job", "job": "slurm job 12: COMPLETED on n[1-2]", "waiting": False})
+    write_json(run.path / "summary.json", {**run.summary, "status": "completed", "step": 10})
+    run.refresh()
+    d({"phase": "end", "status": "completed"})
+    assert (d.widget.status, d.widget.device) == ("completed", "cpu · slurm job 12: COMPLETED on n[1-2]")
+    assert not any(e.get("phase") == "job" for e in d.events), "shown, never kept as an event"
+    static = Dashboard(run, mode="static")
+    static({"phase": "job", "job": "slurm job 13: PENDING (Priority)", "waiting": True})
+    html = static._bundle(with_png=False)["text/html"]
+    assert "slurm job 13: PENDING (Priority)" in html and "queued" in html

@@ -161,15 +161,19 @@ export function mountDashboard(el, model, { live }) {
     q(".wb-summary").textContent = line;
     const stop = q(".wb-stop");
     stop.style.display = live && model.get("stoppable") ? "" : "none";
-    if (status !== "running" && stop.dataset.clicked === "1") stop.textContent = "Stopped";
-    stop.disabled = status !== "running" || stop.dataset.clicked === "1";
+    // a submitted run's job waiting for its nodes ("queued") can be stopped before it starts
+    const active = status === "running" || status === "queued";
+    if (!active && stop.dataset.clicked === "1") stop.textContent = "Stopped";
+    stop.disabled = !active || stop.dataset.clicked === "1";
     q(".wb-smooth-value").textContent = opts.smoothing.toFixed(2);
   }
 
   function draw() {
     pending = false;
     header();
-    opts.emptyText = model.get("status") === "running" ? "waiting for the first logged step…" : "no step was logged";
+    const status = model.get("status");
+    opts.emptyText = status === "running" ? "waiting for the first logged step…"
+      : status === "queued" ? "waiting for the job's nodes…" : "no step was logged";
     chart.update(runs);
     samples.draw(model.get("current") || Object.keys(samples.grids)[0]);
     root.dataset.points = String(Object.values(runs).reduce((n, r) => n + (r.train.step || []).length, 0));

@@ -341,7 +341,9 @@ class RunDir:
         self._spec = self._summary = None
 
     def subscribe(self, fn: Callable[[dict], None]) -> None:
-        """Call ``fn(event)`` for every event this process emits from now on."""
+        """Call ``fn(event)`` for every event this process emits from now on (and, for a
+        run submitted to Slurm, ``{"phase": "job", "job": line, "waiting": bool}`` as the
+        job's state changes: shown, never written to the run's events)."""
         self.log.subscribers.append(fn)
 
     # ----------------------------------------------------------------- results

@@ -130,6 +130,13 @@ def _ended_without_the_run(run: Run, state: JobState) -> None:
     run.error = RuntimeError(f"{run.name}: {message}")
 
 
+def _show(run: Run, line: str, *, waiting: bool) -> None:
+    """The job's state to this process's displays (the dashboard's header): a ``job`` event,
+    never written to the run's events, which rank 0 alone writes."""
+    for fn in list(run.log.subscribers):
+        fn({"phase": "job", "job": line, "waiting": waiting})
+
+
 def follow(run: Run, follower, *, say=print) -> Run:
     """Follow ``run``'s job to its end (``follower`` replays rank 0's events to this
     process's live view); Stop writes the STOP file; a second interrupt cancels the job."""
@@ -150,7 +157,9 @@ def follow(run: Run, follower, *, say=print) -> Run:
                         lost = _lost_tasks(run, state.job_id) if requeued else ""
                         last = str(state)
                         # requeued (a lost node): it continues from the last checkpoint
-                        say(last + (f", requeued after {lost}" if lost else ""))
+                        line = last + (f", requeued after {lost}" if lost else "")
+                        say(line)
+                        _show(run, line, waiting=state.state == "PENDING")
                     if state.state == "UNKNOWN":  # not answering, or the job was forgotten
                         unknown_since = unknown_since or time.monotonic()
                         if run.summary.get("ended") or time.monotonic() - unknown_since > FORGOTTEN:

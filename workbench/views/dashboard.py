@@ -131,6 +131,9 @@ class Dashboard:
         self.summary: dict[str, Any] | None = None  # the run's summary, read once at the end
         self.metrics: list[str] = []  # eval metrics besides the loss, as they appear
         self.device = ""
+        # a submitted run's job as its scheduler has it ("slurm job 12: RUNNING on n[1-2]"),
+        # shown beside the device; ``queued`` while the job waits for its nodes
+        self.job, self.queued = "", False
         self.warmup_steps = int(run.spec["args"].get("throughput_warmup_steps") or 0)
         self.handle = None
         self.widget = None
@@ -154,7 +157,7 @@ class Dashboard:
         last = next((e for e in reversed(self.events) if e.get("phase") in ("warmup", "train")), {})
         evals = next((e for e in reversed(self.events) if e.get("phase") == "eval"), {})
         return {
-            "status": "running",
+            "status": "queued" if self.queued else "running",
             "step": last.get("step"),
             "train_loss": last.get("loss"),
             "eval": {k.removeprefix("eval_"): v for k, v in evals.items() if k.startswith("eval_")},
@@ -178,8 +181,9 @@ class Dashboard:
             # Front ends show one mime type per output, and most rank HTML above PNG: the
             # HTML carries the picture too, so whichever they pick shows the plots.
             picture = f"<img src='data:image/png;base64,{png}' style='max-width:100%'/>"
+        job = f" · {html.escape(self.job)}" if self.job else ""
         data["text/html"] = (
-            f"<div><b>{html.escape(self.run.name)}</b></div>"
+            f"<div><b>{html.escape(self.run.name)}</b>{job}</div>"
             + picture
             + render_table({self.run.name: figures})
         )
@@ -202,19 +206,32 @@ class Dashboard:
         if self.handle is not None:
             self.handle.update(self._bundle(with_png=bool(self.events)), raw=True)
 
+    def device_line(self) -> str:
+        """The header's device, and a submitted run's job beside it."""
+        return " · ".join(part for part in (self.device, self.job) if part)
+
     # ------------------------------------------------------------------ events
     def __call__(self, event: dict) -> None:
         phase = event.get("phase")
+        if phase == "job":  # from the process following a submitted run: never in a file
+            self.job, self.queued = str(event.get("job", "")), bool(event.get("waiting"))
+            if self.widget is not None and self.summary is None:
+                self.widget.device = self.device_line()
+                self.widget.status = "queued" if self.queued else "running"
+            elif self.widget is None:
+                self.refresh()
+            return
         if phase == "start":
             self.max_steps = int(event.get("max_steps") or 0)
             self.mem_total = float(event.get("mem_total") or 0)
             self.device = str(event.get("device", ""))
+            self.queued = False
             if self.widget is not None:
                 w = self.widget
                 w.max_steps, w.mem_total, w.device, w.status = (
                     self.max_steps,
                     self.mem_total,
-                    self.device,
+                    self.device_line(),
                     "running",
                 )
             return
@@ -309,7 +326,7 @@ class Dashboard:
             status=self.figures().get("status", ""),
             max_steps=self.max_steps,
             warmup_steps=self.warmup_steps,
-            device=self.device,
+            device=self.device_line(),
             mem_total=self.mem_total,
         )
 
@@ -324,7 +341,7 @@ class Dashboard:
         if self.widget is not None:
             self.flush()
             w = self.widget
-            w.device = self.device
+            w.device = self.device_line()
             w.history = {self.run.name: history(self.events)}
             w.summary, w.status = finite_json(self.summary), self.summary.get("status", "")
         if self.handle is not None:

@@ -43,6 +43,8 @@ class TextProgress:
         self.max_steps = None
 
     def __call__(self, event: dict) -> None:
+        if event.get("phase") == "job":  # a submitted run's job: the follower prints it
+            return
         if event.get("phase") == "start":
             self.max_steps = event.get("max_steps")
         final = event.get("phase") in ("end", "eval")
