@@ -112,7 +112,8 @@ lint: $(STAMP)
 rehearse:
 	PYTHON=$(PYTHON) scripts/rehearse.sh
 
-# A real two-node Slurm cluster on this machine (root; Debian's slurmctld, slurmd, munge:
+# A real two-node Slurm cluster on this machine (root; Debian's slurmctld, slurmd, munge, and
+# sshd + pdsh on the nodes for DeepSpeed's launcher where installed:
 # scripts/slurm-cluster.sh says what is missing), the one tests/test_slurm.py starts for
 # itself. Submit from its login node: `scripts/slurm-cluster.sh exec $(SLURM_DIR) sbatch
 # job.sbatch` (squeue, scancel, a notebook's python likewise); docs/multi-node.md.

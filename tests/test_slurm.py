@@ -1,10 +1,13 @@
-"""A real Slurm: Debian's slurmctld and two slurmd, each node in its own network namespace.
+"""A real cluster: Debian's slurmctld and two slurmd, each node in its own network
+namespace, each node also running Debian's sshd.
 
 ``scripts/slurm-cluster.sh`` starts the cluster (as root: daemons and namespaces); these
 tests submit what ``wb.launch_command(format="slurm")`` renders with Slurm's own ``sbatch``,
 unchanged, from the login node (the controller's namespace), with a bare environment: the
-nodes find the project's Python from the script alone. The run directory lies on this
-machine's filesystem, which every node shares, as a cluster's storage would be.
+nodes find the project's Python from the script alone; and they type DeepSpeed's multi-node
+command as printed on node n1, which reaches both nodes with pdsh over ssh. The run
+directory lies on this machine's filesystem, which every node shares, as a cluster's
+storage would be.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class Cluster:
         self.dir = directory
         env = dict(line.split("=", 1) for line in (directory / "env").read_text().splitlines())
         self.namespaces = [env["WB_SLURM_LOGIN"], *env["WB_SLURM_NODES"].split()]
+        self.ssh = env.get("WB_SLURM_SSH", "").split()  # the nodes that run an sshd
 
     def login(self, *argv: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
         """``argv`` on the login node with a bare environment (no venv on its PATH)."""
@@ -48,6 +52,16 @@ class Cluster:
             ["env", "-i", "PATH=/usr/bin:/bin", "HOME=/root", "bash", str(CLUSTER), "exec",
              str(self.dir), *argv],
             capture_output=True, text=True, check=check, timeout=timeout,
+        )
+
+    def on(self, node: str, command: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        """``command`` (a shell line) on ``node``, as a user logged in there with this
+        project's venv active (its ``bin`` first on PATH, nothing else of this process)."""
+        venv = Path(sys.executable).parent
+        return subprocess.run(
+            ["env", "-i", f"PATH={venv}:/usr/bin:/bin", "HOME=/root", "bash", str(CLUSTER), "on",
+             str(self.dir), node, "bash", "-c", command],
+            capture_output=True, text=True, timeout=timeout,
         )
 
     def sbatch(self, script: str, *options: str) -> int:
@@ -139,15 +153,15 @@ import workbench as wb
 options = json.loads(sys.argv[2])
 run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=400), devices=1, run_dir=sys.argv[1],
                 max_length=32, batch_size=4, live=False, **options)
-seen = []
-run.subscribe(lambda e: seen.append(e.get("step")))
+seen, jobs = [], []
+run.subscribe(lambda e: seen.append(e.get("step")) if e.get("phase") != "job" else jobs.append(e))
 if options.get("background"):
     deadline = time.monotonic() + 240
     while run.step < 3 and run.thread.is_alive() and time.monotonic() < deadline:
         time.sleep(0.2)
     run.stop()
     run.wait()
-print("RESULT " + json.dumps({"status": run.status, "step": run.step, "seen": seen,
+print("RESULT " + json.dumps({"status": run.status, "step": run.step, "seen": seen, "jobs": jobs,
                              "checkpoints": [p.name for p in run.checkpoints]}))
 """
 
@@ -179,6 +193,9 @@ def test_a_notebook_on_the_login_node_submits_follows_and_stops_every_rank(clust
     assert f"submitted {run.name} as slurm job {job}" in done.stdout
     assert f"slurm job {job}: RUNNING on n[1-2]" in done.stdout
     assert f"slurm job {job}: COMPLETED" in done.stdout
+    # the dashboard's header gets the job's line as a display event (tests/test_dashboard.py)
+    assert result["jobs"][-1] == {"phase": "job", "job": f"slurm job {job}: COMPLETED on n[1-2]",
+                                  "waiting": False}
     table = cluster.login(sys.executable, "-c", "import workbench as wb, sys; "
                           "print(wb.runs(sys.argv[1])[['status', 'job']].values.tolist())",
                           str(tmp_path / "runs")).stdout
@@ -252,7 +269,7 @@ def test_a_node_lost_mid_run_requeues_the_job_which_continues_from_the_checkpoin
             ["env", "-i", "PATH=/usr/bin:/bin", "HOME=/root", "PYTHONUNBUFFERED=1", "bash",
              str(CLUSTER), "exec", str(directory), sys.executable, str(script),
              str(tmp_path / "runs"),
-             json.dumps({"nodes": 2, "scheduler": "slurm", "max_steps": 30, "log_every": 1,
+             json.dumps({"nodes": 2, "scheduler": "slurm", "max_steps": 20, "log_every": 1,
                          "save_every": 4})],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
@@ -268,16 +285,50 @@ def test_a_node_lost_mid_run_requeues_the_job_which_continues_from_the_checkpoin
                      90, "Slurm to requeue the job")
             assert run.status != "running"
             subprocess.run(["bash", str(CLUSTER), "node", str(directory), "n2"], check=True, timeout=60)
-            out, err = notebook.communicate(timeout=240)
+            out, err = notebook.communicate(timeout=300)  # the requeued job begins after 71 s
         finally:
             notebook.kill()
         assert notebook.returncode == 0, out + err[-3000:]
         assert f"slurm job {job}: PENDING" in out and "requeued after node n2" in out, out
-        assert run.status == "completed" and run.step == 30, _logs(run.path)
+        assert run.status == "completed" and run.step == 20, _logs(run.path)
         restart = [e for e in run.events if e.get("phase") == "restart"]
         assert len(restart) == 1 and restart[0]["from"].startswith("checkpoint-"), restart
     finally:
         subprocess.run(["bash", str(CLUSTER), "down", str(directory)], check=True, timeout=120)
+
+
+# --------------------------------------------------------------------------- DeepSpeed over ssh
+def test_deepspeeds_launcher_reaches_both_nodes_over_ssh_and_trains_zero2(cluster, tmp_path):
+    """DeepSpeed's multi-node form as wb.launch_command prints it: the hostfile, and the one
+    ``deepspeed`` line typed on n1. DeepSpeed's launcher checks passwordless ssh to n1, asks
+    nothing else of the user, and starts one launcher per host with pdsh over ssh (sshd in
+    each node's namespace, keys made by the cluster script); ZeRO-2 over gloo across the two
+    namespaces' addresses: one run, identical weights on n1 and n2, the optimizer state split."""
+    if not cluster.ssh:
+        pytest.skip("the nodes run no sshd: " + subprocess.run(
+            ["bash", str(CLUSTER), "check-ssh"], capture_output=True, text=True).stdout.strip())
+    pytest.importorskip("deepspeed", reason="DeepSpeed is not installed (extra 'deepspeed'; see the Makefile)")
+    cmd = wb.launch_command("gpt2-tiny", wb.dataset("docstrings-lm", limit=200), nodes=2,
+                            devices_per_node=1, hosts=["n1", "n2"], strategy="deepspeed",
+                            zero_stage=2, accelerator="cpu", run_dir=tmp_path / "runs",
+                            max_steps=4, log_every=2, **DATA)
+    printed = str(cmd)
+    work = tmp_path / "work"  # where the user keeps the hostfile and types the command
+    work.mkdir()
+    (work / "hostfile").write_text(printed.split("# hostfile\n")[1].split("\n\n")[0] + "\n")
+    line = printed.split("(reaching the others over ssh):\n")[1].splitlines()[0]
+    assert line.startswith("deepspeed --hostfile hostfile ") and "--no_ssh" not in line
+    done = cluster.on("n1", f"cd {work} && {line}", timeout=400)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-4000:]
+    assert "n2: " in out and "n1: " in out, "pdsh started a launcher on each host"
+    run = wb.Run.open(cmd.run_dir)
+    assert run.status == "completed" and run.step == 4 and run.summary["world_size"] == 2
+    ranks = [json.loads(p.read_text()) for p in sorted(run.path.glob("ranks/rank-*.json"))]
+    assert [(r["rank"], r["host"]) for r in ranks] == [(0, "n1"), (1, "n2")]
+    assert ranks[0]["params_sha256"] == ranks[1]["params_sha256"]
+    states = sorted(run.last_checkpoint.glob("global_step*/zero_pp_rank_*_optim_states.pt"))
+    assert len(states) == 2, "ZeRO-2 split the optimizer state across the two nodes' ranks"
 
 
 def test_the_cluster_leaves_no_daemon_or_namespace_behind(tmp_path):
@@ -288,7 +339,8 @@ def test_the_cluster_leaves_no_daemon_or_namespace_behind(tmp_path):
     subprocess.run(["bash", str(CLUSTER), "up", str(directory)], check=True, timeout=120)
     pids = [int(p.read_text()) for p in directory.glob("**/*.pid")]
     namespaces = Cluster(directory).namespaces
-    assert len(pids) == 4, "munged, slurmctld and two slurmd"
+    ssh = 2 if Cluster(directory).ssh else 0
+    assert len(pids) == 4 + ssh, "munged, slurmctld, two slurmd (and an sshd per node)"
     subprocess.run(["bash", str(CLUSTER), "down", str(directory)], check=True, timeout=120)
     alive = [p for p in pids if Path(f"/proc/{p}").exists()]
     left = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())

@@ -19,8 +19,8 @@ checkpoint and logs a ``restart`` event naming the attempt.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
+import socket
 import sys
 import time
 from functools import partial
@@ -131,6 +131,7 @@ def restart(run, rank: int):
 @partial(record, error_handler=WholeErrorFile())
 def main(argv: list[str] | None = None) -> int:
     from ..backends.hpu import hpu_mode
+    from ..rundir.run import write_json
     from ..training.engine import Run, execute, untrusted
     from ..training.recipe import world
 
@@ -152,19 +153,19 @@ def main(argv: list[str] | None = None) -> int:
     if model is not None:
         out = Path(run.path) / "ranks"
         out.mkdir(exist_ok=True)
-        (out / f"rank-{rank}.json").write_text(
-            json.dumps(
-                {
-                    "rank": rank,
-                    "world_size": size,
-                    "step": run.trainer.state.global_step,
-                    "params_sha256": digest(model),
-                    "device": str(run.trainer.args.device),
-                    "params_device": str(next(model.parameters()).device),
-                    "dist_backend": dist.get_backend() if dist.is_initialized() else None,
-                    "hpu_mode": hpu_mode(),  # as this worker's bridge reports it (or None)
-                }
-            )
+        write_json(
+            out / f"rank-{rank}.json",
+            {
+                "rank": rank,
+                "host": socket.gethostname(),  # the node it ran on (multi-node tests read it)
+                "world_size": size,
+                "step": run.trainer.state.global_step,
+                "params_sha256": digest(model),
+                "device": str(run.trainer.args.device),
+                "params_device": str(next(model.parameters()).device),
+                "dist_backend": dist.get_backend() if dist.is_initialized() else None,
+                "hpu_mode": hpu_mode(),  # as this worker's bridge reports it (or None)
+            },
         )
     return 0
 
