@@ -52,6 +52,7 @@ class Cluster:
             ["env", "-i", "PATH=/usr/bin:/bin", "HOME=/root", "bash", str(CLUSTER), "exec",
              str(self.dir), *argv],
             capture_output=True, text=True, check=check, timeout=timeout,
+            cwd=self.dir,  # where sbatch puts a job's slurm-N.out when its script names none
         )
 
     def on(self, node: str, command: str, timeout: float = 60) -> subprocess.CompletedProcess:
