@@ -95,7 +95,8 @@ def test_the_callback_form_is_the_same_run(tmp_path):
     (run_path,) = wb.runs()["path"]
     run = wb.Run.open(run_path)
     assert run.name.endswith("-mine") and run.status == "completed"
-    assert run.spec["data"]["eval_rows"] is None, "the callback form does not see the eval set"
+    # the eval set is seen at its first evaluation (wb.callback() is given no Trainer)
+    assert run.spec["data"]["eval_rows"] == 10
     assert [e["step"] for e in run.events if e.get("phase") == "eval"] == [6, 12]
 
 
@@ -509,3 +510,21 @@ def test_attach_leaves_no_output_in_a_cell(tmp_path):
     attachment = wb.attach(own_trainer(tmp_path), live=False)
     shown, _ = DisplayFormatter().format(attachment)
     assert shown == {}, f"a cell ending in wb.attach(trainer) shows {shown}"
+
+
+def test_an_evaluation_after_the_end_prints_a_whole_line():
+    """The text view: the end's line, then trainer.evaluate()'s, each ends with a newline."""
+    import io
+
+    from workbench.views.progress import TextProgress
+
+    class Named:
+        name = "bert-own"
+
+    out = io.StringIO()
+    view = TextProgress(Named(), stream=out)
+    for event in ({"phase": "start", "max_steps": 4}, {"phase": "end", "step": 4,
+                  "status": "completed"}, {"phase": "eval", "step": 4, "eval_loss": 1.5}):
+        view(event)
+    lines = out.getvalue().split("\n")
+    assert lines[-1] == "" and "eval_loss 1.5" in lines[-2] and "completed" in lines[-3]

@@ -299,7 +299,7 @@ class Attachment(TrainerCallback):
             tb = tb.tb_next
         return False
 
-    def _evaluated(self, state, metrics) -> None:
+    def _evaluated(self, state, metrics, loader=None) -> None:
         """An evaluation after the run ended (``trainer.evaluate()`` after ``train()``):
         its event and the summary's ``eval``, written under the run's lock again."""
         run, events = self.run, self.events
@@ -311,6 +311,7 @@ class Attachment(TrainerCallback):
             warnings.warn(f"the evaluation is not recorded in {run.name}: {e}", stacklevel=2)
             return
         try:
+            self._eval_rows(loader, writer)
             events.on_evaluate(None, state, None, metrics=metrics)
             writer.end({"eval": {**run.summary.get("eval", {}), **events.eval}})
         finally:
@@ -372,12 +373,24 @@ class Attachment(TrainerCallback):
             self.events.on_log(args, state, control, logs=logs, **kw)
         return control
 
-    def on_evaluate(self, args, state, control, metrics=None, **kw):
+    def on_evaluate(self, args, state, control, metrics=None, eval_dataloader=None, **kw):
         if self._training():
+            self._eval_rows(eval_dataloader, self._open.writer if self._open else None)
             self.events.on_evaluate(args, state, control, metrics=metrics, **kw)
         else:
-            self._evaluated(state, metrics)
+            self._evaluated(state, metrics, eval_dataloader)
         return control
+
+    def _eval_rows(self, loader, writer: RunWriter | None) -> None:
+        """The evaluation set's size, into the spec at its first evaluation where the Trainer
+        was not known when the run began (``wb.callback()``: no Trainer is passed to it)."""
+        run = self.run
+        if writer is None or run is None or run.spec["data"].get("eval_rows") is not None:
+            return
+        rows = _rows(getattr(loader, "dataset", None))
+        if rows is not None:
+            spec = run.spec
+            writer.respec({**spec, "data": {**spec["data"], "eval_rows": rows}})
 
     def on_save(self, args, state, control, **kw):
         if self._training():
