@@ -95,7 +95,8 @@ def test_the_callback_form_is_the_same_run(tmp_path):
     (run_path,) = wb.runs()["path"]
     run = wb.Run.open(run_path)
     assert run.name.endswith("-mine") and run.status == "completed"
-    assert run.spec["data"]["eval_rows"] is None, "the callback form does not see the eval set"
+    # the eval set is seen at its first evaluation (wb.callback() is given no Trainer)
+    assert run.spec["data"]["eval_rows"] == 10
     assert [e["step"] for e in run.events if e.get("phase") == "eval"] == [6, 12]
 
 
@@ -194,12 +195,104 @@ def test_an_error_in_training_ends_the_run_failed(tmp_path):
     with pytest.raises(Boom):
         trainer.train()
     run = attachment.run
-    assert run.status == "running"  # the Trainer never said it ended; this process did not exit
+    assert run.status == "running"  # caught by the caller: theirs (they may retry)
     trainer.compute_loss_func = None
     trainer.train()
     assert wb.Run.open(run.path).status == "failed"
     assert "on_train_end" in wb.Run.open(run.path).summary["error"]
     assert attachment.run.status == "completed"
+
+
+SCRIPT_THAT_FAILS = """
+import sys
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+import workbench as wb
+from test_attach import own_trainer
+
+trainer = own_trainer(Path({tmp!r}), max_steps=6, eval_strategy="no",
+                      callbacks=[wb.callback(live=False)])
+
+def explode(*a, **k):
+    raise RuntimeError("a bug in the user's loss")
+
+trainer.compute_loss_func = explode
+trainer.train()  # uncaught: the script ends here
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["script", "ipython"])
+def test_an_uncaught_error_in_a_script_is_the_runs_error(tmp_path, where):
+    """A script (or a notebook's cell, in IPython) whose train() raises: the run says the
+    exception and its traceback, not that the process exited."""
+    import os
+    import subprocess
+    import sys
+
+    code = SCRIPT_THAT_FAILS.format(tests=str(Path(__file__).parent), tmp=str(tmp_path))
+    script = tmp_path / "train.py"
+    script.write_text(code)
+    if where == "ipython":  # the cell's error is IPython's to show; the process goes on
+        (tmp_path / "cell.py").write_text(code)
+        script.write_text("from IPython.core.interactiveshell import InteractiveShell\n"
+                          "from pathlib import Path\n"
+                          f"cell = Path({str(tmp_path / 'cell.py')!r}).read_text()\n"
+                          "InteractiveShell.instance().run_cell(cell)\n")
+    env = {**os.environ, "WORKBENCH_RUNS": str(tmp_path / "runs")}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    said = done.stderr + done.stdout
+    assert done.returncode == (1 if where == "script" else 0), said[-3000:]
+    assert "a bug in the user's loss" in said, said[-3000:]
+    (path,) = wb.runs(tmp_path / "runs")["path"]
+    s = wb.Run.open(path).summary
+    assert s["status"] == "failed"
+    assert s["error"] == "RuntimeError: a bug in the user's loss (in train(), at step 0)"
+    assert "in explode" in s["traceback"] and "trainer.train()" in s["traceback"]
+    assert "on_train_end" not in s["error"]
+
+
+def test_an_uncaught_error_in_a_training_thread_is_the_runs_error(tmp_path):
+    """train() in a thread of its own (a notebook's background training): the thread's
+    unhandled exception ends the run failed with it, at once."""
+    trainer = own_trainer(tmp_path, max_steps=6, eval_strategy="no")
+    attachment = wb.attach(trainer, live=False)
+    trainer.compute_loss_func = _explode
+    reported = []
+    previous = threading.excepthook
+    threading.excepthook = lambda args: reported.append(args.exc_type)  # instead of printing
+    try:
+        thread = threading.Thread(target=trainer.train)
+        thread.start()
+        thread.join()
+    finally:
+        threading.excepthook = previous
+    assert reported == [_Boom]  # the hook it replaced still ran
+    s = attachment.run.summary
+    assert s["status"] == "failed" and s["error"].startswith("_Boom: a bug in the user's code")
+    assert "in _explode" in s["traceback"]
+
+
+def test_an_error_after_training_is_not_the_runs(tmp_path):
+    """An unhandled exception that did not leave this Trainer's train() changes no run."""
+    import gc
+    import sys
+
+    trainer = own_trainer(tmp_path, max_steps=6, eval_strategy="no")
+    attachment = wb.attach(trainer, live=False)
+    trainer.compute_loss_func = _explode
+    with pytest.raises(_Boom):
+        trainer.train()
+    try:
+        raise KeyError("elsewhere")
+    except KeyError as e:
+        sys.excepthook(type(e), e, e.__traceback__)  # as the interpreter reports it
+    run = attachment.run
+    assert run.status == "running"
+    del trainer, attachment  # ends it here, in the main thread (its Ctrl-C handler goes back)
+    gc.collect()
+    assert wb.Run.open(run.path).summary["error"].startswith("the Trainer was dropped (garbage")
 
 
 def test_bad_input_is_refused_before_anything_is_written(tmp_path):
@@ -335,6 +428,9 @@ def test_nothing_of_yours_is_kept_alive(tmp_path, how, ending):
     assert freed() is None, "the model is still referenced after del and gc.collect()"
     status = {"trained": "completed", "stopped": "stopped", "failed": "failed"}[ending]
     assert wb.Run.open(path).status == status
+    if ending == "failed":  # this process did not exit: the run says what ended it
+        assert wb.Run.open(path).summary["error"].startswith(
+            "the Trainer was dropped (garbage collected) while it trained")
 
 
 def test_a_stop_from_another_process_takes_effect_after_the_current_step(tmp_path):
@@ -414,3 +510,21 @@ def test_attach_leaves_no_output_in_a_cell(tmp_path):
     attachment = wb.attach(own_trainer(tmp_path), live=False)
     shown, _ = DisplayFormatter().format(attachment)
     assert shown == {}, f"a cell ending in wb.attach(trainer) shows {shown}"
+
+
+def test_an_evaluation_after_the_end_prints_a_whole_line():
+    """The text view: the end's line, then trainer.evaluate()'s, each ends with a newline."""
+    import io
+
+    from workbench.views.progress import TextProgress
+
+    class Named:
+        name = "bert-own"
+
+    out = io.StringIO()
+    view = TextProgress(Named(), stream=out)
+    for event in ({"phase": "start", "max_steps": 4}, {"phase": "end", "step": 4,
+                  "status": "completed"}, {"phase": "eval", "step": 4, "eval_loss": 1.5}):
+        view(event)
+    lines = out.getvalue().split("\n")
+    assert lines[-1] == "" and "eval_loss 1.5" in lines[-2] and "completed" in lines[-3]

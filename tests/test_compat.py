@@ -316,6 +316,29 @@ def test_warnings_point_at_the_users_line(tmp_path):
         [(w.filename, w.lineno) for w in said]
 
 
+def test_notices_come_from_rank_0_only(tmp_path, monkeypatch):
+    """Under torchrun every rank builds the arguments: one notice, rank 0's."""
+    for rank, expected in (("1", 0), ("0", 1)):
+        monkeypatch.setenv("RANK", rank)
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            oh.GaudiTrainingArguments(output_dir=str(tmp_path / "o"),
+                                      use_hpu_graphs_for_inference=True)
+        notices = [w for w in said if "use_hpu_graphs_for_inference" in str(w.message)]
+        assert len(notices) == expected, (rank, [str(w.message) for w in said])
+
+
+def test_a_gaudi_trainer_run_records_its_eval_rows(tmp_path):
+    args = oh.GaudiTrainingArguments(output_dir=str(tmp_path / "o"), max_steps=2,
+                                     per_device_train_batch_size=8, report_to="none",
+                                     disable_tqdm=True, save_strategy="no")
+    model, tok, data, _ = own_parts()
+    oh.GaudiTrainer(model=model, args=args, train_dataset=data["train"],
+                    eval_dataset=data["eval"], processing_class=tok).train()
+    (path,) = wb.runs()["path"]
+    assert wb.Run.open(path).spec["data"]["eval_rows"] == len(data["eval"]) == 10
+
+
 class QuestionAnsweringTrainer(oh.GaudiTrainer):
     """The shape of Optimum Habana's examples/question-answering/trainer_qa.py: a subclass
     with keywords of its own, an evaluate() of its own, everything else passed through."""

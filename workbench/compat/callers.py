@@ -1,14 +1,18 @@
 """Where a warning of the compat layer points: the user's line, found by walking the stack
 past the workbench's own frames, dataclasses' generated code and transformers (an argument
-class's ``__post_init__`` runs inside both). ``warnings.warn(..., stacklevel=stacklevel())``."""
+class's ``__post_init__`` runs inside both). ``warnings.warn(..., stacklevel=stacklevel())``;
+``notice(message)`` is that, on torchrun's rank 0 only (one notice, not one a rank)."""
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import warnings
 from pathlib import Path
 
 import transformers
+
+from ..backends.torchrun import world
 
 
 def stacklevel() -> int:
@@ -23,3 +27,10 @@ def stacklevel() -> int:
             return level
         frame, level = frame.f_back, level + 1
     return 1
+
+
+def notice(message: str) -> None:
+    """A ``UserWarning`` at the user's line, from rank 0 only under torchrun (every rank
+    builds the same arguments: one notice, as Optimum Habana's ``warn0`` gives)."""
+    if world()[0] == 0:
+        warnings.warn(message, UserWarning, stacklevel=stacklevel())

@@ -17,14 +17,13 @@ import os
 import re
 import sys
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any
 
 import transformers
 
 from .. import settings
-from .callers import stacklevel
+from .callers import notice
 
 GAUDI_CONFIG_NAME = "gaudi_config.json"
 MAPPED, WARNED, REFUSED = "mapped", "warned", "refused"
@@ -335,10 +334,8 @@ class GaudiConfig:
         if not path.is_file():
             path = _cached(str(name_or_path), subfolder, cache_dir, revision, token)
         if force_download:
-            warnings.warn(
-                f"force_download=True: the workbench downloads nothing at run time; reading {path}",
-                UserWarning,
-                stacklevel=stacklevel(),
+            notice(
+                f"force_download=True: the workbench downloads nothing at run time; reading {path}"
             )
         return cls(**{**_read(path), **fields})
 
@@ -364,14 +361,12 @@ class GaudiConfig:
         if "habana_frameworks.torch.core" in sys.modules:
             # Optimum Habana sets the variables all the same, where they change nothing: say so,
             # and train with the bridge's default lists
-            warnings.warn(
+            notice(
                 "autocast_bf16_ops / autocast_fp32_ops are not applied: the Habana bridge "
                 "loaded before them (in eager mode `import torch` loads it), and it reads the "
                 "lists as it loads, so its default lists apply. To use these, start Python with "
                 "PT_HPU_AUTOCAST_LOWER_PRECISION_OPS_LIST and PT_HPU_AUTOCAST_FP32_OPS_LIST set "
-                "to files of op names, or with PT_HPU_LAZY_MODE=1 (then torch does not load it)",
-                UserWarning,
-                stacklevel=5,
+                "to files of op names, or with PT_HPU_LAZY_MODE=1 (then torch does not load it)"
             )
             return
         folder = Path(tempfile.mkdtemp(prefix="workbench-autocast-"))

@@ -11,8 +11,11 @@ field is mapped onto transformers 5 and the workbench, or refused or warned abou
 reason and the replacement: ``FIELDS`` says which (``gaudi_config``, with ``GaudiConfig``:
 both are served from here too), and docs/optimum-habana.md shows it as a table (a test
 checks both against 1.21's source). ``GaudiTrainer`` (and
-``GaudiSeq2SeqTrainer``) returns a plain ``transformers.Trainer`` composed with the
-workbench (its fused AdamW, ``wb.callback()``): nothing is subclassed.
+``GaudiSeq2SeqTrainer``) is a small ``transformers.Trainer`` subclass: its constructor
+takes Optimum Habana's argument order, applies the Gaudi config and adds the workbench's
+callback; it overrides only ``create_optimizer`` (the fused AdamW) and ``save_model`` (the
+``gaudi_config.json`` beside the model), the methods transformers documents for
+subclassing. The training loop is the Trainer's own.
 
 Facts from huggingface/optimum-habana at 1d8504c6c (main after v1.20.0, version 1.21.0.dev0:
 the nearest to 1.21 there is): optimum/habana/transformers/training_args.py (the refusals in
@@ -32,10 +35,10 @@ from .. import settings
 from ..backends.hpu import bridge_installed, bridge_loaded, hpu_mode, set_hpu_mode
 from ..backends.registry import device as pick_device
 from ..backends.torchrun import world
-from ..training.attachment import Attachment, callback
+from ..training.attachment import Attachment
 from ..training.attachment import quiet as _quiet
 from ..training.trainer import fused_optimizer
-from .callers import stacklevel
+from .callers import notice
 from .gaudi_config import (
     CONFIG_FIELDS,
     FIELDS,
@@ -82,19 +85,13 @@ def _check(args) -> None:
             raise ValueError(
                 f"{name}={value!r} is not supported on transformers 5 by the workbench: {f.what}"
             )
-        warnings.warn(
-            f"{name}={value!r} is ignored on transformers 5: {f.what}",
-            UserWarning,
-            stacklevel=stacklevel(),
-        )
+        notice(f"{name}={value!r} is ignored on transformers 5: {f.what}")
     if args.distribution_strategy not in ("ddp", "fast_ddp"):
         raise ValueError(f"distribution_strategy={args.distribution_strategy!r}: pass 'ddp'")
     if args.distribution_strategy == "fast_ddp":
-        warnings.warn(
+        notice(
             "distribution_strategy='fast_ddp' runs as 'ddp': Optimum Habana's own "
-            "all-reduce has no transformers 5 hook",
-            UserWarning,
-            stacklevel=stacklevel(),
+            "all-reduce has no transformers 5 hook"
         )
     if args.half_precision_backend not in ("hpu_amp", "cpu_amp"):
         raise ValueError(
@@ -129,22 +126,22 @@ def _prepare(self) -> None:
             # Loaded already (current bridges load at `import torch` unless PT_HPU_LAZY_MODE=1):
             # Optimum Habana then runs in the bridge's mode (use_lazy_mode only decides its
             # mark_step calls, which are no-ops in eager mode); the same here, said aloud
-            warnings.warn(
+            notice(
                 f"use_lazy_mode={self.use_lazy_mode}: the Habana bridge is already loaded in "
                 f"{hpu_mode()} mode (fixed per process; `import torch` loads it unless "
                 f"PT_HPU_LAZY_MODE=1), so this trains in {hpu_mode()} mode. For {want} mode, "
-                f"start Python with PT_HPU_LAZY_MODE={int(want == 'lazy')}",
-                UserWarning,
-                stacklevel=4,
+                f"start Python with PT_HPU_LAZY_MODE={int(want == 'lazy')}"
             )
         if dev.kind != "hpu":
             if before is None:  # the mode asked for is not this run's (no Gaudi here)
                 os.environ.pop("PT_HPU_LAZY_MODE", None)
             # a notice, not an error: the same script runs on the GPU or CPU (on stdout: a
             # notebook shows stderr as a pink error box)
-            print(
-                f"use_habana=True but this machine has no Gaudi: training on {dev.kind}", flush=True
-            )
+            if world()[0] == 0:  # one line, not one a rank
+                print(
+                    f"use_habana=True but this machine has no Gaudi: training on {dev.kind}",
+                    flush=True,
+                )
             self.use_cpu = dev.kind == "cpu"  # transformers 5 runs bf16 on a CPU only if asked
         compile_backend = dev.backend.policy.compile_backend
         if self.torch_compile and not self.torch_compile_backend and compile_backend:
@@ -217,11 +214,9 @@ def _setup(trainer, model, gaudi_config, args, callbacks, optimizers, optimizer_
     if config.use_torch_autocast and not args.bf16 and not args.deepspeed:
         args.bf16 = True  # Optimum Habana: use_torch_autocast enables bf16 autocast
     if (config.autocast_bf16_ops or config.autocast_fp32_ops) and args.workbench_device != "hpu":
-        warnings.warn(
+        notice(
             "autocast_bf16_ops / autocast_fp32_ops are the HPU bridge's lists; "
-            "torch.autocast elsewhere uses its own",
-            UserWarning,
-            stacklevel=stacklevel(),
+            "torch.autocast elsewhere uses its own"
         )
     if args.sdp_on_bf16:
         import torch
@@ -237,7 +232,12 @@ def _setup(trainer, model, gaudi_config, args, callbacks, optimizers, optimizer_
         trainer._gaudi_optimizer = fused_optimizer(pick_device(args.device.type), args)
     callbacks = list(callbacks or [])
     if not any(isinstance(c, Attachment) for c in callbacks):  # one run, however named
-        callbacks.append(callback(throughput_warmup_steps=args.throughput_warmup_steps or None))
+        # wb.callback()'s, given the Trainer (as wb.attach is): its datasets' sizes, known
+        callbacks.append(
+            Attachment(
+                throughput_warmup_steps=args.throughput_warmup_steps or None, trainer=trainer
+            )
+        )
     return args, callbacks
 
 

@@ -11,9 +11,12 @@ The checkpoints stay in the Trainer's ``output_dir``; the run's ``checkpoints`` 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
+import sys
 import threading
+import traceback
 import warnings
 import weakref
 from pathlib import Path
@@ -31,7 +34,7 @@ from .callbacks import DistStop, Events, MarkStep
 from .engine import Run, training
 from .interrupts import Interrupts
 from .recipe import auto_steps, live_gap, throughput_warmup
-from .trainer import summary
+from .trainer import error_text, summary
 
 # why an attached run cannot be rebuilt by Run.resume()
 NOT_REBUILDABLE = (
@@ -49,6 +52,10 @@ TWICE = (
 # training: weak both ways (a dropped Trainer or attachment leaves nothing that counts), by
 # id (a TrainerState, a dataclass, cannot be a dict key).
 _OWNERS: dict[int, tuple[weakref.ref, weakref.ref]] = {}
+# The attachments whose run is open (rank 0, between on_train_begin and on_train_end): an
+# exception that leaves train() uncaught ends theirs failed with it (``_uncaught``)
+_TRAINING: weakref.WeakSet = weakref.WeakSet()
+_EXITING = False  # set as the interpreter exits, before weakref.finalize's own exit hook
 
 
 def _check(live, name, throughput_warmup_steps, run_dir) -> None:
@@ -104,6 +111,7 @@ class Attachment(TrainerCallback):
         self._cadence = 1
         self._marks: MarkStep | bool | None = None  # lazy mode's mark_step, once known
         self._in_training = False
+        self._thread: threading.Thread | None = None  # the thread training began in (rank 0)
 
     @property
     def trainer(self):
@@ -185,7 +193,10 @@ class Attachment(TrainerCallback):
             self._open = opened
             # ends the run as failed if the process exits, or the Trainer is dropped, while
             # it trains (an error left train()); holds the run, never the user's objects
-            self._closer = weakref.finalize(self, _abandon, opened, "the process exited")
+            self._closer = weakref.finalize(self, _abandon, opened, None)
+            self._thread = threading.current_thread()
+            _TRAINING.add(self)
+            _watch()
             log, stop, stop_file = run.log, run.stop_flag, path / STOP_FILE
         else:  # the other ranks write nothing; their events go nowhere
             log, stop = NullLog(), threading.Event()
@@ -242,6 +253,7 @@ class Attachment(TrainerCallback):
 
     def _end(self, state, status: str | None = None, error: str | None = None) -> None:
         opened, self._open = self._open, None
+        _TRAINING.discard(self)
         if self._closer is not None:
             self._closer.detach()
             self._closer = None
@@ -259,16 +271,35 @@ class Attachment(TrainerCallback):
                 )
         opened.finish(state, status, error)
 
-    def _close(self, why: str) -> None:
+    def _close(self, why: str, tb: str | None = None) -> None:
         """End a run the Trainer never ended (an exception left ``train()``) as failed."""
+        _TRAINING.discard(self)
         if self._closer is not None:
             self._closer.detach()
             self._closer = None
         opened, self._open = self._open, None
         if opened is not None:
-            _abandon(opened, why)
+            _abandon(opened, why, tb)
 
-    def _evaluated(self, state, metrics) -> None:
+    def _raised_through(self, error: BaseException) -> bool:
+        """Whether ``error`` left this attachment's Trainer's ``train()`` (its traceback
+        holds the frame of a Trainer that has this callback), not some later line."""
+        import transformers
+
+        tb = error.__traceback__
+        while tb is not None:
+            # f_locals only of train()'s frames, which ended: on a frame that still runs (the
+            # caller's) it would keep a copy of its variables, the user's Trainer among them
+            frame = tb.tb_frame
+            trainer = frame.f_locals.get("self") if frame.f_code.co_name == "train" else None
+            if isinstance(trainer, transformers.Trainer) and self in getattr(
+                getattr(trainer, "callback_handler", None), "callbacks", ()
+            ):
+                return True
+            tb = tb.tb_next
+        return False
+
+    def _evaluated(self, state, metrics, loader=None) -> None:
         """An evaluation after the run ended (``trainer.evaluate()`` after ``train()``):
         its event and the summary's ``eval``, written under the run's lock again."""
         run, events = self.run, self.events
@@ -280,6 +311,7 @@ class Attachment(TrainerCallback):
             warnings.warn(f"the evaluation is not recorded in {run.name}: {e}", stacklevel=2)
             return
         try:
+            self._eval_rows(loader, writer)
             events.on_evaluate(None, state, None, metrics=metrics)
             writer.end({"eval": {**run.summary.get("eval", {}), **events.eval}})
         finally:
@@ -341,12 +373,24 @@ class Attachment(TrainerCallback):
             self.events.on_log(args, state, control, logs=logs, **kw)
         return control
 
-    def on_evaluate(self, args, state, control, metrics=None, **kw):
+    def on_evaluate(self, args, state, control, metrics=None, eval_dataloader=None, **kw):
         if self._training():
+            self._eval_rows(eval_dataloader, self._open.writer if self._open else None)
             self.events.on_evaluate(args, state, control, metrics=metrics, **kw)
         else:
-            self._evaluated(state, metrics)
+            self._evaluated(state, metrics, eval_dataloader)
         return control
+
+    def _eval_rows(self, loader, writer: RunWriter | None) -> None:
+        """The evaluation set's size, into the spec at its first evaluation where the Trainer
+        was not known when the run began (``wb.callback()``: no Trainer is passed to it)."""
+        run = self.run
+        if writer is None or run is None or run.spec["data"].get("eval_rows") is not None:
+            return
+        rows = _rows(getattr(loader, "dataset", None))
+        if rows is not None:
+            spec = run.spec
+            writer.respec({**spec, "data": {**spec["data"], "eval_rows": rows}})
 
     def on_save(self, args, state, control, **kw):
         if self._training():
@@ -385,7 +429,14 @@ class _Open:
     peers: list[dict] | None = None  # every rank's process, under torchrun (``_peers``)
     t0: float = dataclasses.field(default_factory=runs.monotonic)
 
-    def finish(self, state, status: str, error: str | None, failed_rank: int | None = None) -> None:
+    def finish(
+        self,
+        state,
+        status: str,
+        error: str | None,
+        failed_rank: int | None = None,
+        tb: str | None = None,
+    ) -> None:
         end = summary(
             self.run,
             _Ran(state, None),
@@ -393,7 +444,7 @@ class _Open:
             self.events,
             status,
             error,
-            None,
+            tb,
             runs.monotonic() - self.t0,
         )
         end["output_dir"] = self.output_dir
@@ -402,17 +453,97 @@ class _Open:
         self.writer.finish(end, self.run.log, ended=self.stack.close)
 
 
-def _abandon(opened: _Open, why: str) -> None:
-    """End ``opened`` as failed: the Trainer never reached on_train_end. Under torchrun, a
-    rank that died on this host is named: its death failed this rank's collectives (a peer's
-    socket closes as its process ends; a rank still alive is one that this failure will end)."""
+def _abandon(opened: _Open, why: str | None, tb: str | None = None) -> None:
+    """End ``opened`` as failed: the Trainer never reached on_train_end (``why``: None from
+    the finalizer, which tells the process's exit from the attachment's collection). Under
+    torchrun, a rank that died on this host is named: its death failed this rank's collectives
+    (a peer's socket closes as its process ends; a rank still alive is one that this failure
+    will end)."""
+    if why is None:
+        why = (
+            "the process exited"
+            if _EXITING
+            else "the Trainer was dropped (garbage collected) while it trained"
+        )
     step = opened.events.last.get("step", 0) if opened.events is not None else 0
     dead = [p for p in opened.peers or [] if p["rank"] != 0 and gone(p)]
-    error = f"{why}: the Trainer did not reach on_train_end (step {step})"
+    if tb is None:
+        error = f"{why}: the Trainer did not reach on_train_end (step {step})"
+    else:  # the exception that left train(), as wb.train records one
+        error = f"{why} (in train(), at step {step})"
     if dead:
         error = f"{_named(dead)} died; {error}"
     with contextlib.suppress(OSError):  # the run directory may be gone (a temporary one)
-        opened.finish(_State(step), "failed", error, dead[0]["rank"] if dead else None)
+        opened.finish(_State(step), "failed", error, dead[0]["rank"] if dead else None, tb)
+
+
+# An exception that leaves trainer.train() is seen by the code that called train(), not by a
+# callback: the Trainer calls none on an error. The attachment neither wraps nor patches the
+# user's Trainer (wb.callback() never holds it), so it reads the exception where the process
+# reports it as unhandled: sys.excepthook (a script, a torchrun worker), threading.excepthook
+# (training in a thread) and IPython's post_run_cell event (a notebook's cell). An exception
+# the user catches stays theirs (they may retry): the run then ends at the next train(), or
+# as the Trainer is dropped. Each hook chains to the one it replaced and does nothing when no
+# run is open; each is put back in place if something (pytest, say) installed its own since.
+def _watch() -> None:
+    """Install the hooks below (again, where replaced since)."""
+    global _EXITING_HOOKED
+    if not getattr(sys.excepthook, "_workbench", False):
+        sys.excepthook = _chain(sys.excepthook, lambda kind, e, tb: (e, threading.main_thread()))
+    if not getattr(threading.excepthook, "_workbench", False):
+        threading.excepthook = _chain(
+            threading.excepthook, lambda args: (args.exc_value, args.thread)
+        )
+    if not _EXITING_HOOKED:  # after weakref.finalize's own exit hook: atexit runs it first
+        _EXITING_HOOKED = True
+        atexit.register(_exiting)
+    with contextlib.suppress(ImportError):
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is not None and _cell_ran not in shell.events.callbacks["post_run_cell"]:
+            shell.events.register("post_run_cell", _cell_ran)
+
+
+_EXITING_HOOKED = False
+
+
+def _exiting() -> None:
+    global _EXITING
+    _EXITING = True
+
+
+def _chain(previous, read):
+    """An exception hook that ends the runs ``read(*args)``'s exception left, then calls
+    ``previous``."""
+
+    def hook(*args):
+        with contextlib.suppress(Exception):  # the report of the error itself must go on
+            _uncaught(*read(*args))
+        previous(*args)
+
+    hook._workbench = True
+    return hook
+
+
+def _cell_ran(result) -> None:
+    """IPython's post_run_cell: a cell's unhandled exception (cells run in the main thread)."""
+    if result.error_in_exec is not None:
+        _uncaught(result.error_in_exec, threading.main_thread())
+
+
+def _uncaught(error: BaseException | None, thread) -> None:
+    """End, failed with ``error`` and its traceback, each run trained in ``thread`` that
+    ``error`` left (its Trainer's ``train()`` is in the traceback)."""
+    if error is None:
+        return
+    for attachment in list(_TRAINING):
+        if attachment._thread is thread and attachment._raised_through(error):
+            opened = attachment._open
+            device = opened.device if opened is not None else None
+            text = error_text(error, device) if device is not None else repr(error)
+            tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+            attachment._close(text, tb)
 
 
 def _orphaned(peers: list[dict], rank: int) -> None:

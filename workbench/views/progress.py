@@ -41,6 +41,7 @@ class TextProgress:
         self.run, self.stream = run, stream or sys.stderr
         self.last_draw = 0.0
         self.max_steps = None
+        self.ended = False
 
     def __call__(self, event: dict) -> None:
         if event.get("phase") == "job":  # a submitted run's job: the follower prints it
@@ -52,7 +53,10 @@ class TextProgress:
         if not final and now - self.last_draw < MIN_INTERVAL:
             return
         self.last_draw = now
-        end = "\n" if event.get("phase") == "end" else ""
+        if event.get("phase") == "end":
+            self.ended = True
+        # after the end (trainer.evaluate() once train() returned) nothing redraws the line
+        end = "\n" if self.ended else ""
         print(
             f"\r{line(self.run.name, event, self.max_steps)}\033[K",
             end=end,
