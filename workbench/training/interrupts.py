@@ -62,6 +62,10 @@ class Interrupts:
         )
 
     def __exit__(self, *exc):
+        # the handlers go back from the main thread only (signal.signal raises elsewhere): an
+        # attached run a garbage collection ends on another thread leaves them to the next run
+        if threading.current_thread() is not threading.main_thread():
+            return False
         if self.previous is not None:
             signal.signal(signal.SIGINT, self.previous)
         if self.previous_term is not None:
