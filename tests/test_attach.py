@@ -528,3 +528,51 @@ def test_an_evaluation_after_the_end_prints_a_whole_line():
         view(event)
     lines = out.getvalue().split("\n")
     assert lines[-1] == "" and "eval_loss 1.5" in lines[-2] and "completed" in lines[-3]
+
+
+SCRIPT_THAT_PRINTS = """
+import sys
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+import workbench as wb
+from test_attach import own_trainer
+
+trainer = own_trainer(Path({tmp!r}), max_steps=12, eval_strategy="no", **{kw!r})
+wb.attach(trainer, live="auto")  # a script: the text line
+trainer.train()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kw,dicts", [
+    # tqdm's bar (the Trainer's default in a terminal); the user asked for a log every 4 steps
+    ({"disable_tqdm": False, "logging_steps": 4}, 3),
+    ({"disable_tqdm": True, "logging_steps": 6}, 2),  # PrinterCallback prints the user's logs
+], ids=["bar", "printer"])
+def test_a_script_prints_only_the_logs_its_user_asked_for_and_whole_lines(tmp_path, kw, dicts):
+    """The attachment makes the Trainer log about 50 times a run for its dashboard:
+    transformers' printers print only the logs the user's arguments asked for. With tqdm's
+    bar, the attachment's text writes no \\r line into the bar, only its end, a whole line."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT_THAT_PRINTS.format(tests=str(Path(__file__).parent),
+                                                tmp=str(tmp_path), kw=kw))
+    env = {**os.environ, "WORKBENCH_RUNS": str(tmp_path / "runs")}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-3000:]
+    logs = re.findall(r"\{'loss': '?[\d.]+'?", said)
+    assert len(logs) == dicts, said[-3000:]
+    assert "'train_runtime'" in said, "the Trainer's own summary at the end is printed"
+    (path,) = wb.runs(tmp_path / "runs")["path"]
+    name = wb.Run.open(path).name
+    ours = [ln for ln in re.split(r"[\r\n]", said) if name in ln]
+    assert ours and ours[-1].replace("\x1b[K", "").endswith("completed"), ours
+    if not kw["disable_tqdm"]:
+        assert not re.search(rf"\r{re.escape(name)}", said), "no \\r line drawn into tqdm's bar"
+        assert re.search(rf"(^|\n){re.escape(name)} \| step 12/12 .*completed\n", said), said[-2000:]

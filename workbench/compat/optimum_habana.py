@@ -288,7 +288,8 @@ class GaudiTrainer(transformers.Trainer):
             preprocess_logits_for_metrics=preprocess_logits_for_metrics,
             **kwargs,
         )
-        _quiet(self)  # the dashboard shows what PrinterCallback would print as dicts
+        attachment = next(c for c in self.callback_handler.callbacks if isinstance(c, Attachment))
+        _quiet(self, attachment)  # the logs the dashboard adds are not printed as dicts
 
     def create_optimizer(self, model=None):
         """The Trainer's own, with the fused AdamW where the Gaudi config asks for it

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from ..backends.registry import device as pick_device
 from ..rundir import run as runs
@@ -109,6 +110,7 @@ class Attachment(TrainerCallback):
         self._agree: DistStop | None = None  # every rank's stop request, joined (torchrun)
         self._group = None  # the gloo group the stop requests are joined over
         self._cadence = 1
+        self._added_log: int | None = None  # the step whose log only the dashboard asked for
         self._marks: MarkStep | bool | None = None  # lazy mode's mark_step, once known
         self._in_training = False
         self._thread: threading.Thread | None = None  # the thread training began in (rank 0)
@@ -184,6 +186,7 @@ class Attachment(TrainerCallback):
                 run,
                 self.live,
                 background=threading.current_thread() is not threading.main_thread(),
+                text_bar=not args.disable_tqdm,  # the Trainer's tqdm bar draws the progress
             )
             opened = _Open(run, RunWriter(run).claim(), contextlib.ExitStack(), device)
             opened.writer.begin_on(device, size)
@@ -362,11 +365,24 @@ class Attachment(TrainerCallback):
     def on_step_end(self, args, state, control, **kw):
         if not self._training():
             return control
+        # what the user's arguments decided (DefaultFlowCallback comes first in the list)
+        asked = control.should_log
         if self._agree is not None:  # every rank, every step: the same stop decision
             self._agree.on_step_end(args, state, control)
         if state.global_step % self._cadence == 0:
             control.should_log = True  # the view's cadence (the same on every rank)
-        return self.events.on_step_end(args, state, control, **kw)
+        control = self.events.on_step_end(args, state, control, **kw)
+        self._added_log = state.global_step if control.should_log and not asked else None
+        return control
+
+    def added(self, state, logs) -> bool:
+        """Whether ``logs`` is a training log this attachment added for its dashboard, one
+        the user's logging arguments did not ask for (``quiet``'s printers skip it)."""
+        return (
+            self._added_log == state.global_step
+            and "loss" in (logs or {})
+            and not any(k.startswith("eval_") for k in logs)
+        )
 
     def on_log(self, args, state, control, logs=None, **kw):
         if self._training():
@@ -668,13 +684,41 @@ def _collate_fn(loader):
     return getattr(getattr(loader, "base_dataloader", loader), "collate_fn", None)
 
 
-def quiet(trainer) -> None:
-    """Take transformers' PrinterCallback off ``trainer``, as ``wb.train`` does: it prints
-    every log as a dict, and the attachment logs about 50 times a run for its dashboard
-    (which shows the same figures). Through the Trainer's public ``remove_callback``."""
-    from transformers.trainer_callback import PrinterCallback
+class _UsersLogs:
+    """transformers' log printer (tqdm's bar writing each log as a dict, or the printer that
+    replaces it with ``disable_tqdm``), printing the logs the user's arguments asked for and
+    not the ones the attachment adds for its dashboard (about 50 a run)."""
 
-    trainer.remove_callback(PrinterCallback)
+    def __init__(self, attachment, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._attachment = weakref.ref(attachment)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        attachment = self._attachment()
+        if attachment is not None and attachment.added(state, logs):
+            return None
+        return super().on_log(args, state, control, logs=logs, **kwargs)
+
+
+class _Bar(_UsersLogs, ProgressCallback):
+    pass
+
+
+class _Printer(_UsersLogs, PrinterCallback):
+    pass
+
+
+def quiet(trainer, attachment: Attachment) -> None:
+    """Swap ``trainer``'s log printer (``ProgressCallback``, or ``PrinterCallback`` with
+    ``disable_tqdm``) for one that leaves out the logs ``attachment`` added: a held Trainer
+    only (``wb.attach``, ``GaudiTrainer``). Through the Trainer's public ``remove_callback``
+    and ``add_callback``; the bar's ``max_str_len`` kept."""
+    for kind, ours in ((ProgressCallback, _Bar), (PrinterCallback, _Printer)):
+        found = next((c for c in trainer.callback_handler.callbacks if type(c) is kind), None)
+        if found is not None:
+            trainer.remove_callback(found)
+            extra = {"max_str_len": found.max_str_len} if kind is ProgressCallback else {}
+            trainer.add_callback(ours(attachment, **extra))
 
 
 def _device_of(args):
@@ -749,5 +793,5 @@ def attach(
         trainer=trainer,
     )
     trainer.add_callback(attachment)
-    quiet(trainer)
+    quiet(trainer, attachment)
     return attachment

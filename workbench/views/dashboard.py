@@ -393,15 +393,18 @@ def _nan(v: Any) -> float:
     return float("nan") if v is None else float(v)
 
 
-def attach(run, live: str | bool = "auto", background: bool = False) -> Dashboard | None:
+def attach(
+    run, live: str | bool = "auto", background: bool = False, text_bar: bool = False
+) -> Dashboard | None:
     """Give ``run`` one fresh display (a resumed run gets one, not two): ``live(run)`` for a
-    callable, else the live widget, static picture or text line; the Dashboard, if any."""
+    callable, else the live widget, static picture or text line (``text_bar``: a tqdm bar
+    shows the progress, the text gives whole lines only); the Dashboard, if any."""
     run.log.subscribers.clear()
     mode = "off" if callable(live) else frontend(live)
     if callable(live):
         live(run)  # a display of the caller's own: it subscribes itself
     elif mode == "text":
-        run.subscribe(TextProgress(run))
+        run.subscribe(TextProgress(run, bar=text_bar))
     if mode in ("off", "text"):
         return None
     dash = Dashboard(run, mode=mode, blocking=not background)

@@ -37,8 +37,12 @@ def line(name: str, event: dict, max_steps) -> str:
 
 
 class TextProgress:
-    def __init__(self, run, stream=None):
-        self.run, self.stream = run, stream or sys.stderr
+    """``bar``: another progress bar owns the line (tqdm's, drawn by the Trainer a user
+    attached): then only the end and evaluations are written, each a whole line through
+    ``tqdm.write`` (which lifts the bar and draws it again below), never a ``\\r`` line."""
+
+    def __init__(self, run, stream=None, bar: bool = False):
+        self.run, self.stream, self.bar = run, stream or sys.stderr, bar
         self.last_draw = 0.0
         self.max_steps = None
         self.ended = False
@@ -49,6 +53,12 @@ class TextProgress:
         if event.get("phase") == "start":
             self.max_steps = event.get("max_steps")
         final = event.get("phase") in ("end", "eval")
+        if self.bar:
+            if final:
+                from tqdm.auto import tqdm  # transformers' own progress bars
+
+                tqdm.write(line(self.run.name, event, self.max_steps), file=self.stream)
+            return
         now = time.monotonic()
         if not final and now - self.last_draw < MIN_INTERVAL:
             return
