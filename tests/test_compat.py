@@ -68,7 +68,7 @@ def test_every_121_field_is_in_the_mapping_and_the_docs_table():
 # with dataclasses.fields(transformers.Seq2SeqTrainingArguments), the scripts' own fields left
 # out. The scripts' own ModelArguments.use_cache is now a transformers field (CHANGED).
 OH_REMOVED_FIELDS = ["overwrite_output_dir", "warmup_ratio", "use_legacy_prediction_loop",
-                     "save_safetensors", "group_by_length"]
+                     "save_safetensors", "group_by_length", "push_to_hub_model_id"]
 
 
 @pytest.mark.policy
@@ -507,6 +507,17 @@ def test_readme_warmup_ratio_and_group_by_length_map_onto_transformers_5(tmp_pat
     with pytest.raises(ValueError, match="group_by_length=True and train_sampling_strategy"):
         oh.GaudiTrainingArguments(output_dir=str(tmp_path / "o"), group_by_length=True,
                                   train_sampling_strategy="sequential")
+
+
+def test_readme_push_to_hub_model_id_is_hub_model_id(tmp_path):
+    """examples/image-classification/README.md: ``--push_to_hub --push_to_hub_model_id``."""
+    argv = ["--model_name_or_path", "vit", "--output_dir", str(tmp_path / "o"),
+            "--push_to_hub", "--push_to_hub_model_id", "me/vit-beans"]
+    args, _ = _parse(oh.GaudiTrainingArguments, argv)
+    assert args.hub_model_id == "me/vit-beans" and args.push_to_hub
+    with pytest.raises(ValueError, match="pass only hub_model_id"):
+        oh.GaudiTrainingArguments(output_dir=str(tmp_path / "o"),
+                                  push_to_hub_model_id="me/a", hub_model_id="me/b")
 
 
 def _notices(name, caught):

@@ -273,6 +273,10 @@ REMOVED = {
         MAPPED,
         "train_sampling_strategy='group_by_length', transformers 5's name for it",
     ),
+    # passed by examples/image-classification/README.md's push-to-hub command
+    "push_to_hub_model_id": Field(
+        str | None, None, MAPPED, "hub_model_id, transformers 5's name for it"
+    ),
 }
 
 # transformers 5 fields whose default changes what Optimum Habana's scripts did: kept at the

@@ -109,6 +109,14 @@ def _map_removed(self) -> None:
                 f"train_sampling_strategy='group_by_length' in transformers 5; pass one"
             )
         self.train_sampling_strategy = "group_by_length"
+    if self.push_to_hub_model_id is not None:
+        if self.hub_model_id not in (None, self.push_to_hub_model_id):
+            raise ValueError(
+                f"push_to_hub_model_id={self.push_to_hub_model_id!r} and hub_model_id="
+                f"{self.hub_model_id!r}: push_to_hub_model_id is hub_model_id in "
+                f"transformers 5; pass only hub_model_id"
+            )
+        self.hub_model_id = self.push_to_hub_model_id
     for name in _SET_BACK:
         setattr(self, name, REMOVED[name].default)
     # the scripts' own line: use_cache=False if gradient_checkpointing else use_cache
