@@ -62,6 +62,29 @@ def test_every_121_field_is_in_the_mapping_and_the_docs_table():
         == (1e-6, True, 230), "Optimum Habana's defaults, not transformers'"
 
 
+# transformers 4.55 TrainingArguments fields that Optimum Habana's examples pass in their
+# README commands or read in their scripts (1d8504c6c: examples/**/README.md, examples/**/*.py)
+# and transformers 5 removed; found by comparing their --flags and training_args.X / args.X
+# with dataclasses.fields(transformers.Seq2SeqTrainingArguments), the scripts' own fields left
+# out. The scripts' own ModelArguments.use_cache is now a transformers field (CHANGED).
+OH_REMOVED_FIELDS = ["overwrite_output_dir", "warmup_ratio", "use_legacy_prediction_loop",
+                     "save_safetensors", "group_by_length", "push_to_hub_model_id"]
+
+
+@pytest.mark.policy
+def test_every_removed_field_the_scripts_use_is_absorbed_and_in_the_docs_table():
+    import transformers
+
+    ta5 = {f.name for f in dataclasses.fields(transformers.Seq2SeqTrainingArguments)}
+    assert not set(OH_REMOVED_FIELDS) & ta5, "removed in transformers 5"
+    assert set(OH_REMOVED_FIELDS) == set(oh.REMOVED) and set(oh.CHANGED) == {"use_cache"}
+    fields = {f.name: f.default for f in dataclasses.fields(oh.GaudiSeq2SeqTrainingArguments)}
+    rows = dict(re.findall(r"^\| `(\w+)` \| [^|]* \| (\w+) \|", DOCS.read_text(), re.M))
+    for name, f in {**oh.REMOVED, **oh.CHANGED}.items():
+        assert fields[name] == f.default, f"{name} keeps the default the scripts had"
+        assert rows.get(name) == f.how, f"docs/optimum-habana.md's table: {name} {f.how}"
+
+
 def _config_dir(tmp_path, config) -> Path:
     folder = tmp_path / "gaudi"
     folder.mkdir(exist_ok=True)
@@ -463,3 +486,116 @@ def test_seq2seq_with_fused_adam_trains_on_the_emulated_gaudi(on_hpu):
         out["status"] = wb.Run.open(wb.runs().loc[0, "path"]).status
     """)
     assert out == {"optimizer": "FusedAdamW", "device": "hpu:0", "status": "completed"}, out
+
+
+# ------------------------------------------------------------ issue 54: the removed fields
+def test_readme_warmup_ratio_and_group_by_length_map_onto_transformers_5(tmp_path):
+    """``--warmup_ratio 0.03`` (examples/language-modeling/README.md) is transformers 5's
+    ``warmup_steps=0.03`` (below 1: a ratio); ``group_by_length`` its sampling strategy."""
+    argv = ["--model_name_or_path", "gpt2", "--output_dir", str(tmp_path / "o"),
+            "--use_habana", "--warmup_ratio", "0.03", "--group_by_length"]
+    args, said = _parse(oh.GaudiTrainingArguments, argv)
+    assert args.warmup_steps == 0.03 and args.get_warmup_steps(1000) == 30
+    assert args.warmup_ratio == 0.03, "scripts may still read it"
+    assert args.train_sampling_strategy == "group_by_length" and args.group_by_length
+    assert not [s for s in said if "warmup" in s or "group_by_length" in s], "mapped silently"
+    with pytest.raises(ValueError, match=r"warmup_ratio=0\.1 and warmup_steps=10 .*pass only one"):
+        oh.GaudiTrainingArguments(output_dir=str(tmp_path / "o"), warmup_ratio=0.1,
+                                  warmup_steps=10)
+    with pytest.raises(ValueError, match=r"warmup_ratio=1\.0: .*warmup_steps=<a number"):
+        oh.GaudiTrainingArguments(output_dir=str(tmp_path / "o"), warmup_ratio=1.0)
+    with pytest.raises(ValueError, match="group_by_length=True and train_sampling_strategy"):
+        oh.GaudiTrainingArguments(output_dir=str(tmp_path / "o"), group_by_length=True,
+                                  train_sampling_strategy="sequential")
+
+
+def test_readme_push_to_hub_model_id_is_hub_model_id(tmp_path):
+    """examples/image-classification/README.md: ``--push_to_hub --push_to_hub_model_id``."""
+    argv = ["--model_name_or_path", "vit", "--output_dir", str(tmp_path / "o"),
+            "--push_to_hub", "--push_to_hub_model_id", "me/vit-beans"]
+    args, _ = _parse(oh.GaudiTrainingArguments, argv)
+    assert args.hub_model_id == "me/vit-beans" and args.push_to_hub
+    with pytest.raises(ValueError, match="pass only hub_model_id"):
+        oh.GaudiTrainingArguments(output_dir=str(tmp_path / "o"),
+                                  push_to_hub_model_id="me/a", hub_model_id="me/b")
+
+
+def _notices(name, caught):
+    """The notices about one field, among caught warnings or their messages."""
+    return [str(getattr(w, "message", w)) for w in caught
+            if str(getattr(w, "message", w)).startswith(name)]
+
+
+def test_trainer_qa_picks_evaluation_loop_with_use_legacy_prediction_loop(tmp_path):
+    """examples/question-answering/trainer_qa.py's line, ``self.prediction_loop if
+    self.args.use_legacy_prediction_loop else self.evaluation_loop``: transformers 5 has no
+    prediction_loop; the flag on the command line says so once and the line picks
+    evaluation_loop."""
+    argv = ["--model_name_or_path", "bert-base-uncased", "--output_dir", str(tmp_path / "o"),
+            "--use_legacy_prediction_loop", "--report_to", "none"]
+    args, said = _parse(oh.GaudiTrainingArguments, argv)
+    (said,) = _notices("use_legacy_prediction_loop", said)
+    assert "only evaluation_loop" in said and args.use_legacy_prediction_loop is False
+    model, tok, data, _ = own_parts()
+    trainer = QuestionAnsweringTrainer(model=model, args=args, eval_dataset=data["eval"],
+                                       processing_class=tok)
+    eval_loop = (trainer.prediction_loop if trainer.args.use_legacy_prediction_loop
+                 else trainer.evaluation_loop)
+    output = eval_loop(trainer.get_eval_dataloader(), description="Evaluation")
+    assert output.num_samples == len(data["eval"]) and "eval_loss" in output.metrics
+
+
+def test_save_safetensors_false_says_so_and_saves_safetensors(tmp_path):
+    """examples/language-modeling/run_multitask_prompt_tuning.py sets
+    ``training_args.save_safetensors = False`` before building its trainer: transformers 5
+    always writes safetensors, so one notice; given on the command line, one notice and the
+    field reads what happens."""
+    argv = ["--model_name_or_path", "bert-base-uncased", "--output_dir", str(tmp_path / "o"),
+            "--save_safetensors", "False", "--report_to", "none", "--save_strategy", "no"]
+    args, said = _parse(oh.GaudiTrainingArguments, argv)
+    assert len(_notices("save_safetensors", said)) == 1 and args.save_safetensors is True
+    args.save_safetensors = False  # run_multitask_prompt_tuning.py's line
+    model, tok, data, _ = own_parts()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer = oh.GaudiTrainer(model=model, args=args, train_dataset=data["train"],
+                                  processing_class=tok)
+        trainer.save_model()
+    (said,) = _notices("save_safetensors", caught)
+    assert "always saves safetensors" in said
+    assert (tmp_path / "o" / "model.safetensors").exists()
+
+
+@pytest.mark.parametrize("checkpointing, saved", [([], True), (["--gradient_checkpointing"],
+                                                                False)])
+def test_a_run_clm_shaped_run_saves_use_cache_as_optimum_habana_did(tmp_path, checkpointing,
+                                                                       saved):
+    """run_clm.py with the migration page's use_cache edit (its own field deleted, the config
+    built with ``training_args.use_cache``): the saved config.json reads use_cache: true, as
+    Optimum Habana's run wrote (its field defaulted to True), false under gradient
+    checkpointing (the script's own ``False if gradient_checkpointing``); transformers 5's
+    default (False), which its Trainer writes into the model's config, would save false."""
+    import torch
+    import transformers
+
+    fields = [(f.name, f.type, f) for f in dataclasses.fields(ClmModelArguments)
+              if f.name != "use_cache"]
+    fixed = dataclasses.make_dataclass("ModelArguments", fields)
+    argv = ["--model_name_or_path", "gpt2", "--output_dir", str(tmp_path / "out"),
+            "--use_habana", "--max_steps", "1", "--per_device_train_batch_size", "2",
+            "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "True",
+            *checkpointing]
+    _, _, training_args = _parser(fixed, ClmDataArguments, oh.GaudiTrainingArguments
+                                  ).parse_args_into_dataclasses(argv)
+    # run_clm.py's config_kwargs, with the edit
+    use_cache = False if training_args.gradient_checkpointing else training_args.use_cache
+    config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=1,
+                                     n_head=2, use_cache=use_cache)
+    ids = torch.arange(16) % 64
+    rows = [{"input_ids": ids, "labels": ids} for _ in range(4)]
+    trainer = oh.GaudiTrainer(model=transformers.GPT2LMHeadModel(config), args=training_args,
+                              train_dataset=rows)
+    trainer.train()
+    trainer.save_model()
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert written["use_cache"] is saved

@@ -62,7 +62,8 @@ def command(kind: str, files: dict[str, str], out: str, steps: int = 4,
             "--output_dir", out, "--use_habana", "--use_lazy_mode", lazy,
             "--gaudi_config_name", files["gaudi"], "--throughput_warmup_steps", "1",
             "--max_steps", str(steps), "--report_to", "none", "--bf16"]
-    args += ["--max_seq_length", "32"] if kind == "glue" else ["--block_size", "32"]
+    args += (["--max_seq_length", "32"] if kind == "glue"
+             else ["--block_size", "32", "--warmup_ratio", "0.25"])  # run_clm's README passes it
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
             "2", str(SCRIPTS / f"run_{kind}_shaped.py"), *args]
 
@@ -91,6 +92,9 @@ def test_the_scripts_train_and_evaluate_on_two_cpu_ranks(tmp_path, kind):
     else:
         assert run.spec["model"]["task"] == "causal_lm"
         assert run.summary["eval"]["perplexity"] == pytest.approx(ranks[0]["perplexity"])
+        assert run.spec["training_arguments"]["warmup_steps"] == 0.25, "warmup_ratio, mapped"
+        # the use_cache edit keeps what Optimum Habana's run_clm.py saved (its field: True)
+        assert json.loads((out / "config.json").read_text())["use_cache"] is True
 
 
 def test_run_glue_shaped_on_two_emulated_gaudi_cards(on_hpu, tmp_path):

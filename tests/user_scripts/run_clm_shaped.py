@@ -90,6 +90,7 @@ def main():
     )
     if training_args.do_train:
         trainer.train()
+        trainer.save_model()  # as run_clm.py does
     metrics = {}
     if training_args.do_eval:
         metrics = trainer.evaluate()

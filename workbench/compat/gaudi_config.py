@@ -1,8 +1,9 @@
 """Optimum Habana 1.21's configuration, as the workbench reads it: every field Optimum Habana
-added to ``TrainingArguments`` (``FIELDS``, and ``REMOVED``: transformers 4.55's fields its
-scripts still pass) and to ``gaudi_config.json`` (``CONFIG_FIELDS``, read by ``GaudiConfig``),
-each with what the workbench makes of it (mapped, warned or refused, and why); ``table()``
-is the docs' table of them. ``optimum_habana`` (the arguments and the Trainer) reads these.
+added to ``TrainingArguments`` (``FIELDS``; ``REMOVED``: transformers 4.55's fields its
+scripts still pass or read; ``CHANGED``: transformers 5 fields kept at the scripts' value)
+and to ``gaudi_config.json`` (``CONFIG_FIELDS``, read by ``GaudiConfig``), each with what
+the workbench makes of it (mapped, warned or refused, and why); ``table()`` is the docs'
+table of them. ``optimum_habana`` (the arguments and the Trainer) reads these.
 
 Facts from huggingface/optimum-habana at 1d8504c6c (version 1.21.0.dev0):
 optimum/habana/transformers/training_args.py (the fields and their defaults) and
@@ -229,14 +230,70 @@ FIELDS: dict[str, Field] = {
     ),
 }
 
-# transformers 4.55 fields that Optimum Habana's example scripts pass and transformers 5 dropped
+# transformers 4.55 fields that Optimum Habana's example scripts pass (README commands) or
+# read (training_args.X), and transformers 5 dropped; at their 4.55 defaults. Found in
+# huggingface/optimum-habana@1d8504c6c:examples/**/README.md and examples/**/*.py
 REMOVED = {
     "overwrite_output_dir": Field(
         bool,
         False,
         WARNED,
         "dropped by transformers 5: the Trainer writes into output_dir as it is",
-    )
+    ),
+    # passed by the language-modeling, audio-classification and trl READMEs;
+    # transformers@5.24.0:src/transformers/training_args.py: warmup_steps is a float, a
+    # ratio of the training steps below 1 (get_warmup_steps)
+    "warmup_ratio": Field(
+        float,
+        0.0,
+        MAPPED,
+        "warmup_steps=<the ratio>: transformers 5's warmup_steps below 1 is a ratio of the "
+        "training steps",
+    ),
+    # read by examples/question-answering/trainer_qa.py and trainer_seq2seq_qa.py to choose
+    # self.prediction_loop, which transformers 5's Trainer no longer has
+    "use_legacy_prediction_loop": Field(
+        bool,
+        False,
+        WARNED,
+        "transformers 5's Trainer has only evaluation_loop: it is used (the field is set "
+        "back to False)",
+    ),
+    # set to False by examples/language-modeling/run_multitask_prompt_tuning.py
+    "save_safetensors": Field(
+        bool,
+        True,
+        WARNED,
+        "transformers 5 always saves safetensors",
+    ),
+    # read by examples/contrastive-image-text/habana_dataloader_trainer.py and trl/sft.py
+    "group_by_length": Field(
+        bool,
+        False,
+        MAPPED,
+        "train_sampling_strategy='group_by_length', transformers 5's name for it",
+    ),
+    # passed by examples/image-classification/README.md's push-to-hub command
+    "push_to_hub_model_id": Field(
+        str | None, None, MAPPED, "hub_model_id, transformers 5's name for it"
+    ),
+}
+
+# transformers 5 fields whose default changes what Optimum Habana's scripts did: kept at the
+# scripts' value. use_cache was the scripts' own ModelArguments field (default True, False
+# under gradient checkpointing; examples/language-modeling/run_clm.py and 7 more), put in
+# the model's config; transformers 5's TrainingArguments.use_cache (default False) now
+# clashes with it, and its Trainer writes it into model.config.use_cache
+# (transformers@5.24.0:src/transformers/trainer.py, "Finalize"), so a saved config.json
+# would read use_cache: false where Optimum Habana's read true
+CHANGED = {
+    "use_cache": Field(
+        bool,
+        True,
+        MAPPED,
+        "model.config.use_cache, as the scripts' own field was: True (Optimum Habana's "
+        "scripts' default, not transformers 5's False), False under gradient_checkpointing",
+    ),
 }
 
 # The fields of gaudi_config.json (GaudiConfig), from gaudi_configuration.py
@@ -473,7 +530,7 @@ def table() -> list[dict[str, str]]:
     """Every field, its Optimum Habana default and what it becomes (the docs table)."""
     rows = [
         {"field": n, "default": repr(f.default), "how": f.how, "what": f.what, "of": "args"}
-        for n, f in {**FIELDS, **REMOVED}.items()
+        for n, f in {**FIELDS, **REMOVED, **CHANGED}.items()
     ]
     rows += [
         {

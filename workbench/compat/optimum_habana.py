@@ -10,7 +10,9 @@ defaults, so ``HfArgumentParser`` reads the example scripts' command lines as be
 field is mapped onto transformers 5 and the workbench, or refused or warned about with the
 reason and the replacement: ``FIELDS`` says which (``gaudi_config``, with ``GaudiConfig``:
 both are served from here too), and docs/optimum-habana.md shows it as a table (a test
-checks both against 1.21's source). ``GaudiTrainer`` (and
+checks both against 1.21's source). The transformers 4.55 fields its examples still pass or
+read (``REMOVED``: ``warmup_ratio`` becomes ``warmup_steps``, ...) are there too, and
+``use_cache`` at the scripts' own default, True (``CHANGED``). ``GaudiTrainer`` (and
 ``GaudiSeq2SeqTrainer``) is a small ``transformers.Trainer`` subclass: its constructor
 takes Optimum Habana's argument order, applies the Gaudi config and adds the workbench's
 callback; it overrides only ``create_optimizer`` (the fused AdamW) and ``save_model`` (the
@@ -40,6 +42,7 @@ from ..training.attachment import quiet as _quiet
 from ..training.trainer import fused_optimizer
 from .callers import notice
 from .gaudi_config import (
+    CHANGED,
     CONFIG_FIELDS,
     FIELDS,
     GAUDI_CONFIG_NAME,
@@ -53,6 +56,7 @@ from .gaudi_config import (
 )
 
 __all__ = [  # what scripts import from here (Optimum Habana's names), and the field tables
+    "CHANGED",
     "CONFIG_FIELDS",
     "FIELDS",
     "GAUDI_CONFIG_NAME",
@@ -75,6 +79,54 @@ __all__ = [  # what scripts import from here (Optimum Habana's names), and the f
 
 
 # --------------------------------------------------------------------------- the arguments
+# removed fields transformers 5 cannot honour, whose value a script reads: said once (by
+# _check), then set back, in __post_init__, to what runs (trainer_qa.py picks
+# self.prediction_loop, which transformers 5's Trainer lacks, on use_legacy_prediction_loop)
+_SET_BACK = ("use_legacy_prediction_loop", "save_safetensors")
+
+
+def _map_removed(self) -> None:
+    """In ``__post_init__``: the removed fields that have a transformers 5 counterpart, set
+    on it; the ones it cannot honour set back; use_cache as Optimum Habana's scripts set it."""
+    if self.warmup_ratio:
+        if self.warmup_steps:
+            raise ValueError(
+                f"warmup_ratio={self.warmup_ratio!r} and warmup_steps={self.warmup_steps!r} "
+                f"are one field in transformers 5 (warmup_steps below 1 is a ratio): pass "
+                f"only one, e.g. warmup_steps={self.warmup_ratio!r} for the ratio"
+            )
+        if not 0 < self.warmup_ratio < 1:
+            raise ValueError(
+                f"warmup_ratio={self.warmup_ratio!r}: a ratio is in [0, 1) on transformers 5 "
+                f"(warmup_steps below 1); for more, pass warmup_steps=<a number of steps>"
+            )
+        self.warmup_steps = self.warmup_ratio
+    if self.group_by_length:
+        if self.train_sampling_strategy not in ("random", "group_by_length"):
+            raise ValueError(
+                f"group_by_length=True and train_sampling_strategy="
+                f"{self.train_sampling_strategy!r}: group_by_length is "
+                f"train_sampling_strategy='group_by_length' in transformers 5; pass one"
+            )
+        self.train_sampling_strategy = "group_by_length"
+    if self.push_to_hub_model_id is not None:
+        if self.hub_model_id not in (None, self.push_to_hub_model_id):
+            raise ValueError(
+                f"push_to_hub_model_id={self.push_to_hub_model_id!r} and hub_model_id="
+                f"{self.hub_model_id!r}: push_to_hub_model_id is hub_model_id in "
+                f"transformers 5; pass only hub_model_id"
+            )
+        self.hub_model_id = self.push_to_hub_model_id
+    for name in _SET_BACK:
+        setattr(self, name, REMOVED[name].default)
+    # the scripts' own line: use_cache=False if gradient_checkpointing else use_cache
+    # (gradient_checkpointing is activation_checkpointing's alias in transformers 5, resolved
+    # by its __post_init__, which runs after this)
+    checkpointing = self.activation_checkpointing
+    if checkpointing if checkpointing is not None else self.gradient_checkpointing:
+        self.use_cache = False
+
+
 def _check(args) -> None:
     """Refuse or warn about the fields set away from Optimum Habana's defaults, with why."""
     for name, f in {**FIELDS, **REMOVED}.items():
@@ -104,6 +156,7 @@ def _check(args) -> None:
 def _prepare(self) -> None:
     """Check Optimum Habana's fields and apply those that must come before the device is set."""
     _check(self)
+    _map_removed(self)
     self.gaudi_config = None
     if self.gaudi_config_name is not None:
         self.gaudi_config = GaudiConfig.from_pretrained(self.gaudi_config_name)
@@ -156,7 +209,8 @@ def _prepare(self) -> None:
 
 def _arguments_class(name: str, base: type) -> type:
     fields = [
-        (n, f.type, dataclasses.field(default=f.default)) for n, f in {**FIELDS, **REMOVED}.items()
+        (n, f.type, dataclasses.field(default=f.default))
+        for n, f in {**FIELDS, **REMOVED, **CHANGED}.items()
     ]
 
     def __post_init__(self):
@@ -209,6 +263,11 @@ def _setup(trainer, model, gaudi_config, args, callbacks, optimizers, optimizer_
             f"args must be GaudiTrainingArguments (this module's), got "
             f"{type(args).__name__}; or use transformers.Trainer with "
             f"wb.training_args(...)"
+        )
+    if args.save_safetensors is not True:  # run_multitask_prompt_tuning.py sets it here
+        notice(
+            f"save_safetensors={args.save_safetensors!r} is ignored on transformers 5: "
+            f"{REMOVED['save_safetensors'].what}"
         )
     config = gaudi_config or args.gaudi_config or GaudiConfig()
     if config.use_torch_autocast and not args.bf16 and not args.deepspeed:
