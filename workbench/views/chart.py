@@ -427,7 +427,8 @@ def render_eval_table(events: list[dict]) -> str:
 
 def step_counts(c: dict) -> str:
     """'0 CPU fallbacks, 0 recompiles, 0 graph breaks over 12 steps' (what the device counts:
-    the parts it cannot are left out); fallback ops by name after the counts."""
+    the parts it cannot are left out); fallback ops by name after the counts. A run that ended
+    within warm-up, and a device that counts none of these, say so instead."""
     parts = [
         f"{c[key]} {label}"
         for key, label in (
@@ -438,7 +439,11 @@ def step_counts(c: dict) -> str:
         )
         if c.get(key) is not None
     ]
-    text = ", ".join(parts) or "-"
+    if c.get("steps") == 0:  # a run that ended within warm-up: nothing after it to count
+        return "no steps after warm-up: the run ended within it"
+    if not parts:  # a CPU counts none of these
+        return "-" if c.get("steps") is None else f"not counted on this device ({c['steps']} steps)"
+    text = ", ".join(parts)
     if c.get("steps") is not None:
         text += f" over {c['steps']} steps"
     ops = c.get("fallback_ops") or {}
