@@ -348,7 +348,8 @@ def _draw(
         if panel.get("zero") and top > 0:
             ax.set_ylim(0, top * (1 + spec["y"]["pad"]))  # the highest point clear of the frame
     ax.yaxis.set_major_formatter(number)
-    ax.xaxis.set_major_locator(MaxNLocator(nbins=6, steps=steps, integer=True))
+    whole = "step" in spec["x"]["whole"]  # this picture's x axis is the step
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=6, steps=steps, integer=whole))
     ax.xaxis.set_major_formatter(number)
     shade = bool(panel.get("warmup") and warmup_steps)
     if shade:
