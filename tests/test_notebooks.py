@@ -35,7 +35,7 @@ CHECKS = {
     and r["lora_targets"] == ["k_proj", "o_proj", "q_proj", "v_proj"],
     "06_diffusion_unet": lambda r: r["status"] == "completed" and r["samples"] == 16 and r["vae_status"] == "completed"
     and r["sd_status"] == "completed" and r["prompts_sampled"] == 10 and 0 <= r["prompt_accuracy"] <= 1
-    and r["grid_steps"] == [10, 20]
+    and r["grid_steps"] == [5, 10]
     and r["reader_accuracy"] > 0.9,
     "07_multi_device": lambda r: r["status"] == "completed" and r["ranks_identical"] and r["world_size"] == 2
     and r["two_nodes_status"] == "completed" and r["two_nodes_identical"] and r["gaudi_nodes_device"] == "hpu",
