@@ -9,6 +9,8 @@ from __future__ import annotations
 import copy
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -72,6 +74,28 @@ def test_the_picture_draws_every_panel_and_series_of_the_spec():
     labels = {label for d in (drawn, images) for lines in d.values() for label, _ in lines}
     assert labels == {s["label"] for p in spec["panels"] for s in p["series"]}
 
+
+
+def test_a_step_axis_has_whole_ticks_in_both_renderers():
+    """Two steps into a run, the step axis ticks 0, 1, 2 (not 0.5, 1.5): both renderers read
+    the spec's x.whole. The live view's increments come from js/src/chart.js, run by node."""
+    assert chart.SPEC["x"]["whole"] == ["step"]
+    fig = chart.figure({"a": _events(n=2)})
+    for ax in (a for a in fig.axes if a.get_visible() and a.get_title()):
+        ax.figure.canvas.draw()
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert ticks and all(float(t).is_integer() for t in ticks), (ax.get_title(), ticks)
+    node = shutil.which("node")
+    if node is None or not any((d / "node_modules" / "uplot").exists() for d in (ROOT, ROOT / "js")):
+        pytest.skip("node and the js build's node_modules (make js) check the live view's ticks")
+    script = ("import {xIncrs} from './js/src/chart.js';"
+              f"const spec = {json.dumps(chart.SPEC)};"
+              "console.log(JSON.stringify([xIncrs(spec, 'step'), xIncrs(spec, 'time')]));")
+    out = subprocess.run([node, "--input-type=module", "-e", script], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    step, time = json.loads(out)
+    assert step and min(step) == 1 and all(float(v).is_integer() for v in step)
+    assert 0.5 in time and 0.2 in time, "a time axis keeps its fractional ticks"
 
 
 def changed_spec(spec: dict) -> dict:

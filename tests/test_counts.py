@@ -57,6 +57,12 @@ def test_the_table_words_say_what_was_counted():
     assert step_counts(counts) == "2 CPU fallbacks, 0 recompiles over 4 steps (aten::x x2)"
     html = render_table({"r": {"status": "completed", "after_warmup": counts}})
     assert "after warm-up" in html and "2 CPU fallbacks" in html
+    # a run that ended within warm-up has no steps after it (not "- over 0 steps"), and a CPU
+    # counts none of these
+    nothing = {"steps": 0, "cpu_fallbacks": None, "fallback_ops": None, "recompiles": None}
+    assert step_counts(nothing) == "no steps after warm-up: the run ended within it"
+    assert step_counts({**nothing, "steps": 147}) == "not counted on this device (147 steps)"
+    assert "over 0 steps" not in render_table({"r": {"status": "completed", "after_warmup": nothing}})
 
 
 DEVICE_COUNTS = """

@@ -39,11 +39,16 @@ _RUN_STEP_JS = (f"Number(document.querySelector(\"{RUNNING} .wbp-step\")?.textCo
                 ".match(/step (\\d+)/)?.[1] ?? -1)")
 
 
+# a real error's length: its first line, then the rest of the message (600 characters in all)
+CRASH = ("RuntimeError: CUDA error: device-side assert triggered\n"
+         + "CUDA kernel errors might be asynchronously reported at some other API call. " * 7)[:600]
+
+
 def _crashed_run(root, make_run) -> str:
     """A run that died with an error, as the writer leaves it (an old timestamp: listed last)."""
     path = make_run(root / "runs", "20200101-000000-gpt2-tiny-crashed", args={"max_steps": 50},
                     summary={"status": "failed", "ended": True, "step": 7, "max_steps": 50,
-                             "error": "RuntimeError: CUDA error: device-side assert triggered"})
+                             "error": CRASH})
     return f"runs/{path.name}"
 
 
@@ -85,7 +90,10 @@ def test_panel_shows_devices_and_runs_and_stops_a_run(tmp_path, make_run):
         failed = f"{PANEL} .wbp-run[data-path='{crashed}']"
         wait_ui(page, f"() => document.querySelector(\"{failed}\")?.dataset.status === 'failed'",
                 "the crashed run to be listed as failed", 60_000)
-        assert "device-side assert" in page.locator(f"{failed} .wbp-run-error").inner_text()
+        # its first line, the whole on hover (not 600 characters in a card)
+        error = page.locator(f"{failed} .wbp-run-error")
+        assert error.inner_text() == "RuntimeError: CUDA error: device-side assert triggered …"
+        assert error.get_attribute("title") == CRASH
         assert page.locator(f"{failed} .wbp-stop").is_hidden(), "an ended run has no Stop button"
 
         # A run started in the notebook shows up as running, its step rising.

@@ -898,3 +898,20 @@ def test_a_result_that_states_its_whole_run_is_checked_by_the_time_wb_plan_gives
     assert row.steady_error == pytest.approx(plan["tokens_per_s"] / 8 / row.published - 1, abs=1e-4)
     steady = accuracy[accuracy.measured_as == "steady rate"]
     assert len(steady) > 40 and (steady.error == steady.steady_error).all()
+
+
+def test_the_answer_for_a_model_far_from_every_reference_says_the_measured_error_does_not_cover_it():
+    """A 1.5M-parameter GPT-2 takes every chip's MFU from a model 84x to 1,048x its size: the
+    planner's error was measured on results planned from references of similar sizes, so the
+    answer says the order is an extrapolation instead of 'beyond the measured error'."""
+    tiny = wb.plan("gpt2-tiny", tokens=1e9, batch_size=8, seq_len=64, runs=NO_RUNS,
+                   devices=["Gaudi2", "H100", "H200"])
+    assert all(r["mfu_size_ratio"] > 4 for r in tiny.rows)
+    for answer in (tiny.fastest()["answer"], tiny.cheapest()["answer"]):
+        assert "beyond the measured error" not in answer
+        assert "measured error does not cover this model" in answer and "extrapolation" in answer
+        assert "Gaudi2, H100 SXM, H200 take their MFU from a model" in answer
+    # a model near its references keeps the plain verdict
+    near = wb.plan("llama-7b", tokens=1e9, batch_size=4, seq_len=2048, num_devices=8, runs=NO_RUNS,
+                   devices=["Gaudi2", "H100"], prices={"Gaudi2": 0.01})
+    assert near.cheapest()["answer"] == "Gaudi2 is cheapest, beyond the measured error of every other row"

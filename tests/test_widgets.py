@@ -42,6 +42,14 @@ def test_model_picker_follows_family_size_and_task():
     assert re.search(r"needs [\d.]+ GiB per device", p.summary.value)
     assert ("fits" in p.summary.value) and p.fits is not None
     assert "H100" in p.devices.value and "Gaudi2" in p.devices.value
+    # the line and the table name their precisions: "auto" is the detected device's own (fp32
+    # on a CPU) and bf16 on the accelerators; the line says when the table's differs
+    here = workbench.device().precision
+    assert f"GiB per device in {here}" in p.summary.value and "needs (bf16)" in p.devices.value
+    assert ("the table below: bf16" in p.summary.value) == (here != "bf16")
+    p.precision.value = "fp32"  # one precision asked for: the table's and the line's, named once
+    assert "needs (fp32)" in p.devices.value and "the table below" not in p.summary.value
+    p.precision.value = "auto"
     p.task.value = "classification"
     assert p.value.task == "classification" and p.plan.model == "gpt2-small"
     p.batch_size.value, p.precision.value = 4, "fp32"

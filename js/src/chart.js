@@ -38,6 +38,13 @@ function niceIncrs(steps) {
   return incrs;
 }
 
+export function xIncrs(spec, xKey) {
+  // the x axis's tick increments: whole ones on an axis of whole numbers (steps: no tick at
+  // step 0.5 early in a run), else those of every linear axis
+  const incrs = niceIncrs(spec.tick_steps);
+  return spec.x.whole.includes(xKey) ? incrs.filter((v) => v >= 1) : incrs;
+}
+
 export function fmt(x) {
   // a tick or legend value: short, and exact enough to tell neighbouring ticks apart
   if (x === null || x === undefined || !Number.isFinite(x)) return "–";
@@ -270,7 +277,7 @@ export class Chart {
         y: d.log ? { distr: 3, log: 10, range: yRange } : { range: yRange },
       },
       axes: [
-        { label: xLabel, incrs, size: 36, labelSize: 16, values: (u, splits) => splits.map(fmt) },
+        { label: xLabel, incrs: xIncrs(spec, o.xKey), size: 36, labelSize: 16, values: (u, splits) => splits.map(fmt) },
         { label: yLabel(panel, specs), incrs, size: 56, labelSize: 16,
           values: (u, splits) => splits.map((v) => (v === null ? "" : fmt(v))),
           ...(d.log ? { filter: logTicks, grid: { filter: logTicks }, ticks: { filter: logTicks } } : {}) },

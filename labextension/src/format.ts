@@ -126,3 +126,11 @@ export function el<K extends keyof HTMLElementTagNameMap>(
   }
   return e;
 }
+
+/** A run's error as a card shows it: its first line, cut to `max` characters with "…" where
+ *  anything was left out (the whole text goes in the element's title, shown on hover). */
+export function firstLine(text: string, max = 120): string {
+  const line = text.trim().split('\n', 1)[0].trim();
+  const cut = line.length > max ? `${line.slice(0, max - 1).trimEnd()}…` : line;
+  return cut !== text.trim() && !cut.endsWith('…') ? `${cut} …` : cut;
+}

@@ -5,7 +5,9 @@ import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
 import { api, ICard, ICardHolder, IDevice, IRun } from './api';
-import { drawSparkline, el, fmtBytes, fmtBytesOf, fmtDuration, fmtNumber, fmtThroughput, sparkline } from './format';
+import {
+  drawSparkline, el, firstLine, fmtBytes, fmtBytesOf, fmtDuration, fmtNumber, fmtThroughput, sparkline
+} from './format';
 import { describe, DevicesModel, RunsModel } from './model';
 
 /** What the panel asks of the application (kept small so the panel stays testable). */
@@ -282,7 +284,10 @@ export class WorkbenchPanel extends Widget {
     }
     card.more.textContent = more.join(' · ');
     card.more.hidden = more.every(m => m === '–'); // a run that never logged a step
-    card.error.textContent = r.error ?? '';
+    // an error can run to hundreds of characters (a CUDA assert, a traceback's last line):
+    // the card shows its first line, the whole on hover
+    card.error.textContent = firstLine(r.error ?? '');
+    card.error.title = r.error ?? '';
     card.error.hidden = !r.error;
     card.stop.hidden = r.status !== 'running';
     if (r.status !== 'running') {

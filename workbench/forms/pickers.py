@@ -220,16 +220,25 @@ class ModelPicker(Composite):
             verdict = (
                 f"<span style='color:{RED}'>does not fit</span>; cheapest fix: {html.escape(fix)}"
             )
+        # "auto" trains each device in its own precision (bf16 on the accelerators, fp32 on
+        # a CPU): the line and the table each name theirs, and the line says when they differ
+        chips = table[table["device"] != "detected"]
+        shared = chips["precision"].iloc[0] if chips["precision"].nunique() == 1 else None
+        other = (
+            f"; the table below: {html.escape(shared)}, the accelerators' precision"
+            if shared and shared != det["precision"]
+            else ""
+        )
         self.summary.value = (
             f"<div style='font:12px sans-serif'>{head}<br>On {html.escape(where)}: needs "
             f"{det['needs_gib']:g} GiB per device in {html.escape(det['precision'])} "
-            f"(batch {plan.batch_size} x {plan.seq_len}): {verdict}</div>"
+            f"(batch {plan.batch_size} x {plan.seq_len}{other}): {verdict}</div>"
         )
         rows = [
             [
                 r.device,
                 f"{r.memory_gib:g} GiB",
-                f"{r.needs_gib:g} GiB",
+                f"{r.needs_gib:g} GiB" + ("" if shared else f" in {r.precision}"),
                 (
                     f"<span style='color:{GREEN if r.fits else RED}'>"
                     f"{'yes' if r.fits else 'no'}</span>",
@@ -242,7 +251,15 @@ class ModelPicker(Composite):
         ]
         extra = [f"time for {self.tokens.value:,} tokens", "cost"] if costs else []
         self.devices.value = html_table(
-            ["device", "memory", "needs", "fits", "cheapest fix", *extra], rows
+            [
+                "device",
+                "memory",
+                f"needs ({shared})" if shared else "needs",
+                "fits",
+                "cheapest fix",
+                *extra,
+            ],
+            rows,
         )
 
     def _weights(self, spec: ModelSpec) -> str:

@@ -133,6 +133,7 @@ def nearest_reference(data: dict, found, precision: str, run: dict) -> dict | No
         "chip": e["chip"],
         "kind": what,
         "checkpointing": bool(e.get("checkpointing")),
+        "size_ratio": ratio,
         "source": f"{what}: {e['chip']}, {e['model']}, {e['measures']}{how}; {e['source']}, "
         f"{e['url']} (dated {e['date']}, read {e['read']})",
     }

@@ -437,6 +437,8 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
         tokens_per_s=total,
         mfu=per_device * per_token / (peak * 1e12) if peak else None,
         mfu_from=got["kind"],
+        # the reference model's parameters over this one's (None: not a reference's figure)
+        mfu_size_ratio=got.get("size_ratio"),
         warmup_s=warm["seconds"],
         hours=hours,
         hours_low=hours * (1 + low),

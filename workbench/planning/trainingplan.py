@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import markup
+from .matching import SIMILAR
 
 COLUMNS = [
     "device",
@@ -66,6 +67,18 @@ def fmt_money(x: float | None) -> str:
 
 def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:,.0f}"
+
+
+def _near(row: dict) -> bool:
+    """Whether a row's MFU is its own or a reference's of a model within SIMILAR x its size
+    (the sizes the planner's measured error was measured at)."""
+    ratio = row.get("mfu_size_ratio")
+    return ratio is None or 1 / SIMILAR <= ratio <= SIMILAR
+
+
+def _times(ratio: float) -> str:
+    """A size ratio as '84x', '1,050x' or '0.012x'."""
+    return f"{ratio:,.0f}x" if ratio >= 10 else f"{ratio:.2g}x"
 
 
 @dataclass
@@ -149,6 +162,18 @@ class TrainingPlan:
             )
         else:
             answer = f"{best['device']} is {what}, beyond the measured error of every other row"
+        far = [r for r in rows if not _near(r)] if len(rows) > 1 else []
+        if far:  # the error was measured on models near their references' sizes, not this far
+            ratios = [_times(x) for x in sorted(r["mfu_size_ratio"] for r in far)]
+            span = ratios[0] if len(set(ratios)) == 1 else f"{ratios[0]} to {ratios[-1]}"
+            answer = (
+                f"{best['device']} is {what} as planned, but the planner's measured error does not "
+                f"cover this model: it was measured on published results planned from references "
+                f"of a similar size, and {', '.join(r['device'] for r in far)} "
+                f"{'takes its' if len(far) == 1 else 'take their'} MFU from a model {span} the "
+                "size of this one: the order is an extrapolation, not a measurement (train a few "
+                "steps on each chip and plan again with runs=)"
+            )
         if best.get("mfu_from") == "default":  # the range measures published figures, not this
             answer += (
                 f". {best['device']}'s MFU is the stated default (no published figure for "

@@ -348,7 +348,8 @@ def _draw(
         if panel.get("zero") and top > 0:
             ax.set_ylim(0, top * (1 + spec["y"]["pad"]))  # the highest point clear of the frame
     ax.yaxis.set_major_formatter(number)
-    ax.xaxis.set_major_locator(MaxNLocator(nbins=6, steps=steps, integer=True))
+    whole = "step" in spec["x"]["whole"]  # this picture's x axis is the step
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=6, steps=steps, integer=whole))
     ax.xaxis.set_major_formatter(number)
     shade = bool(panel.get("warmup") and warmup_steps)
     if shade:
@@ -427,7 +428,8 @@ def render_eval_table(events: list[dict]) -> str:
 
 def step_counts(c: dict) -> str:
     """'0 CPU fallbacks, 0 recompiles, 0 graph breaks over 12 steps' (what the device counts:
-    the parts it cannot are left out); fallback ops by name after the counts."""
+    the parts it cannot are left out); fallback ops by name after the counts. A run that ended
+    within warm-up, and a device that counts none of these, say so instead."""
     parts = [
         f"{c[key]} {label}"
         for key, label in (
@@ -438,7 +440,11 @@ def step_counts(c: dict) -> str:
         )
         if c.get(key) is not None
     ]
-    text = ", ".join(parts) or "-"
+    if c.get("steps") == 0:  # a run that ended within warm-up: nothing after it to count
+        return "no steps after warm-up: the run ended within it"
+    if not parts:  # a CPU counts none of these
+        return "-" if c.get("steps") is None else f"not counted on this device ({c['steps']} steps)"
+    text = ", ".join(parts)
     if c.get("steps") is not None:
         text += f" over {c['steps']} steps"
     ops = c.get("fallback_ops") or {}
