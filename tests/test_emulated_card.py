@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +120,31 @@ def test_counting_does_not_acquire_and_acquiring_is_once_per_process(fake_env, h
         out['held'] = _card.held()
     """, FAKE_HPU_COUNT="3")
     assert out == {"before": None, "device": "hpu:0", "held": 2}, "the first tensor takes the card"
+
+
+def test_a_build_killed_mid_way_does_not_hang_the_next_import(tmp_path, on_hpu):
+    """A torch extension build killed mid-way leaves torch's ``lock`` file in the build
+    folder, and torch's next build waits for it to vanish, forever and silently. The double
+    takes its own flock before building (freed by the kernel when a process dies), so a
+    ``lock`` found while holding it is stale: removed, with a word."""
+    import os
+    import shutil
+
+    from emulated_hpu import ROOT, environment
+
+    # the shared cache exists (built once, by this or an earlier process)
+    on_hpu("import habana_frameworks.torch.hpu as hpu\nout['cards'] = hpu.device_count()")
+    builds = tmp_path / "build"
+    shutil.copytree(Path(os.environ.get("FAKE_HPU_BUILD_DIR") or ROOT / ".fake_hpu_build"),
+                    builds)
+    for folder in builds.iterdir():
+        (folder / "build.lock").unlink(missing_ok=True)
+        (folder / "lock").write_text("")  # what torch's FileBaton leaves when killed
+    env = environment(tmp_path, FAKE_HPU_BUILD_DIR=str(builds))
+    done = subprocess.run(
+        [sys.executable, "-c", "import torch, habana_frameworks.torch.hpu as hpu; "
+                               "print('cards', hpu.device_count())"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0 and "cards 8" in done.stdout, done.stderr[-3000:]
+    assert "left by an extension build that was killed" in done.stderr
+    assert not any(builds.glob("*/lock"))

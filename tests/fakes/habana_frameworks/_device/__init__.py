@@ -11,6 +11,7 @@ the suite compiles it once; a file lock serialises concurrent builds (pytest wor
 import fcntl
 import hashlib
 import os
+import sys
 from pathlib import Path
 
 import torch
@@ -39,6 +40,16 @@ def load():
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / "build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one builder at a time; the others then load
+        stale = folder / "lock"
+        if stale.exists():
+            # torch's own build lock (torch/utils/cpp_extension.py: FileBaton(build_directory
+            # /'lock'), which a later build waits on for as long as the file exists, silently:
+            # file_baton.py's wait). Every builder here holds the flock above first, and the
+            # kernel releases a flock when its process dies: one found while holding it was
+            # left by a build killed mid-way.
+            stale.unlink()
+            print(f"fake hpu: removed {stale}, left by an extension build that was killed; "
+                  "building again", file=sys.stderr)
         _loaded["ext"] = load_extension(name="fake_hpu_device", sources=[str(SOURCE), str(COUNTS[0])],
                                          build_directory=str(folder),
                                          extra_cflags=["-O1"], verbose=False)
