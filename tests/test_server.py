@@ -158,6 +158,21 @@ def test_runs_lists_every_run_under_the_root_newest_first(api, jp_root_dir, runn
     assert crash["path"] == "x/y/z/runs/20250103-100000-crashed"
 
 
+def test_runs_in_a_folder_of_any_name_are_listed_as_wb_runs_lists_them(api, jp_root_dir, running):
+    """run_dir= and WORKBENCH_RUNS name any folder: the panel finds a folder of runs by what it
+    holds, not by its name (it looked for folders named runs only)."""
+    elsewhere = new_run(jp_root_dir / "tmp", "20250107-000000-mine", training([5]))
+    moved = jp_root_dir / "experiments" / "bert" / elsewhere.name
+    moved.parent.mkdir(parents=True)
+    elsewhere.rename(moved)  # experiments/bert/<run>, as wb.train(run_dir="experiments/bert")
+    (jp_root_dir / "notes").mkdir()
+    (jp_root_dir / "notes" / "draft").mkdir()  # a folder without runs stays unlisted
+    rows = {r["name"]: r for r in api("runs")["runs"]}
+    assert list(rows) == ["20250107-000000-mine", "20250105-090000-live"]
+    assert rows["20250107-000000-mine"]["path"] == "experiments/bert/20250107-000000-mine"
+    assert list(wb.runs(jp_root_dir / "experiments" / "bert")["run"]) == ["20250107-000000-mine"]
+
+
 def test_a_new_run_appears_once_its_folder_is_known(api, jp_root_dir, running):
     assert [r["name"] for r in api("runs")["runs"]] == ["20250105-090000-live"]
     new_run(jp_root_dir, "20250106-000000-next", training([5]))  # in a runs folder already found

@@ -1,7 +1,9 @@
 """The runs under a Jupyter server's root directory, as the side panel lists them.
 
-Run directories are ``<dir>/runs/<run>/spec.json`` where ``<dir>`` is the root or a folder
-up to ``DEPTH`` levels below it. Finding the ``runs`` folders walks the tree, so that list
+Run directories are ``<dir>/<runs>/<run>/spec.json`` where ``<dir>`` is the root or a folder
+up to ``DEPTH`` levels below it, and ``<runs>`` a folder named ``runs`` or any folder that
+holds a run (``run_dir=`` and ``WORKBENCH_RUNS`` may name any folder, as ``wb.runs()`` reads
+them). Finding those folders walks the tree, so that list
 is kept for ``RESCAN_S`` seconds; the runs inside them are listed on every poll (one
 directory read per folder), and each run's event log is read incrementally (``EventTail``).
 Nothing here trains or writes a run, except the STOP file a stop request writes
@@ -54,14 +56,20 @@ def _folders(path: Path) -> list[Path]:
         return []
 
 
+def _holds_runs(folder: Path) -> bool:
+    """Whether a sub-folder of ``folder`` is a run directory (has a ``spec.json``)."""
+    return any((sub / "spec.json").is_file() for sub in _folders(folder))
+
+
 def find_runs_folders(root: Path, depth: int = DEPTH) -> list[Path]:
-    """Every ``runs`` folder in ``root`` or in a folder at most ``depth`` levels below it."""
+    """Every folder of runs in ``root`` or in a folder at most ``depth`` levels below it: one
+    named ``runs``, or one with a run directory in it, whatever its name."""
     found, level = [], [root]
     for d in range(depth + 1):
         below = []
         for folder in level:
             for sub in _folders(folder):
-                if sub.name == "runs":
+                if sub.name == "runs" or _holds_runs(sub):
                     found.append(sub)  # its children are runs: not searched further
                 elif d < depth:
                     below.append(sub)
