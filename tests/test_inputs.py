@@ -472,3 +472,21 @@ def test_a_run_prints_nothing_the_user_did_not_ask_for(tmp_path):
                   "loss_type=None", "Generating train split", "examples/s]", "it/s]"):
         assert noise not in out, f"{noise!r} reached the user:\n{out}"
     assert out.strip() == "STATUS completed completed 2 2", out
+
+
+@pytest.mark.parametrize("call", ["train", "launch", "attach"])
+@pytest.mark.parametrize("live", ["sometimes", 1, None])
+def test_a_live_no_display_reads_is_refused_before_anything_is_written(tmp_path, call, live):
+    """live= takes 'auto', True, False or a callable: one check for every public call (it
+    went unchecked through wb.train and wb.launch, into the front-end guess)."""
+    import workbench as wb
+
+    with pytest.raises(ValueError, match=r"live=.*pass 'auto', True, False or a callable"):
+        if call == "train":
+            wb.train("gpt2-tiny", "docstrings-lm", max_steps=2, live=live, run_dir=tmp_path / "runs")
+        elif call == "launch":
+            wb.launch("gpt2-tiny", "docstrings-lm", devices=2, max_steps=2, live=live,
+                      run_dir=tmp_path / "runs")
+        else:
+            wb.callback(live=live)
+    assert not (tmp_path / "runs").exists()

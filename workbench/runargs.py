@@ -144,6 +144,13 @@ def default(name: str) -> Any:
     return FIELDS[name].default
 
 
+def check_live(live: Any) -> None:
+    """Refuse a ``live=`` no display reads: 'auto', True, False or a callable ``live(run)``
+    (wb.train, launch, resume and attach take it; it is not a run argument)."""
+    if not (callable(live) or live is True or live is False or live == "auto"):
+        raise ValueError(f"live={live!r}: pass 'auto', True, False or a callable live(run)")
+
+
 def check_value(name: str, value: Any) -> None:
     """Refuse a bad value of argument ``name`` (or of one of its aliases), with the fix."""
     canonical = ALIASES.get(name, name)

@@ -343,6 +343,7 @@ def launch(
     """
     if not isinstance(max_restarts, int) or max_restarts < 0:
         raise ValueError(f"max_restarts must be 0 or more; got {max_restarts!r}")
+    runargs.check_live(live)
     train_args = {**runargs.given(launch, locals()), **trainer_overrides}
     if scheduler is not None or nodes != 1 or partition is not None:
         return _submit(

@@ -25,6 +25,7 @@ from typing import Any
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
+from .. import runargs
 from ..backends.registry import device as pick_device
 from ..rundir import run as runs
 from ..rundir.lock import RunBusy
@@ -42,7 +43,6 @@ NOT_REBUILDABLE = (
     "it was trained by your own Trainer, and its spec describes that Trainer but "
     "cannot rebuild it (model code, data, collator and metrics are yours)"
 )
-LIVE = ("auto", True, False)
 TWICE = (
     "wb.callback() is on this Trainer twice (or with wb.attach): one training makes one run. "
     "Pass wb.callback() once"
@@ -61,17 +61,9 @@ _EXITING = False  # set as the interpreter exits, before weakref.finalize's own 
 
 def _check(live, name, throughput_warmup_steps, run_dir) -> None:
     """Refuse bad arguments before anything is written, each naming the fix."""
-    if not callable(live) and live not in LIVE:
-        raise ValueError(f"live={live!r}: pass 'auto', True, False or a callable live(run)")
-    if name is not None and (not isinstance(name, str) or not name.strip()):
-        raise ValueError(
-            f"name={name!r}: pass a short text for the run directory's name, e.g. name='bert-sst2'"
-        )
-    steps = throughput_warmup_steps
-    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 0):
-        raise ValueError(
-            f"throughput_warmup_steps={steps!r}: pass a whole number of steps, 0 or more"
-        )
+    runargs.check_live(live)
+    runargs.check_value("name", name)  # the checks wb.train makes of the same arguments
+    runargs.check_value("throughput_warmup_steps", throughput_warmup_steps)
     runs.check_root(run_dir)
 
 

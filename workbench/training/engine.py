@@ -422,6 +422,7 @@ def train(
     'completed'
     """
     # the run's arguments the caller chose (the keywords above are runargs.FIELDS, in order)
+    runargs.check_live(live)
     options = {**runargs.given(train, locals()), **trainer_overrides}
     if "resume_from_checkpoint" in options:
         raise ValueError(
@@ -484,6 +485,7 @@ def resume(
         )
     if not isinstance(trust_remote_code, bool):
         raise TypeError(f"trust_remote_code must be True or False, got {trust_remote_code!r}")
+    runargs.check_live(live)
     refusal = untrusted(run, trust_remote_code, "resume(trust_remote_code=True)")
     if refusal is not None:
         raise ValueError(refusal)
