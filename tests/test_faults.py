@@ -488,3 +488,26 @@ def test_opening_a_run_never_runs_code_its_files_ask_for(tmp_path):
     except Exception:  # refusing is fine too; running the code is not
         pass
     assert not marker.exists(), "the run's files made this process run their code"
+
+
+def test_a_checkpoint_whose_weights_are_cut_short_or_broken_is_named(tmp_path):
+    """checkpoint.problem reads each safetensors file with safetensors' own reader: a file
+    cut anywhere, or a broken header, is named; a whole one passes."""
+    import json as _json
+
+    import torch
+    from safetensors.torch import save_file
+
+    from workbench.rundir.checkpoint import problem
+
+    ckpt = tmp_path / "checkpoint-4"
+    ckpt.mkdir()
+    (ckpt / "trainer_state.json").write_text(_json.dumps({"global_step": 4}))
+    save_file({"w": torch.zeros(1000), "b": torch.ones(10)}, str(ckpt / "model.safetensors"))
+    whole = (ckpt / "model.safetensors").read_bytes()
+    assert problem(ckpt) is None
+    for cut in (3, 20, len(whole) // 2, len(whole) - 1):
+        (ckpt / "model.safetensors").write_bytes(whole[:cut])
+        assert problem(ckpt).startswith(f"model.safetensors is cut short or broken ({cut} bytes"), cut
+    (ckpt / "model.safetensors").write_bytes(whole[:8] + b"{not json" + whole[17:])
+    assert "model.safetensors is cut short or broken" in problem(ckpt)

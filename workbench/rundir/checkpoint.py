@@ -8,7 +8,6 @@ in: ``RunDir.model_spec`` sets it from its caller), never the run's spec.json.
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 
 from ..catalog import TASK_CLASSES, ModelSpec
@@ -38,21 +37,17 @@ def _problem(ckpt: Path) -> str | None:
     weights = sorted(ckpt.glob("*.safetensors"))
     if not weights:
         return "no safetensors weights"
+    from safetensors import SafetensorError, safe_open
+
     for w in weights:
-        with open(w, "rb") as f:
-            head = f.read(8)
-            if len(head) < 8:
-                return f"{w.name} is cut short ({w.stat().st_size} bytes)"
-            (size,) = struct.unpack("<Q", head)  # safetensors: 8-byte little-endian header length
-            try:
-                header = json.loads(f.read(size))
-            except ValueError:
-                return f"{w.name} has a broken header"
-        ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"]
-        if w.stat().st_size < 8 + size + max(
-            ends, default=0
-        ):  # the tensors' bytes follow the header
-            return f"{w.name} is cut short ({w.stat().st_size} bytes)"
+        # safetensors' own reader checks the header and that the file covers every tensor
+        # it names ("header too small", "incomplete metadata, file not fully covered")
+        try:
+            with safe_open(w, framework="pt"):
+                pass
+        except SafetensorError as e:
+            why = str(e).removeprefix("Error while deserializing header: ")
+            return f"{w.name} is cut short or broken ({w.stat().st_size} bytes: {why})"
     return None
 
 
