@@ -15,7 +15,12 @@ from habana_frameworks import _counts, _device, _release
 from habana_frameworks.torch import _card
 from habana_frameworks.torch.utils.internal import is_lazy
 
-from .metrics import metric_global  # noqa: F401  (hpu/__init__.py re-exports hpu.metrics)
+from .metrics import (  # noqa: F401  (hpu/__init__.py: from .metrics import *)
+    MetricNotFound,
+    metric_global,
+    metric_localcontext,
+    metrics_dump,
+)
 from .random import (  # noqa: F401
     get_rng_state,
     get_rng_state_all,
