@@ -187,6 +187,38 @@ def test_the_emulated_gaudi_counts_and_a_run_records_them(on_hpu, mode):
     assert "after warm-up" in out["html"] and "0 recompiles" in out["html"], "the dashboard's table"
 
 
+PLACE_ON_CPU = """
+import torch
+import habana_frameworks.torch as ht
+from habana_frameworks.torch.hpu import metrics
+one = torch.ones(1, device="hpu")
+out["kernel_ops"] = (one * 3 + 1).cpu().tolist()  # ops with an HPU kernel: never refused
+with metrics.metric_localcontext("cpu_fallback") as local:
+    try:  # the GradScaler's update: no HPU kernel in the 1.19 table
+        torch._amp_update_scale_(one, torch.zeros(1, dtype=torch.int32, device="hpu"), one * 0, 2.0, 0.5, 9)
+        out["error"] = None
+    except Exception as e:
+        out["error"] = [type(e).__name__, str(e).splitlines()[0]]
+out["fallbacks"] = dict(local.stats())["FallbackOps"]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting", [None, "none", "aten::_amp_update_scale_", "aten::nonzero,none"])
+def test_place_on_cpu_none_makes_a_cpu_fallback_fatal(on_hpu, setting):
+    """PT_HPU_PLACE_ON_CPU (fallback_helper.cpp, env_flags.yaml:760 @ 5a56187): unset, an op
+    with no HPU kernel runs on the CPU; `none` anywhere in the list, it raises the bridge's
+    RuntimeError ("<op> is not yet supported on HPU.", fallback_helper.h:53) and is not
+    counted; a list of op names lets those fall back. Ops with an HPU kernel are not affected."""
+    out = on_hpu(PLACE_ON_CPU, **({} if setting is None else {"PT_HPU_PLACE_ON_CPU": setting}))
+    assert out["kernel_ops"] == [4.0]
+    if setting in (None, "aten::_amp_update_scale_"):
+        assert out["error"] is None and out["fallbacks"] == {"aten::_amp_update_scale_": 1}, out
+    else:
+        assert out["error"] == ["RuntimeError", "aten::_amp_update_scale_ is not yet supported on HPU."], out
+        assert out["fallbacks"] == {}, out
+
+
 # ------------------------------------------------------------------ wb.train, every family
 @pytest.fixture(scope="module")
 def lazy_counts(tmp_path_factory):

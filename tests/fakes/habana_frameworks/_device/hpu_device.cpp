@@ -276,6 +276,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
 void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // every other op runs its CPU kernel on host copies of the inputs, and the results come
   // back to hpu; a view op that has no HPU kernel here is refused (a copy would not alias)
+  counts::check_fallback_allowed(op);  // PT_HPU_PLACE_ON_CPU, first, as the bridge's fallback
   counts::op_reached(op, stack);  // before the call: the stack holds the inputs
   counts::Internal own;           // the fallback's host copies are the emulation's own
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
