@@ -26,7 +26,7 @@ MARK = "@@emulated-hpu@@"
 # what a Gaudi host's environment may carry that a test must choose itself
 CLEARED = ("PT_HPU_LAZY_MODE", "PT_HPU_AUTOLOAD", "PT_HPU_RECIPE_CACHE_CONFIG", "HLS_MODULE_ID",
            "HABANA_VISIBLE_MODULES", "ID", "RANK", "LOCAL_RANK", "WORLD_SIZE", "FAKE_HPU_DEVICE",
-           "WORKBENCH_DEVICE", "DS_ACCELERATOR", "ACCELERATE_TORCH_DEVICE")
+           "WORKBENCH_DEVICE", "DS_ACCELERATOR", "ACCELERATE_TORCH_DEVICE", "PT_HPU_PLACE_ON_CPU")
 
 
 def environment(tmp_path: Path, **env: str) -> dict[str, str]:

@@ -51,6 +51,61 @@ def test_the_op_table_says_which_ops_fall_back(metrics):
     assert _counts.unlisted(ops) == {"aten::new_op_of_2030": 1}
 
 
+def test_metrics_dump_writes_the_global_metrics_as_the_bridge_does(metrics, tmp_path, monkeypatch):
+    """metrics_dump (metrics.py, saver.py @ 5a56187 and @ ea38cef): each registered global
+    metric once, JSON by default (one array of objects) or text; a new file each time (name,
+    name.1, ...); -rank<N> before the extension under a launcher; the name's folder is made,
+    so a bare file name fails as on the bridge; an unknown format is a KeyError."""
+    import json
+    from datetime import datetime
+
+    from habana_frameworks.torch.hpu import metrics_dump
+
+    assert metrics_dump is metrics.metrics_dump, "hpu re-exports it (from .metrics import *)"
+    for name in ("RANK", "OMPI_COMM_WORLD_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    metrics.fake_compile(2)
+    path = tmp_path / "dumps" / "metrics.json"
+    assert metrics.metrics_dump(str(path)) is None
+    text = path.read_text()
+    assert text.startswith('[{"metric_name": "graph_compilation"') and text.endswith("}]\n")
+    assert text.count("},\n{") == 2
+    dumped = json.loads(text)
+    assert [d["metric_name"] for d in dumped] == ["graph_compilation", "cpu_fallback", "memory_defragmentation"]
+    assert all(list(d) == ["metric_name", "triggered_by", "generated_on", "statistics"] for d in dumped)
+    assert {d["triggered_by"] for d in dumped} == {"user"}
+    datetime.fromisoformat(dumped[0]["generated_on"])
+    assert list(dumped[0]["statistics"]) == ["TotalNumber", "TotalTime", "AvgTime"]
+    assert dumped[0]["statistics"]["TotalNumber"] == 2
+    assert dumped[1]["statistics"] == {"TotalNumber": 0, "FallbackOps": {}}
+
+    metrics.metrics_dump(str(path))
+    metrics.metrics_dump(str(path))
+    assert sorted(p.name for p in path.parent.iterdir()) == ["metrics.json", "metrics.json.1", "metrics.json.2"]
+    assert path.read_text() == text, "never overwritten"
+
+    metrics.metrics_dump(str(tmp_path / "m.txt"), format="text")
+    lines = (tmp_path / "m.txt").read_text().split("\n")
+    assert lines[0] == "Metric name: graph_compilation" and lines[1].startswith("Triggered by: ")
+    assert "user" in lines[1] and lines[2].startswith("Generated on: ") and lines[3] == "Statistics:"
+    assert lines[4:8] == ["\tTotalNumber: 2", "\tTotalTime: 0", "\tAvgTime: 0.0", ""]
+    assert lines[8] == "Metric name: cpu_fallback"
+
+    monkeypatch.setenv("RANK", "3")
+    metrics.metrics_dump(str(tmp_path / "ranked.json"))
+    assert (tmp_path / "ranked-rank3.json").is_file() and not (tmp_path / "ranked.json").exists()
+    monkeypatch.delenv("RANK")
+
+    with pytest.raises(KeyError):
+        metrics.metrics_dump(str(tmp_path / "m.yaml"), format="yaml")
+    assert not (tmp_path / "m.yaml").exists()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError):  # os.makedirs(os.path.dirname("bare.json")), saver.py
+        metrics.metrics_dump("bare.json")
+    metrics.metrics_dump("./bare.json")
+    assert json.loads((tmp_path / "bare.json").read_text())[0]["metric_name"] == "graph_compilation"
+
+
 def test_the_table_words_say_what_was_counted():
     counts = {"steps": 4, "cpu_fallbacks": 2, "fallback_ops": {"aten::x": 2}, "recompiles": 0,
               "graph_breaks": None}
@@ -130,6 +185,38 @@ def test_the_emulated_gaudi_counts_and_a_run_records_them(on_hpu, mode):
     assert after["fallback_ops"] == {} and after["cpu_fallbacks"] == 0, after
     assert after["graph_breaks_total"] == 0, after  # compiled by default in eager mode
     assert "after warm-up" in out["html"] and "0 recompiles" in out["html"], "the dashboard's table"
+
+
+PLACE_ON_CPU = """
+import torch
+import habana_frameworks.torch as ht
+from habana_frameworks.torch.hpu import metrics
+one = torch.ones(1, device="hpu")
+out["kernel_ops"] = (one * 3 + 1).cpu().tolist()  # ops with an HPU kernel: never refused
+with metrics.metric_localcontext("cpu_fallback") as local:
+    try:  # the GradScaler's update: no HPU kernel in the 1.19 table
+        torch._amp_update_scale_(one, torch.zeros(1, dtype=torch.int32, device="hpu"), one * 0, 2.0, 0.5, 9)
+        out["error"] = None
+    except Exception as e:
+        out["error"] = [type(e).__name__, str(e).splitlines()[0]]
+out["fallbacks"] = dict(local.stats())["FallbackOps"]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting", [None, "none", "aten::_amp_update_scale_", "aten::nonzero,none"])
+def test_place_on_cpu_none_makes_a_cpu_fallback_fatal(on_hpu, setting):
+    """PT_HPU_PLACE_ON_CPU (fallback_helper.cpp, env_flags.yaml:760 @ 5a56187): unset, an op
+    with no HPU kernel runs on the CPU; `none` anywhere in the list, it raises the bridge's
+    RuntimeError ("<op> is not yet supported on HPU.", fallback_helper.h:53) and is not
+    counted; a list of op names lets those fall back. Ops with an HPU kernel are not affected."""
+    out = on_hpu(PLACE_ON_CPU, **({} if setting is None else {"PT_HPU_PLACE_ON_CPU": setting}))
+    assert out["kernel_ops"] == [4.0]
+    if setting in (None, "aten::_amp_update_scale_"):
+        assert out["error"] is None and out["fallbacks"] == {"aten::_amp_update_scale_": 1}, out
+    else:
+        assert out["error"] == ["RuntimeError", "aten::_amp_update_scale_ is not yet supported on HPU."], out
+        assert out["fallbacks"] == {}, out
 
 
 # ------------------------------------------------------------------ wb.train, every family

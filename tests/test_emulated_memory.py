@@ -84,3 +84,110 @@ def test_the_panel_takes_a_held_gaudis_memory_from_the_run_its_holder_writes(
     hpus = {r["index"]: r for r in json.loads(reply.body)["devices"] if r["kind"] == "hpu"}
     assert (hpus[0]["mem_used"], hpus[0]["mem_total"]) == (3 * GiB, 5 * GiB)
     assert hpus[1]["mem_used"] is None, "a free card: nothing in use to report"
+
+
+# ------------------------------------------------ the bridge's memory API (hpu/memory.py)
+MEMORY_STATS_KEYS = ["Limit", "InUse", "MaxInUse", "NumAllocs", "NumFrees", "ActiveAllocs",
+                     "MaxAllocSize", "TotalSystemAllocs", "TotalSystemFrees", "TotalActiveAllocs"]
+
+
+def test_memory_stats_has_the_bridges_ten_keys_and_reserved_is_the_pool(hpu):
+    """memory_stats: the ten keys of bindings.cpp's get_mem_stats, in its order; the two
+    "Active" keys are differences. memory_reserved and max_memory_reserved are Limit
+    (memory.py @ 5a56187 and @ ea38cef), never below what is allocated."""
+    import habana_frameworks.torch.hpu as bridge
+
+    before = bridge.memory_stats()
+    assert list(before) == MEMORY_STATS_KEYS
+    bridge.fake_allocate(3 * GiB)
+    bridge.fake_allocate(GiB)
+    s = bridge.memory_stats()
+    assert (s["NumAllocs"], s["ActiveAllocs"], s["TotalSystemAllocs"], s["TotalActiveAllocs"]) == (2, 2, 2, 2)
+    assert s["MaxAllocSize"] == 3 * GiB and s["NumFrees"] == s["TotalSystemFrees"] == 0
+    limit = s["Limit"]
+    assert bridge.memory_reserved() == bridge.max_memory_reserved() == limit == before["Limit"]
+    assert bridge.memory_reserved() >= bridge.memory_allocated() == 4 * GiB
+    assert bridge.memory_reserved("hpu:3") == limit, "any index below device_count(), as memory.py"
+    with pytest.raises(AssertionError, match="Invalid device id"):
+        bridge.max_memory_reserved(8)
+
+
+def test_reset_accumulated_memory_stats_clears_the_counters_since_the_last_reset(hpu):
+    """clear_stats (CoalescedStringentPoolAllocator.cpp:1342): NumAllocs, NumFrees and
+    MaxAllocSize to 0, MaxInUse down to InUse; InUse and the TotalSystem counters stay."""
+    import habana_frameworks.torch.hpu as bridge
+
+    bridge.fake_allocate(3 * GiB)
+    bridge.fake_allocate(GiB)
+    assert bridge.reset_accumulated_memory_stats() is None
+    s = bridge.memory_stats()
+    assert (s["NumAllocs"], s["NumFrees"], s["ActiveAllocs"], s["MaxAllocSize"]) == (0, 0, 0, 0)
+    assert s["InUse"] == s["MaxInUse"] == 4 * GiB
+    assert (s["TotalSystemAllocs"], s["TotalActiveAllocs"]) == (2, 2)
+    bridge.fake_allocate(GiB // 2)
+    s = bridge.memory_stats()
+    assert (s["NumAllocs"], s["MaxAllocSize"], s["TotalSystemAllocs"]) == (1, GiB // 2, 3)
+    assert s["MaxInUse"] == s["InUse"] == 4 * GiB + GiB // 2
+
+
+def test_memory_summary_is_the_bridges_table_as_a_string(hpu):
+    """memory.py's three-line header naming the device, then bindings.cpp's
+    get_mem_stat_summary: seven labelled lines (Limit in GB; InUse, MaxInUse, MaxAllocSize
+    in MB) and an empty line."""
+    import habana_frameworks.torch.hpu as bridge
+
+    bridge.fake_allocate(3 * GiB)
+    summary = bridge.memory_summary()
+    assert isinstance(summary, str) and summary.endswith("ActiveAllocs:" + " " * 25 + "1\n\n")
+    lines = summary.splitlines()
+    assert lines[:3] == ["|" + "=" * 52 + "|",
+                         "|       PyTorch HPU memory summary, device ID 0      |",
+                         "|" + "-" * 52 + "|"]
+    limit = bridge.memory_stats()["Limit"]
+    assert lines[3] == f"  Limit:{' ' * 13}{limit:>20} ({limit / GiB:.2f} GB)"
+    assert lines[4] == f"  InUse:{' ' * 13}{3 * GiB:>20} (3072.00 MB)"
+    assert [ln.split(":")[0].strip() for ln in lines[3:10]] == [
+        "Limit", "InUse", "MaxInUse", "NumAllocs", "NumFrees", "MaxAllocSize", "ActiveAllocs"]
+    assert lines[6].split() == ["NumAllocs:", "1"] and lines[10:] == [""]
+    assert "device ID 5 " in bridge.memory_summary(5)
+
+
+MEMORY_API = """
+import torch
+import habana_frameworks.torch  # torch.hpu
+s0 = torch.hpu.memory_stats()
+a = torch.empty(1024, device="hpu")  # 4096 bytes
+b = torch.empty(256, device="hpu")   # 1024 bytes
+out["two"] = torch.hpu.memory_stats()
+torch.hpu.reset_accumulated_memory_stats()
+out["reset"] = torch.hpu.memory_stats()
+del a
+out["freed"] = torch.hpu.memory_stats()
+out["reserved"] = [torch.hpu.memory_reserved(), torch.hpu.max_memory_reserved(),
+                   torch.hpu.memory_allocated()]
+out["summary"] = torch.hpu.memory_summary()
+out["s0"] = s0
+"""
+
+
+@pytest.mark.slow
+def test_the_emulated_allocator_counts_as_the_bridges_pool_does(on_hpu):
+    """The device's allocator (real tensors): the accumulated counters reset, the totals do
+    not, and ActiveAllocs (NumAllocs - NumFrees) goes negative when a tensor from before the
+    reset is freed, as on the bridge."""
+    out = on_hpu(MEMORY_API)
+    s0, two, reset, freed = out["s0"], out["two"], out["reset"], out["freed"]
+    assert list(two) == MEMORY_STATS_KEYS
+    assert two["NumAllocs"] - s0["NumAllocs"] == 2 and two["InUse"] - s0["InUse"] == 5120
+    assert two["TotalSystemAllocs"] - s0["TotalSystemAllocs"] == 2
+    assert two["MaxAllocSize"] >= 4096
+    assert (reset["NumAllocs"], reset["NumFrees"], reset["ActiveAllocs"], reset["MaxAllocSize"]) == (0, 0, 0, 0)
+    assert reset["MaxInUse"] == reset["InUse"] == two["InUse"]
+    assert reset["TotalSystemAllocs"] == two["TotalSystemAllocs"]
+    assert (freed["NumFrees"], freed["ActiveAllocs"]) == (1, -1)
+    assert freed["TotalSystemFrees"] == two["TotalSystemFrees"] + 1
+    assert freed["TotalActiveAllocs"] == two["TotalActiveAllocs"] - 1
+    assert freed["InUse"] == two["InUse"] - 4096 and freed["MaxInUse"] == two["InUse"]
+    reserved, max_reserved, allocated = out["reserved"]
+    assert reserved == max_reserved == freed["Limit"] >= allocated == freed["InUse"]
+    assert "NumFrees:" in out["summary"] and out["summary"].split("NumFrees:")[1].split()[0] == "1"

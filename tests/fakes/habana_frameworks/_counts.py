@@ -51,8 +51,10 @@ def op_support() -> dict[str, str]:
 
 
 def configure(ext, lazy: bool) -> None:
-    """Tell the device the mode (fixed when the bridge loads) and the ops that sync."""
+    """Tell the device the mode (fixed when the bridge loads), the ops that sync, and the ops
+    with no HPU kernel (the only ones PT_HPU_PLACE_ON_CPU can refuse: _device/op_counts.cpp)."""
     ext.counts_configure(lazy, list(SYNC_OPS))
+    ext.counts_no_kernel(sorted(name for name, where in op_support().items() if where == "cpu"))
 
 
 def flush() -> None:

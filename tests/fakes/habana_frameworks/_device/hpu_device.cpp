@@ -89,13 +89,18 @@ C10_REGISTER_GUARD_IMPL(HPU, GuardImpl);
 
 // ----------------------------------------------------------------------- allocator
 // Statistics as torch.hpu.memory_stats() names them (hpu/memory.py @ 5a56187): Limit, InUse,
-// MaxInUse, NumAllocs, NumFrees, ActiveAllocs, MaxAllocSize. Limit is FAKE_HPU_MEMORY
-// (default 96 GiB); an allocation past it fails with the bridge's out-of-memory text
-// ("PT_DEVMEM Allocation failed", what accelerate's memory utilities look for).
+// MaxInUse, NumAllocs, NumFrees, ActiveAllocs, MaxAllocSize, TotalSystemAllocs,
+// TotalSystemFrees, TotalActiveAllocs. The counters are the pool allocator's MemoryStats
+// (backend/synapse_helpers/device_mem_stats.h @ 5a56187, UpdateStats): every allocation
+// counts in num_allocs and total_allocs, every free in num_frees and total_frees; the two
+// "Active" keys are differences, not counters (hpu/csrc/bindings.cpp:211-227). Limit is
+// FAKE_HPU_MEMORY (default 96 GiB); an allocation past it fails with the bridge's
+// out-of-memory text ("PT_DEVMEM Allocation failed", what accelerate's memory utilities
+// look for).
 struct Stats {
   std::mutex lock;
-  int64_t in_use = 0, max_in_use = 0, num_allocs = 0, num_frees = 0, active = 0,
-          max_alloc = 0;
+  int64_t in_use = 0, max_in_use = 0, num_allocs = 0, num_frees = 0, max_alloc = 0,
+          total_allocs = 0, total_frees = 0;
 };
 Stats& stats() {
   static Stats s;
@@ -117,7 +122,7 @@ void free_block(void* ctx) {
     std::lock_guard<std::mutex> g(stats().lock);
     stats().in_use -= block->size;
     stats().num_frees += 1;
-    stats().active -= 1;
+    stats().total_frees += 1;
   }
   c10::free_cpu(block);
 }
@@ -133,7 +138,7 @@ struct Allocator final : c10::Allocator {
       s.in_use += nbytes;
       s.max_in_use = std::max(s.max_in_use, s.in_use);
       s.num_allocs += 1;
-      s.active += 1;
+      s.total_allocs += 1;
       s.max_alloc = std::max(s.max_alloc, int64_t(nbytes));
     }
     // a 64-byte header (data stays aligned) holds the block's size for the stats
@@ -271,6 +276,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
 void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // every other op runs its CPU kernel on host copies of the inputs, and the results come
   // back to hpu; a view op that has no HPU kernel here is refused (a copy would not alias)
+  counts::check_fallback_allowed(op);  // PT_HPU_PLACE_ON_CPU, first, as the bridge's fallback
   counts::op_reached(op, stack);  // before the call: the stack holds the inputs
   counts::Internal own;           // the fallback's host copies are the emulation's own
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
@@ -430,8 +436,11 @@ pybind11::dict memory_stats() {
   d["MaxInUse"] = s.max_in_use;
   d["NumAllocs"] = s.num_allocs;
   d["NumFrees"] = s.num_frees;
-  d["ActiveAllocs"] = s.active;
+  d["ActiveAllocs"] = s.num_allocs - s.num_frees;
   d["MaxAllocSize"] = s.max_alloc;
+  d["TotalSystemAllocs"] = s.total_allocs;
+  d["TotalSystemFrees"] = s.total_frees;
+  d["TotalActiveAllocs"] = s.total_allocs - s.total_frees;
   return d;
 }
 
@@ -441,10 +450,16 @@ void reset_peak() {
   s.max_in_use = s.in_use;
 }
 
+// reset_accumulated_memory_stats: CoalescedStringentPooling::clear_stats
+// (backend/synapse_helpers/pool_allocator/CoalescedStringentPoolAllocator.cpp:1342
+// @ 5a56187, the same @ ea38cef) zeroes the allocs and frees since the last clear and the
+// largest allocation, and brings the peak down to what is in use; the totals stay.
 void clear_stats() {
   auto& s = fake_hpu::stats();
   std::lock_guard<std::mutex> g(s.lock);
   s.num_allocs = s.num_frees = 0;
+  s.max_in_use = s.in_use;
+  s.max_alloc = 0;
 }
 }  // namespace
 

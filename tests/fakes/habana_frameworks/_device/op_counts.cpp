@@ -19,6 +19,7 @@
 #include <torch/extension.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -38,6 +39,7 @@ struct State {
   int64_t pending_ops = 0;
   std::unordered_set<uint64_t> seen;  // signatures already compiled
   int64_t graphs = 0;                 // lazy graphs compiled (new signatures)
+  std::unordered_set<std::string> no_kernel;  // ops with no HPU kernel on a Gaudi (op table)
 };
 
 State& state() {
@@ -84,6 +86,57 @@ void op_reached(const c10::OperatorHandle& op, const torch::jit::Stack* stack) {
   if (sync) flush_locked(s);  // its result goes to the host at once
 }
 
+// PT_HPU_PLACE_ON_CPU, read once, when the bridge's HpuFallbackHelper singleton is built at
+// its first use (habana_kernels/fallback_helper.cpp, enumerate_fallback, @ 5a56187 and the
+// same @ ea38cef; the flag's doc: scripts/env_flags.yaml:760 @ 5a56187): unset or empty, every
+// op may fall back to the CPU; a comma-separated list that contains `none`, none may; any
+// other list, only the ops it names (by operator name, "aten::nonzero"). Its other use, placing
+// a listed op that has an HPU kernel on the CPU (is_placed_on_cpu), is not emulated.
+struct Placement {
+  bool any = true;
+  std::unordered_set<std::string> allowed;
+};
+
+Placement read_placement() {
+  Placement p;
+  const char* env = std::getenv("PT_HPU_PLACE_ON_CPU");
+  if (env == nullptr || *env == '\0') return p;
+  p.any = false;
+  std::string list(env);
+  for (size_t start = 0;;) {
+    const size_t comma = list.find(',', start);
+    const std::string name = list.substr(start, comma == std::string::npos ? comma : comma - start);
+    if (name == "none") {
+      p.allowed.clear();
+      break;
+    }
+    p.allowed.insert(name);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return p;
+}
+
+void check_fallback_allowed(const c10::OperatorHandle& op) {
+  if (internal_depth > 0) return;  // the emulation's own ops (a fused kernel's host ops)
+  static const Placement placement = read_placement();
+  if (placement.any) return;
+  const std::string name = c10::toString(op.operator_name());
+  {
+    // Only an op the bridge has no HPU kernel for reaches its fallback; the double's fallback
+    // also runs every op that has one (its stand-in for the kernel), which is never refused.
+    // An op newer than the table ("unlisted") is not refused either: the double cannot tell.
+    auto& s = state();
+    std::lock_guard<std::mutex> g(s.lock);
+    if (s.no_kernel.count(name) == 0) return;
+  }
+  // HpuFallbackHelper::check_fallback_allowed (habana_kernels/fallback_helper.h:53), called
+  // first thing in the bridge's boxed fallback (hpu_ops/cpu_fallback.cpp:93 @ 5a56187):
+  // TORCH_CHECK on 1.19, HABANA_ASSERT @ ea38cef; both throw a c10::Error, a RuntimeError in
+  // Python, with this message. The op is not counted as a fallback: the check comes first.
+  TORCH_CHECK(placement.allowed.count(name) > 0, name, " is not yet supported on HPU.");
+}
+
 void device_to_host() {
   if (internal_depth > 0) return;
   auto& s = state();
@@ -98,6 +151,12 @@ void bind(pybind11::module& m) {
     std::lock_guard<std::mutex> g(s.lock);
     s.lazy = lazy;
     s.sync_ops = std::unordered_set<std::string>(sync_ops.begin(), sync_ops.end());
+  });
+  // the ops with no HPU kernel on a Gaudi (the op table's "cpu" rows, habana_frameworks/_counts.py)
+  m.def("counts_no_kernel", [](std::vector<std::string> ops) {
+    auto& s = state();
+    std::lock_guard<std::mutex> g(s.lock);
+    s.no_kernel = std::unordered_set<std::string>(ops.begin(), ops.end());
   });
   // a fused kernel the double runs as several host ops (FusedAdamW, FusedClipNorm): one
   // device op on a Gaudi, with no fallback and no host copy of its own

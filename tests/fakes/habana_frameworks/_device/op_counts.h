@@ -15,6 +15,9 @@ struct Internal {
   ~Internal();
 };
 
+// PT_HPU_PLACE_ON_CPU: throws the bridge's error for an op with no HPU kernel that the
+// setting does not let fall back to the CPU (see op_counts.cpp)
+void check_fallback_allowed(const c10::OperatorHandle& op);
 void op_reached(const c10::OperatorHandle& op, const torch::jit::Stack* stack);
 void device_to_host();
 void bind(pybind11::module& m);

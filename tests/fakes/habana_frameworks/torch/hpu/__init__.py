@@ -15,7 +15,12 @@ from habana_frameworks import _counts, _device, _release
 from habana_frameworks.torch import _card
 from habana_frameworks.torch.utils.internal import is_lazy
 
-from .metrics import metric_global  # noqa: F401  (hpu/__init__.py re-exports hpu.metrics)
+from .metrics import (  # noqa: F401  (hpu/__init__.py: from .metrics import *)
+    MetricNotFound,
+    metric_global,
+    metric_localcontext,
+    metrics_dump,
+)
 from .random import (  # noqa: F401
     get_rng_state,
     get_rng_state_all,
@@ -46,7 +51,10 @@ _GiB = 1024**3
 HABANA_VISIBLE_MODULES_VAR = "HABANA_VISIBLE_MODULES"
 HLS_MODULE_ID_VAR = "HLS_MODULE_ID"
 CALLS: list[str] = []
-_state = {"in_use": 0, "max_in_use": 0, "num_allocs": 0}  # without the device (see below)
+# the allocator's counters without the device (see below), as the pool allocator keeps them
+# (synapse_helpers MemoryStats, backend/synapse_helpers/device_mem_stats.h @ 5a56187)
+_state = {"in_use": 0, "max_in_use": 0, "num_allocs": 0, "num_frees": 0, "max_alloc": 0,
+          "total_allocs": 0, "total_frees": 0}
 # The emulated device is loaded with the bridge (its plugin library). FAKE_HPU_DEVICE=0 (test
 # hook) leaves it out: the pytest process itself must not get an "hpu" accelerator, so tests
 # there see the Python API only, and any HPU tensor fails as on a CPU build of torch.
@@ -201,20 +209,35 @@ def fake_allocate(nbytes: int) -> None:
     _state["in_use"] += nbytes
     _state["max_in_use"] = max(_state["max_in_use"], _state["in_use"])
     _state["num_allocs"] += 1
+    _state["total_allocs"] += 1
+    _state["max_alloc"] = max(_state["max_alloc"], nbytes)
 
 
 def memory_stats(device=None) -> dict:
-    # keys and meaning from hpu/memory.py @ 5a56187; "Limit" is the allocator's pool, less
-    # than the HBM (FAKE_HPU_MEMORY sets it); every function of memory.py calls hpu.init()
+    """The allocator's statistics, the ten keys of the bridge's ``get_mem_stats`` in its order
+    (python_packages/habana_frameworks/torch/hpu/csrc/bindings.cpp:211-227 @ 5a56187, the same
+    in the newer copy ea38cef): ``ActiveAllocs`` is ``NumAllocs - NumFrees`` and
+    ``TotalActiveAllocs`` is ``TotalSystemAllocs - TotalSystemFrees``, computed, not counted,
+    so after ``reset_accumulated_memory_stats`` ``ActiveAllocs`` goes negative as tensors from
+    before it are freed, while the ``TotalSystem*`` counters are never reset. ``Limit`` is the
+    allocator's pool, less than the HBM (FAKE_HPU_MEMORY sets it). Every function of memory.py
+    calls hpu.init() and checks the index."""
     init()
     _check_index(device)
     if _ext is not None:
         return _ext.memory_stats()
+    s = _state
     return {
         "Limit": _limit(),
-        "InUse": _state["in_use"],
-        "MaxInUse": _state["max_in_use"],
-        "NumAllocs": _state["num_allocs"],
+        "InUse": s["in_use"],
+        "MaxInUse": s["max_in_use"],
+        "NumAllocs": s["num_allocs"],
+        "NumFrees": s["num_frees"],
+        "ActiveAllocs": s["num_allocs"] - s["num_frees"],
+        "MaxAllocSize": s["max_alloc"],
+        "TotalSystemAllocs": s["total_allocs"],
+        "TotalSystemFrees": s["total_frees"],
+        "TotalActiveAllocs": s["total_allocs"] - s["total_frees"],
     }
 
 
@@ -226,12 +249,61 @@ def max_memory_allocated(device=None) -> int:
     return memory_stats(device)["MaxInUse"]
 
 
+def memory_reserved(device=None) -> int:
+    """The pool the allocator manages: ``Limit``, reserved whole when the card is taken, so
+    it never changes and is never below ``memory_allocated`` (memory.py @ 5a56187 and
+    @ ea38cef: ``memory_reserved`` returns ``memory_stats(device)["Limit"]``)."""
+    return memory_stats(device)["Limit"]
+
+
+def max_memory_reserved(device=None) -> int:
+    """Also ``Limit`` (memory.py @ 5a56187 and @ ea38cef): the pool never grows."""
+    return memory_stats(device)["Limit"]
+
+
 def reset_peak_memory_stats(device=None) -> None:
     init()  # memory.py: hpu.init()
     _check_index(device)
     if _ext is not None:
         _ext.reset_peak_memory_stats()
     _state["max_in_use"] = _state["in_use"]
+
+
+def reset_accumulated_memory_stats(device=None) -> None:
+    """``_hpu_C.clear_memory_stats`` (memory.py @ 5a56187 and @ ea38cef), which clears the pool
+    allocator's accumulated counters (CoalescedStringentPooling::clear_stats,
+    backend/synapse_helpers/pool_allocator/CoalescedStringentPoolAllocator.cpp:1342 @ 5a56187,
+    the same @ ea38cef): ``NumAllocs`` and ``NumFrees`` to 0, ``MaxInUse`` to ``InUse``,
+    ``MaxAllocSize`` to 0. ``InUse``, ``Limit`` and the ``TotalSystem*`` counters stay."""
+    init()  # memory.py: hpu.init()
+    _check_index(device)
+    if _ext is not None:
+        _ext.clear_memory_stats()
+        return
+    _state.update(num_allocs=0, num_frees=0, max_in_use=_state["in_use"], max_alloc=0)
+
+
+def memory_summary(device=None) -> str:
+    """A printable summary (memory.py @ 5a56187 and @ ea38cef): a three-line header naming the
+    device index, then the bridge's ``get_mem_stat_summary`` (hpu/csrc/bindings.cpp:102-130
+    @ 5a56187): seven lines, each label left-aligned in 19 columns after two spaces and its
+    value right-aligned in 20, Limit also in GB and InUse, MaxInUse and MaxAllocSize in MB (two
+    decimals), and an empty line at the end."""
+    init()  # memory.py: hpu.init()
+    index = _check_index(device)
+    header = "".join(f"|{line}|\n" for line in (
+        "=" * 52, f" {'':5} PyTorch HPU memory summary, device ID {index:<6d} ", "-" * 52))
+    s = memory_stats(index)
+    gb, mb = 1024**3, 1024**2
+    rows = [("Limit", s["Limit"], f" ({s['Limit'] / gb:.2f} GB)"),
+            ("InUse", s["InUse"], f" ({s['InUse'] / mb:.2f} MB)"),
+            ("MaxInUse", s["MaxInUse"], f" ({s['MaxInUse'] / mb:.2f} MB)"),
+            ("NumAllocs", s["NumAllocs"], ""),
+            ("NumFrees", s["NumFrees"], ""),
+            ("MaxAllocSize", s["MaxAllocSize"], f" ({s['MaxAllocSize'] / mb:.2f} MB)"),
+            ("ActiveAllocs", s["ActiveAllocs"], "")]
+    body = "".join(f"  {label + ':':<19}{value:>20}{unit}\n" for label, value, unit in rows)
+    return header + body + "\n"
 
 
 def mem_get_info(device=None) -> tuple[int, int]:

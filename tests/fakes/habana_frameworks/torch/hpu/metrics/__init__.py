@@ -7,7 +7,8 @@ when the bridge loads), and ``recipe_cache`` only with PT_HPU_ENABLE_CACHE_METRI
 ``metric_global(name)`` is None for a name that is not registered; ``metric_localcontext(name)``
 yields a new metric of that kind that counts from entering the block and stops at its end
 (``MetricNotFound`` for an unknown name); ``stats()`` is a list of (tag, value) pairs, each
-metric's tags in the bridge's order; ``reset()`` zeroes a metric.
+metric's tags in the bridge's order; ``reset()`` zeroes a metric; ``metrics_dump(file_name,
+format)`` writes the global metrics to a new file as ``saver.py`` does (see ``saver``).
 
 Where the numbers come from here (``habana_frameworks/_counts.py``, tests/fakes/README.md):
 ``cpu_fallback`` counts the ops that reached the emulated device and have no HPU kernel in the
@@ -21,7 +22,9 @@ from contextlib import contextmanager
 
 from habana_frameworks import _counts
 
+from . import saver
 from .exceptions import MetricNotFound
+from .saver import MetricDumpFormat
 
 _TRUE = ("y", "yes", "t", "true", "on", "1")
 # Python-side accumulators (hpu_backend's compiles, fake_compile); a name missing here is a
@@ -126,6 +129,13 @@ def metric_localcontext(name: str):
         yield metric
     finally:
         metric.stop()
+
+
+def metrics_dump(file_name: str, format: MetricDumpFormat = MetricDumpFormat.json) -> None:
+    """Write the global metrics, each registered one in registration order, to a new file
+    (metrics.py @ 5a56187 and @ ea38cef: ``store_global_metrics`` with the trigger ``user``;
+    the file's name and format: ``saver.py``, see the double's ``saver``)."""
+    saver.dump(file_name, format, [_global(name) for name in _registered()])
 
 
 def fake_compile(n: int = 1, *, eager: bool = False) -> None:
