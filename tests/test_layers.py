@@ -371,10 +371,10 @@ DOCUMENTED_WRITES = {
         "contender's Trainer alike (wb.train takes none), put back in a finally",
     ("workbench/compat/optimum_habana.py", "args.bf16"):
         "Optimum Habana's documented rule: use_torch_autocast turns bf16 on in its arguments",
-    ("workbench/training/attachment.py", "sys.excepthook"):
+    ("workbench/training/uncaught.py", "sys.excepthook"):
         "Python documents assigning sys.excepthook to customise how an unhandled exception is "
         "reported; the attachment's chains to the one it replaced (an attached run's error)",
-    ("workbench/training/attachment.py", "threading.excepthook"):
+    ("workbench/training/uncaught.py", "threading.excepthook"):
         "Python documents overriding threading.excepthook; chained as sys.excepthook is",
 }
 # Not scoped yet (issue 42, the compat layer's, left to its owner this round): the dynamo

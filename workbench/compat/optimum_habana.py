@@ -38,7 +38,7 @@ from ..backends.hpu import bridge_installed, bridge_loaded, hpu_mode, set_hpu_mo
 from ..backends.registry import device as pick_device
 from ..backends.torchrun import world
 from ..training.attachment import Attachment
-from ..training.attachment import quiet as _quiet
+from ..training.logprinters import quiet as _quiet
 from ..training.trainer import fused_optimizer
 from .callers import notice
 from .gaudi_config import (

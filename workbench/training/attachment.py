@@ -11,10 +11,8 @@ The checkpoints stay in the Trainer's ``output_dir``; the run's ``checkpoints`` 
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import dataclasses
-import sys
 import threading
 import traceback
 import warnings
@@ -23,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
-from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from .. import runargs
 from ..backends.registry import device as pick_device
@@ -32,6 +29,7 @@ from ..rundir.lock import RunBusy
 from ..rundir.run import STOP_FILE, NullLog
 from ..rundir.writer import RunWriter, create, gone, this_process
 from ..views.dashboard import attach as show
+from . import logprinters, uncaught
 from .callbacks import DistStop, Events, MarkStep
 from .engine import Run, training
 from .interrupts import Interrupts
@@ -53,10 +51,6 @@ TWICE = (
 # training: weak both ways (a dropped Trainer or attachment leaves nothing that counts), by
 # id (a TrainerState, a dataclass, cannot be a dict key).
 _OWNERS: dict[int, tuple[weakref.ref, weakref.ref]] = {}
-# The attachments whose run is open (rank 0, between on_train_begin and on_train_end): an
-# exception that leaves train() uncaught ends theirs failed with it (``_uncaught``)
-_TRAINING: weakref.WeakSet = weakref.WeakSet()
-_EXITING = False  # set as the interpreter exits, before weakref.finalize's own exit hook
 
 
 def _check(live, name, throughput_warmup_steps, run_dir) -> None:
@@ -190,8 +184,7 @@ class Attachment(TrainerCallback):
             # it trains (an error left train()); holds the run, never the user's objects
             self._closer = weakref.finalize(self, _abandon, opened, None)
             self._thread = threading.current_thread()
-            _TRAINING.add(self)
-            _watch()
+            uncaught.watch(self)  # an exception that leaves train() ends the run with it
             log, stop, stop_file = run.log, run.stop_flag, path / STOP_FILE
         else:  # the other ranks write nothing; their events go nowhere
             log, stop = NullLog(), threading.Event()
@@ -248,7 +241,7 @@ class Attachment(TrainerCallback):
 
     def _end(self, state, status: str | None = None, error: str | None = None) -> None:
         opened, self._open = self._open, None
-        _TRAINING.discard(self)
+        uncaught.unwatch(self)
         if self._closer is not None:
             self._closer.detach()
             self._closer = None
@@ -268,13 +261,23 @@ class Attachment(TrainerCallback):
 
     def _close(self, why: str, tb: str | None = None) -> None:
         """End a run the Trainer never ended (an exception left ``train()``) as failed."""
-        _TRAINING.discard(self)
+        uncaught.unwatch(self)
         if self._closer is not None:
             self._closer.detach()
             self._closer = None
         opened, self._open = self._open, None
         if opened is not None:
             _abandon(opened, why, tb)
+
+    def uncaught(self, error: BaseException, thread: threading.Thread) -> None:
+        """``error`` went unhandled in ``thread`` (``uncaught``): when it left this
+        attachment's ``train()`` there, the run ends failed with it and its traceback."""
+        if thread is not self._thread or not self._raised_through(error):
+            return
+        opened = self._open
+        text = error_text(error, opened.device) if opened is not None else repr(error)
+        tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        self._close(text, tb)
 
     def _raised_through(self, error: BaseException) -> bool:
         """Whether ``error`` left this attachment's Trainer's ``train()`` (its traceback
@@ -470,7 +473,7 @@ def _abandon(opened: _Open, why: str | None, tb: str | None = None) -> None:
     if why is None:
         why = (
             "the process exited"
-            if _EXITING
+            if uncaught.exiting()
             else "the Trainer was dropped (garbage collected) while it trained"
         )
     step = opened.events.last.get("step", 0) if opened.events is not None else 0
@@ -483,75 +486,6 @@ def _abandon(opened: _Open, why: str | None, tb: str | None = None) -> None:
         error = f"{_named(dead)} died; {error}"
     with contextlib.suppress(OSError):  # the run directory may be gone (a temporary one)
         opened.finish(_State(step), "failed", error, dead[0]["rank"] if dead else None, tb)
-
-
-# An exception that leaves trainer.train() is seen by the code that called train(), not by a
-# callback: the Trainer calls none on an error. The attachment neither wraps nor patches the
-# user's Trainer (wb.callback() never holds it), so it reads the exception where the process
-# reports it as unhandled: sys.excepthook (a script, a torchrun worker), threading.excepthook
-# (training in a thread) and IPython's post_run_cell event (a notebook's cell). An exception
-# the user catches stays theirs (they may retry): the run then ends at the next train(), or
-# as the Trainer is dropped. Each hook chains to the one it replaced and does nothing when no
-# run is open; each is put back in place if something (pytest, say) installed its own since.
-def _watch() -> None:
-    """Install the hooks below (again, where replaced since)."""
-    global _EXITING_HOOKED
-    if not getattr(sys.excepthook, "_workbench", False):
-        sys.excepthook = _chain(sys.excepthook, lambda kind, e, tb: (e, threading.main_thread()))
-    if not getattr(threading.excepthook, "_workbench", False):
-        threading.excepthook = _chain(
-            threading.excepthook, lambda args: (args.exc_value, args.thread)
-        )
-    if not _EXITING_HOOKED:  # after weakref.finalize's own exit hook: atexit runs it first
-        _EXITING_HOOKED = True
-        atexit.register(_exiting)
-    with contextlib.suppress(ImportError):
-        from IPython import get_ipython
-
-        shell = get_ipython()
-        if shell is not None and _cell_ran not in shell.events.callbacks["post_run_cell"]:
-            shell.events.register("post_run_cell", _cell_ran)
-
-
-_EXITING_HOOKED = False
-
-
-def _exiting() -> None:
-    global _EXITING
-    _EXITING = True
-
-
-def _chain(previous, read):
-    """An exception hook that ends the runs ``read(*args)``'s exception left, then calls
-    ``previous``."""
-
-    def hook(*args):
-        with contextlib.suppress(Exception):  # the report of the error itself must go on
-            _uncaught(*read(*args))
-        previous(*args)
-
-    hook._workbench = True
-    return hook
-
-
-def _cell_ran(result) -> None:
-    """IPython's post_run_cell: a cell's unhandled exception (cells run in the main thread)."""
-    if result.error_in_exec is not None:
-        _uncaught(result.error_in_exec, threading.main_thread())
-
-
-def _uncaught(error: BaseException | None, thread) -> None:
-    """End, failed with ``error`` and its traceback, each run trained in ``thread`` that
-    ``error`` left (its Trainer's ``train()`` is in the traceback)."""
-    if error is None:
-        return
-    for attachment in list(_TRAINING):
-        if attachment._thread is thread and attachment._raised_through(error):
-            opened = attachment._open
-            device = opened.device if opened is not None else None
-            text = error_text(error, device) if device is not None else repr(error)
-            tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-            attachment._close(text, tb)
 
 
 def _orphaned(peers: list[dict], rank: int) -> None:
@@ -676,43 +610,6 @@ def _collate_fn(loader):
     return getattr(getattr(loader, "base_dataloader", loader), "collate_fn", None)
 
 
-class _UsersLogs:
-    """transformers' log printer (tqdm's bar writing each log as a dict, or the printer that
-    replaces it with ``disable_tqdm``), printing the logs the user's arguments asked for and
-    not the ones the attachment adds for its dashboard (about 50 a run)."""
-
-    def __init__(self, attachment, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._attachment = weakref.ref(attachment)
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        attachment = self._attachment()
-        if attachment is not None and attachment.added(state, logs):
-            return None
-        return super().on_log(args, state, control, logs=logs, **kwargs)
-
-
-class _Bar(_UsersLogs, ProgressCallback):
-    pass
-
-
-class _Printer(_UsersLogs, PrinterCallback):
-    pass
-
-
-def quiet(trainer, attachment: Attachment) -> None:
-    """Swap ``trainer``'s log printer (``ProgressCallback``, or ``PrinterCallback`` with
-    ``disable_tqdm``) for one that leaves out the logs ``attachment`` added: a held Trainer
-    only (``wb.attach``, ``GaudiTrainer``). Through the Trainer's public ``remove_callback``
-    and ``add_callback``; the bar's ``max_str_len`` kept."""
-    for kind, ours in ((ProgressCallback, _Bar), (PrinterCallback, _Printer)):
-        found = next((c for c in trainer.callback_handler.callbacks if type(c) is kind), None)
-        if found is not None:
-            trainer.remove_callback(found)
-            extra = {"max_str_len": found.max_str_len} if kind is ProgressCallback else {}
-            trainer.add_callback(ours(attachment, **extra))
-
-
 def _device_of(args):
     """The workbench's record of the device the Trainer's arguments train on."""
     dev = args.device
@@ -785,5 +682,5 @@ def attach(
         trainer=trainer,
     )
     trainer.add_callback(attachment)
-    quiet(trainer, attachment)
+    logprinters.quiet(trainer, attachment)
     return attachment
