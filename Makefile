@@ -98,8 +98,8 @@ check: $(STAMP) $(JS) $(LABEXT)
 # (marked `policy`: they read the source and the docs only: README shape, docs tables,
 # what the contracts cannot say, the environment variables, writes into library objects).
 lint: $(STAMP)
-	$(VENV)/bin/ruff check workbench tests scripts
-	$(VENV)/bin/ruff format --check workbench
+	$(VENV)/bin/ruff check workbench benchmarks tests scripts
+	$(VENV)/bin/ruff format --check workbench benchmarks
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n 0 -q -m policy -p no:cacheprovider
 

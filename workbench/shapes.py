@@ -10,7 +10,7 @@ padding. This module takes the middle road:
 - ``BucketBatchSampler`` groups examples of similar length into batches (the collators
   that pad each batch to its bucket, and packing, are in ``batching``);
 - ``padding_stats`` (for a dataset: ``data.lengths(tok).padding(...)``) and ``tradeoff``
-  measure what each strategy wastes (``python -m workbench.bench shapes`` times it).
+  measure what each strategy wastes (``python -m benchmarks shapes`` times it).
 """
 
 from __future__ import annotations
