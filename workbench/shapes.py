@@ -164,16 +164,6 @@ def buckets(
     return sorted(out)
 
 
-def padding_cost(lengths, boundaries, max_length: int | None = None) -> int:
-    """Pad tokens when each sequence is padded to the smallest boundary >= its length."""
-    x, bounds = _as_lengths(lengths, max_length), np.asarray(sorted(boundaries))
-    if x.max() > bounds[-1]:
-        raise ValueError(
-            f"a sequence of {x.max()} tokens exceeds the largest boundary {bounds[-1]}"
-        )
-    return int((bounds[np.searchsorted(bounds, x)] - x).sum())
-
-
 def check_boundaries(boundaries) -> list[int]:
     """Sorted, distinct, positive boundaries."""
     bounds = sorted({int(b) for b in boundaries})

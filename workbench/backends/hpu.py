@@ -174,7 +174,7 @@ RECORD = Backend(
             )
         },
     ),
-    monitoring=Monitoring(monitor=monitor, cards=cards, vendor=HLML, driver_version=driver_version),
+    monitoring=Monitoring(monitor=monitor, cards=cards, driver_version=driver_version),
     deploy=Deployment(
         visible_env=VISIBLE_ENV,
         k8s_resource="habana.ai/gaudi",  # Intel's device plugin

@@ -36,7 +36,6 @@ from ..bundled import cache_dir
 from .texttoimage import DTYPES
 
 FORMAT = 1  # bump when what is encoded, or how, changes: old files are then never read
-ROW_KEYS = ("latent_mean", "latent_std", "context", "pooled")
 
 
 def weights_digest(modules, prefixes: tuple[str, ...] = ("",)) -> str:
