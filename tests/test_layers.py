@@ -377,16 +377,6 @@ DOCUMENTED_WRITES = {
     ("workbench/training/uncaught.py", "threading.excepthook"):
         "Python documents overriding threading.excepthook; chained as sys.excepthook is",
 }
-# Not scoped yet (issue 42, the compat layer's, left to its owner this round): the dynamo
-# fields and the SDPA math setting GaudiTrainer sets for the process. Listed so that the
-# list can only shrink; training.torchconfig has the restoring setters they should use.
-NOT_YET_SCOPED = {
-    ("workbench/compat/optimum_habana.py", "setattr(config)"),
-    ("workbench/compat/optimum_habana.py",
-     "torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp()"),
-}
-
-
 def _root(node) -> str | None:
     while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
         node = node.func if isinstance(node, ast.Call) else node.value
@@ -437,11 +427,11 @@ def test_no_write_into_a_library_object_outside_a_documented_or_restored_scope()
     # the benchmarks too (the repository's developer package beside it, benchmarks/)
     scanned = sorted(PACKAGE.rglob("*.py")) + sorted((PACKAGE.parent / "benchmarks").glob("*.py"))
     found = set().union(*(_library_writes(p) for p in scanned))
-    unexplained = sorted(found - set(DOCUMENTED_WRITES) - NOT_YET_SCOPED)
+    unexplained = sorted(found - set(DOCUMENTED_WRITES))
     assert not unexplained, ("writes into library objects with no documented, restored "
                              "scope (use a documented extension point, or undo it):\n"
                              + "\n".join(f"{f}: {w}" for f, w in unexplained))
-    gone = sorted((set(DOCUMENTED_WRITES) | NOT_YET_SCOPED) - found)
+    gone = sorted(set(DOCUMENTED_WRITES) - found)
     assert not gone, f"listed writes the package no longer makes (remove them): {gone}"
 
 

@@ -27,8 +27,10 @@ Trainer's decay groups, ``eps=adam_epsilon``; throughput without ``throughput_wa
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import warnings
+from collections.abc import Iterator
 
 import transformers
 
@@ -37,6 +39,7 @@ from ..backends.registry import device as pick_device
 from ..backends.torchrun import world
 from ..training.attachment import Attachment
 from ..training.logprinters import quiet as _quiet
+from ..training.torchconfig import dynamo_settings, reduced_precision_sdp_math
 from ..training.trainer import fused_optimizer
 from .callers import notice
 from .gaudi_config import (
@@ -236,21 +239,19 @@ GaudiSeq2SeqTrainingArguments = _arguments_class(
 
 
 # --------------------------------------------------------------------------- the trainer
-def _dynamo(args) -> None:
-    """The torch._dynamo settings the arguments name."""
+@contextlib.contextmanager
+def _torch_settings(args) -> Iterator[None]:
+    """The process-wide torch settings the arguments name (``sdp_on_bf16``, the dynamo
+    fields), held while the Trainer trains, evaluates or predicts, and put back after it
+    however it ends: Optimum Habana set them for good; a notebook's next cell finds its own."""
     names = ("cache_size_limit", "inline_inbuilt_nn_modules", "allow_unspec_int_on_nn_module")
-    if all(getattr(args, n) is None for n in names):
-        return
-    import torch._dynamo
-
-    config = torch._dynamo.config
-    if args.cache_size_limit is not None:
-        # torch 2.7 renamed cache_size_limit to recompile_limit (the old name is an alias)
-        name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
-        setattr(config, name, args.cache_size_limit)
-    for n in names[1:]:
-        if getattr(args, n) is not None:
-            setattr(config, n, getattr(args, n))
+    dynamo = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
+    with contextlib.ExitStack() as scope:
+        if getattr(args, "sdp_on_bf16", False):
+            scope.callback(reduced_precision_sdp_math(True))
+        if dynamo:
+            scope.callback(dynamo_settings(**dynamo))
+        yield
 
 
 def _setup(trainer, model, gaudi_config, args, callbacks, optimizers, optimizer_cls_and_kwargs):
@@ -278,11 +279,6 @@ def _setup(trainer, model, gaudi_config, args, callbacks, optimizers, optimizer_
             "autocast_bf16_ops / autocast_fp32_ops are the HPU bridge's lists; "
             "torch.autocast elsewhere uses its own"
         )
-    if args.sdp_on_bf16:
-        import torch
-
-        torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True)
-    _dynamo(args)
     trainer.gaudi_config = config
     # the fused AdamW, over the Trainer's own decay groups, through create_optimizer below
     # (Seq2SeqTrainer's constructor has no optimizer_cls_and_kwargs)
@@ -350,6 +346,21 @@ class GaudiTrainer(transformers.Trainer):
         )
         attachment = next(c for c in self.callback_handler.callbacks if isinstance(c, Attachment))
         _quiet(self, attachment)  # the logs the dashboard adds are not printed as dicts
+
+    def train(self, *args, **kwargs):
+        """The Trainer's own, with the torch settings the arguments name held for the run."""
+        with _torch_settings(self.args):
+            return super().train(*args, **kwargs)
+
+    def evaluate(self, *args, **kwargs):
+        """The Trainer's own (the Seq2SeqTrainer's for GaudiSeq2SeqTrainer), likewise."""
+        with _torch_settings(self.args):
+            return super().evaluate(*args, **kwargs)
+
+    def predict(self, *args, **kwargs):
+        """The Trainer's own (the Seq2SeqTrainer's for GaudiSeq2SeqTrainer), likewise."""
+        with _torch_settings(self.args):
+            return super().predict(*args, **kwargs)
 
     def create_optimizer(self, model=None):
         """The Trainer's own, with the fused AdamW where the Gaudi config asks for it
