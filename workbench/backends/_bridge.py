@@ -141,9 +141,7 @@ def mode_for_probe(mode: str | None) -> Iterator[None]:
 
 def recipe_cache() -> Path:
     """Where compiled HPU graphs (recipes) are kept between runs and processes."""
-    from ..bundled import cache_dir
-
-    return cache_dir() / "hpu-recipes"
+    return settings.cache_root() / "hpu-recipes"
 
 
 RECIPE_VARIABLE = "PT_HPU_RECIPE_CACHE_CONFIG"
