@@ -416,3 +416,48 @@ def test_a_notebook_saved_mid_run_and_reopened_after_the_run_ends_shows_the_fini
     with jupyterlab(tmp_path) as lab, sync_playwright() as p, \
             browser_page(p, "saved-mid-run-restarted", viewport={"width": 1300, "height": 1000}) as page:
         _reopened_shows_the_finished_run(page, lab, notebook, "stopped")
+
+
+# The kernel's state as JupyterLab shows it (the notebook's session: the status bar's kernel
+# item and the toolbar's indicator read it), every change of it and every control-channel
+# request the page sends, recorded from the moment the hook is installed.
+_WATCH_KERNEL = """() => {
+    const sc = window.jupyterapp.shell.currentWidget.sessionContext, k = sc.session.kernel;
+    window.__wbKernel = {states: [], control: []};
+    sc.statusChanged.connect(() => window.__wbKernel.states.push(sc.kernelDisplayStatus));
+    k.anyMessage.connect((_, a) => {
+        if (a.direction === 'send' && a.msg.channel === 'control') window.__wbKernel.control.push(a.msg.header.msg_type);
+    });
+    return true;
+}"""
+
+
+def test_the_kernel_indicator_reads_busy_while_a_training_cell_runs(lab):
+    """A blocking wb.train cell: JupyterLab's kernel indicator and the server say busy until it
+    ends. The dashboard's comm made JupyterLab ask the kernel for a subshell; the kernel's idle
+    after that control request read as the kernel's state (workbench/server/kernelstate.py)."""
+    from playwright.sync_api import sync_playwright
+
+    notebook = long_quickstart(lab["dir"])
+    with sync_playwright() as p, browser_page(p, "kernel-busy", viewport={"width": 1300, "height": 1000}) as page:
+        open_notebook(page, lab, notebook)
+        page.evaluate(_WATCH_KERNEL)
+        run_all_cells(page, notebook)
+        # the training cell runs: its dashboard plots, past the moment its comm opened
+        wait_ui(page, "() => Number(document.querySelector('.wb-dash')?.dataset.points || 0) > 2",
+                "the dashboard to plot more than two points", 300_000)
+        start = page.evaluate(f"() => {_STEP_JS}")
+        seen = page.evaluate("() => window.__wbKernel.states.length")
+        wait_ui(page, f"() => {_STEP_JS} >= {start + 3}", "three more steps", 120_000)
+        kernel = page.evaluate("() => window.__wbKernel")
+        status = page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.kernelDisplayStatus")
+        shown = page.locator(".jp-Notebook-ExecutionIndicator").first.get_attribute("data-status")
+        (kid,) = [s["kernel"]["id"] for s in api(lab, "/api/sessions") if s["path"] == notebook]
+        server = api(lab, f"/api/kernels/{kid}")["execution_state"]
+        api(lab, f"/api/kernels/{kid}/interrupt", {})  # Stop: the run ends, the cell with it
+        wait_all_ran(page, notebook, 180_000)
+    assert (status, shown, server) == ("busy", "busy", "busy"), \
+        f"while the cell trained: JupyterLab {status}, its toolbar {shown}, the server {server}; {kernel}"
+    assert set(kernel["states"][seen:]) <= {"busy"}, f"the state changed while the cell trained: {kernel}"
+    # the case this is for: the page asked the kernel for a subshell while the cell ran
+    assert "create_subshell_request" in kernel["control"], kernel
