@@ -461,3 +461,63 @@ def test_the_kernel_indicator_reads_busy_while_a_training_cell_runs(lab):
     assert set(kernel["states"][seen:]) <= {"busy"}, f"the state changed while the cell trained: {kernel}"
     # the case this is for: the page asked the kernel for a subshell while the cell ran
     assert "create_subshell_request" in kernel["control"], kernel
+
+
+# The outputs of the current notebook: how many are saved views of the pickers and the form,
+# how many still widgets, and the notebook's dirty flag.
+_OUTPUTS = """() => {
+    const m = window.jupyterapp.shell.currentWidget.content.model;
+    const outs = [...m.cells].filter(c => c.type === 'code').flatMap(c => c.outputs.toJSON());
+    const saved = outs.filter(o => (o.data?.['text/html'] ?? '').includes("class='wb-widget-saved'"));
+    return {saved: saved.length, widgets: saved.filter(o => o.data['application/vnd.jupyter.widget-view+json']).length,
+            dirty: m.dirty};
+}"""
+
+
+def test_quickstart_saved_after_a_full_run_reopens_after_a_restart_without_a_widget_error(tmp_path):
+    """Notebook 01 (its smoke values) run in JupyterLab, saved, the server restarted: the model
+    picker, the data picker and the training form show their saved views (the form's with its
+    run's chart), trusted and untrusted; no "Error displaying widget", no console error, and
+    the notebook opens clean."""
+    from playwright.sync_api import sync_playwright
+
+    from conftest import ROOT
+
+    require_chromium()
+    notebook = "01_quickstart.ipynb"
+    write_notebook(nbformat.read(ROOT / "notebooks" / notebook, as_version=4), tmp_path / notebook)
+    with jupyterlab(tmp_path) as lab, sync_playwright() as p, \
+            browser_page(p, "quickstart-run", viewport={"width": 1300, "height": 1000}) as page:
+        open_notebook(page, lab, notebook)
+        run_all_cells(page, notebook)
+        wait_all_ran(page, notebook, 600_000)
+        # the form's saved view has its run's chart once the run has ended (its cell waits for it)
+        wait_ui(page, f"() => {{ const o = ({_OUTPUTS})(); return o.saved === 3 && o.widgets === 3; }}",
+                "the pickers and the form to carry their saved views", 60_000)
+        page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+        wait_for(lambda: sum("class='wb-widget-saved'><div" in o.get("data", {}).get("text/html", "") and
+                             "class='wb-saved'" in o["data"]["text/html"]
+                             for c in nbformat.read(tmp_path / notebook, as_version=4).cells if c.cell_type == "code"
+                             for o in c.outputs) == 1, 60, "the notebook saved with the form's run chart")
+    saved = nbformat.read(tmp_path / notebook, as_version=4)
+    untrusted = "01_untrusted.ipynb"  # the same outputs, its signature no longer matching
+    saved.metadata["edited_elsewhere"] = True
+    nbformat.write(saved, tmp_path / untrusted)
+    with jupyterlab(tmp_path) as lab, sync_playwright() as p:
+        for name in (notebook, untrusted):
+            with browser_page(p, f"reopened-{name}", viewport={"width": 1300, "height": 1000}) as page:
+                _reopened_shows_the_saved_views(page, lab, name)
+
+
+def _reopened_shows_the_saved_views(page, lab, name) -> None:
+    here = "window.jupyterapp.shell.currentWidget.node"
+    open_notebook(page, lab, name, alone=True)
+    wait_ui(page, f"() => {here}.querySelectorAll('.wb-widget-saved').length === 3"
+            f" || {here}.innerText.includes('Error displaying widget')",
+            f"{name}: the pickers' and the form's saved views", 120_000)
+    wait_ui(page, f"() => {here}.querySelector('.wb-widget-saved .wb-saved')", f"{name}: the form's run chart", 60_000)
+    outputs = page.evaluate(_OUTPUTS)
+    page.screenshot(path=str(ARTIFACTS / f"browser-reopened-{name.split('.')[0]}.png"))
+    assert "Error displaying widget" not in page.evaluate(f"() => {here}.innerText")
+    assert outputs == {"saved": 3, "widgets": 0, "dirty": False}, outputs
+    assert "batch size" in page.evaluate(f"() => {here}.querySelector('.wb-widget-saved').innerText")
