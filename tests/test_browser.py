@@ -6,7 +6,9 @@ draws, the step counter advances, the chart spans its output (and still after th
 narrows), hover shows values and drag zooms; clicks Stop and checks that the run ends
 `stopped` and its output becomes the saved view; saves, restarts the server, reopens the
 notebook and checks the chart is back with no widget error. Then picks a model and a
-dataset in the train form and presses Train. Every wait is on UI state with a deadline; a
+dataset in the train form and presses Train. Runs notebook 01, saves it, restarts the server
+and reopens it (the pickers' and the form's saved views, no widget error); shows the kernel
+indicator busy while a training cell runs. Every wait is on UI state with a deadline; a
 JupyterLab dialog fails the test with a screenshot.
 Skips where Debian's chromium is missing, except under CI=true, where it fails.
 """
