@@ -13,7 +13,7 @@ from typing import Any
 
 from ..backends.registry import backend
 from ..backends.torchrun import world
-from ..runargs import FIELDS, RunArgs
+from ..runargs import RunArgs
 
 # What a run directory written before an argument existed meant by its absence, where that
 # differs from the argument's default today: before ``padding=`` every batch was padded to
@@ -30,11 +30,8 @@ def spec_args(args: dict[str, Any] | RunArgs) -> RunArgs:
     attributes; no reader restates a default."""
     if isinstance(args, RunArgs):
         return args
-    stored = dict(args)
-    overrides = stored.pop("trainer_overrides", {})
-    defaults = {name: field.default for name, field in FIELDS.items()}
     # the stored values the run resolved when it was made (``log_interval_s``) are kept too
-    return RunArgs({**defaults, **BEFORE_THE_ARGUMENT, **stored}, overrides)
+    return RunArgs.from_dict({**BEFORE_THE_ARGUMENT, **args})
 
 
 def default_padding(task: str, device_kind: str) -> str:
