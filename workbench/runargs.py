@@ -54,7 +54,7 @@ def _epochs(name: str, value) -> None:
     if (
         isinstance(value, bool)
         or not isinstance(value, numbers.Real)
-        or not value > 0
+        or not float(value) > 0
         or math.isinf(value)
     ):
         raise ValueError(f"{name} must be a number of epochs above 0, got {value!r}")
@@ -64,7 +64,7 @@ def _lr(name: str, value) -> None:
     if not (
         isinstance(value, numbers.Real)
         and not isinstance(value, bool)
-        and value > 0
+        and float(value) > 0
         and math.isfinite(value)
     ):  # nor NaN
         raise ValueError(
@@ -309,12 +309,12 @@ def check_refused(overrides: dict[str, Any]) -> None:
         raise ValueError("; ".join(f"{k}= is not taken: {REFUSED[k]}" for k in bad))
 
 
-def caller_only(args: dict[str, Any]) -> dict[str, Any]:
-    """What a run spec's ``args`` sets that only a caller may: TrainingArguments overrides
+def caller_only(args: RunArgs) -> dict[str, Any]:
+    """What a run spec's arguments set that only a caller may: TrainingArguments overrides
     outside ``RESUMABLE`` and a ``report_to`` that reports anywhere."""
-    held = {k: v for k, v in (args.get("trainer_overrides") or {}).items() if k not in RESUMABLE}
-    if args.get("report_to") not in (None, "none", [], ["none"]):
-        held["report_to"] = args["report_to"]
+    held = {k: v for k, v in args.trainer_overrides.items() if k not in RESUMABLE}
+    if args.report_to not in (None, "none", [], ["none"]):
+        held["report_to"] = args.report_to
     return held
 
 
