@@ -102,7 +102,7 @@ def scored(
     return {
         "bench": "prompts",
         "device": dev.to_dict(),
-        "precision": run.spec["args"].get("precision", "auto"),
+        "precision": run.spec.args.precision,
         "config": {
             "run": str(run.path),
             "steps": run.step,

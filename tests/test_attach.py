@@ -96,7 +96,7 @@ def test_the_callback_form_is_the_same_run(tmp_path):
     run = wb.Run.open(run_path)
     assert run.name.endswith("-mine") and run.status == "completed"
     # the eval set is seen at its first evaluation (wb.callback() is given no Trainer)
-    assert run.spec["data"]["eval_rows"] == 10
+    assert run.spec.data["eval_rows"] == 10
     assert [e["step"] for e in run.events if e.get("phase") == "eval"] == [6, 12]
 
 
@@ -500,7 +500,7 @@ def test_language_models_get_their_perplexity(tmp_path, kind):
     trainer.train()
     metrics = trainer.evaluate()
     run = wb.Run.open(wb.runs().loc[0, "path"])
-    assert run.spec["model"]["task"] == ("causal_lm" if kind == "causal" else "masked_lm")
+    assert run.spec.model["task"] == ("causal_lm" if kind == "causal" else "masked_lm")
     assert run.summary["eval"]["perplexity"] == pytest.approx(math.exp(metrics["eval_loss"]))
 
 

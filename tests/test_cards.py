@@ -162,7 +162,7 @@ except RuntimeError as e:
 out["written_by_refusal"] = sorted(set(os.listdir(os.environ["WORKBENCH_RUNS"])) - set(runs_before))
 run = wb.launch("gpt2-tiny", wb.dataset("docstrings-lm", limit=64), devices=1, **kw)
 out["status"], out["error"] = run.status, run.summary.get("error")
-out["env"] = run.spec["launch"]["env"]
+out["env"] = run.spec.launch.env
 out["cards_after"] = [c.describe() for c in wb.device("hpu").cards]
 """
 

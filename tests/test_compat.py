@@ -215,8 +215,8 @@ def test_an_optimum_habana_script_trains_the_loss_curve_of_wb_training_args(tmp_
     wb_loss, wb_run = _train(tmp_path, attached, wb_args)
     assert oh_run.path != wb_run.path and len(oh_loss) == 8
     assert oh_loss == pytest.approx(wb_loss, rel=1e-6), "the same loss curve"
-    assert oh_run.spec["training_arguments"]["bf16"] is True
-    assert oh_run.spec["args"]["throughput_warmup_steps"] == 2
+    assert oh_run.spec.training_arguments["bf16"] is True
+    assert oh_run.spec.args.throughput_warmup_steps == 2
     assert oh_run.status == "completed"
 
 
@@ -411,7 +411,7 @@ def test_a_gaudi_trainer_run_records_its_eval_rows(tmp_path):
     oh.GaudiTrainer(model=model, args=args, train_dataset=data["train"],
                     eval_dataset=data["eval"], processing_class=tok).train()
     (path,) = wb.runs()["path"]
-    assert wb.Run.open(path).spec["data"]["eval_rows"] == len(data["eval"]) == 10
+    assert wb.Run.open(path).spec.data["eval_rows"] == len(data["eval"]) == 10
 
 
 class QuestionAnsweringTrainer(oh.GaudiTrainer):
@@ -494,7 +494,7 @@ def test_seq2seq_with_fused_adam_trains(tmp_path):
     trainer.train()
     trainer.evaluate()
     run = wb.Run.open(wb.runs().loc[0, "path"])
-    assert run.status == "completed" and run.spec["model"]["task"] == "seq2seq"
+    assert run.status == "completed" and run.spec.model["task"] == "seq2seq"
     assert "perplexity" in run.summary["eval"]
 
 

@@ -137,7 +137,7 @@ def test_fp16_on_gaudi_trains_and_says_what_its_scaler_costs(on_hpu):
             run = train(precision="fp16", max_steps=2)
         out["said"] = [str(w.message) for w in said if "GradScaler" in str(w.message)]
         out["placed"] = placed(run)
-        out["precision"] = run.spec["args"]["precision"]
+        out["precision"] = run.spec.args.precision
     """)
     assert out["precision"] == "fp16" and out["placed"]["params"] == ["hpu:0"]
     assert len(out["said"]) == 1 and "precision='bf16'" in out["said"][0]

@@ -238,9 +238,9 @@ def test_resume_keeps_the_previous_arguments_and_train_refuses_a_foreign_checkpo
     # a copy: the module's run stays at its end for the tests that read it (any order, any worker)
     copy = shutil.copytree(done.path, tmp_path / "copy" / done.path.name)
     run = Run.open(copy).resume(max_steps=14, live=False, learning_rate=1e-4)
-    record = run.spec["resumes"][-1]
-    assert record["from"] == "checkpoint-12" and record["previous_args"]["max_steps"] == 12
-    assert run.spec["args"]["lr"] == 1e-4, "learning_rate is lr's alias: checked and kept as lr"
+    record = run.spec.resumes[-1]
+    assert record.origin == "checkpoint-12" and record.previous_args["max_steps"] == 12
+    assert run.spec.args.lr == 1e-4, "learning_rate is lr's alias: checked and kept as lr"
     with pytest.raises(ValueError, match=r"resume_from_checkpoint=\.\.\.\) would be ignored"):
         wb.train("gpt2-tiny", "docstrings-lm", run_dir=tmp_path / "new", live=False,
                  resume_from_checkpoint=str(run.last_checkpoint))

@@ -24,6 +24,7 @@ from workbench.backends import _bridge as _hpu
 from workbench.backends.chips import CHIPS, GiB
 from workbench.backends.hpu import set_hpu_mode
 from workbench.backends.registry import inference_model
+from workbench.runargs import RunArgs
 from workbench.training import recipe, trainer
 
 BRIDGE_VARS = ("PT_HPU_LAZY_MODE", "PT_HPU_RECIPE_CACHE_CONFIG", "HLS_MODULE_ID", "ID")
@@ -375,8 +376,8 @@ def test_compile_is_refused_in_lazy_mode(hpu, monkeypatch):
     monkeypatch.setenv("PT_HPU_LAZY_MODE", "1")
     dev = wb.device("hpu")
     with pytest.raises(ValueError, match="torch.compile does not run in HPU lazy mode"):
-        recipe.compile_on({"mode": None, "compile": True}, dev)
-    assert not recipe.compile_on({"mode": None, "compile": None}, dev)
+        recipe.compile_on(RunArgs(mode=None, compile=True), dev)
+    assert not recipe.compile_on(RunArgs(mode=None, compile=None), dev)
 
 
 # ----------------------------------------------------------------------------- smaller items
@@ -400,9 +401,8 @@ def test_deepspeed_owns_the_optimizer_and_clipping(hpu, tmp_path):
 
 def test_ddp_on_hpu_does_not_search_for_unused_parameters(hpu, monkeypatch, tmp_path):
     monkeypatch.setenv("WORLD_SIZE", "2")
-    a = {"precision": "auto", "mode": None, "compile": False, "batch_size": 8, "lr": 1e-3, "max_steps": 10,
-         "epochs": None, "log_every": 2, "eval_every": None, "save_every": 10, "seed": 0, "report_to": None,
-         "trainer_overrides": {}}
+    a = RunArgs(precision="auto", mode=None, compile=False, batch_size=8, lr=1e-3, max_steps=10, epochs=None,
+                log_every=2, eval_every=None, save_every=10, seed=0, report_to=None, trainer_overrides={})
     targs = recipe.training_arguments(a, wb.device("hpu"), "causal_lm", tmp_path, "adamw_torch")
     assert targs["ddp_backend"] == "hccl" and targs["ddp_find_unused_parameters"] is False
     assert "ddp_find_unused_parameters" not in recipe.training_arguments(a, wb.device("cpu"), "causal_lm",

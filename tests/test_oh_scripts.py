@@ -85,14 +85,14 @@ def test_the_scripts_train_and_evaluate_on_two_cpu_ranks(tmp_path, kind):
     (path,) = wb.runs()["path"]  # one run: rank 0's
     run = wb.Run.open(path)
     assert run.status == "completed" and run.summary["world_size"] == 2
-    assert run.spec["training_arguments"]["bf16"] is True
+    assert run.spec.training_arguments["bf16"] is True
     if kind == "glue":
         assert "accuracy" in run.summary["eval"], run.summary["eval"]
         assert json.loads((out / "gaudi_config.json").read_text())["use_fused_adam"] is True
     else:
-        assert run.spec["model"]["task"] == "causal_lm"
+        assert run.spec.model["task"] == "causal_lm"
         assert run.summary["eval"]["perplexity"] == pytest.approx(ranks[0]["perplexity"])
-        assert run.spec["training_arguments"]["warmup_steps"] == 0.25, "warmup_ratio, mapped"
+        assert run.spec.training_arguments["warmup_steps"] == 0.25, "warmup_ratio, mapped"
         # the use_cache edit keeps what Optimum Habana's run_clm.py saved (its field: True)
         assert json.loads((out / "config.json").read_text())["use_cache"] is True
 

@@ -91,7 +91,7 @@ def _first_look(ns, shown, out):
 def _worker_frees_its_card(ns, shown, out):
     run = ns["run"]
     assert out.strip() == "completed" and run.status == "completed"
-    assert run.spec["launch"]["devices"] == 1 and run.summary["world_size"] == 1
+    assert run.spec.launch.devices == 1 and run.summary["world_size"] == 1
 
 
 def _models_and_datasets(ns, shown, out):

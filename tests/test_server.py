@@ -25,6 +25,7 @@ from tornado.httpclient import HTTPClientError
 
 import workbench as wb
 from workbench.rundir.run import STOP_FILE, EventLog, RunDir
+from workbench.rundir.spec import RunSpec
 from workbench.rundir.writer import RunWriter, create
 from workbench.server.tail import LOSS_POINTS, EventTail
 
@@ -66,7 +67,7 @@ def refused(jp_fetch, jp_asyncio_loop):
 def new_run(folder: Path, name: str, events=()) -> Path:
     path = folder / "runs" / name
     path.mkdir(parents=True)
-    create(path, SPEC)
+    create(path, RunSpec.read(SPEC))
     log = EventLog(path / "events.jsonl")
     for e in events:
         log.emit(e)
@@ -239,7 +240,9 @@ def test_run_detail_has_summary_spec_last_events_and_checkpoints(api, refused, j
     detail = api("run", params={"path": "runs/20250101-100000-done"})
     assert detail["path"] == "runs/20250101-100000-done" and detail["name"] == "20250101-100000-done"
     assert detail["status"] == "completed" and detail["summary"]["step"] == 100
-    assert detail["spec"] == SPEC
+    spec = detail["spec"]  # spec.json as written: the record's file, with its version
+    assert (spec["version"], spec["model"], spec["data"]) == (2, SPEC["model"], SPEC["data"])
+    assert spec["args"]["max_steps"] == 100 and spec["args"]["batch_size"] == 16
     assert [e["step"] for e in detail["events"]] == list(range(51, 101))
     assert detail["checkpoints"] == [] and detail["samples"] is None
     # a text-to-image run's sample grids: the latest one whole, the event list without pictures

@@ -82,7 +82,7 @@ def test_an_alias_still_reaches_its_field_through_the_keywords(runs_in_tmp):
     before the keywords were spelled out; the default ``lr=None`` must not collide with it."""
     run = wb.train("bert-tiny", "docstrings-topic", max_steps=1, learning_rate=3e-4,
                    live=False, save_every=1)
-    assert run.spec["args"]["lr"] == 3e-4
+    assert run.spec.args.lr == 3e-4
     with pytest.raises(ValueError, match="learning_rate= and lr= name the same argument"):
         wb.train("bert-tiny", "docstrings-topic", lr=1e-3, learning_rate=3e-4, live=False)
 

@@ -16,6 +16,8 @@ import torch
 
 import workbench as wb
 from workbench.catalog import FAMILIES
+from workbench.runargs import RunArgs
+from workbench.rundir.spec import RunSpec
 from workbench.training.engine import Run
 
 from conftest import wait_for
@@ -80,7 +82,7 @@ def test_default_logging_on_an_accelerator_waits_between_events(monkeypatch):
 
     every = wb.train("gpt2-tiny", "docstrings-lm", max_steps=12, batch_size=4, max_length=32,
                      save_every=6, log_every=1, live=False)
-    assert every.spec["args"]["log_interval_s"] == 0, "an explicit log_every is kept exactly"
+    assert every.spec.args.log_interval_s == 0, "an explicit log_every is kept exactly"
     losses = {e["step"]: e["loss"] for e in _train_events(every)}
     assert sorted(losses) == list(range(1, 13))
     # the same run with the default cadence, as on a GPU where no event comes sooner than
@@ -88,7 +90,7 @@ def test_default_logging_on_an_accelerator_waits_between_events(monkeypatch):
     monkeypatch.setattr(recipe, "log_interval", lambda a, device, size: 3600.0)
     sparse = wb.train("gpt2-tiny", "docstrings-lm", max_steps=12, batch_size=4, max_length=32,
                       save_every=6, live=False)
-    assert sparse.spec["args"]["log_interval_s"] is None, "the device's default interval"
+    assert sparse.spec.args.log_interval_s is None, "the device's default interval"
     events = {e["step"]: e["loss"] for e in _train_events(sparse)}
     assert sorted(events) == [1, 6, 12]
     # the Trainer averages the loss over the steps since its last log
@@ -134,20 +136,21 @@ def test_the_default_cadence_logs_when_the_last_event_is_a_few_seconds_old(monke
     events._last_log = clock[0]
     assert not step(19.0) and step(2.0)
     assert step(0.1, logging_step=True), "logging steps log as before"
-    assert recipe.timed_logging({"log_interval_s": None}, 1)
-    assert not recipe.timed_logging({"log_interval_s": 0.0}, 1), "an explicit log_every is kept"
-    assert not recipe.timed_logging({"log_interval_s": None}, 2), "ranks log at the same steps"
+    assert recipe.timed_logging(RunArgs(log_interval_s=None), 1)
+    assert not recipe.timed_logging(RunArgs(log_interval_s=0.0), 1), "an explicit log_every is kept"
+    assert not recipe.timed_logging(RunArgs(log_interval_s=None), 2), "ranks log at the same steps"
 
 
 def test_log_throttle_only_on_one_accelerator_process(fake_hpu):
     from workbench.training import recipe
 
     hpu, cpu = wb.device("hpu"), wb.device("cpu")
-    auto = {"log_interval_s": None}
+    auto = RunArgs(log_interval_s=None)
     assert recipe.log_interval(auto, hpu, 1) == hpu.backend.policy.log_interval_s > 0
     assert recipe.log_interval(auto, hpu, 2) == 0, "ranks must log at the same steps"
     assert recipe.log_interval(auto, cpu, 1) == 0, "on the CPU reading the loss waits for nothing"
-    assert recipe.log_interval({}, hpu, 1) == 0, "runs made before the throttle existed"
+    older = RunSpec.read({"model": {}, "data": {}, "args": {}}).args  # spec.json with no version
+    assert recipe.log_interval(older, hpu, 1) == 0, "runs made before the throttle existed"
 
 
 @pytest.mark.slow
@@ -513,7 +516,7 @@ def sdpa_calls(monkeypatch):
 def test_default_batching_is_static_shaped_and_reported_in_events(sdpa_calls):
     topic = wb.train("bert-tiny", wb.dataset("docstrings-topic", limit=300), max_steps=12, batch_size=8,
                      max_length=128, log_every=4, live=False)
-    assert topic.spec["args"]["padding"] == "bucketed"
+    assert topic.spec.args.padding == "bucketed"
     last = _train_events(topic)[-1]
     assert last["shapes_seen"] <= 8 and last["padding_waste_pct"] < 30
     assert all(s[0] == 8 for s in topic.trainer.data_collator.shapes), "batches padded to full size"
@@ -521,7 +524,7 @@ def test_default_batching_is_static_shaped_and_reported_in_events(sdpa_calls):
     calls = sdpa_calls
     lm = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=300), max_steps=6, batch_size=4,
                   max_length=64, log_every=3, live=False)
-    assert lm.spec["args"]["padding"] == "packed"
+    assert lm.spec.args.padding == "packed"
     last = _train_events(lm)[-1]
     assert last["shapes_seen"] == 1 and last["padding_waste_pct"] < 1 and last["tokens_per_step"] == 4 * 64
     # packed blocks go without their (all-ones) mask, so SDPA takes its causal kernel ...
@@ -552,7 +555,7 @@ def test_isolated_packing_keeps_attention_inside_documents(sdpa_calls):
     calls = sdpa_calls
     run = wb.train("gpt2-tiny", wb.dataset("docstrings-lm", limit=100), max_steps=2, batch_size=4,
                    max_length=64, packing="isolated", live=False)
-    assert run.status == "completed" and run.spec["args"]["packing"] == "isolated"
+    assert run.status == "completed" and run.spec.args.packing == "isolated"
     batch = next(iter(run.trainer.get_train_dataloader()))
     assert "position_ids" in batch and "attention_mask" not in batch
     assert (batch["position_ids"] == 0).sum() > batch["position_ids"].shape[0], "positions restart per document"

@@ -72,7 +72,7 @@ def test_a_kill_inside_a_resume_after_its_spec_was_rewritten_reads_failed_not_co
     """, str(run.path))
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     killed = Run.open(run.path)
-    assert killed.spec["args"]["max_steps"] == 10
+    assert killed.spec.args.max_steps == 10
     assert killed.status == "failed", "the resume to 10 died: not 'completed' at step 6"
     assert killed.step == 6 and wb.runs(tmp_path / "runs")["status"].tolist() == ["failed"]
     killed.resume(live=False)  # the spec's 10, from checkpoint-6

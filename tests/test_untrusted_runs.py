@@ -280,6 +280,48 @@ def test_a_checkpoint_s_pickles_never_run(finished, tmp_path):
     assert not marker.exists()
 
 
+# --------------------------------------------------------------------------- the spec's record
+@pytest.mark.parametrize("change, message", ids=str, argvalues=[
+    ({"args": ["batch_size", 8]}, r"args must be an object, got list"),
+    ({"args": {"batch_size": "8"}}, r"args\.batch_size must be a whole number, got '8'"),
+    ({"args": {"lr": "__import__('os')"}}, r"args\.lr=\"__import__\('os'\)\" is not a learning rate"),
+    ({"args": {"trainer_overrides": "weight_decay=0.1"}}, r"args\.trainer_overrides must be an object"),
+    ({"launch": {"devices": "2"}}, r"launch\.devices must be a whole number from 1, got '2'"),
+    ({"launch": {"devices": 2, "env": {"PT_HPU_LAZY_MODE": 1}}}, r"launch\.env must map names to text"),
+    ({"resumes": [{"from": 12}]}, r"resumes\[0\]\.from must be text, got int 12"),
+    ({"model": "gpt2"}, r"model must be an object, got str"),
+    ({"version": 99}, r"its version 99 is newer than this workbench's \(2\): upgrade gaudi-workbench"),
+])
+def test_a_spec_of_the_wrong_shape_is_refused_by_key(tmp_path, make_run, change, message):
+    """A run directory is data: a spec.json whose values have the wrong type is refused by
+    RunDir.spec with the file, the key and what it holds, before any reader acts on it."""
+    path = make_run(tmp_path, "odd")
+    spec = json.loads((path / "spec.json").read_text())
+    (path / "spec.json").write_text(json.dumps({**spec, **change}))
+    with pytest.raises(ValueError, match=rf"odd/spec\.json is not a run spec this workbench reads: {message}"):
+        _ = wb.Run.open(path).spec
+    row = RunTable(tmp_path).row(path)  # the panel lists it, saying why it cannot read it
+    assert row["error"].startswith("unreadable run directory: ") and "spec.json" in row["error"]
+
+
+def test_a_spec_older_code_wrote_opens_after_one_upgrade_step(tmp_path, make_run):
+    """A spec.json without a version (written before it, or before an argument existed) reads
+    with what the absence meant then: batches padded to their longest row, every logging step
+    logged; the record it reads is written back with the version."""
+    path = make_run(tmp_path, "old")
+    spec = json.loads((path / "spec.json").read_text())
+    del spec["args"]["padding"], spec["args"]["cache_latents"]
+    assert "log_interval_s" not in spec["args"] and "version" not in spec
+    (path / "spec.json").write_text(json.dumps({**spec, "resumes": [{"from": "checkpoint-4", "max_steps": 8}]}))
+    read = wb.Run.open(path).spec
+    assert (read.version, read.args.padding, read.args.log_interval_s, read.args.cache_latents) == (
+        2, "longest", 0.0, False)
+    assert read.resumes[0].origin == "checkpoint-4" and read.args.batch_size == 16
+    written = read.to_dict()
+    assert written["version"] == 2 and written["resumes"][0]["from"] == "checkpoint-4"
+    assert type(read).read(written) == read, "the record round-trips through its file"
+
+
 # --------------------------------------------------------------------------- every reader
 PACKAGE = Path(__file__).resolve().parent.parent / "workbench"
 # What reads a run directory, matched in the source; each module is listed with the public
@@ -308,6 +350,8 @@ READERS = {
     "training/attachment.py": "a rank of the user's own Trainer writing the end of a run whose "
     "rank 0 died: its own run (the path from rank 0, in this training), summary and events",
     "settings.py": "where runs go ($WORKBENCH_RUNS, ./runs): the caller's setting",
+    "rundir/spec.py": "spec.json's record, read by RunDir.spec: test_a_spec_of_the_wrong_shape_is_"
+    "refused_by_key",
 }
 
 
@@ -329,6 +373,6 @@ def test_every_reader_of_run_directories_is_listed():
     rebuilt = [
         str(p.relative_to(PACKAGE))
         for p in PACKAGE.rglob("*.py")
-        if re.search(r"ModelSpec\.from_dict\([^)]*spec\[", p.read_text())
+        if re.search(r"ModelSpec\.from_dict\([^)]*spec(\[|\.model)", p.read_text())
     ]
     assert rebuilt == ["rundir/run.py"], f"{rebuilt} build a ModelSpec from a run's spec: use RunDir.model_spec"

@@ -1,8 +1,9 @@
 """A run's arguments: every name ``wb.train`` takes, its default and its check, stated once.
 
 ``RunArgs`` is the record ``wb.train``, ``wb.launch``, ``wb.launch_command``, ``wb.profile``,
-the pickers and the train form share: they read their defaults from ``FIELDS`` when they are
-called, so a default changed here is a default changed everywhere. A name transformers'
+the pickers and the train form share, a frozen dataclass whose fields are typed: they read
+their defaults from ``FIELDS`` (drawn from its fields) when they are called, so a default
+changed here is a default changed everywhere. A name transformers'
 ``TrainingArguments`` spells differently (``learning_rate`` for ``lr``) is an alias of the
 record's field: it is checked as the field is, never passed through unchecked.
 
@@ -12,11 +13,13 @@ Checks here need only the values; the ones that need the model, the data or the 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import math
 import numbers
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,8 @@ from .batching import PACKINGS
 
 # The one padding vocabulary: wb.train's ``padding=``, the shape statistics and the pickers.
 PADDINGS = ("auto", "longest", "max_length", "bucketed", "packed")
+
+Check = Callable[[str, Any], None]  # check(name, value) raises with the fix
 
 
 def _optional(check):
@@ -49,7 +54,7 @@ def _epochs(name: str, value) -> None:
     if (
         isinstance(value, bool)
         or not isinstance(value, numbers.Real)
-        or not value > 0
+        or not float(value) > 0
         or math.isinf(value)
     ):
         raise ValueError(f"{name} must be a number of epochs above 0, got {value!r}")
@@ -59,7 +64,7 @@ def _lr(name: str, value) -> None:
     if not (
         isinstance(value, numbers.Real)
         and not isinstance(value, bool)
-        and value > 0
+        and float(value) > 0
         and math.isfinite(value)
     ):  # nor NaN
         raise ValueError(
@@ -100,41 +105,131 @@ def _anything(name: str, value) -> None:
 
 @dataclass(frozen=True)
 class Field:
-    """One argument of a run: its default, its check, and the TrainingArguments names that
-    mean the same thing."""
+    """One argument of a run as the doors see it: its default, its check, the
+    TrainingArguments names that mean the same thing, and its type (as the source spells it).
+    Read from ``RunArgs``' own fields, where each is written once."""
 
     default: Any
-    check: Any = _anything  # check(name, value) raises with the fix; None is the default's
+    check: Check = _anything  # check(name, value) raises with the fix; None is the default's
     aliases: tuple[str, ...] = ()
     annotation: Any = Any
 
 
-# The arguments of a run, in wb.train's order. The spec of a run keeps them under "args".
+def _arg(default: Any, check: Check = _anything, aliases: tuple[str, ...] = ()) -> Any:
+    """A field of ``RunArgs``: its default, its check and its TrainingArguments aliases."""
+    return field(default=default, metadata={"check": check, "aliases": aliases})
+
+
+def _resolved() -> Any:
+    """A field of ``RunArgs`` that the run works out when it is prepared (no caller sets it)."""
+    return field(default=None, metadata={"resolved": True})
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunArgs:
+    """The arguments of one run, in ``wb.train``'s order: each one's name, type, default and
+    check written once, here; the TrainingArguments overrides beside them.
+
+    ``RunArgs.from_options(options)`` takes the keywords a user passed to ``wb.train`` (every
+    value checked); ``to_dict`` / ``from_dict`` round-trip it as a run's spec.json keeps it
+    under ``"args"``. Frozen: ``replace(...)`` makes a checked copy.
+    """
+
+    max_steps: int | None = _arg(None, _optional(_positive_int))
+    epochs: float | None = _arg(None, _optional(_epochs), ("num_train_epochs",))
+    batch_size: int = _arg(16, _positive_int, ("per_device_train_batch_size",))
+    lr: float | None = _arg(None, _optional(_lr), ("learning_rate",))
+    precision: str = _arg("auto", _one_of(*PRECISIONS))  # the device table's
+    device: str = _arg("auto")  # checked by the device table (names the known ones)
+    eval_every: int | None = _arg(None, _optional(_positive_int), ("eval_steps",))
+    save_every: int | None = _arg(None, _optional(_positive_int), ("save_steps",))
+    log_every: int | None = _arg(None, _optional(_positive_int), ("logging_steps",))
+    run_dir: str | Path | None = _arg(None)  # checked where it is made
+    name: str | None = _arg(None, _optional(_run_name))
+    max_length: int = _arg(128, _positive_int)
+    padding: str = _arg("auto", _one_of(*PADDINGS))
+    buckets: int = _arg(8, _positive_int)
+    packing: str = _arg("concat", _one_of(*PACKINGS))
+    seed: int = _arg(0, _int_at_least_0)
+    compile: bool | None = _arg(None, _optional(_bool))
+    mode: str | None = _arg(None, _optional(_one_of(*MODES)))
+    throughput_warmup_steps: int | None = _arg(None, _optional(_int_at_least_0))
+    report_to: str | list | None = _arg(None)
+    sample_prompts: list | None = _arg(None)  # checked with the model's task
+    sample_every: int | None = _arg(None)
+    sample_steps: int = _arg(10)
+    cache_latents: bool = _arg(False, _bool)
+    # worked out when the run is prepared (recipe.cadence): seconds at least between events
+    log_interval_s: float | None = _resolved()
+    trainer_overrides: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> RunArgs:
+        """Split ``options`` into the run's fields and TrainingArguments overrides; an alias
+        becomes its field; every value is checked; the defaults fill the rest."""
+        values, overrides = {}, {}
+        for key, value in options.items():
+            if key in FIELDS:
+                values[key] = value
+            elif key in ALIASES:
+                canonical = ALIASES[key]
+                if canonical in options:
+                    raise ValueError(
+                        f"{key}= and {canonical}= name the same argument; pass only "
+                        f"{canonical}={options[canonical]!r}"
+                    )
+                values[canonical] = value
+            else:
+                overrides[key] = value
+        for key, value in values.items():
+            FIELDS[key].check(key if key in options else _alias_used(key, options), value)
+        full = {name: values.get(name, f.default) for name, f in FIELDS.items()}
+        return cls(**full, trainer_overrides=overrides)
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """The run's arguments by name (every field but the TrainingArguments overrides)."""
+        return {
+            f.name: getattr(self, f.name) for f in fields(self) if f.name != "trainer_overrides"
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {**self.values, "trainer_overrides": dict(self.trainer_overrides)}
+        if out["log_interval_s"] is None:  # resolved when prepared: absent until then
+            del out["log_interval_s"]
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunArgs:
+        """The record of a dict ``to_dict`` wrote: absent fields take their defaults, names
+        no field has are left out (a run's files are data: ``rundir.spec`` checks them)."""
+        known = {f.name for f in fields(cls)} - {"trainer_overrides"}
+        overrides = dict(d.get("trainer_overrides") or {})
+        return cls(**{k: v for k, v in d.items() if k in known}, trainer_overrides=overrides)
+
+    def replace(self, **changes: Any) -> RunArgs:
+        """A copy with ``changes`` (fields), each checked."""
+        for key, value in changes.items():
+            if key in FIELDS:
+                FIELDS[key].check(key, value)
+        return dataclasses.replace(self, **changes)
+
+    def __repr__(self) -> str:
+        changed = {
+            k: v
+            for k, v in self.values.items()
+            if (v != FIELDS[k].default if k in FIELDS else v is not None)
+        }
+        parts = [f"{k}={v!r}" for k, v in {**changed, **self.trainer_overrides}.items()]
+        return f"RunArgs({', '.join(parts)})"
+
+
+# The arguments a caller gives, in wb.train's order, read from RunArgs' fields: the doors'
+# keywords and the forms' defaults. (Monkeypatching an entry changes what the doors fill in.)
 FIELDS: dict[str, Field] = {
-    "max_steps": Field(None, _optional(_positive_int), annotation=int | None),
-    "epochs": Field(None, _optional(_epochs), ("num_train_epochs",), float | None),
-    "batch_size": Field(16, _positive_int, ("per_device_train_batch_size",), int),
-    "lr": Field(None, _optional(_lr), ("learning_rate",), float | None),
-    "precision": Field("auto", _one_of(*PRECISIONS), annotation=str),  # the device table's
-    "device": Field("auto", annotation=str),  # checked by the device table (names the known ones)
-    "eval_every": Field(None, _optional(_positive_int), ("eval_steps",), int | None),
-    "save_every": Field(None, _optional(_positive_int), ("save_steps",), int | None),
-    "log_every": Field(None, _optional(_positive_int), ("logging_steps",), int | None),
-    "run_dir": Field(None, annotation=str | Path | None),  # checked where it is made
-    "name": Field(None, _optional(_run_name), annotation=str | None),
-    "max_length": Field(128, _positive_int, annotation=int),
-    "padding": Field("auto", _one_of(*PADDINGS), annotation=str),
-    "buckets": Field(8, _positive_int, annotation=int),
-    "packing": Field("concat", _one_of(*PACKINGS), annotation=str),
-    "seed": Field(0, _int_at_least_0, annotation=int),
-    "compile": Field(None, _optional(_bool), annotation=bool | None),
-    "mode": Field(None, _optional(_one_of(*MODES)), annotation=str | None),
-    "throughput_warmup_steps": Field(None, _optional(_int_at_least_0), annotation=int | None),
-    "report_to": Field(None, annotation=str | list | None),
-    "sample_prompts": Field(None, annotation=list | None),  # checked with the model's task
-    "sample_every": Field(None, annotation=int | None),
-    "sample_steps": Field(10, annotation=int),
-    "cache_latents": Field(False, _bool, annotation=bool),
+    f.name: Field(f.default, f.metadata["check"], f.metadata["aliases"], f.type)
+    for f in fields(RunArgs)
+    if "check" in f.metadata
 }
 ALIASES = {alias: name for name, f in FIELDS.items() for alias in f.aliases}
 
@@ -155,78 +250,6 @@ def check_value(name: str, value: Any) -> None:
     """Refuse a bad value of argument ``name`` (or of one of its aliases), with the fix."""
     canonical = ALIASES.get(name, name)
     FIELDS[canonical].check(name, value)
-
-
-class RunArgs:
-    """The arguments of one run: every field of ``FIELDS`` (defaults filled in) and the
-    TrainingArguments overrides, checked when made.
-
-    ``RunArgs.from_options(options)`` takes the keywords a user passed to ``wb.train``;
-    ``to_dict`` / ``from_dict`` round-trip it. Values are read as attributes (``args.lr``).
-    """
-
-    __slots__ = ("values", "trainer_overrides")
-
-    def __init__(self, values: dict[str, Any], trainer_overrides: dict[str, Any] | None = None):
-        object.__setattr__(self, "values", dict(values))
-        object.__setattr__(self, "trainer_overrides", dict(trainer_overrides or {}))
-
-    @classmethod
-    def from_options(cls, options: dict[str, Any]) -> RunArgs:
-        """Split ``options`` into the run's fields and TrainingArguments overrides; an alias
-        becomes its field; every value is checked; the defaults fill the rest."""
-        values, overrides = {}, {}
-        for key, value in options.items():
-            if key in FIELDS:
-                values[key] = value
-            elif key in ALIASES:
-                field = ALIASES[key]
-                if field in options:
-                    raise ValueError(
-                        f"{key}= and {field}= name the same argument; pass only "
-                        f"{field}={options[field]!r}"
-                    )
-                values[field] = value
-            else:
-                overrides[key] = value
-        for key, value in values.items():
-            FIELDS[key].check(key if key in options else _alias_used(key, options), value)
-        full = {name: values.get(name, f.default) for name, f in FIELDS.items()}
-        return cls(full, overrides)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.values, "trainer_overrides": dict(self.trainer_overrides)}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RunArgs:
-        d = dict(d)
-        overrides = d.pop("trainer_overrides", {})
-        return cls({name: d.get(name, f.default) for name, f in FIELDS.items()}, overrides)
-
-    def replace(self, **changes) -> RunArgs:
-        """A copy with ``changes`` (fields), each checked."""
-        for key, value in changes.items():
-            FIELDS[key].check(key, value)
-        return RunArgs({**self.values, **changes}, self.trainer_overrides)
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.values[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def __setattr__(self, name, value):
-        raise AttributeError("RunArgs is read-only: use replace(...)")
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, RunArgs) and other.to_dict() == self.to_dict()
-
-    def __repr__(self) -> str:
-        changed = {
-            k: v for k, v in self.values.items() if k not in FIELDS or v != FIELDS[k].default
-        }
-        parts = [f"{k}={v!r}" for k, v in {**changed, **self.trainer_overrides}.items()]
-        return f"RunArgs({', '.join(parts)})"
 
 
 def _alias_used(field: str, options: dict[str, Any]) -> str:
@@ -286,12 +309,12 @@ def check_refused(overrides: dict[str, Any]) -> None:
         raise ValueError("; ".join(f"{k}= is not taken: {REFUSED[k]}" for k in bad))
 
 
-def caller_only(args: dict[str, Any]) -> dict[str, Any]:
-    """What a run spec's ``args`` sets that only a caller may: TrainingArguments overrides
+def caller_only(args: RunArgs) -> dict[str, Any]:
+    """What a run spec's arguments set that only a caller may: TrainingArguments overrides
     outside ``RESUMABLE`` and a ``report_to`` that reports anywhere."""
-    held = {k: v for k, v in (args.get("trainer_overrides") or {}).items() if k not in RESUMABLE}
-    if args.get("report_to") not in (None, "none", [], ["none"]):
-        held["report_to"] = args["report_to"]
+    held = {k: v for k, v in args.trainer_overrides.items() if k not in RESUMABLE}
+    if args.report_to not in (None, "none", [], ["none"]):
+        held["report_to"] = args.report_to
     return held
 
 

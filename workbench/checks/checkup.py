@@ -222,7 +222,7 @@ def _run_checks(key: str, v: _Visit) -> list[Check]:
         diagnosis.optimizer_ran(names[1], run, v.dev),
         diagnosis.clip_ran(names[2], steps),
         diagnosis.memory_moved(names[3], steps, before, v.dev),
-        diagnosis.no_recompiles(names[4], steps, v.dev, run.spec["args"]["padding"], start),
+        diagnosis.no_recompiles(names[4], steps, v.dev, run.spec.args.padding, start),
         diagnosis.step_counts(names[5], run.summary.get("after_warmup") or {}, v.dev),
     ]
     run.trainer = None  # let the model and optimizer go before the next check

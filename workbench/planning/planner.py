@@ -161,8 +161,12 @@ def _run_record(path: Path) -> dict[str, Any] | None:
     """A completed run as (chip, precision, parameters, achieved FLOP/s per device); None if
     unusable."""
     run = RunDir(path)
-    summary, spec = run.summary, run.spec
-    tokens_per_s, seq = summary.get("tokens_per_s"), spec.get("args", {}).get("max_length")
+    summary = run.summary
+    try:
+        spec = run.spec
+    except ValueError:  # a spec.json of the wrong shape: not a run to learn from
+        return None
+    tokens_per_s, seq = summary.get("tokens_per_s"), spec.args.max_length
     if run.status != "completed" or not tokens_per_s or not seq:
         return None
     dev = summary.get("device") or {}
@@ -177,8 +181,8 @@ def _run_record(path: Path) -> dict[str, Any] | None:
         name, params, per_token = _figures(mspec.to_json(), int(seq))
     except (ValueError, TypeError, KeyError, OSError, ImportError):
         return None  # a UNet, a model that needs its own code, or one this version cannot read
-    devices = int((spec.get("launch") or {}).get("devices") or 1)
-    precision = spec["args"].get("precision", "auto")
+    devices = spec.launch.devices if spec.launch is not None else 1
+    precision = spec.args.precision
     return {
         "run": run.name,
         "chip": found.name,
@@ -187,7 +191,7 @@ def _run_record(path: Path) -> dict[str, Any] | None:
         "model": name,
         "tokens_per_s": float(tokens_per_s),
         "seq_len": int(seq),
-        "batch_size": spec["args"].get("batch_size"),
+        "batch_size": spec.args.batch_size,
         "achieved": per_token * float(tokens_per_s) / devices,
     }
 

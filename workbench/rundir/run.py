@@ -25,6 +25,7 @@ from ..settings import runs_root, runs_root_named
 from .events import read_events
 from .job import job_state
 from .lock import WriterLock
+from .spec import RunSpec
 
 STOP_FILE = "STOP"  # a file of this name in a run directory stops the run (every rank reads it)
 
@@ -208,7 +209,7 @@ class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.log = EventLog(self.path / "events.jsonl")
-        self._spec: dict[str, Any] | None = None
+        self._spec: RunSpec | None = None
         # (stat key, parsed)
         self._summary: tuple[tuple[int, int, int], dict[str, Any]] | None = None
         self._loaded = None  # (model, tokenizer) once loaded
@@ -229,23 +230,28 @@ class RunDir:
         return self.path.name
 
     @property
-    def spec(self) -> dict[str, Any]:
-        """spec.json, parsed once (a copy: editing it changes nothing on disk)."""
+    def spec(self) -> RunSpec:
+        """spec.json as its record, read once (upgraded from an older version; a value of the
+        wrong type refused). A frozen record: editing a copy changes nothing on disk."""
         if self._spec is None:
+            path = self.path / "spec.json"
             try:
-                self._spec = json.loads((self.path / "spec.json").read_text())
+                text = path.read_text()
             except FileNotFoundError:
                 raise FileNotFoundError(
                     f"{self.name} has no spec.json: the process creating it died before "
                     f"writing it (the run reads {self.status}); start a new run"
                 ) from None
-        return json.loads(json.dumps(self._spec))
+            try:
+                raw = json.loads(text)
+            except ValueError as e:
+                raise ValueError(f"{path} is not JSON ({e}): a run directory cut short?") from None
+            self._spec = RunSpec.read(raw, str(path))
+        return self._spec
 
     @property
-    def task(self) -> str:
-        if self._spec is None:
-            self.spec  # noqa: B018 (parses and caches)
-        return self._spec["model"]["task"]
+    def task(self) -> str | None:
+        return self.spec.task
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -352,7 +358,7 @@ class RunDir:
         data (shared, downloaded), so what its spec.json says never turns remote code on."""
         from ..catalog import ModelSpec
 
-        return ModelSpec.from_dict({**self.spec["model"], "trust_remote_code": trust_remote_code})
+        return ModelSpec.from_dict({**self.spec.model, "trust_remote_code": trust_remote_code})
 
     def _load(self):
         if self._loaded is None:
@@ -475,13 +481,13 @@ class RunDir:
         """The run in one row, as ``runs()`` and ``compare()`` show it (eval metrics too)."""
         s = self.summary
         # a run killed as it was made has a summary and no spec yet
-        spec = self.spec if (self.path / "spec.json").exists() else {"model": {}, "data": {}}
-        model = model_name(spec)
+        spec = self.spec if (self.path / "spec.json").exists() else None
+        model = model_name(spec.model) if spec is not None else None
         return {
             "run": self.name,
             "status": self.status,
             "model": model,
-            "data": spec["data"].get("source"),
+            "data": spec.data.get("source") if spec is not None else None,
             "step": self.step,
             "train_loss": s.get("train_loss"),
             "samples_per_s": s.get("samples_per_s"),
@@ -508,10 +514,9 @@ class RunDir:
         return markup.key_values((k, _fmt(v)) for k, v in rows.items())
 
 
-def model_name(spec: dict) -> str | None:
-    """The model as the run tables name it: ``family-size``, or an attached Trainer's model
-    class (its spec's model has a ``name``); None when the spec names none."""
-    model = spec.get("model") or {}
+def model_name(model: dict[str, Any]) -> str | None:
+    """The model (a run spec's ``model``) as the run tables name it: ``family-size``, or an
+    attached Trainer's model class (its spec's model has a ``name``); None when it names none."""
     if model.get("name"):
         return str(model["name"])
     return "-".join(str(model.get(k)) for k in ("family", "size")) if model else None

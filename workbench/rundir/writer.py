@@ -9,8 +9,8 @@ reader also infers when the lock is free but the summary still says ``running``.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
-import json
 import os
 import shutil
 import socket
@@ -21,6 +21,7 @@ from typing import Any
 from ..backends.record import library_versions
 from .lock import WriterLock
 from .run import STOP_FILE, RunDir, now, write_json
+from .spec import Resume, RunSpec
 
 ABORTED = "interrupted twice: aborted without a final checkpoint"  # a second Ctrl-C's error
 # a SIGTERM's error, as the engine writes it ("<type>: <message>" of interrupts.Terminated)
@@ -32,7 +33,7 @@ RESERVE = ".reserve"  # bytes kept on disk so that the final summary fits when t
 RESERVE_BYTES = 256 * 1024
 
 
-def create(path: Path, spec: dict[str, Any], checkpoints: Path | None = None) -> None:
+def create(path: Path, spec: RunSpec, checkpoints: Path | None = None) -> None:
     """Write a new run's summary (``prepared``, naming this process) and then its spec: a run
     directory is never seen without a summary. Until a trainer claims the run, the process
     named is the one that will start it: if it dies first, the run reads ``failed``
@@ -46,7 +47,7 @@ def create(path: Path, spec: dict[str, Any], checkpoints: Path | None = None) ->
     if checkpoints is not None:
         target = Path(checkpoints).absolute()
         (path / "checkpoints").symlink_to(target, target_is_directory=True)
-    write_json(path / "spec.json", spec)
+    write_json(path / "spec.json", spec.to_dict())
 
 
 def hand_over(run: RunDir) -> None:
@@ -74,9 +75,9 @@ class Resumption:
     entry in the spec's ``resumes`` list: a resume that fails before a step puts them back."""
 
     summary: dict[str, Any]
-    spec: dict[str, Any]
+    spec: RunSpec
     events: bytes
-    entry: dict[str, Any]
+    entry: Resume
     step: int
 
 
@@ -127,12 +128,12 @@ class RunWriter:
         (self.run.path / RESERVE).unlink(missing_ok=True)
         self.lock.release()
 
-    def respec(self, spec: dict[str, Any]) -> None:
+    def respec(self, spec: RunSpec) -> None:
         """Replace the run's spec (a resume with new arguments)."""
-        write_json(self.run.path / "spec.json", spec)
+        write_json(self.run.path / "spec.json", spec.to_dict())
         self.run.refresh()
 
-    def put_back(self, summary: dict[str, Any], spec: dict[str, Any]) -> None:
+    def put_back(self, summary: dict[str, Any], spec: RunSpec) -> None:
         """Write back the summary and spec a failed resume found (the reserve makes room);
         a spec the resume did not replace is left alone."""
         (self.run.path / RESERVE).unlink(missing_ok=True)
@@ -144,8 +145,8 @@ class RunWriter:
         """A resume that failed before it trained a step: the run as the resume found it
         (summary, spec, event log), its spec's ``resumes`` list recording the failure; then
         the lock released. Returns the error of a write that failed (as ``finish``)."""
-        spec = json.loads(json.dumps(before.spec))
-        spec.setdefault("resumes", []).append({**before.entry, "failed": error, "ended": now()})
+        entry = dataclasses.replace(before.entry, failed=error, ended=now())
+        spec = before.spec.resumed(entry)
         failed = None
         try:
             try:
@@ -185,7 +186,7 @@ class RunWriter:
         self.begin(
             {
                 "device": device.to_dict(),
-                "max_steps": self.run.spec["args"]["max_steps"],
+                "max_steps": self.run.spec.args.max_steps,
                 "world_size": size,
                 "versions": {**library_versions(), **device.versions},
             }

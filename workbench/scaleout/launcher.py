@@ -361,14 +361,17 @@ def launch(
         f"--log_dir={run.path / 'logs'}",
         "--redirects=3",
         # the spec this call just wrote from the caller's model: the caller's decision
-        *worker_args(run.path, run.spec["model"]["trust_remote_code"]),
+        *worker_args(run.path, run.spec.model["trust_remote_code"]),
     ]
     log_path = run.path / "launcher.log"
     run.dashboard = attach(run, live, background)
     log = open(log_path, "w")
     # no HLS_MODULE_ID of this kernel; HABANA_VISIBLE_MODULES naming free cards when some
     # are held (prepare chose them, or refused before anything was written)
-    env = child_env({**launchfiles.restart_env(max_restarts), **run.spec["launch"].get("env", {})})
+    launch_spec = run.spec.launch
+    env = child_env(
+        {**launchfiles.restart_env(max_restarts), **(launch_spec.env if launch_spec else {})}
+    )
     proc = subprocess.Popen(
         cmd,
         stdout=log,
@@ -427,7 +430,7 @@ def _submit(
     hand_over(run)  # Slurm's workers claim it: this process ending is no failure
     cmd = LaunchCommand(
         run_dir=str(run.path.resolve()),
-        trust_remote_code=run.spec["model"]["trust_remote_code"],  # written by this call
+        trust_remote_code=run.spec.model["trust_remote_code"],  # written by this call
         **form,
     )
     job = slurm.submit(run, cmd)
@@ -513,7 +516,7 @@ def launch_command(
     # the nodes' devices, not this machine's: the workers train on what the job files request
     run = _prepare(model, data, nodes * devices_per_node, strategy, zero_stage, train_args, kind)
     hand_over(run)  # torchrun starts it elsewhere, later: this process exiting is no failure
-    kind = run.spec["args"]["device"].split(":")[0]
+    kind = run.spec.args.device.split(":")[0]
     return LaunchCommand(
         str(run.path.resolve()),
         nodes,
@@ -525,5 +528,5 @@ def launch_command(
         format,
         kind,
         image,
-        trust_remote_code=run.spec["model"]["trust_remote_code"],  # written by this call
+        trust_remote_code=run.spec.model["trust_remote_code"],  # written by this call
     )

@@ -181,13 +181,11 @@ class RunTable:
             {
                 "status": status,
                 "step": step if summary.get("ended") else max(step, tail.step or 0),
-                "max_steps": tail.max_steps
-                or summary.get("max_steps")
-                or (spec.get("args") or {}).get("max_steps"),
+                "max_steps": tail.max_steps or summary.get("max_steps") or spec.args.max_steps,
                 "device": tail.device or (summary.get("device") or {}).get("kind"),
                 "error": summary.get("error"),
-                "model": model_name(spec),
-                "data": (spec.get("data") or {}).get("source"),
+                "model": model_name(spec.model),
+                "data": spec.data.get("source"),
             }
         )
         if status == "running":
@@ -246,7 +244,7 @@ class RunTable:
             "name": path.name,
             "status": run.status,
             "summary": run.summary,
-            "spec": run.spec,
+            "spec": run.spec.to_dict(),
             "events": list(tail.recent),
             "checkpoints": [p.name for p in run.checkpoints],
             "samples": tail.samples,

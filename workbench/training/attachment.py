@@ -24,9 +24,11 @@ from transformers import TrainerCallback
 
 from .. import runargs
 from ..backends.registry import device as pick_device
+from ..runargs import RunArgs
 from ..rundir import run as runs
 from ..rundir.lock import RunBusy
 from ..rundir.run import STOP_FILE, NullLog
+from ..rundir.spec import RunSpec
 from ..rundir.writer import RunWriter, create, gone, this_process
 from ..views.dashboard import attach as show
 from . import logprinters, uncaught
@@ -106,7 +108,7 @@ class Attachment(TrainerCallback):
         return self._trainer() if self._trainer is not None else None
 
     # ------------------------------------------------------------------ the run
-    def _spec(self, args, state, model, loader, device) -> dict[str, Any]:
+    def _spec(self, args, state, model, loader, device) -> RunSpec:
         """What is known of a user's Trainer: its model's class and config, its arguments and
         its data's sizes; the run's ``args`` carry what the views read."""
         config = getattr(model, "config", None)
@@ -118,38 +120,38 @@ class Attachment(TrainerCallback):
         params = sum(p.numel() for p in model.parameters()) if model is not None else None
         batch = args.per_device_train_batch_size
         dataset = getattr(loader, "dataset", None)
-        return {
-            "attached": {
+        return RunSpec(
+            attached={
                 "rebuildable": False,
                 "why": NOT_REBUILDABLE,
                 "resume": f"trainer.train(resume_from_checkpoint=True) with the Trainer "
                 f"that made it (its checkpoints are in {args.output_dir})",
             },
-            "model": {
+            model={
                 "name": type(model).__name__,
                 "class": f"{type(model).__module__}.{type(model).__qualname__}",
                 "config": config.to_dict() if config is not None else None,
                 "num_params": params,
                 "task": _task(model),
             },
-            "data": {
+            data={
                 "source": f"{type(dataset).__name__ if dataset is not None else 'own'}"
                 f" ({train_rows} rows)",
                 "train_rows": train_rows,
                 "eval_rows": eval_rows,
             },
-            "args": {
-                "max_steps": state.max_steps,
-                "batch_size": batch,
-                "lr": args.learning_rate,
-                "seed": args.seed,
-                "precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32",
-                "device": device.kind,
-                "log_every": self._cadence,
-                "throughput_warmup_steps": self.warmup,
-            },
-            "training_arguments": _arguments(args),
-        }
+            args=RunArgs(  # as the user's Trainer has them: its own checks were made
+                max_steps=state.max_steps,
+                batch_size=batch,
+                lr=args.learning_rate,
+                seed=args.seed,
+                precision="bf16" if args.bf16 else "fp16" if args.fp16 else "fp32",
+                device=device.kind,
+                log_every=self._cadence,
+                throughput_warmup_steps=self.warmup,
+            ),
+            training_arguments=_arguments(args),
+        )
 
     def _begin(self, args, state, model, loader) -> None:
         """Every rank: the same cadence and stop agreement; rank 0: the run directory."""
@@ -164,7 +166,7 @@ class Attachment(TrainerCallback):
         stop_file = None
         if state.is_world_process_zero:
             spec = self._spec(args, state, model, loader, device)
-            path = runs.new_run_dir(self.name or f"{spec['model']['name']}-own", self.run_dir)
+            path = runs.new_run_dir(self.name or f"{spec.model['name']}-own", self.run_dir)
             create(path, spec, checkpoints=Path(args.output_dir).absolute())
             run = Run(path)
             self.run = run
@@ -396,12 +398,12 @@ class Attachment(TrainerCallback):
         """The evaluation set's size, into the spec at its first evaluation where the Trainer
         was not known when the run began (``wb.callback()``: no Trainer is passed to it)."""
         run = self.run
-        if writer is None or run is None or run.spec["data"].get("eval_rows") is not None:
+        if writer is None or run is None or run.spec.data.get("eval_rows") is not None:
             return
         rows = _rows(getattr(loader, "dataset", None))
         if rows is not None:
             spec = run.spec
-            writer.respec({**spec, "data": {**spec["data"], "eval_rows": rows}})
+            writer.respec(spec.replace(data={**spec.data, "eval_rows": rows}))
 
     def on_save(self, args, state, control, **kw):
         if self._training():

@@ -22,6 +22,7 @@ from ..catalog import ModelSpec
 from ..data import DataSpec
 from ..liblogs import quiet_libraries
 from ..rundir import run as runs
+from ..rundir.spec import RunSpec
 from ..rundir.writer import ABORTED, DiskFull, Resumption, RunWriter, disk_full_message
 from ..views.dashboard import attach
 from . import preparation
@@ -136,8 +137,8 @@ def training(run: Run):
 
 
 # --------------------------------------------------------------------------- running
-def _device_for(spec: dict, size: int) -> DeviceInfo:
-    device = pick_device(spec["args"]["device"])
+def _device_for(spec: RunSpec, size: int) -> DeviceInfo:
+    device = pick_device(spec.args.device)
     if size > 1 and device.backend.deploy.rank_index:
         device = pick_device(f"{device.kind}:{local_rank()}")
     return device
@@ -451,7 +452,7 @@ def untrusted(run: runs.RunDir, trust_remote_code: bool, fix: str) -> str | None
     never turns that on; None when it does not ask, or the caller trusts it."""
     if trust_remote_code or not (run.path / "spec.json").exists():
         return None
-    model = run.spec.get("model") or {}
+    model = run.spec.model
     if not model.get("trust_remote_code"):
         return None
     source = model.get("source") or model.get("tokenizer") or "its model"
@@ -477,7 +478,7 @@ def resume(
     Everything is checked before anything is written: the run's lock (one writer at a
     time), a checkpoint whose files parse, and the overrides (names and values).
     """
-    attached = run.spec.get("attached") if (run.path / "spec.json").exists() else None
+    attached = run.spec.attached if (run.path / "spec.json").exists() else None
     if attached:  # a run of the user's own Trainer (wb.attach): its spec cannot rebuild it
         raise ValueError(
             f"{run.name} cannot be resumed by resume(): {attached['why']}. "
@@ -516,8 +517,8 @@ def resume(
         # never its old end (completed at step 6) under a spec that asks for more (60)
         step = int(ckpt.name.split("-")[-1])
         events = run.log.path.read_bytes() if run.log.path.exists() else b""
-        resuming = Resumption(*before, events, spec["resumes"][-1], step)
-        writer.begin({"max_steps": spec["args"]["max_steps"]})
+        resuming = Resumption(*before, events, spec.resumes[-1], step)
+        writer.begin({"max_steps": spec.args.max_steps})
         writer.respec(spec)
         run.log.truncate_after(step)
         run.resuming = resuming

@@ -8,7 +8,7 @@ from the directory it writes. Everything is checked before anything is written.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import sys
 import warnings
 from pathlib import Path
@@ -23,6 +23,7 @@ from ..data import dataset as as_dataset
 from ..liblogs import quiet_libraries
 from ..runargs import REFUSED, RunArgs, caller_only, check_overrides, check_value
 from ..rundir import run as runs
+from ..rundir.spec import Launch, Resume, RunSpec
 from ..rundir.writer import create
 from . import recipe
 
@@ -65,7 +66,7 @@ def prepare(
         kind = dev.kind
         if launch:  # workers of this machine go on free cards, or nothing starts
             extra_spec = {
-                **extra_spec,
+                **(extra_spec or {}),
                 "launch": {**launch, "env": launch_env(dev, launch["devices"], a.mode)},
             }
     # every name a run's argument or a TrainingArguments one; after the device's mode is set:
@@ -103,24 +104,30 @@ def prepare(
     total = recipe.total_steps(a.max_steps, a.epochs, rows, a.batch_size)
     cadence = recipe.cadence(total, a.log_every, a.save_every)
     warmup = a.throughput_warmup_steps
-    args = {
-        **a.to_dict(),
-        "lr": lr,
-        "padding": padding,
+    args = dataclasses.replace(
+        a,
+        lr=lr,
+        padding=padding,
         **cadence,
         **sampling,
-        "device": kind if target is not None or a.device == "auto" else a.device,
-        "throughput_warmup_steps": recipe.throughput_warmup(warmup, cadence["log_every"]),
-    }
-    for key in ("run_dir", "name"):  # where the run is, not how it trains
-        args.pop(key)
+        device=kind if target is not None or a.device == "auto" else a.device,
+        throughput_warmup_steps=recipe.throughput_warmup(warmup, cadence["log_every"]),
+        run_dir=None,  # where the run is, not how it trains
+        name=None,
+    )
     path = runs.new_run_dir(a.name or f"{mspec.name}-{dspec.name}", a.run_dir)
-    spec = {"model": mspec.to_dict(), "data": dspec.to_dict(), "args": args, **(extra_spec or {})}
+    launch = (extra_spec or {}).get("launch")
+    spec = RunSpec(
+        model=mspec.to_dict(),
+        data=dspec.to_dict(),
+        args=args,
+        launch=None if launch is None else Launch(**launch),
+    )
     create(path, spec)  # the summary ("prepared") first, then the spec
     return path
 
 
-def resume_spec(run: runs.RunDir, ckpt: Path, max_steps: int | None, overrides: dict) -> dict:
+def resume_spec(run: runs.RunDir, ckpt: Path, max_steps: int | None, overrides: dict) -> RunSpec:
     """The run's spec for a resume from ``ckpt``, every override checked as ``wb.train``
     checks it (names and values) before anything is written; the previous arguments stay in
     the spec's ``resumes`` list."""
@@ -131,11 +138,10 @@ def resume_spec(run: runs.RunDir, ckpt: Path, max_steps: int | None, overrides: 
     check_value("max_steps", max_steps)  # as wb.train checks it
     fields, trainer_overrides = check_overrides(overrides)
     # the run's own end: its max_steps, or (trained by epochs) the steps its summary counted
-    planned = spec["args"]["max_steps"] or run.summary.get("max_steps")
+    planned = spec.args.max_steps or run.summary.get("max_steps")
     more = f"resume(max_steps={step + (planned or step)})"
-    previous = json.loads(json.dumps(spec["args"]))
-    args = spec["args"]
-    held = caller_only(args)
+    previous = spec.to_dict()["args"]
+    held = caller_only(spec.args)
     missing = {k: v for k, v in held.items() if k not in REFUSED and k not in overrides}
     if missing:
         said = ", ".join(f"{k}={v!r}" for k, v in missing.items())
@@ -144,17 +150,17 @@ def resume_spec(run: runs.RunDir, ckpt: Path, max_steps: int | None, overrides: 
             f"yours to say at each call, never a run directory's. Say it again to keep it, "
             f"resume({said}), or pass another value (report_to='none', push_to_hub=False)"
         )
+    kept = dict(spec.args.trainer_overrides)
     for key in REFUSED:  # never from a run's files (a planted one); no caller can pass them
-        if args["trainer_overrides"].pop(key, None) is not None:
+        if kept.pop(key, None) is not None:
             print(
                 f"{run.name}'s spec.json sets {key}=...: ignored ({REFUSED[key]})", file=sys.stderr
             )
     if max_steps is not None:
-        args["max_steps"] = max_steps
-    args.update(fields)
-    args["trainer_overrides"].update(trainer_overrides)
+        fields = {"max_steps": max_steps, **fields}
+    args = dataclasses.replace(spec.args, **fields, trainer_overrides={**kept, **trainer_overrides})
     targs = recipe.training_arguments(
-        args, pick_device(args["device"]), spec["model"]["task"], run.path, "adamw_torch"
+        args, pick_device(args.device), spec.model["task"], run.path, "adamw_torch"
     )
     try:
         transformers.TrainingArguments(**targs)
@@ -177,10 +183,8 @@ def resume_spec(run: runs.RunDir, ckpt: Path, max_steps: int | None, overrides: 
             f"resume(max_steps={max_steps}): {ckpt.name} is already at step {step}; "
             f"max_steps is the new total, so pass one above {step} (e.g. {more}){original}"
         )
-    spec.setdefault("resumes", []).append(
-        {"from": ckpt.name, "max_steps": max_steps, "at": runs.now(), "previous_args": previous}
-    )
-    return spec
+    entry = Resume(origin=ckpt.name, max_steps=max_steps, at=runs.now(), previous_args=previous)
+    return spec.replace(args=args).resumed(entry)
 
 
 def launch_extra(devices: int, strategy: str, zero_stage: int | None) -> dict[str, Any]:

@@ -13,28 +13,7 @@ from typing import Any
 
 from ..backends.registry import backend
 from ..backends.torchrun import world
-from ..runargs import FIELDS, RunArgs
-
-# What a run directory written before an argument existed meant by its absence, where that
-# differs from the argument's default today: before ``padding=`` every batch was padded to
-# its longest row (the default "auto" is resolved when a run is prepared, never stored);
-# before the log throttle every logging step was logged.
-BEFORE_THE_ARGUMENT: dict[str, Any] = {"padding": "longest", "log_interval_s": 0.0}
-
-
-def spec_args(args: dict[str, Any] | RunArgs) -> RunArgs:
-    """A run's arguments as the typed record: a run spec's ``args`` (a dict, as the run
-    directory stores it) with every argument present: the stored value, else what its
-    absence meant when the run was written (``BEFORE_THE_ARGUMENT``: the one upgrade step
-    for older run directories), else the default of ``runargs.FIELDS``. Readers read
-    attributes; no reader restates a default."""
-    if isinstance(args, RunArgs):
-        return args
-    stored = dict(args)
-    overrides = stored.pop("trainer_overrides", {})
-    defaults = {name: field.default for name, field in FIELDS.items()}
-    # the stored values the run resolved when it was made (``log_interval_s``) are kept too
-    return RunArgs({**defaults, **BEFORE_THE_ARGUMENT, **stored}, overrides)
+from ..runargs import RunArgs
 
 
 def default_padding(task: str, device_kind: str) -> str:
@@ -242,7 +221,7 @@ def log_interval(args: RunArgs, device, world_size: int) -> float:
     """Seconds at least between events (0: log at every logging step). The spec's
     ``log_interval_s`` is None for the default cadence: the backend table's interval, in
     one process only (ranks must log at the same steps: the loss is gathered across them)."""
-    interval = spec_args(args).log_interval_s
+    interval = args.log_interval_s
     if interval is None:
         interval = device.backend.policy.log_interval_s
     return float(interval) if world_size == 1 else 0.0
@@ -251,14 +230,13 @@ def log_interval(args: RunArgs, device, world_size: int) -> float:
 def timed_logging(args: RunArgs, world_size: int) -> bool:
     """Whether a run also logs after ``live_gap`` seconds without an event: the default
     cadence (no ``log_every`` given), in one process only (ranks log at the same steps)."""
-    return spec_args(args).log_interval_s is None and world_size == 1
+    return args.log_interval_s is None and world_size == 1
 
 
 def compile_on(args: RunArgs, device) -> bool:
     """Whether the run is ``torch.compile``d: ``mode`` decides, else ``compile``, else the
     backend table (HPU eager mode wants torch.compile; elsewhere it is opt-in). HPU lazy
     mode and torch.compile exclude each other: asking for both is refused."""
-    args = spec_args(args)
     if args.mode is not None:
         return args.mode == "compile"
     if args.compile and device.mode == "lazy":
@@ -275,7 +253,6 @@ def training_arguments(
     args: RunArgs, device, task: str, run_path: Path, optim: str
 ) -> dict[str, Any]:
     """The TrainingArguments fields for a run's arguments on ``device`` (from the backend table)."""
-    args = spec_args(args)
     compile_ = compile_on(args, device)
     targs = dict(
         output_dir=str(run_path / "checkpoints"),

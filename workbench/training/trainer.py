@@ -195,8 +195,8 @@ def build(
     spec = run.spec
     mspec, dspec, args = (
         run.model_spec(trust_remote_code),
-        DataSpec.from_dict(spec["data"]),
-        recipe.spec_args(spec["args"]),
+        DataSpec.from_dict(spec.data),
+        spec.args,
     )
     # read once for all below, quietly: the call that made the run said what it dropped
     dspec.load(warn=False)
@@ -325,7 +325,7 @@ def outcome(
 ) -> tuple[str, str | None]:
     """The final status and error after ``trainer.train`` returned."""
     if events.nan_step is not None:
-        lr = run.spec["args"]["lr"]
+        lr = run.spec.args.lr
         error = (
             f"the loss became {events.last.get('loss')} at step {events.nan_step}; training "
             "stopped and "
@@ -358,7 +358,7 @@ def summary(
         "error": error,
         "traceback": tb,
         "step": state.global_step if state else 0,
-        "max_steps": state.max_steps if state else run.spec["args"]["max_steps"],
+        "max_steps": state.max_steps if state else run.spec.args.max_steps,
         "wall_time_s": wall,
         "mem_peak": mem["peak"],
         "mem_total": mem["total"],

@@ -134,7 +134,7 @@ class Dashboard:
         # a submitted run's job as its scheduler has it ("slurm job 12: RUNNING on n[1-2]"),
         # shown beside the device; ``queued`` while the job waits for its nodes
         self.job, self.queued = "", False
-        self.warmup_steps = int(run.spec["args"].get("throughput_warmup_steps") or 0)
+        self.warmup_steps = run.spec.args.throughput_warmup_steps or 0
         self.handle = None
         self.widget = None
         if mode == "live":
@@ -373,7 +373,7 @@ def saved_run_output(run) -> dict[str, Any]:
         current=run.name,
         status=run.status,
         max_steps=int(start.get("max_steps") or 0),
-        warmup_steps=int(run.spec.get("args", {}).get("throughput_warmup_steps") or 0),
+        warmup_steps=run.spec.args.throughput_warmup_steps or 0,
         device=str(start.get("device", "")),
         mem_total=float(start.get("mem_total") or 0),
     )
