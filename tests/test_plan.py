@@ -792,7 +792,8 @@ def test_the_printed_plan_and_its_notebook_view_state_the_answer_with_its_uncert
                 devices=["Gaudi2", "Gaudi3", "H100", "H200"])
     fastest, cheapest = p.fastest()["answer"], p.cheapest()["answer"]
     printed = " ".join(line.strip() for line in repr(p).splitlines())
-    assert printed.endswith(f"{fastest} {cheapest}")
+    assert printed.endswith(f"{fastest} {cheapest} {p._prices()}")
+    assert printed.startswith(f"TrainingPlan: {p._title()} stack: the fastest that fits")
     assert html.escape(fastest) in p._repr_html_() and html.escape(cheapest) in p._repr_html_()
     # Gaudi 2 and Gaudi 3 for Llama 2 7B: the cost ranges overlap, and the answer says so
     assert cheapest.startswith("it depends: ") and "(the cost ranges overlap)" in cheapest
