@@ -26,7 +26,6 @@ from . import layout
 from .flops import UNETS, flops_per_token
 from .footprint import traffic_per_unit
 from .memory import plan_memory
-from .strategies import KINDS
 
 SIMILAR = 4.0  # a run counts for a model within this factor of its parameter count
 
@@ -77,15 +76,9 @@ def mix_of(e: dict) -> float | None:
     return _mix_of(json.dumps(e["plan"], sort_keys=True)) if e.get("plan") else None
 
 
-def _stack_kind(e: dict) -> str | None:
-    """The kind of stack ("ddp", "sharded", "megatron") reference ``e`` ran on, if it says."""
-    return KINDS.get(e.get("stack") or "")
-
-
 def _distance(e: dict, run: dict) -> tuple:
     """How far reference ``e`` is from ``run``: another architecture first, then LoRA against
-    full training, then another kind of stack where ``run`` names one, then |ln| of the size
-    ratio + the difference of their FLOP mixes (``_mix``;
+    full training, then |ln| of the size ratio + the difference of their FLOP mixes (``_mix``;
     the sequence-length ratio where a mix is unknown)."""
     ours, theirs = run.get("mix"), mix_of(e)
     if ours is not None and theirs is not None:
@@ -99,8 +92,6 @@ def _distance(e: dict, run: dict) -> tuple:
     return (
         e.get("arch", "decoder") != run["arch"],
         bool(e.get("lora")) != run["lora"],
-        # a stack asked for (``wb.plan(strategy=)``): a figure of that kind of stack first
-        bool(run.get("stack")) and _stack_kind(e) != run["stack"],
         round(abs(math.log(e["params"] / run["params"])) + seq, 6),
     )
 

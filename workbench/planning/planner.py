@@ -299,13 +299,29 @@ def _choose(mp, target, found, asked, per_unit, achieved, trainable, scaling, ck
 
 
 def _error_band(data: dict, found) -> tuple[float, float, str]:
-    """(low, high, why): the interquartile range of ``wb.plan``'s measured error on published
-    results of this chip's family (leave-one-out and held-out, recorded in the references'
-    ``accuracy``): the time of a run lies between hours x (1 + low) and hours x (1 + high)
-    for half of those results (error = planned / published tokens/s - 1, so the true time is
-    the planned x (1 + error))."""
+    """(low, high, why): the interval that holds 80% (the recorded level) of ``wb.plan``'s
+    leave-one-out errors on published results of this chip's family (``accuracy.intervals``;
+    pooled over every family where one has too few), with its coverage measured on held-out
+    results: the time of a run lies between hours x (1 + low) and hours x (1 + high) that
+    often (error = planned / published tokens/s - 1, so the true time is the planned x (1 +
+    error)). A references file without intervals: its interquartile range, said so."""
     family = refs.family_of(found.name) if found is not None else "other"
-    band = (data.get("accuracy") or {}).get("error_quartiles", {}).get(family)
+    record = data.get("accuracy") or {}
+    band = (record.get("intervals") or {}).get(family)
+    if band:
+        level = record["intervals"]["level"]
+        covered = (
+            f"; it held {band['coverage']:.0%} of {band['held_out']} held-out results"
+            if band.get("coverage") is not None
+            else "; no held-out result to measure its coverage"
+        )
+        why = (
+            f"{family}: the {level:.0%} interval of wb.plan's error, {band['low']:+.0%} to "
+            f"{band['high']:+.0%}, from the {band['from']} (wb.plan_accuracy(summary=True))"
+            + covered
+        )
+        return band["low"], band["high"], why
+    band = record.get("error_quartiles", {}).get(family)
     if not band:
         return 0.0, 0.0, f"no measured error for {family}: no range"
     low, high = band["q25"], band["q75"]
@@ -347,7 +363,7 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
         got = _mfu_for(
             found,
             prec,
-            {**kind_of(spec, mp.seq_len), "stack": ctx["stack"].kind},
+            kind_of(spec, mp.seq_len),
             ctx["mfu"],
             ctx["runs"],
             ctx["refs"],
@@ -448,7 +464,11 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
         hours_low=hours * (1 + low),
         hours_high=hours * (1 + high),
     )
-    sources["range"] = why_range
+    sources["range"] = why_range + (
+        ". This row's MFU is the stated default: an assumption, which no measured error covers"
+        if got["kind"] == "default"
+        else ""
+    )
     price = ctx["prices"].get(key)
     if price is not None:
         usd = price["usd_per_device_hour"]

@@ -38,7 +38,6 @@ class Stack:
     megatron: bool = False  # tensor x pipeline x context parallel
     checkpointing: bool | None = None  # the recipe's own; None: as memory or the user needs
     offload: bool = False  # the optimizer state on the host
-    kind: str = ""  # what a reference's stack matches: "ddp", "sharded", "megatron"
     tensor: int | None = None  # pinned degrees (megatron); None: searched
     pipeline: int | None = None
     context: int | None = None
@@ -81,41 +80,31 @@ class Stack:
 
 
 STACKS = {
-    "ddp": Stack("ddp", "DDP (data parallel)", zero=(0,), kind="ddp"),
-    "deepspeed": Stack("deepspeed", "DeepSpeed ZeRO-2 (wb.launch's default)", (2,), kind="sharded"),
-    "zero1": Stack("zero1", "DeepSpeed ZeRO-1", (1,), kind="sharded"),
-    "zero2": Stack("zero2", "DeepSpeed ZeRO-2", (2,), kind="sharded"),
-    "zero3": Stack("zero3", "DeepSpeed ZeRO-3", (3,), kind="sharded"),
+    "ddp": Stack("ddp", "DDP (data parallel)", zero=(0,)),
+    "deepspeed": Stack("deepspeed", "DeepSpeed ZeRO-2 (wb.launch's default)", (2,)),
+    "zero1": Stack("zero1", "DeepSpeed ZeRO-1", (1,)),
+    "zero2": Stack("zero2", "DeepSpeed ZeRO-2", (2,)),
+    "zero3": Stack("zero3", "DeepSpeed ZeRO-3", (3,)),
     "zero2-offload": Stack(
-        "zero2-offload",
-        "DeepSpeed ZeRO-2, optimizer offloaded to the host",
-        (2,),
-        offload=True,
-        kind="sharded",
+        "zero2-offload", "DeepSpeed ZeRO-2, optimizer offloaded to the host", (2,), offload=True
     ),
     "zero3-offload": Stack(
-        "zero3-offload",
-        "DeepSpeed ZeRO-3, optimizer offloaded to the host",
-        (3,),
-        offload=True,
-        kind="sharded",
+        "zero3-offload", "DeepSpeed ZeRO-3, optimizer offloaded to the host", (3,), offload=True
     ),
-    "fsdp": Stack("fsdp", "PyTorch FSDP (full shard)", (3,), kind="sharded"),
-    "megatron": Stack("megatron", "Megatron-LM / NeMo", (0, 1), megatron=True, kind="megatron"),
+    "fsdp": Stack("fsdp", "PyTorch FSDP (full shard)", (3,)),
+    "megatron": Stack("megatron", "Megatron-LM / NeMo", (0, 1), megatron=True),
     "optimum-habana": Stack(
         "optimum-habana",
         "Optimum Habana (DeepSpeed ZeRO-3 + gradient checkpointing, Intel's MLPerf LoRA recipe)",
         (3,),
         checkpointing=True,
-        kind="sharded",
     ),
 }
-KINDS = {name: s.kind for name, s in STACKS.items()}  # a reference's ``stack`` -> its kind
 FASTEST = Stack("fastest", "the fastest that fits (any stack)", megatron=True)
 PINS = {"tp": "tensor", "pp": "pipeline", "cp": "context"}
 
 
-def stack_of(strategy, zero_stage: int | None = None) -> Stack:
+def stack_of(strategy) -> Stack:
     """The Stack of ``wb.plan``'s ``strategy=``: None, a name of ``STACKS``, or a dict with
     ``name`` and, for ``"megatron"``, ``tp``, ``pp`` and ``cp``; an unknown one lists them."""
     if strategy is None:
@@ -153,7 +142,6 @@ def stack_of(strategy, zero_stage: int | None = None) -> Stack:
             found.title + " (" + " x ".join(f"{k.upper()} {v}" for k, v in pins.items()) + ")",
             found.zero,
             megatron=True,
-            kind=found.kind,
             **{PINS[k]: v for k, v in pins.items()},
         )
     return found

@@ -178,6 +178,13 @@ class TrainingPlan:
                 "plan again with runs=, or pass mfu=)"
                 + (" and on your prices (prices=)" if key == "cost_usd" else "")
             )
+        elif assumed := [r["device"] for r in rows if r.get("mfu_from") == "default"]:
+            answer = (
+                f"{best['device']} is {what} as planned, but {', '.join(assumed)} "
+                f"{'rests' if len(assumed) == 1 else 'rest'} on the stated default MFU, an "
+                "assumption no measured error covers: the order is not a measurement (pass mfu=, "
+                "or train a few steps on each chip and plan again with runs=)"
+            )
         else:
             answer = f"{best['device']} is {what}, beyond the measured error of every other row"
         far = [r for r in rows if not _near(r)] if len(rows) > 1 else []
