@@ -22,7 +22,10 @@ so they differ only in memory and in the time their overheads add (``timing``):
   step; ZeRO-2 reduce-scatters after every micro-batch and ZeRO-3 also gathers the weights
   for every micro-batch (``_rounds``; 1.5x for one, the ZeRO paper), inside a server over its links,
   across servers over each device's scale-out port, hidden behind the backward pass (2/3 of
-  the compute) and charged only where it is longer.
+  the compute) and charged only where it is longer;
+* **optimizer offload** (``Layout.offload``, ZeRO-Offload): no optimizer state on the device;
+  the rank's 16-bit gradients go to the host during the backward, the host runs Adam, the
+  16-bit weights come back over PCIe (``host_seconds``).
 
 The fastest layout that fits is the one a user would run; on a tie the simpler one (fewer
 parallel dimensions, a lower ZeRO stage, a larger micro-batch). A larger ``batch_size`` can

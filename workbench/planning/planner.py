@@ -547,9 +547,9 @@ def plan(
         its degrees: ``{"name": "megatron", "tp": 4, "pp": 4, "cp": 1}``),
         ``"optimum-habana"`` (ZeRO-3 + gradient checkpointing) or ``"deepspeed"``
         (``wb.launch``'s, ZeRO-2). Each row plans the fastest layout that stack runs, with its
-        memory and communication, from the references of that kind of stack where the chip
-        has one. Default None: the fastest that fits of them all (the row's ``stack`` says
-        which).
+        memory, communication and launch line (the MFU is the nearest reference's, whatever
+        stack it ran). Default None: the fastest that fits of them all (the row's ``stack``
+        says which).
     num_devices : int, optional
         Devices per row (e.g. 8, one server), at most 4096, in the fastest layout that fits.
         Where they do not hold a step: the fewest that do. Default: the count cheapest per
