@@ -146,6 +146,18 @@ def _planner_unet(ns, shown, out):
     assert ns["sd"].row("Gaudi2")["devices"] == 8 and "MLPerf" in ns["sd"].row("Gaudi2")["sources"]["mfu"]
 
 
+def _planner_strategy(ns, shown, out):
+    from workbench.planning.references import references
+
+    (layout, tokens_s), degrees = shown
+    assert (layout, tokens_s) == ("8 devices, ZeRO-3, gradient checkpointing", 828), "the comment"
+    assert degrees == (4, 4), "the comment"
+    (intel,) = [r for r in references()["held_out"]["results"] if r.get("stack") == "optimum-habana"]
+    assert round(intel["tokens_per_s_device"]) == 803, "the page's published figure"
+    assert abs(tokens_s / intel["tokens_per_s_device"] - 1) < 0.15, "within 15%, as the page says"
+    assert "--pipeline-model-parallel-size 4" in ns["nemo"].row("H100")["launch"]
+
+
 def _planner_accuracy(ns, shown, out):
     from workbench.planning.references import references
 
@@ -221,6 +233,7 @@ CHECKS = {
     ("docs/pickers.md", "Pickers and a training form"): _pickers,
     ("docs/planner.md", "Will it fit? Memory planning"): _memory_planning,
     ("docs/planner.md", "What will it cost? Time and cost per device"): _cost,
+    ("docs/planner.md", "The stack you will run: `strategy=`"): _planner_strategy,
     ("docs/planner.md", "LoRA and Stable Diffusion"): _planner_unet,
     ("docs/planner.md", "How far to trust it"): _planner_accuracy,
     ("docs/profiling.md", "Profiling"): _profiling,

@@ -366,21 +366,48 @@ class ModelSpec:
             "seq2seq": peft.TaskType.SEQ_2_SEQ_LM,
         }[self.task]
         cfg = dict(self.lora or {})
-        config = peft.LoraConfig(
-            task_type=task,
-            r=cfg.pop("r", 8),
-            lora_alpha=cfg.pop("alpha", 16),
-            lora_dropout=cfg.pop("dropout", 0.05),
-            target_modules=cfg.pop("target_modules", None),
-            **cfg,
-        )
-        with (
-            warnings.catch_warnings()
-        ):  # peft reads transformers' deprecated name; nothing for you to change
-            warnings.filterwarnings(
-                "ignore", r"`is_gradient_checkpointing` is deprecated", FutureWarning
+        # peft's own errors name its internals: say which lora= option, and what would do
+        try:
+            config = peft.LoraConfig(
+                task_type=task,
+                r=cfg.pop("r", 8),
+                lora_alpha=cfg.pop("alpha", 16),
+                lora_dropout=cfg.pop("dropout", 0.05),
+                target_modules=cfg.pop("target_modules", None),
+                **cfg,
             )
-            return peft.get_peft_model(model, config)
+            with (
+                warnings.catch_warnings()
+            ):  # peft reads transformers' deprecated name; nothing for you to change
+                warnings.filterwarnings(
+                    "ignore", r"`is_gradient_checkpointing` is deprecated", FutureWarning
+                )
+                return peft.get_peft_model(model, config)
+        except (ValueError, TypeError, NotImplementedError) as e:
+            raise ValueError(self._lora_error(model, e)) from None
+
+    def _lora_error(self, model, error: Exception) -> str:
+        """One message for a ``lora=`` that peft refuses: the option, peft's reason, the fix."""
+        if "target modules" in str(error).lower() or "target_modules" in str(error):
+            import torch
+
+            names = sorted(
+                {
+                    n.rsplit(".", 1)[-1]
+                    for n, m in model.named_modules()
+                    if isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D"
+                }
+            )
+            return (
+                f"lora: target_modules {self.lora.get('target_modules')!r} match no layer of "
+                f"{self.name}; its linear layers: {', '.join(names)} (e.g. "
+                f"lora={{'r': 8, 'target_modules': {names[:2]!r}}})"
+            )
+        return (
+            f"lora: {self.lora!r} is not a LoRA configuration peft takes ({error}): fix that "
+            "option, or leave it out (r, alpha, dropout, target_modules and peft.LoraConfig's "
+            "fields)"
+        )
 
     def _build_unet(self):
         from diffusers.image_processor import VaeImageProcessor

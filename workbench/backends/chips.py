@@ -28,6 +28,7 @@ class Chip:
     hbm_tbps: float | None = None  # HBM bandwidth, TB/s
     link_gbs: float | None = None  # inside a server: GB/s each way per device (NVLink, RoCE)
     scaleout_gbs: float | None = None  # between servers: GB/s each way per device
+    host_gbs: float | None = None  # to the host: PCIe x16, GB/s each way (Gen4 32, Gen5 64)
 
     def instead(self, precision: str) -> str | None:
         """None when the chip runs ``precision``, else the precision to use in its place."""
@@ -90,6 +91,7 @@ CHIPS: dict[str, Chip] = {
             hbm_tbps=2.46,
             link_gbs=262.5,
             scaleout_gbs=37.5,
+            host_gbs=32,
         ),
         Chip(
             "Gaudi3",
@@ -101,6 +103,7 @@ CHIPS: dict[str, Chip] = {
             hbm_tbps=3.7,
             link_gbs=525,
             scaleout_gbs=75,
+            host_gbs=64,
         ),
         Chip(
             "A100 40GB",
@@ -112,6 +115,7 @@ CHIPS: dict[str, Chip] = {
             hbm_tbps=1.555,
             link_gbs=300,
             scaleout_gbs=25,
+            host_gbs=32,
         ),
         Chip(
             "A100 80GB",
@@ -123,6 +127,7 @@ CHIPS: dict[str, Chip] = {
             hbm_tbps=2.039,
             link_gbs=300,
             scaleout_gbs=25,
+            host_gbs=32,
         ),
         # the PCIe and NVL boards run slower clocks: not this row
         Chip(
@@ -135,6 +140,7 @@ CHIPS: dict[str, Chip] = {
             hbm_tbps=3.35,
             link_gbs=450,
             scaleout_gbs=50,
+            host_gbs=64,
         ),
         Chip(
             "H200",
@@ -146,6 +152,7 @@ CHIPS: dict[str, Chip] = {
             hbm_tbps=4.8,
             link_gbs=450,
             scaleout_gbs=50,
+            host_gbs=64,
         ),
         Chip("CPU", "cpu", "CPU", None, _peaks(None), "^cpu$"),
     )

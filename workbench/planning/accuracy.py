@@ -63,6 +63,7 @@ def _through_plan(data: dict, target: dict) -> dict[str, Any]:
         devices=[target["chip"]],
         num_devices=target.get("devices") or 1,
         checkpointing=target.get("checkpointing"),  # as the published run did, where it says
+        strategy=target.get("stack"),  # the stack it ran (wb.plan's strategy=), where it says
         references=data,
         runs=os.devnull,
     )
@@ -86,6 +87,8 @@ def _through_plan(data: dict, target: dict) -> dict[str, Any]:
         "steady_error": round(steady, 4),
         "note": row.get("note", ""),
         "from": row["sources"]["mfu"].split(";")[0],
+        # a prediction from the stated default MFU measures the default, not the planner
+        "assumption": row.get("mfu_from") == "default",
     }
 
 
@@ -179,6 +182,56 @@ def single_reference_bound(
     return out
 
 
+LEVEL = 0.8  # the stated level of every plan row's interval
+ENOUGH = 10  # leave-one-out errors a family needs for its own interval; fewer: pooled
+
+
+def _quantile(errors: list[float], q: float) -> float:
+    """The ``q`` quantile of ``errors`` (linear between order statistics)."""
+    errors = sorted(errors)
+    at = q * (len(errors) - 1)
+    lo = int(at)
+    hi = min(lo + 1, len(errors) - 1)
+    return errors[lo] + (errors[hi] - errors[lo]) * (at - lo)
+
+
+def intervals(loo: list[dict], held: list[dict], level: float = LEVEL) -> dict[str, Any]:
+    """Per chip family, the interval that holds ``level`` of ``wb.plan``'s leave-one-out errors
+    (the (1 - level) / 2 and (1 + level) / 2 quantiles; a family with fewer than ``ENOUGH``
+    takes the pooled errors of every family, and says so), and its coverage measured on the
+    held-out results, which the interval never saw. Rows planned from the default MFU are
+    left out of both: they measure an assumption."""
+
+    def errors(rows, family=None):
+        return [
+            r["error"]
+            for r in rows
+            if r.get("error") is not None
+            and not r.get("assumption")
+            and (family is None or family_of(r["chip"]) == family)
+        ]
+
+    pooled = errors(loo)
+    out = {"level": level}
+    for family in FAMILIES:
+        own = errors(loo, family)
+        basis = own if len(own) >= ENOUGH else pooled
+        low = _quantile(basis, (1 - level) / 2)
+        high = _quantile(basis, (1 + level) / 2)
+        test = errors(held, family)
+        inside = sum(low <= e <= high for e in test)
+        out[family] = {
+            "low": round(low, 4),
+            "high": round(high, 4),
+            "from": f"{family} leave-one-out ({len(own)})"
+            if basis is own
+            else f"pooled leave-one-out of every family ({len(pooled)}): {family} has {len(own)}",
+            "held_out": len(test),
+            "coverage": round(inside / len(test), 4) if test else None,
+        }
+    return out
+
+
 def by_family(scored: list[dict[str, Any]], key: str = "error") -> dict[str, dict[str, Any]]:
     """Median and worst absolute ``key`` (``error``: through ``wb.plan``; ``lookup_error``)
     per chip family of ``leave_one_out()`` or ``held_out()`` rows; rows without a
@@ -196,14 +249,21 @@ def by_family(scored: list[dict[str, Any]], key: str = "error") -> dict[str, dic
     return out
 
 
-def plan_accuracy(references: str | Path | None = None):
+def plan_accuracy(references: str | Path | None = None, summary: bool = False):
     """How far ``wb.plan`` is from published training results, as a DataFrame: each reference
     predicted from the others (``check`` = ``"leave-one-out"``) and each held-out published
     result from the references (``"held-out"``), every one through ``wb.plan`` itself (its
     model, batch, sequence length, precision, chip and devices), with the chip family, the
     published and planned tokens/s a device, ``error`` (planned / published - 1), the layout
     the plan chose, the MFU lookup's own error beside it (``lookup_error``), what the
-    prediction came from and where the published figure is.
+    prediction came from, where the published figure is, its ``stack`` (planned with
+    ``strategy=`` that stack where the result states it) and ``assumption`` (planned from the
+    stated default MFU: it measures the default, not the planner).
+
+    ``summary=True``: per check, chip family and stack, the results (``n``), the median and
+    worst absolute error, and the family's interval at ``level`` (80%, from the leave-one-out
+    errors: ``low``, ``high``) with its ``coverage``: the share of the held-out results of
+    that family and stack inside it.
 
     Examples
     --------
@@ -219,6 +279,10 @@ def plan_accuracy(references: str | Path | None = None):
         (e["chip"], e["precision"], e["model"]): f"{e['source']}, {e['url']} (read {e['read']})"
         for e in data["mfu"] + data.get("held_out", {}).get("results", [])
     }
+    stacks = {
+        (e["chip"], e["precision"], e["model"]): e.get("stack")
+        for e in data["mfu"] + data.get("held_out", {}).get("results", [])
+    }
     rows = []
     for check, scored in (
         ("leave-one-out", leave_one_out(references)),
@@ -231,9 +295,44 @@ def plan_accuracy(references: str | Path | None = None):
                     "family": family_of(r["chip"]),
                     **r,
                     "source": sources[(r["chip"], r["precision"], r["model"])],
+                    "stack": stacks[(r["chip"], r["precision"], r["model"])],
                 }
             )
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    return _summary(df) if summary else df
+
+
+def _summary(df):
+    """``plan_accuracy(summary=True)`` of the rows of ``plan_accuracy()``."""
+    import pandas as pd
+
+    loo = df[df.check == "leave-one-out"].to_dict("records")
+    held = df[df.check == "held-out"].to_dict("records")
+    bands = intervals(loo, held)
+    out = []
+    for (check, family, stack), g in df.fillna({"stack": "not stated"}).groupby(
+        ["check", "family", "stack"]
+    ):
+        measured = g[g.error.notna() & ~g.assumption.fillna(False).astype(bool)]
+        e = measured.error.abs()
+        band = bands[family]
+        inside = measured.error.between(band["low"], band["high"])
+        out.append(
+            {
+                "check": check,
+                "family": family,
+                "stack": stack,
+                "n": len(measured),
+                "assumed": len(g) - len(measured),
+                "median_abs_error": e.median() if len(e) else None,
+                "worst_abs_error": e.max() if len(e) else None,
+                "level": bands["level"],
+                "low": band["low"],
+                "high": band["high"],
+                "coverage": inside.mean() if check == "held-out" and len(e) else None,
+            }
+        )
+    return pd.DataFrame(out)
 
 
 def accuracy_record(references: str | Path | None = None) -> dict[str, Any]:
@@ -271,6 +370,7 @@ def accuracy_summary(loo: list[dict], held: list[dict]) -> dict[str, Any]:
         "lookup_leave_one_out_by_family": by_family(loo, "lookup_error"),
         "lookup_held_out_by_family": by_family(held, "lookup_error"),
         "error_quartiles": quartiles,
+        "intervals": intervals(loo, held),
         "leave_one_out": [{k: r[k] for k in ACCURACY_KEYS} for r in loo],
         "held_out": [{k: r[k] for k in ACCURACY_KEYS} for r in held],
     }
@@ -286,4 +386,5 @@ ACCURACY_KEYS = (
     "measured_as",
     "error",
     "steady_error",
+    "assumption",
 )

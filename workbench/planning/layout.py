@@ -22,7 +22,10 @@ so they differ only in memory and in the time their overheads add (``timing``):
   step; ZeRO-2 reduce-scatters after every micro-batch and ZeRO-3 also gathers the weights
   for every micro-batch (``_rounds``; 1.5x for one, the ZeRO paper), inside a server over its links,
   across servers over each device's scale-out port, hidden behind the backward pass (2/3 of
-  the compute) and charged only where it is longer.
+  the compute) and charged only where it is longer;
+* **optimizer offload** (``Layout.offload``, ZeRO-Offload): no optimizer state on the device;
+  the rank's 16-bit gradients go to the host during the backward, the host runs Adam, the
+  16-bit weights come back over PCIe (``host_seconds``).
 
 The fastest layout that fits is the one a user would run; on a tie the simpler one (fewer
 parallel dimensions, a lower ZeRO stage, a larger micro-batch). A larger ``batch_size`` can
@@ -32,15 +35,19 @@ over more compute: it never plans slower.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from .footprint import stage_share
+from .footprint import MARGIN, stage_share
 
 PER_NODE = 8  # devices a server: HLS-Gaudi2/3, DGX/HGX A100, H100, H200
 RECOMPUTE = 6 / 8  # gradient checkpointing: 8N FLOPs a token instead of 6N
 BACKWARD = 2 / 3  # the share of a step's compute that gradient reduction can hide behind
 LONG = 8192  # tokens from which context parallel is planned (Megatron Core: "8K+ tokens")
+HOST_GBS = 300.0  # an assumption, not a measurement: a two-socket server's DRAM bandwidth, GB/s
+# host Adam a parameter (DeepSpeed's CPU Adam under ZeRO-Offload): read the 16-bit gradient, read
+# and write the fp32 weight and both moments, write the 16-bit weight
+ADAM_BYTES = 2 + 3 * 4 * 2 + 2
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,7 @@ class Layout:
     micro_batch: int = 1
     accumulation: int = 1
     context: int = 1
+    offload: bool = False  # the optimizer state (fp32 weights, Adam's moments) on the host
 
     @property
     def model_parallel(self) -> int:
@@ -95,9 +103,10 @@ class Layout:
             text += f", micro-batch {self.micro_batch} x {self.accumulation} accumulation steps"
         return text + (", gradient checkpointing" if self.checkpointing else "")
 
-    def how(self) -> str:
-        """What to run it with: ``wb.launch`` arguments, or Megatron's for tensor/pipeline."""
-        if self.megatron:
+    def how(self, megatron: bool = False) -> str:
+        """What to run it with: ``wb.launch`` arguments, or Megatron's for tensor/pipeline (or
+        where ``megatron`` asks for them)."""
+        if self.megatron or megatron:
             glob = self.micro_batch * self.accumulation * self.data
             return (
                 "Megatron-DeepSpeed (Gaudi) or NeMo / Megatron-LM (NVIDIA): "
@@ -174,8 +183,8 @@ def candidates(mp, devices: int, checkpointing: bool | None = None) -> list[Layo
 
 
 def memory_of(mp, layout: Layout):
-    """The MemoryPlan of ``layout``."""
-    return mp.replan(
+    """The MemoryPlan of ``layout``; offloaded, the optimizer state is the host's."""
+    plan = mp.replan(
         devices=layout.devices,
         zero_stage=layout.zero,
         grad_checkpointing=layout.checkpointing,
@@ -184,22 +193,21 @@ def memory_of(mp, layout: Layout):
         context_parallel=layout.context,
         batch_size=layout.micro_batch,
     )
+    if not layout.offload:
+        return plan
+    peak = plan.peak_allocated - plan.optimizer_state
+    return replace(plan, optimizer_state=0, margin=int(MARGIN[0] * peak + MARGIN[1]))
 
 
 def fitting(mp, target, layout: Layout) -> tuple[Layout, Any] | None:
     """``layout`` at the largest micro-batch whose step fits ``target``, with its plan; None."""
     for m in _micro_batches(mp.batch_size):
-        at = Layout(
-            layout.devices,
-            layout.tensor,
-            layout.pipeline,
-            layout.zero,
-            layout.checkpointing,
-            m,
+        at = replace(
+            layout,
+            micro_batch=m,
             # Megatron: the replica's tensor x pipeline x context devices take that many
             # samples a step
-            mp.batch_size // m * layout.model_parallel,
-            layout.context,
+            accumulation=mp.batch_size // m * layout.model_parallel,
         )
         plan = memory_of(mp, at)
         if plan.fits(target):
@@ -226,6 +234,7 @@ def timing(
     compute = units * per_unit / achieved / (RECOMPUTE if layout.checkpointing else 1.0) * stage
     link = getattr(chip, "link_gbs", None)
     out = {"compute": compute, "tensor": 0.0, "context": 0.0, "bubble": 0.0, "data": 0.0}
+    out["host"] = 0.0
     if layout.tensor > 1 and link:
         collectives = 6 if layout.checkpointing else 4
         moved = units * d["layers"] * collectives * 2 * (layout.tensor - 1) * 2 * d["h"]
@@ -252,9 +261,26 @@ def timing(
         across = layout.devices > PER_NODE and chip.scaleout_gbs
         bandwidth = (chip.scaleout_gbs if across else link) * 1e9
         out["data"] = max(0.0, volume / bandwidth - BACKWARD * compute)
-    out["step"] = sum(out[k] for k in ("compute", "tensor", "context", "bubble", "data"))
+    if layout.offload:
+        out["host"] = host_seconds(layout, chip, trainable, BACKWARD * compute)
+    out["step"] = sum(out[k] for k in STEP)
     out["units"] = units
     return out
+
+
+STEP = ("compute", "tensor", "context", "bubble", "data", "host")  # what a step's time adds up
+
+
+def host_seconds(layout: Layout, chip, trainable: int, hidden: float) -> float:
+    """Seconds a step adds where the optimizer lives on the host (ZeRO-Offload's schedule,
+    Ren et al. 2021, without its delayed parameter update): the rank's 16-bit gradient shard
+    goes down over PCIe during the backward (``hidden`` seconds of it), the host runs Adam over
+    the shard at its DRAM bandwidth shared by the server's devices, and the updated 16-bit
+    weights come back up."""
+    shard = trainable / max(1, layout.data * layout.context)
+    pcie = (getattr(chip, "host_gbs", None) or 32.0) * 1e9  # PCIe Gen4 x16 where unknown
+    adam = ADAM_BYTES * shard / (HOST_GBS * 1e9 / min(layout.devices, PER_NODE))
+    return max(0.0, 2 * shard / pcie - hidden) + adam + 2 * shard / pcie
 
 
 def _rounds(layout: Layout) -> float:
@@ -293,11 +319,21 @@ def best(
     achieved: float,
     trainable: int,
     checkpointing: bool | None = None,
+    stack=None,
 ) -> dict[str, Any] | None:
     """The fastest layout of ``devices`` that fits ``target`` (None if none does): the
-    layout, its MemoryPlan and its ``timing``."""
+    layout, its MemoryPlan and its ``timing``; ``stack`` (``strategies.Stack``) keeps to the
+    layouts it runs."""
     found = []
-    for layout in candidates(mp, devices, checkpointing):
+    layouts = candidates(mp, devices, checkpointing)
+    if stack is not None:
+        layouts = [
+            replace(lay, offload=stack.offload)
+            for lay in layouts
+            + [x for x in stack.extra(mp, devices, checkpointing) if x not in layouts]
+            if stack.allows(lay)
+        ]
+    for layout in layouts:
         fit = fitting(mp, target, layout)
         if fit is None:
             continue

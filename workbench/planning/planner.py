@@ -47,7 +47,7 @@ from ..catalog import MINILM, ModelSpec, is_local
 from ..catalog import model as as_model
 from ..rundir.run import RunDir
 from ..settings import runs_root
-from . import layout
+from . import layout, strategies
 from . import references as refs
 from .flops import UNETS, flops_per_sample, flops_per_token
 from .matching import (
@@ -269,13 +269,13 @@ def _mfu_for(
 
 
 # --------------------------------------------------------------------------- layout
-def _choose(mp, target, found, asked, per_unit, achieved, trainable, scaling, ckpt) -> tuple:
+def _choose(mp, target, found, asked, per_unit, achieved, trainable, scaling, ckpt, stack) -> tuple:
     """(the chosen ``layout.best`` result, a note): on ``asked`` devices when given and they
     hold a step, else on the fewest that do; without ``asked``, the cheapest count per token
     from the fewest that hold a step up to 8x as many (the fewer on a tie)."""
 
     def at(n):
-        return layout.best(mp, target, n, found, per_unit, achieved, trainable, ckpt)
+        return layout.best(mp, target, n, found, per_unit, achieved, trainable, ckpt, stack)
 
     def per_device(pick):  # tokens/s per device, up to the constant achieved/per_unit
         return pick["timing"]["units"] / pick["timing"]["step"] * scaling(pick["layout"].devices)
@@ -287,7 +287,11 @@ def _choose(mp, target, found, asked, per_unit, achieved, trainable, scaling, ck
     counts = [n for n in (2**k for k in range(13)) if n <= MAX_DEVICES and (not asked or n > asked)]
     fewest = next(((n, p) for n in counts if (p := at(n)) is not None), None)
     if fewest is None:
-        return None, f"does not fit even over {MAX_DEVICES} devices"
+        return None, f"does not fit even over {MAX_DEVICES} devices under {stack.title}" + (
+            ""
+            if stack.name == "fastest"
+            else ": try a stack that shards the weights (zero3, fsdp, megatron) or strategy=None"
+        )
     n, pick = fewest
     if asked:
         return pick, f"num_devices={asked} do not hold a step: planned on {n}, the fewest that do"
@@ -299,13 +303,29 @@ def _choose(mp, target, found, asked, per_unit, achieved, trainable, scaling, ck
 
 
 def _error_band(data: dict, found) -> tuple[float, float, str]:
-    """(low, high, why): the interquartile range of ``wb.plan``'s measured error on published
-    results of this chip's family (leave-one-out and held-out, recorded in the references'
-    ``accuracy``): the time of a run lies between hours x (1 + low) and hours x (1 + high)
-    for half of those results (error = planned / published tokens/s - 1, so the true time is
-    the planned x (1 + error))."""
+    """(low, high, why): the interval that holds 80% (the recorded level) of ``wb.plan``'s
+    leave-one-out errors on published results of this chip's family (``accuracy.intervals``;
+    pooled over every family where one has too few), with its coverage measured on held-out
+    results: the time of a run lies between hours x (1 + low) and hours x (1 + high) that
+    often (error = planned / published tokens/s - 1, so the true time is the planned x (1 +
+    error)). A references file without intervals: its interquartile range, said so."""
     family = refs.family_of(found.name) if found is not None else "other"
-    band = (data.get("accuracy") or {}).get("error_quartiles", {}).get(family)
+    record = data.get("accuracy") or {}
+    band = (record.get("intervals") or {}).get(family)
+    if band:
+        level = record["intervals"]["level"]
+        covered = (
+            f"; it held {band['coverage']:.0%} of {band['held_out']} held-out results"
+            if band.get("coverage") is not None
+            else "; no held-out result to measure its coverage"
+        )
+        why = (
+            f"{family}: the {level:.0%} interval of wb.plan's error, {band['low']:+.0%} to "
+            f"{band['high']:+.0%}, from the {band['from']} (wb.plan_accuracy(summary=True))"
+            + covered
+        )
+        return band["low"], band["high"], why
+    band = record.get("error_quartiles", {}).get(family)
     if not band:
         return 0.0, 0.0, f"no measured error for {family}: no range"
     low, high = band["q25"], band["q75"]
@@ -374,6 +394,7 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
         trainable,
         scaling,
         ctx.get("checkpointing"),
+        ctx["stack"],
     )
     if pick is None:
         return {**row, "note": note, "sources": sources}
@@ -382,20 +403,19 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
         row["note"] = note
     row.update(
         devices=n,
-        strategy=lay.describe(),
-        launch=lay.how(),
+        stack=strategies.taken(ctx["stack"], lay),
+        strategy=strategies.describe(ctx["stack"], lay),
+        launch=strategies.launch(ctx["stack"], lay),
         tensor_parallel=lay.tensor,
         pipeline_parallel=lay.pipeline,
         context_parallel=lay.context,
         memory_gib=round(pick["memory"].per_device / 2**30, 2),
     )
     sources["layout"] = (
-        "layout.best: the fastest layout of this many devices that fits (data parallel, ZeRO "
-        "1-3, tensor x pipeline x context parallel, checkpointing only where memory needs "
-        "it); step = "
-        + ", ".join(
-            f"{k} {t[k]:.3g} s" for k in ("compute", "tensor", "context", "bubble", "data") if t[k]
-        )
+        f"layout.best under {ctx['stack'].title}: the fastest layout of this many devices "
+        "that fits and that the stack runs (data parallel, ZeRO 1-3, tensor x pipeline x "
+        "context parallel, checkpointing only where memory or the recipe needs it); step = "
+        + ", ".join(f"{k} {t[k]:.3g} s" for k in layout.STEP if t[k])
     )
     if per_token is None:
         return {**row, "note": ctx["why_no_flops"], "sources": sources}
@@ -448,7 +468,11 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
         hours_low=hours * (1 + low),
         hours_high=hours * (1 + high),
     )
-    sources["range"] = why_range
+    sources["range"] = why_range + (
+        ". This row's MFU is the stated default: an assumption, which no measured error covers"
+        if got["kind"] == "default"
+        else ""
+    )
     price = ctx["prices"].get(key)
     if price is not None:
         usd = price["usd_per_device_hour"]
@@ -489,6 +513,7 @@ def plan(
     references: str | Path | None = None,
     num_devices: int | None = None,
     checkpointing: bool | None = None,
+    strategy: str | dict | None = None,
 ) -> TrainingPlan:
     """Time and cost of training ``model`` on ``tokens`` tokens, per device, with sources.
 
@@ -520,6 +545,15 @@ def plan(
     checkpointing : bool, optional
         Gradient checkpointing as you will run it: True or False keeps every layout to it;
         None (default) lets the planner turn it on only where memory needs it.
+    strategy : str or dict, optional
+        The stack you will run: ``"ddp"``, ``"zero1"``, ``"zero2"``, ``"zero3"``,
+        ``"zero2-offload"``, ``"zero3-offload"``, ``"fsdp"``, ``"megatron"`` (a dict pins
+        its degrees: ``{"name": "megatron", "tp": 4, "pp": 4, "cp": 1}``),
+        ``"optimum-habana"`` (ZeRO-3 + gradient checkpointing) or ``"deepspeed"``
+        (``wb.launch``'s, ZeRO-2). Each row plans the fastest layout that stack runs, with its
+        memory, communication and launch line (the MFU is the nearest reference's, whatever
+        stack it ran). Default None: the fastest that fits of them all (the row's ``stack``
+        says which).
     num_devices : int, optional
         Devices per row (e.g. 8, one server), at most 4096, in the fastest layout that fits.
         Where they do not hold a step: the fewest that do. Default: the count cheapest per
@@ -557,6 +591,19 @@ def plan(
         )
     if precision not in PLAN_PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PLAN_PRECISIONS)}")
+    stack = strategies.stack_of(strategy)
+    if stack.checkpointing is not None and checkpointing not in (None, stack.checkpointing):
+        raise ValueError(
+            f"checkpointing={checkpointing} contradicts strategy={stack.name!r}, whose recipe "
+            f"runs with gradient checkpointing {'on' if stack.checkpointing else 'off'}: leave "
+            "checkpointing out, or pick another strategy"
+        )
+    if num_devices is not None and num_devices % stack.replica:
+        raise ValueError(
+            f"num_devices={num_devices} is not a multiple of the {stack.replica} devices a "
+            f"replica of strategy {stack.title} takes: pass num_devices={stack.replica} x the "
+            "data-parallel replicas you want"
+        )
     spec = as_model(model)
     keys = _rows_asked(devices)
     # fp8 (Transformer Engine, Intel's fp8) keeps 16-bit weights and fp32 optimizer state:
@@ -567,6 +614,14 @@ def plan(
         seq_len=seq_len,
         precision="bf16" if precision == "fp8" else precision,
     )
+    if spec.family in UNETS and seq_len is not None:
+        native = int(mp._dims["unet"].get("sample_size") or 64)
+        if seq_len >= 4 * native:  # no UNet is trained at 4x its latent size: these are pixels
+            raise ValueError(
+                f"seq_len={seq_len} for {spec.name} counts latents, not pixels (latents = pixels "
+                f"/ 8, the VAE's factor): for {seq_len}x{seq_len} images pass "
+                f"seq_len={seq_len // 8} (its native size: seq_len={native}, {native * 8} px)"
+            )
     try:
         per_unit, why = (
             flops_per_sample(spec) if spec.family in UNETS else flops_per_token(spec, mp.seq_len),
@@ -583,6 +638,7 @@ def plan(
         "why_no_flops": why,
         "num_devices": num_devices,
         "checkpointing": checkpointing,
+        "stack": stack,
     }
     prec = "fp8" if precision == "fp8" else mp.precision
     rows = [_row(k, spec, mp, tokens, per_unit, prec, ctx) for k in keys]
@@ -598,4 +654,5 @@ def plan(
         rows=rows,
         unit="image" if image else "token",
         flops_per_image=per_unit if image else None,
+        stack=stack.title if strategy is None else f"{stack.title} (strategy={strategy!r})",
     )

@@ -13,12 +13,14 @@ from typing import Any
 
 from .. import markup
 from .matching import SIMILAR
+from .references import chip_name
 
 COLUMNS = [
     "device",
     "name",
     "fits_one",
     "devices",
+    "stack",
     "strategy",
     "memory_gib",
     "precision",
@@ -94,6 +96,9 @@ class TrainingPlan:
         ``tokens_per_s`` columns are images/s and ``flops_per_image`` is the count.
     rows : list of dict
         One per device, the columns of ``table()`` plus ``sources``: figure -> where it came from.
+    stack : str
+        The stack planned (``wb.plan``'s ``strategy=``), in words; each row's ``stack`` names
+        the one its layout runs as.
     """
 
     model: str
@@ -106,6 +111,7 @@ class TrainingPlan:
     rows: list[dict[str, Any]] = field(default_factory=list)
     unit: str = "token"
     flops_per_image: int | None = None
+    stack: str = "the fastest that fits (any stack)"
 
     def table(self, sources: bool = False):
         """The rows as a DataFrame (``sources=True``: one more column, where each figure came
@@ -118,9 +124,21 @@ class TrainingPlan:
         return df
 
     def row(self, device: str) -> dict[str, Any]:
-        """The row of ``device`` (as named in the table); an unknown one lists those there."""
+        """The row of ``device``: as named in the table, or as ``devices=`` takes it
+        (``"H100"`` for ``"H100 SXM"``); an unknown one lists the rows there."""
         for r in self.rows:
             if r["device"] == device:
+                return r
+        try:
+            key = (
+                "detected"
+                if str(device).lower() in ("detected", "this machine")
+                else chip_name(str(device), "row")
+            )
+        except ValueError:
+            key = None
+        for r in self.rows:
+            if r["device"] == key:
                 return r
         raise ValueError(
             f"no row {device!r} in this plan; rows: {', '.join(r['device'] for r in self.rows)}"
@@ -159,6 +177,13 @@ class TrainingPlan:
                 "depends on the MFU your run reaches on each chip (train a few steps on each and "
                 "plan again with runs=, or pass mfu=)"
                 + (" and on your prices (prices=)" if key == "cost_usd" else "")
+            )
+        elif assumed := [r["device"] for r in rows if r.get("mfu_from") == "default"]:
+            answer = (
+                f"{best['device']} is {what} as planned, but {', '.join(assumed)} "
+                f"{'rests' if len(assumed) == 1 else 'rest'} on the stated default MFU, an "
+                "assumption no measured error covers: the order is not a measurement (pass mfu=, "
+                "or train a few steps on each chip and plan again with runs=)"
             )
         else:
             answer = f"{best['device']} is {what}, beyond the measured error of every other row"
@@ -209,8 +234,11 @@ class TrainingPlan:
     def __repr__(self) -> str:
         lines = [
             f"TrainingPlan: {self._title()}",
-            f"  {'device':<11}{'devices':>8}  {self.unit + 's/s':>12}  {'time':>11}  "
-            f"{'time range':>21}  {'cost':>10}  MFU from",
+            *textwrap.wrap(
+                f"stack: {self.stack}", 96, initial_indent="  ", subsequent_indent="    "
+            ),
+            f"  {'device':<11}{'devices':>8}  {'stack':<15}{self.unit + 's/s':>12}  "
+            f"{'time':>11}  {'time range':>21}  {'cost':>10}  MFU from",
         ]
         for r in self.rows:
             span = (
@@ -219,14 +247,24 @@ class TrainingPlan:
                 else "-"
             )
             lines.append(
-                f"  {r['device']:<11}{r.get('devices') or '-':>8}  "
+                f"  {r['device']:<11}{r.get('devices') or '-':>8}  {r.get('stack') or '-':<15}"
                 f"{_num(r.get('tokens_per_s')):>12}  "
                 f"{fmt_hours(r.get('hours')):>11}  {span:>21}  {fmt_money(r.get('cost_usd')):>10}  "
                 f"{r.get('mfu_from') or r.get('note', '')}"
             )
-        for answer in self._answers():
+        for answer in self._answers() + [self._prices()]:
             lines += textwrap.wrap(answer, 96, initial_indent="  ", subsequent_indent="    ")
-        return "\n".join(lines)
+        return "\n".join(line for line in lines if line.strip())
+
+    def _prices(self) -> str:
+        """Each priced row's price with its provider and date, in one line ("" if none)."""
+        got = [
+            f"{r['device']} ${r['usd_per_device_hour']:g}/device-hour "
+            f"({r.get('price_source') or 'no provider'}, {r.get('price_date') or 'no date'})"
+            for r in self.rows
+            if r.get("usd_per_device_hour") is not None
+        ]
+        return ("prices: " + "; ".join(got)) if got else ""
 
     def _answers(self) -> list[str]:
         """The fastest and the cheapest row's ``answer`` (with the planner's measured error:
@@ -323,6 +361,10 @@ class TrainingPlan:
             f"<div style='{markup.FONT}'><div style='font-weight:bold;margin:2px 8px'>"
             f"{html.escape(self._title())}</div><img src='data:image/svg+xml;base64,{svg}'/>"
             f"{markup.table(body, heads, font=False)}"
-            + "".join(f"<p style='margin:4px 8px'>{html.escape(a)}</p>" for a in self._answers())
+            + "".join(
+                f"<p style='margin:4px 8px'>{html.escape(a)}</p>"
+                for a in [f"stack: {self.stack}", *self._answers(), self._prices()]
+                if a
+            )
             + f"<details><summary>sources</summary><ul>{''.join(notes)}</ul></details></div>"
         )
