@@ -219,6 +219,30 @@ def test_place_on_cpu_none_makes_a_cpu_fallback_fatal(on_hpu, setting):
         assert out["fallbacks"] == {}, out
 
 
+# the README's first cell on the emulated Gaudi (8 length buckets, 3 warm-up steps)
+FIRST_CELL = """
+import workbench as wb
+run = wb.train(wb.model("bert", size="tiny"), wb.dataset("docstrings-topic", limit=128),
+               max_steps=12, batch_size=8, device="hpu", live=False)
+out["after"] = run.summary["after_warmup"]
+out["compiles"] = [e["compiles"] for e in run.events if e.get("phase") in ("warmup", "train")]
+out["mode"] = run.summary["device"]["mode"]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["eager", "lazy"])
+def test_the_first_cell_compiles_every_bucket_in_warm_up_and_none_after(on_hpu, mode):
+    """Every bucket shape the run trains on compiles before step 1 (loaders.py); compiled
+    (eager mode's default) each bucket is a static graph of its own, so no shape compiles
+    again after warm-up. Dynamo's automatic dynamic shapes used to trace the second shape as
+    a symbolic graph that the first bucket met again at step 10: `recompiles: 1`."""
+    out = on_hpu(FIRST_CELL, PT_HPU_LAZY_MODE="1" if mode == "lazy" else "0")
+    assert out["mode"] == mode, out
+    assert out["compiles"][0] >= 7, f"the buckets compiled in warm-up: {out['compiles']}"
+    assert out["after"]["steps"] >= 9 and out["after"]["recompiles"] == 0, out
+
+
 # ------------------------------------------------------------------ wb.train, every family
 @pytest.fixture(scope="module")
 def lazy_counts(tmp_path_factory):
