@@ -288,9 +288,13 @@ def memory(index: int) -> dict[str, int]:
     # memory_stats() is the source of truth on Gaudi: hl-smi does not see tensor
     # allocations. Keys: InUse, MaxInUse, Limit (bytes).
     stats = torch_hpu().memory_stats(one_device(index))
+    allocated = int(stats.get("InUse", 0))
     return {
-        "allocated": int(stats.get("InUse", 0)),
-        "peak": int(stats.get("MaxInUse", 0)),
+        "allocated": allocated,
+        # reset_peak_memory_stats sets the pool's peak to 0, not to what is in use
+        # (CoalescedStringentPoolAllocator.cpp:1352-1355 @ 5a56187): MaxInUse reads below InUse
+        # until the next allocation. The peak since the reset is at least what is in use now.
+        "peak": max(int(stats.get("MaxInUse", 0)), allocated),
         "total": int(stats.get("Limit", 0)),
     }
 
