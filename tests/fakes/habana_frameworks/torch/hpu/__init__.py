@@ -79,7 +79,7 @@ if _ext is not None:
 
 
 def _count() -> int:
-    return int(os.environ.get("FAKE_HPU_COUNT", "8"))
+    return _card.count()  # the cards this process sees (a container's, _layout.py)
 
 
 def _get_device_index(device=None, optional: bool = False) -> int:
