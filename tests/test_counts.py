@@ -219,6 +219,71 @@ def test_place_on_cpu_none_makes_a_cpu_fallback_fatal(on_hpu, setting):
         assert out["fallbacks"] == {}, out
 
 
+FALLBACK_CUTS = """
+import torch
+import habana_frameworks.torch as ht
+import workbench as wb
+from habana_frameworks.torch.hpu import metrics
+dev = wb.device("hpu")
+x = torch.ones(4, 4, device="hpu")
+ht.core.mark_step()
+before, syncs0 = metrics.fake_counts(), dev.host_syncs()
+y = (x * 2).relu()  # a graph so far ...
+one = torch.ones(1, device="hpu")  # ... then the GradScaler's update: no HPU kernel (1.19 table)
+torch._amp_update_scale_(one, torch.zeros(1, dtype=torch.int32, device="hpu"), one * 0, 2.0, 0.5, 9)
+z = (y + 1).sum(0)  # ... and more ops
+ht.core.mark_step()
+after = metrics.fake_counts()
+out["graphs"] = after["graphs"] - before["graphs"]
+out["syncs"] = {k: v - before["host_syncs"].get(k, 0) for k, v in after["host_syncs"].items()}
+out["wb_host_syncs"] = dev.host_syncs() - syncs0
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["eager", "lazy"])
+def test_a_cpu_fallback_is_a_host_sync_and_cuts_a_lazy_graph(on_hpu, mode):
+    """The bridge's fallback copies the op's inputs to the host and its results back
+    (hpu_ops/cpu_fallback.cpp:86-115 @ 5a56187): a host sync in either mode; in lazy mode the
+    graph accumulated so far runs first ("step marker due to cpu fallback",
+    fallback_helper.h:50), so ops before and after it are two graphs, not one. The device
+    record's host_syncs() (what a run's events carry) counts it."""
+    out = on_hpu(FALLBACK_CUTS, PT_HPU_LAZY_MODE="1" if mode == "lazy" else "0")
+    assert out["syncs"]["cpu_fallback"] == 1, out
+    assert out["syncs"]["device_to_host"] == 0, "the fallback's own copies are not the user's"
+    assert out["wb_host_syncs"] == 1, out
+    assert out["graphs"] == (2 if mode == "lazy" else 0), out
+
+
+# the README's first cell on the emulated Gaudi (8 length buckets, 3 warm-up steps)
+FIRST_CELL = """
+import workbench as wb
+run = wb.train(wb.model("bert", size="tiny"), wb.dataset("docstrings-topic", limit=128),
+               max_steps=12, batch_size=8, device="hpu", live=False)
+out["after"] = run.summary["after_warmup"]
+steps = [e for e in run.events if e.get("phase") in ("warmup", "train")]
+out["compiles"] = [e["compiles"] for e in steps]
+out["host_syncs"] = [e["host_syncs"] for e in steps]
+out["mode"] = run.summary["device"]["mode"]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["eager", "lazy"])
+def test_the_first_cell_compiles_every_bucket_in_warm_up_and_none_after(on_hpu, mode):
+    """Every bucket shape the run trains on compiles before step 1 (loaders.py); compiled
+    (eager mode's default) each bucket is a static graph of its own, so no shape compiles
+    again after warm-up. Dynamo's automatic dynamic shapes used to trace the second shape as
+    a symbolic graph that the first bucket met again at step 10: `recompiles: 1`."""
+    out = on_hpu(FIRST_CELL, PT_HPU_LAZY_MODE="1" if mode == "lazy" else "0")
+    assert out["mode"] == mode, out
+    assert out["compiles"][0] >= 7, f"the buckets compiled in warm-up: {out['compiles']}"
+    assert out["after"]["steps"] >= 9 and out["after"]["recompiles"] == 0, out
+    # counted (an int in every event and the summary), and none: no op fell back
+    assert all(isinstance(n, int) for n in out["host_syncs"]), out
+    assert out["after"]["host_syncs"] == 0 and out["after"]["cpu_fallbacks"] == 0, out
+
+
 # ------------------------------------------------------------------ wb.train, every family
 @pytest.fixture(scope="module")
 def lazy_counts(tmp_path_factory):

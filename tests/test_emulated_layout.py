@@ -82,3 +82,48 @@ def test_placement_names_module_ids_on_a_node_numbered_three_ways(node, monkeypa
     assert launch_env(dev, 2) == {}, "no device-file number passed off as a module id"
     with pytest.raises(RuntimeError, match=r"needs 8 free Gaudi cards; 7 are free here"):
         launch_env(dev, 8)
+
+
+CONTAINER = ("import torch, habana_frameworks.torch\nfrom habana_frameworks.torch import _card\n"
+             "torch.hpu.memory_stats()  # the bridge acquires\n"
+             "print(torch.hpu.device_count(), _card.held(), flush=True)\n"
+             "import sys; sys.stdin.readline()\n")
+
+
+@pytest.mark.slow
+def test_a_container_given_four_modules_sees_four_cards_and_takes_them_in_its_order(
+        fake_hpu, monkeypatch):
+    """A container given the cards of modules 4-7 (FAKE_HPU_MODULES: what the container
+    runtime mounts) with HABANA_VISIBLE_MODULES=5,4,7,6, as Intel's multi-tenant page sets it:
+    the bridge counts 4 cards and takes the first free module in that list
+    (synapse_helpers/device.cpp:384-492 @ 5a56187: by type, among the visible modules), a
+    second process the next; HLML lists the 4 cards from index 0 with their module ids, the
+    workbench sees which are held, and a launch beside them names the free module ids."""
+    from workbench.backends import cards
+    from workbench.backends.registry import clear_cache
+
+    monkeypatch.setenv("FAKE_HPU_MODULES", "4,5,6,7")
+    monkeypatch.setenv("HABANA_VISIBLE_MODULES", "5,4,7,6")
+    clear_cache()
+    env = {**os.environ, "PYTHONPATH": str(FAKES), "PT_HPU_LAZY_MODE": "0"}
+    holders, said = [], []
+    try:
+        for _ in range(2):  # each holds its card until the test ends
+            p = subprocess.Popen([sys.executable, "-c", CONTAINER], env=env, text=True,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+            holders.append(p)
+            line = p.stdout.readline().split()
+            assert line, p.communicate(input="\n", timeout=60)
+            said.append([int(v) for v in line])
+        assert said == [[4, 5], [4, 4]], "4 cards; modules 5 then 4, in HABANA_VISIBLE_MODULES' order"
+        dev = wb.device("hpu")
+        assert dev.count == 4
+        assert [(c.index, c.module) for c in dev.cards] == [(0, 4), (1, 5), (2, 6), (3, 7)]
+        assert sorted(c.module for c in dev.cards if not c.free) == [4, 5]
+        env_out = cards.placement(dev.cards, 2, "HABANA_VISIBLE_MODULES")
+        assert env_out == {"HABANA_VISIBLE_MODULES": "6,7"}, env_out
+    finally:
+        for p in holders:
+            p.communicate(input="\n", timeout=60)
+        clear_cache()

@@ -167,7 +167,34 @@ out["reserved"] = [torch.hpu.memory_reserved(), torch.hpu.max_memory_reserved(),
                    torch.hpu.memory_allocated()]
 out["summary"] = torch.hpu.memory_summary()
 out["s0"] = s0
+torch.hpu.reset_peak_memory_stats()  # the pool's peak to 0 (see the test above)
+out["peak_reset"] = [torch.hpu.max_memory_allocated(), torch.hpu.memory_allocated()]
+c = torch.empty(16, device="hpu")
+out["peak_next"] = [torch.hpu.max_memory_allocated(), torch.hpu.memory_allocated()]
 """
+
+
+def test_reset_peak_sets_the_peak_to_zero_and_the_workbench_reads_at_least_in_use(hpu):
+    """The bridge's reset_peak_memory_stats sets the pool's peak to 0
+    (CoalescedStringentPoolAllocator.cpp:1352-1355 @ 5a56187), not to InUse as torch.cuda
+    does: max_memory_allocated() reads 0 below memory_allocated() until the next allocation
+    raises it (device_mem_stats.h:135-141). The workbench's peak is never below its allocated
+    (the doctor checks allocated <= peak). memory_cached / max_memory_cached are the old names
+    of the reserved pair and warn (memory.py:165-174)."""
+    import habana_frameworks.torch.hpu as bridge
+
+    bridge.fake_allocate(3 * GiB)
+    assert bridge.max_memory_allocated() == 3 * GiB
+    bridge.reset_peak_memory_stats()
+    assert bridge.max_memory_allocated() == 0 and bridge.memory_allocated() == 3 * GiB
+    mem = wb.device("hpu").memory()
+    assert mem["allocated"] == mem["peak"] == 3 * GiB, mem
+    bridge.fake_allocate(GiB)
+    assert bridge.max_memory_allocated() == bridge.memory_allocated() == 4 * GiB
+    with pytest.warns(FutureWarning, match="renamed to torch.hpu.memory_reserved"):
+        assert bridge.memory_cached() == bridge.memory_reserved()
+    with pytest.warns(FutureWarning, match="renamed to torch.hpu.max_memory_reserved"):
+        assert bridge.max_memory_cached() == bridge.max_memory_reserved()
 
 
 @pytest.mark.slow
@@ -191,3 +218,7 @@ def test_the_emulated_allocator_counts_as_the_bridges_pool_does(on_hpu):
     reserved, max_reserved, allocated = out["reserved"]
     assert reserved == max_reserved == freed["Limit"] >= allocated == freed["InUse"]
     assert "NumFrees:" in out["summary"] and out["summary"].split("NumFrees:")[1].split()[0] == "1"
+    peak, in_use = out["peak_reset"]
+    assert peak == 0 < in_use, "reset_peak_memory_stats: the peak to 0, below InUse"
+    peak, in_use = out["peak_next"]
+    assert peak == in_use > 0, "the next allocation raises it to InUse"

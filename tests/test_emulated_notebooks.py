@@ -1,10 +1,12 @@
-"""Notebook 07 (multi-device) under papermill with ``WORKBENCH_DEVICE=hpu`` on the emulated Gaudi.
-Notebooks 01, 12 and 13 run on it in the container rehearsal's smoke (tests/test_rehearsal.py,
-scripts/rehearse_smoke.py), in a kernel of the rehearsed venv.
+"""Notebooks 01 (quickstart), 07 (multi-device) and 13 (Gaudi node) under papermill with
+``WORKBENCH_DEVICE=hpu`` on the emulated Gaudi. Notebooks 01, 12 and 13 also run on it in the
+container rehearsal's smoke (tests/test_rehearsal.py, scripts/rehearse_smoke.py), in a kernel of
+the rehearsed venv.
 
 The kernel is its own process (papermill starts it with this environment), so the emulated
 device never enters pytest's process. Each notebook's recorded results must pass the same
-check as on the CPU (tests/test_notebooks.py), and every run it made ran on the HPU.
+check as on the CPU (tests/test_notebooks.py), every run it made ran on the HPU, and every
+run that trained past warm-up recompiled 0 times after it and counted its host syncs.
 """
 
 import json
@@ -18,7 +20,7 @@ import workbench as wb
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["07_multi_device"])
+@pytest.mark.parametrize("name", ["01_quickstart", "07_multi_device", "13_gaudi_node"])
 def test_notebook_trains_on_the_emulated_hpu(name, tmp_path, monkeypatch):
     for key, value in environment(tmp_path, WORKBENCH_DEVICE="hpu").items():
         monkeypatch.setenv(key, value)
@@ -31,3 +33,8 @@ def test_notebook_trains_on_the_emulated_hpu(name, tmp_path, monkeypatch):
     kinds = {s["device"]["kind"] for s in summaries if s.get("device")}
     # notebook 07 leaves one summary without a device (which run: not yet checked)
     assert kinds == {"hpu"}, kinds
+    # what the device counted after warm-up: no recompile, and host syncs counted
+    after = [s["after_warmup"] for s in summaries if s.get("after_warmup", {}).get("steps")]
+    assert after, "a run trained past warm-up"
+    assert all(a["recompiles"] == 0 for a in after), after
+    assert all(isinstance(a["host_syncs"], int) for a in after), after

@@ -155,11 +155,12 @@ def test_import_torch_autoloads_the_bridge_unless_lazy_mode_is_asked_for(fake_en
 
 
 @pytest.mark.slow
-def test_lazy_mode_refuses_a_stock_torch_on_current_bridges(fake_env):
-    """Current bridges load their lazy plugin only with Intel's torch build (a local version
-    starting "git" or "hpu": torch/__init__.py @ ea38cef); 1.19 has no such check. The CPU
-    torch here is stock: the fixtures mark it as Intel's (FAKE_HPU_INTEL_TORCH=1), as the
-    container's is; without the mark the bridge refuses lazy mode, and the workbench says why."""
+def test_lazy_mode_refuses_a_stock_torch_on_every_release(fake_env):
+    """Both bridges load their lazy plugin only with Intel's torch build (a local version
+    starting "git" or "hpu": torch/__init__.py @ ea38cef; "git": the same file's lines 41-48 @
+    5a56187, the 1.19 release). The CPU torch here is stock: the fixtures mark it as Intel's
+    (FAKE_HPU_INTEL_TORCH=1), as the container's is; without the mark the bridge refuses lazy
+    mode, and the workbench says why."""
     code = ("import workbench as wb\ntry:\n    wb.device('hpu')\nexcept Exception as e:\n"
             "    print(type(e).__name__, e)\nelse:\n    print('ok', wb.device('hpu').mode)")
     seen = {}
@@ -168,9 +169,10 @@ def test_lazy_mode_refuses_a_stock_torch_on_current_bridges(fake_env):
         env.update(FAKE_HPU_RELEASE=release, PT_HPU_LAZY_MODE="1", FAKE_HPU_DEVICE="0")
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
         seen[release] = out.stdout.strip()
-    assert seen["1.19"] == "ok lazy"
-    assert seen["current"].startswith("RuntimeError") and "Stock PyTorch version" in seen["current"]
-    assert "the container's torch" in seen["current"] or "Intel's container" in seen["current"]
+    for release in ("current", "1.19"):
+        said = seen[release]
+        assert said.startswith("RuntimeError") and "Stock PyTorch version" in said, (release, said)
+        assert "the container's torch" in said or "Intel's container" in said, (release, said)
 
 
 def test_hpu_graphs_import_in_every_mode_and_capture_only_in_lazy_mode(hpu, monkeypatch):

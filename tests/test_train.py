@@ -115,7 +115,8 @@ def test_the_default_cadence_logs_when_the_last_event_is_a_few_seconds_old(monke
     clock = [100.0]
     monkeypatch.setattr(callbacks, "monotonic", lambda: clock[0])
     device = SimpleNamespace(kind="cpu", total_memory=0, synchronize=lambda: None, fallbacks=lambda: None,
-                             compiles=lambda: None, dynamo_graphs=lambda: None, graph_breaks=lambda: None)
+                             compiles=lambda: None, dynamo_graphs=lambda: None, graph_breaks=lambda: None,
+                             host_syncs=lambda: None)
     counter = SimpleNamespace(consume=lambda n: None)
     events = callbacks.Events(NullLog(), threading.Event(), "classification", device, counter, 8, 3,
                               gap=recipe.live_gap)

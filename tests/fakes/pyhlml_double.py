@@ -88,8 +88,9 @@ def emulate() -> None:
     habana_frameworks``): ``FAKE_HPU_COUNT`` cards (default 8) of ``FAKE_HPU_GENERATION``
     (default 2) with the generation's HBM each; each card's module id, minor and device file
     ``accel<minor>`` by the node's layout (``FAKE_HPU_LAYOUT``, ``habana_frameworks/_layout.py``:
-    by default card i is module i and accel{i}); a card's "used" memory is nearly its HBM while
-    a process holds it."""
+    by default card i is module i and accel{i}; a container given some modules,
+    ``FAKE_HPU_MODULES``, sees only those); a card's "used" memory is nearly its HBM while a
+    process holds it."""
     from habana_frameworks._layout import cards, dev_dir
 
     gen = os.environ.get("FAKE_HPU_GENERATION", "2")

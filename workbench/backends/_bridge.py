@@ -317,9 +317,13 @@ def memory(index: int) -> dict[str, int]:
     # memory_stats() is the source of truth on Gaudi: hl-smi does not see tensor
     # allocations. Keys: InUse, MaxInUse, Limit (bytes).
     stats = torch_hpu().memory_stats(one_device(index))
+    allocated = int(stats.get("InUse", 0))
     return {
-        "allocated": int(stats.get("InUse", 0)),
-        "peak": int(stats.get("MaxInUse", 0)),
+        "allocated": allocated,
+        # reset_peak_memory_stats sets the pool's peak to 0, not to what is in use
+        # (CoalescedStringentPoolAllocator.cpp:1352-1355 @ 5a56187): MaxInUse reads below InUse
+        # until the next allocation. The peak since the reset is at least what is in use now.
+        "peak": max(int(stats.get("MaxInUse", 0)), allocated),
         "total": int(stats.get("Limit", 0)),
     }
 
@@ -373,6 +377,26 @@ def fallbacks() -> dict[str, int] | None:
         return None
     ops = dict(metric.stats()).get("FallbackOps")
     return {str(k): int(v) for k, v in ops.items()} if isinstance(ops, dict) else None
+
+
+def host_syncs() -> int | None:
+    """Host round trips the bridge reports so far (one per CPU fallback); None when
+    unreadable."""
+    # The bridge's boxed fallback hands the op to at::native::cpu_fallback, which copies
+    # every HPU input to the host and the results back (hpu_ops/cpu_fallback.cpp:86-115 @
+    # 5a56187): the host waits for the device, and in lazy mode the graph accumulated so far
+    # runs first ("step marker due to cpu fallback", habana_kernels/fallback_helper.h:50).
+    # cpu_fallback's TotalNumber counts those runs. The bridge counts no other host sync (no
+    # metric for .item() or .cpu()), so reads the code asks for are not in this count.
+    try:
+        metric = importlib.import_module("habana_frameworks.torch.hpu.metrics").metric_global(
+            "cpu_fallback"
+        )
+    except Exception:
+        return None
+    if metric is None:
+        return None
+    return int(dict(metric.stats()).get("TotalNumber", 0))
 
 
 def precision(index: int) -> str:

@@ -151,6 +151,7 @@ RECORD = Backend(
         versions=_bridge.versions,
         compiles=_bridge.compiles,
         fallbacks=_bridge.fallbacks,
+        host_syncs=_bridge.host_syncs,
         inference=_bridge.inference_model,  # HPU graphs in lazy mode
     ),
     policy=TrainingPolicy(

@@ -221,6 +221,12 @@ class DeviceInfo:
         bridge's cpu_fallback metric); None where the backend does not count them."""
         return self.backend.calls.fallbacks() if self.available else None
 
+    def host_syncs(self) -> int | None:
+        """Times the host has waited for the device's data so far, as the device reports them
+        (HPU: the round trips of its CPU fallbacks); None where the backend does not count
+        them."""
+        return self.backend.calls.host_syncs() if self.available else None
+
     def graph_breaks(self) -> int | None:
         """Graph breaks ``torch.compile`` has met so far in this process; None before
         anything was compiled."""

@@ -154,6 +154,7 @@ class Events(TrainerCallback):
             "compiles": self.device.compiles(),
             "dynamo_graphs": self.device.dynamo_graphs(),
             "cpu_fallbacks": counts["cpu_fallbacks"],
+            "host_syncs": counts["host_syncs"],
             "graph_breaks": counts["graph_breaks"],
             "tokens_per_step": tokens / steps if tokens else None,
             **self.counter.stats(),
@@ -207,6 +208,7 @@ class Events(TrainerCallback):
             "step": step,
             "fallback_ops": ops,
             "cpu_fallbacks": None if ops is None else sum(ops.values()),
+            "host_syncs": self.device.host_syncs(),
             "compiles": self.device.compiles(),
             "dynamo_graphs": self.device.dynamo_graphs(),
             "graph_breaks": None if breaks is None else breaks - self._breaks_before,
@@ -216,7 +218,8 @@ class Events(TrainerCallback):
         """What slows a step on an accelerator, counted from the end of warm-up (the last
         warm-up event, else the start) to the last event: ``steps``, ``cpu_fallbacks``
         (ops run on the host for want of a device kernel) and ``fallback_ops`` (by op
-        name), ``recompiles`` (graph compiles: the device's counter where it has one, else
+        name), ``host_syncs`` (times the host waited for the device, as the device reports
+        them), ``recompiles`` (graph compiles: the device's counter where it has one, else
         dynamo's graphs), ``graph_breaks``; each None where the device cannot count it.
         ``graph_breaks_total`` counts warm-up too (a break stays in every step), this run's
         only."""
@@ -244,6 +247,7 @@ class Events(TrainerCallback):
             "steps": last["step"] - warm["step"],
             "cpu_fallbacks": None if ops is None else sum(ops.values()),
             "fallback_ops": ops,
+            "host_syncs": grown("host_syncs"),
             "recompiles": recompiles,
             "graph_breaks": grown("graph_breaks") if compiled else None,
             "graph_breaks_total": last["graph_breaks"] if compiled else None,

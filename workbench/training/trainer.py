@@ -163,14 +163,26 @@ def fused_optimizer(device: DeviceInfo, args):
     }  # not the bridge's eps default (1e-6)
 
 
-def _room_for_shapes(inner):
+def _room_for_shapes(inner, static: bool):
     """Raise dynamo's recompile limit to a graph per static shape, training and eval, + 2,
-    for this run; returns the function that puts the process's limit back."""
+    for this run; ``static`` (a device that compiles per shape, on bucketed batches): one
+    static graph per shape too. Returns the function that puts the process's settings back."""
     # Past the limit (8 by default) dynamo runs the model uncompiled: slow on Gaudi.
-    from .torchconfig import raise_recompile_limit
+    from .torchconfig import dynamo_settings, raise_recompile_limit
 
     shapes = len(getattr(inner, "boundaries", ())) or 1  # bucketed / packed: the boundaries
-    return raise_recompile_limit(2 * shapes + 2)
+    restore = raise_recompile_limit(2 * shapes + 2)
+    if not static:
+        return restore
+    # Dynamo's automatic dynamic shapes would trace the second shape it meets as a symbolic
+    # graph that every later shape reaches first, so the first bucket warmed up (its own
+    # static graph) is met again in that graph and compiles again after warm-up. On Gaudi
+    # each shape a graph first runs with compiles a recipe either way. vllm-gaudi compiles
+    # with dynamic=False (or the bridge's force_static_compile: static recipes per shape;
+    # vllm_gaudi/utils.py HPUCompileConfig @ 091bbad), sizes dynamo's cache to a graph per
+    # bucket and warms up every bucket (v1/worker/hpu_model_runner.py warmup_model): here
+    # too, one static graph per bucket, each compiled in warm-up (loaders.py).
+    return _both(restore, dynamo_settings(automatic_dynamic_shapes=False))
 
 
 def build(
@@ -266,7 +278,8 @@ def build(
     )
     trainer.remove_callback(transformers.PrinterCallback)  # events replace its printed dicts
     if targs["torch_compile"]:  # last: nothing below can fail and leave the limit raised
-        restore = _both(restore, _room_for_shapes(inner))
+        static = sampler is not None and device.backend.policy.static_shapes
+        restore = _both(restore, _room_for_shapes(inner, static))
     run.hold(model, tok)
     return trainer, events, restore
 

@@ -434,6 +434,7 @@ def step_counts(c: dict) -> str:
         f"{c[key]} {label}"
         for key, label in (
             ("cpu_fallbacks", "CPU fallbacks"),
+            ("host_syncs", "host syncs"),
             ("recompiles", "recompiles"),
             ("compiles", "graph compiles"),
             ("graph_breaks", "graph breaks"),

@@ -48,6 +48,9 @@ MIN_INTERVAL = 0.25  # seconds between live messages: at most 4 a second
 RUN_MIME = "application/vnd.gaudi-workbench.run+json"
 MAX_POINTS = 36  # per message: 36 points x 12 float32 fields = 1.7 KB, under 2 KB
 
+# the device counts a live view shows (cumulative at the latest event)
+COUNTED = ("cpu_fallbacks", "host_syncs", "compiles", "graph_breaks")
+
 
 def frontend(live: str | bool = "auto") -> str:
     """'live', 'static' or 'text': where and how progress can be shown, decided once.
@@ -164,8 +167,8 @@ class Dashboard:
             "tokens_per_s": last.get("tokens_per_s"),
             "samples_per_s": last.get("samples_per_s"),
             # cumulative device counts at the latest event (the summary: after warm-up)
-            "counts": {k: last.get(k) for k in ("cpu_fallbacks", "compiles", "graph_breaks")}
-            if any(last.get(k) is not None for k in ("cpu_fallbacks", "compiles", "graph_breaks"))
+            "counts": {k: last.get(k) for k in COUNTED}
+            if any(last.get(k) is not None for k in COUNTED)
             else None,
         }
 

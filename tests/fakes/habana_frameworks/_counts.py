@@ -10,7 +10,10 @@ graph signatures between flushes. This module turns them into what the bridge re
   CPU_FALLBACK with the op's name (hpu_ops/cpu_fallback.cpp:90-96 @ 5a56187).
 - **Host syncs** (no bridge metric: a test hook): device-to-host copies made by the user's
   code (``.cpu()``, ``.to("cpu")``, ``.numpy()`` through it, printing a tensor), the ops in
-  ``SYNC_OPS`` (their result, or its size, is needed on the host) and ``torch.hpu.synchronize``.
+  ``SYNC_OPS`` (their result, or its size, is needed on the host), ``torch.hpu.synchronize``,
+  and each CPU fallback (``cpu_fallback``: its inputs are copied to the host; in lazy mode
+  the graph so far runs first: hpu_ops/cpu_fallback.cpp, habana_kernels/fallback_helper.h:50
+  @ 5a56187).
 - **Lazy graphs** (part of ``graph_compilation``): a distinct graph signature run at a flush.
 """
 
@@ -94,7 +97,8 @@ def _ext():
 def raw() -> dict:
     """The device's counts now (zeros without the emulated device)."""
     ext = _ext()
-    got = ext.counts() if ext is not None else {"ops": {}, "device_to_host": 0, "lazy_graphs": 0}
+    got = ext.counts() if ext is not None else {"ops": {}, "device_to_host": 0, "cpu_fallback": 0,
+                                                 "lazy_graphs": 0}
     return {**got, "synchronize": _synchronize_calls[0]}
 
 
@@ -111,8 +115,10 @@ def unlisted(ops: dict[str, int]) -> dict[str, int]:
 
 
 def host_syncs(counts: dict | None = None) -> dict[str, int]:
-    """Host syncs so far by cause: device-to-host copies, sync ops by name, synchronize."""
+    """Host syncs so far by cause: device-to-host copies, CPU fallbacks' round trips, sync ops
+    by name, synchronize."""
     c = counts or raw()
-    out = {"device_to_host": c["device_to_host"], "synchronize": c["synchronize"]}
+    out = {"device_to_host": c["device_to_host"], "cpu_fallback": c["cpu_fallback"],
+           "synchronize": c["synchronize"]}
     out.update({name: n for name, n in c["ops"].items() if name in SYNC_OPS})
     return out

@@ -36,8 +36,8 @@ def count() -> int:
     return int(os.environ.get("FAKE_HPU_COUNT", "8"))
 
 
-def cards() -> list[tuple[int, int, int]]:
-    """(index, minor, module id) of each card, by index."""
+def node() -> list[tuple[int, int, int]]:
+    """(index, minor, module id) of each card of the whole node, by index."""
     name = os.environ.get("FAKE_HPU_LAYOUT", "plain")
     if name == "plain":
         return [(i, i, i) for i in range(count())]
@@ -46,6 +46,28 @@ def cards() -> list[tuple[int, int, int]]:
             raise ValueError(f"FAKE_HPU_LAYOUT=hls2 is an 8-card node; FAKE_HPU_COUNT={count()}")
         return [(i, minor, module) for i, (minor, module) in enumerate(HLS2)]
     raise ValueError(f"FAKE_HPU_LAYOUT={name!r}; known: plain, hls2")
+
+
+def cards() -> list[tuple[int, int, int]]:
+    """(index, minor, module id) of each card this process can see, by index.
+
+    ``FAKE_HPU_MODULES`` (test hook): the module ids of the cards a container was given, as
+    Intel's container runtime mounts only the device files of the cards it is told
+    (``HABANA_VISIBLE_DEVICES`` at ``docker run``; Intel's "Multiple Tenants on HPU" page, where
+    such a container then sets ``HABANA_VISIBLE_MODULES`` to those cards' module ids, e.g.
+    ``5,4,7,6``). Inside, the driver and HLML see only those cards: HLML numbers them from 0
+    in the node's order, and each keeps its module id and device-file minor (the driver's
+    ``module_id`` in sysfs is the card's place on the board). Unset: the whole node."""
+    rows = node()
+    given = os.environ.get("FAKE_HPU_MODULES", "").strip()
+    if not given:
+        return rows
+    wanted = {int(m) for m in given.split(",") if m.strip()}
+    unknown = wanted - {module for _, _, module in rows}
+    if unknown:
+        raise ValueError(f"FAKE_HPU_MODULES names modules {sorted(unknown)} the node has not")
+    seen = [(minor, module) for _, minor, module in rows if module in wanted]
+    return [(i, minor, module) for i, (minor, module) in enumerate(seen)]
 
 
 def minor_of(module: int) -> int:

@@ -32,13 +32,16 @@ def lazy_default() -> str:
 
 
 def intel_torch() -> bool:
-    """Whether this torch counts as Intel's build: its local version starts with ``git`` or
-    ``hpu`` (torch/__init__.py @ ea38cef, ``is_torch_fork``). Intel's containers ship such a
-    build; the CPU torch the tests run on is stock, so FAKE_HPU_INTEL_TORCH=1 (test hook)
-    marks it as Intel's, as the container's would be."""
+    """Whether this torch counts as Intel's build (``is_torch_fork``): its local version starts
+    with ``git`` on 1.19 (torch/__init__.py:41 @ 5a56187), ``git`` or ``hpu`` on current
+    bridges (the same file @ ea38cef). Intel's containers ship such a build; the CPU torch the
+    tests run on is stock, so FAKE_HPU_INTEL_TORCH=1 (test hook) marks it as Intel's, as the
+    container's would be. Not emulated: 1.19 reads ``Version(torch.__version__).local``, which
+    is None for a torch without a local version, and then fails with ``AttributeError`` in
+    either mode."""
     if os.environ.get("FAKE_HPU_INTEL_TORCH") == "1":
         return True
     import torch
 
     local = torch.__version__.partition("+")[2]
-    return local.startswith(("git", "hpu"))
+    return local.startswith(("git", "hpu") if current() else ("git",))

@@ -444,10 +444,14 @@ pybind11::dict memory_stats() {
   return d;
 }
 
+// reset_peak_memory_stats: CoalescedStringentPooling::reset_peak_mem_stats
+// (backend/synapse_helpers/pool_allocator/CoalescedStringentPoolAllocator.cpp:1352-1355
+// @ 5a56187) sets the peak to 0, not to what is in use: MaxInUse stays below InUse until the
+// next allocation raises it (MemoryStats::UpdateStats, device_mem_stats.h:135-141).
 void reset_peak() {
   auto& s = fake_hpu::stats();
   std::lock_guard<std::mutex> g(s.lock);
-  s.max_in_use = s.in_use;
+  s.max_in_use = 0;
 }
 
 // reset_accumulated_memory_stats: CoalescedStringentPooling::clear_stats

@@ -5,7 +5,8 @@
 // - every op that reaches the fallback, by its operator name ("aten::add.Tensor", the name
 //   the bridge's fallback emits with CPU_FALLBACK: hpu_ops/cpu_fallback.cpp:90-96 @ 5a56187);
 //   Python decides from the bridge's op table which of them have no HPU kernel on a Gaudi;
-// - device-to-host copies made by the user's code (not the emulation's own host copies);
+// - device-to-host copies made by the user's code (not the emulation's own host copies), and
+//   the host round trip of each op with no HPU kernel (a CPU fallback: it cuts a lazy graph);
 // - lazy mode: the ops accumulated since the last flush hash into a graph signature (op
 //   names, each tensor argument's sizes and dtype); a flush (mark_step, a device-to-host copy
 //   or an op that needs its inputs' values on the host) runs the graph, and a signature not
@@ -33,6 +34,7 @@ struct State {
   std::mutex lock;
   std::unordered_map<std::string, int64_t> ops;  // ops that reached the fallback, by name
   int64_t d2h = 0;                               // device-to-host copies by the user's code
+  int64_t fallback_syncs = 0;  // host round trips of CPU fallbacks (ops with no HPU kernel)
   bool lazy = false;
   std::unordered_set<std::string> sync_ops;  // ops whose result the host must wait for
   uint64_t pending = 0;                      // signature of the graph accumulated so far
@@ -69,6 +71,17 @@ void op_reached(const c10::OperatorHandle& op, const torch::jit::Stack* stack) {
   auto& s = state();
   std::lock_guard<std::mutex> g(s.lock);
   s.ops[name] += 1;
+  if (s.no_kernel.count(name) > 0) {
+    // A real CPU fallback (no HPU kernel on a Gaudi): the bridge's boxed fallback hands the
+    // op to at::native::cpu_fallback, which copies every HPU input to the host (`.cpu()`)
+    // and the results back (hpu_ops/cpu_fallback.cpp:86-115 @ 5a56187): the host waits for
+    // the inputs, one host sync per fallback. In lazy mode that copy materialises the graph
+    // accumulated so far ("step marker due to cpu fallback", habana_kernels/fallback_helper.h
+    // :50; the same @ ea38cef), and the op itself joins no graph: the next ops start a new one.
+    s.fallback_syncs += 1;
+    if (s.lazy) flush_locked(s);
+    return;
+  }
   if (!s.lazy) return;
   const bool sync = s.sync_ops.count(name) > 0;
   if (sync) flush_locked(s);  // the host needs this op's inputs: the graph so far runs
@@ -175,6 +188,7 @@ void bind(pybind11::module& m) {
     pybind11::dict d;
     d["ops"] = ops;
     d["device_to_host"] = s.d2h;
+    d["cpu_fallback"] = s.fallback_syncs;
     d["lazy_graphs"] = s.graphs;
     return d;
   });

@@ -17,13 +17,14 @@ from habana_frameworks.torch.utils.internal import is_lazy  # noqa: E402
 
 is_lazy()  # the mode is read here, once: the plugin library it selects cannot change
 
-# Current bridges load their lazy plugin only under Intel's own torch build: a torch whose
-# local version does not start with "git" or "hpu" is refused in lazy mode
-# (torch/__init__.py @ ea38cef: `assert is_torch_fork, "Stock PyTorch version ... is not
-# supported in Lazy mode."`). 1.19 has no such check (the same file @ 5a56187).
+# Both bridges load their lazy plugin only under Intel's own torch build: a stock torch is
+# refused in lazy mode (torch/__init__.py:41-48 @ 5a56187, the 1.19 release: `assert
+# is_torch_fork, f"Stock PyTorch version {run_time_ver} is not supported in Lazy mode."`, a
+# fork being a local version starting "git"; the same assert @ ea38cef, where "hpu" counts too:
+# _release.intel_torch).
 from habana_frameworks import _release  # noqa: E402
 
-if _release.current() and is_lazy() and not _release.intel_torch():
+if is_lazy() and not _release.intel_torch():
     raise AssertionError(f"Stock PyTorch version {torch.__version__} is not supported in Lazy mode.")
 
 # Test hook (not bridge API): the variables the bridge reads as it loads (its flags are read

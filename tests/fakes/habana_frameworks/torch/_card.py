@@ -34,7 +34,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from habana_frameworks._layout import minor_of
+from habana_frameworks._layout import cards, minor_of
 
 ALREADY_ACQUIRED = "synStatus=20 [Device already acquired] Device acquire failed."
 NO_DEVICE = "synStatus=8 [Device not found] Device acquire failed. No devices found."
@@ -42,8 +42,14 @@ _held: dict[str, int] = {}  # {"module": id, "fd": fd} once this process owns a 
 
 
 def count() -> int:
-    """The number of cards on the emulated machine (``FAKE_HPU_COUNT``, default 8)."""
-    return int(os.environ.get("FAKE_HPU_COUNT", "8"))
+    """The number of cards this process sees (``synDeviceGetCount``): the node's
+    (``FAKE_HPU_COUNT``, default 8), or a container's (``FAKE_HPU_MODULES``, _layout.py)."""
+    return len(cards())
+
+
+def present() -> list[int]:
+    """The module ids of the cards this process sees."""
+    return [module for _, _, module in cards()]
 
 
 def dev_dir() -> Path:
@@ -61,7 +67,7 @@ def _visible() -> list[int]:
     env = os.environ.get("HABANA_VISIBLE_MODULES")
     if env:
         return [int(m) for m in env.split(",") if m.strip()]
-    return list(range(count()))
+    return sorted(present())
 
 
 def _try(module: int) -> int | None:
@@ -94,14 +100,14 @@ def acquire() -> int:
     """
     if "module" in _held:
         return _held["module"]
-    candidates = [m for m in _visible() if 0 <= m < count()]
+    candidates = [m for m in _visible() if m in present()]
     if not candidates:
         raise RuntimeError(NO_DEVICE)
     got = None
     module_env = os.environ.get("HLS_MODULE_ID")
     if module_env not in (None, ""):
         module = int(module_env)
-        fd = _try(module) if 0 <= module < count() else None
+        fd = _try(module) if module in present() else None
         got = (module, fd) if fd is not None else None
         world = os.environ.get("WORLD_SIZE") or os.environ.get("OMPI_COMM_WORLD_SIZE") or "1"
         fallback = "HABANA_VISIBLE_MODULES" not in os.environ and count() >= int(world)

@@ -8,6 +8,7 @@ whose storage is host memory (see tests/fakes/README.md).
 """
 
 import os
+import warnings
 
 import torch
 
@@ -78,7 +79,7 @@ if _ext is not None:
 
 
 def _count() -> int:
-    return int(os.environ.get("FAKE_HPU_COUNT", "8"))
+    return _card.count()  # the cards this process sees (a container's, _layout.py)
 
 
 def _get_device_index(device=None, optional: bool = False) -> int:
@@ -261,12 +262,33 @@ def max_memory_reserved(device=None) -> int:
     return memory_stats(device)["Limit"]
 
 
+def memory_cached(device=None) -> int:
+    """The old name of ``memory_reserved``: warns and answers it (memory.py:165-168 @ 5a56187)."""
+    # the bridge passes no stacklevel (1: the warning points here)
+    warnings.warn("torch.hpu.memory_cached has been renamed to torch.hpu.memory_reserved", FutureWarning,
+                  stacklevel=1)
+    return memory_reserved(device)
+
+
+def max_memory_cached(device=None) -> int:
+    """The old name of ``max_memory_reserved`` (memory.py:171-174 @ 5a56187)."""
+    warnings.warn("torch.hpu.max_memory_cached has been renamed to torch.hpu.max_memory_reserved",
+                  FutureWarning, stacklevel=1)
+    return max_memory_reserved(device)
+
+
 def reset_peak_memory_stats(device=None) -> None:
+    """``_hpu_C.reset_peak_memory_stats`` (memory.py:55-63 @ 5a56187), which sets the pool's
+    peak to 0 (CoalescedStringentPooling::reset_peak_mem_stats,
+    CoalescedStringentPoolAllocator.cpp:1352-1355), not to what is in use as torch.cuda does:
+    ``MaxInUse`` reads 0, below ``InUse``, until the next allocation raises it to ``InUse``
+    (device_mem_stats.h:135-141)."""
     init()  # memory.py: hpu.init()
     _check_index(device)
     if _ext is not None:
         _ext.reset_peak_memory_stats()
-    _state["max_in_use"] = _state["in_use"]
+        return
+    _state["max_in_use"] = 0
 
 
 def reset_accumulated_memory_stats(device=None) -> None:
