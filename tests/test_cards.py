@@ -248,3 +248,30 @@ def test_no_card_names_the_holders_it_sees_and_what_to_do():
     assert "device='cpu'" in said and "sudo workbench devices" in said
     assert said.endswith(f"({bridge})")
     assert no_card(cards, RuntimeError("CUDA out of memory")) is None, "other errors pass"
+
+
+def test_the_room_names_each_holders_run_and_step(tmp_path, make_run):
+    """``workbench devices``' teacher's view: a holder's run is found under its own runs folder
+    (its ``WORKBENCH_RUNS``, read from /proc), by the lock file naming its pid."""
+    import socket
+
+    from workbench.backends.cards import Card, Holder
+    from workbench.server.holders import room
+
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()"],
+                             stdin=subprocess.PIPE, env={**os.environ,
+                                                         "WORKBENCH_RUNS": str(tmp_path / "runs")})
+    try:
+        run = make_run(tmp_path / "runs", "20261206-1000-bert-tiny", args={"max_steps": 6},
+                       summary={"step": 6, "ended": True, "max_steps": 6})
+        (run / ".lock").write_text(f"pid {child.pid} on {socket.gethostname()}")
+        other = make_run(tmp_path / "runs", "20261206-0900-bert-tiny")  # someone else's
+        (other / ".lock").write_text(f"pid {child.pid + 1} on {socket.gethostname()}")
+        card = Card("hpu", 0, "Gaudi2", "Gaudi", 2, holders=[
+            Holder(child.pid, "python", None, "01_quickstart.ipynb", "alice")])
+        [row] = room([card, Card("hpu", 1, "Gaudi2", "Gaudi", 0)])
+        assert row == {"card": "Gaudi 0 (module 2)", "pid": child.pid, "user": "alice",
+                       "notebook": "01_quickstart.ipynb", "run": str(run), "step": 6,
+                       "status": "completed", "max_steps": 6}
+    finally:
+        child.communicate(b"\n", timeout=60)
