@@ -18,6 +18,7 @@ endif
 endif
 VENV   := .venv
 PY     := $(VENV)/bin/python
+UV     := $(VENV)/bin/uv
 STAMP  := $(VENV)/.installed
 JS     := workbench/assets/build/dashboard.js
 LABEXT := workbench/server/labextension/package.json
@@ -65,12 +66,16 @@ ifeq ($(GAUDI),1)
 else
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# torch first: any later package asking for torch then finds it and pulls no CUDA build
-	$(PY) -m pip install -c constraints.txt torch==2.13.0
+	# torch first, by pip, which reads this machine's pip configuration (where a CPU build
+	# lies: find-links, a mirror): any later package asking for torch then finds it and pulls
+	# no CUDA build. pip also brings uv, which installs the other ~200 packages in a fraction
+	# of pip's time (docs/tests.md has both timings). uv keeps an installed torch that meets the
+	# constraint; it reads no pip configuration: a mirror is UV_DEFAULT_INDEX (docs/install.md).
+	$(PY) -m pip install -c constraints.txt torch==2.13.0 uv
 	# DeepSpeed ships only as source and its build imports torch: build it against the torch
 	# just installed (an isolated build would fetch a CUDA torch), with its ops JIT-compiled
-	DS_BUILD_OPS=0 $(PY) -m pip install --no-build-isolation -c constraints.txt deepspeed==0.19.8
-	$(PY) -m pip install -c constraints.txt -e '.[$(EXTRAS)]'
+	DS_BUILD_OPS=0 $(UV) pip install --python $(PY) --no-build-isolation -c constraints.txt setuptools deepspeed==0.19.8
+	$(UV) pip install --python $(PY) -c constraints.txt -e '.[$(EXTRAS)]'
 endif
 	# The editable install enabled the server extension (etc/jupyter/jupyter_server_config.d)
 	# and copied the built JupyterLab extension into the venv: link it instead, so a rebuild
@@ -98,8 +103,8 @@ check: $(STAMP) $(JS) $(LABEXT)
 # (marked `policy`: they read the source and the docs only: README shape, docs tables,
 # what the contracts cannot say, the environment variables, writes into library objects).
 lint: $(STAMP)
-	$(VENV)/bin/ruff check workbench tests scripts
-	$(VENV)/bin/ruff format --check workbench
+	$(VENV)/bin/ruff check workbench benchmarks tests scripts
+	$(VENV)/bin/ruff format --check workbench benchmarks
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n 0 -q -m policy -p no:cacheprovider
 

@@ -28,7 +28,7 @@ stage() {  # stage NAME LIMIT_S ARGS...: one benchmark, its own time limit
   shift 2
   [[ " $STAGES " == *" $name "* ]] || return 0
   echo "== $name (limit ${limit}s, at $((SECONDS - start))s)"
-  if ! timeout "$limit" "$PY" -m workbench.bench "$@" --json "$OUT/$name.json"; then
+  if ! timeout "$limit" "$PY" -m benchmarks "$@" --json "$OUT/$name.json"; then
     echo "!! $name failed or ran past ${limit}s"
     failed+=("$name")
   fi

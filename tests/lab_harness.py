@@ -342,12 +342,15 @@ _STARTED = """() => [...window.jupyterapp.shell.currentWidget.node.querySelector
     .some(p => /[*0-9]/.test(p.textContent))"""
 
 
-def open_notebook(page, lab: dict, notebook: str) -> None:
-    """Start a kernel session for ``notebook`` on the server, open it, wait until it is ready."""
+def open_notebook(page, lab: dict, notebook: str, alone: bool = False) -> None:
+    """Start a kernel session for ``notebook`` on the server, open it, wait until it is ready.
+
+    ``alone``: JupyterLab's ``reset`` URL parameter, so the workspace restores no other tab."""
     session = api(lab, "/api/sessions", {"path": notebook, "name": notebook, "type": "notebook",
                                          "kernel": {"name": KERNEL}}, timeout=SERVER_START_S)
     assert session["kernel"]["name"] == KERNEL, session
-    page.goto(f"{lab['url']}/lab/tree/{notebook}?token={lab['token']}", timeout=PAGE_READY_MS)
+    reset = "&reset" if alone else ""
+    page.goto(f"{lab['url']}/lab/tree/{notebook}?token={lab['token']}{reset}", timeout=PAGE_READY_MS)
     wait_ui(page, _NOTEBOOK_READY, f"{notebook} to be the current widget with an idle {KERNEL} kernel",
             PAGE_READY_MS, arg=notebook)
 

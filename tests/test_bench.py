@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import subprocess
 import sys
@@ -14,7 +16,7 @@ pytestmark = pytest.mark.usefixtures("runs_in_tmp")
 @pytest.mark.slow
 def test_engine_bench_measures_three_ways_side_by_side(tmp_path):
     out = tmp_path / "engine.json"
-    proc = subprocess.run([sys.executable, "-m", "workbench.bench", "engine", "--json", str(out),
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "engine", "--json", str(out),
                            "--steps", "2", "--repeats", "1"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(out.read_text())
@@ -25,13 +27,13 @@ def test_engine_bench_measures_three_ways_side_by_side(tmp_path):
         result["results"]["workbench"]["steps_per_s"] / result["results"]["raw"]["steps_per_s"])
     assert "wb_vs_raw" in proc.stdout
     # a result brought back from another machine becomes that device's baseline, under a key
-    proc = subprocess.run([sys.executable, "-m", "workbench.bench", "engine", "--from-json", str(out),
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "engine", "--from-json", str(out),
                            "--save-baseline", "engine-bert-mini"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     (saved,) = (tmp_path / "benchmarks" / "baselines").glob("cpu-*.json")
     baseline = json.loads(saved.read_text())["engine-bert-mini"]
     assert baseline["ratios"] == result["ratios"] and "all" not in baseline["results"]["raw"]
-    proc = subprocess.run([sys.executable, "-m", "workbench.bench", "mfu", "--from-json", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "mfu", "--from-json", str(out)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "not 'mfu'" in proc.stderr
 
@@ -39,7 +41,7 @@ def test_engine_bench_measures_three_ways_side_by_side(tmp_path):
 @pytest.mark.slow
 def test_attachment_bench_times_the_same_trainer_with_and_without_wb_attach(tmp_path):
     out = tmp_path / "attachment.json"
-    proc = subprocess.run([sys.executable, "-m", "workbench.bench", "attachment", "--json", str(out),
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "attachment", "--json", str(out),
                            "--steps", "2", "--repeats", "2", "--warmup", "1", "--model", "gpt2-mini",
                            "--seq-len", "32", "--batch-size", "4"],
                           capture_output=True, text=True, timeout=600)
@@ -72,18 +74,18 @@ def training_args(monkeypatch):
 def test_log_every_zero_leaves_each_engine_its_own_cadence(training_args):
     import transformers
 
-    from workbench import bench
+    from benchmarks import engine
     from workbench.training import recipe
 
     trainer_default = transformers.TrainingArguments(output_dir="x").logging_steps
     training_args.clear()
-    result = bench.engine(steps=2, warmup=1, repeats=1, log_every=0)
+    result = engine.run(steps=2, warmup=1, repeats=1, log_every=0)
     seen = [a.logging_steps for a in training_args]
     assert result["config"]["log_every"] == 0 and result["ratios"]["wb_vs_trainer"] > 0
     # the plain Trainer at its default, wb.train at its own for a 3-step run
     assert sorted(seen) == sorted([trainer_default, recipe.auto_steps(3)[0]]), seen
     training_args.clear()
-    bench.engine(steps=2, warmup=1, repeats=1, log_every=2)
+    engine.run(steps=2, warmup=1, repeats=1, log_every=2)
     assert [a.logging_steps for a in training_args] == [2, 2]
 
 
@@ -94,7 +96,7 @@ def test_log_every_zero_leaves_each_engine_its_own_cadence(training_args):
 @pytest.mark.slow
 def test_dashboard_and_scaling_benches_run(tmp_path, bench, args, ratio):
     out = tmp_path / f"{bench}.json"
-    proc = subprocess.run([sys.executable, "-m", "workbench.bench", bench, "--json", str(out), *args],
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", bench, "--json", str(out), *args],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
@@ -107,9 +109,9 @@ def test_dashboard_and_scaling_benches_run(tmp_path, bench, args, ratio):
 @pytest.mark.slow
 def test_sdcache_bench_times_images_and_cache_side_by_side_and_counts_sd15_flops():
     pytest.importorskip("diffusers")
-    from workbench.bench import sdcache
+    from benchmarks import sdcache
 
-    result = sdcache(steps=2, warmup=1, repeats=1, batch_size=8, limit=64)
+    result = sdcache.run(steps=2, warmup=1, repeats=1, batch_size=8, limit=64)
     assert set(result["results"]) == {"images", "cache"} and all(
         r["steps_per_s"] > 0 and len(r["all"]) == 1 for r in result["results"].values())
     assert result["ratios"]["cache_vs_images"] > 0
@@ -124,7 +126,7 @@ def test_sdcache_bench_times_images_and_cache_side_by_side_and_counts_sd15_flops
 @pytest.mark.slow
 def test_mfu_bench_times_trainer_and_workbench_on_the_same_blocks(tmp_path):
     out = tmp_path / "mfu.json"
-    proc = subprocess.run([sys.executable, "-m", "workbench.bench", "mfu", "--model", "gpt2-mini", "--json", str(out),
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "mfu", "--model", "gpt2-mini", "--json", str(out),
                            "--seq-len", "64", "--batch-size", "2", "--steps", "2", "--repeats", "1",
                            "--log-every", "1", "--config", "n_layer=2", "--config", "resid_pdrop=0",
                            "--train-arg", "max_grad_norm=0.5"],
@@ -135,7 +137,7 @@ def test_mfu_bench_times_trainer_and_workbench_on_the_same_blocks(tmp_path):
     # the overrides reach the model: two of gpt2-mini's four layers, no residual dropout
     assert result["config"]["config_overrides"] == {"n_layer": 2, "resid_pdrop": 0}
     assert result["config"]["train_args"] == {"max_grad_norm": 0.5}
-    from workbench.bench import engine_setup
+    from benchmarks.contenders import engine_setup
 
     assert result["config"]["params"] < engine_setup("gpt2-mini")[0].num_params
     assert result["config"]["log_every"] == 1 and result["config"]["seq_len"] == 64
@@ -151,9 +153,9 @@ def test_mfu_bench_times_trainer_and_workbench_on_the_same_blocks(tmp_path):
 def test_mfu_bench_times_the_compiled_trainer_beside_compiled_wb_train(training_args):
     """What compile=True brings beyond torch.compile itself (on a GPU: the mask-free causal
     attention of packed runs), measured against Trainer(torch_compile=True)."""
-    from workbench.bench import mfu
+    from benchmarks import mfu
 
-    result = mfu(model="gpt2-mini", device="cpu", steps=1, warmup=1, repeats=1, seq_len=64, batch_size=2,
+    result = mfu.run(model="gpt2-mini", device="cpu", steps=1, warmup=1, repeats=1, seq_len=64, batch_size=2,
                  compile=True, contenders=["trainer_compiled", "workbench_compiled"])
     assert [a.torch_compile for a in training_args] == [True, True]
     assert set(result["ratios"]) == {"workbench_compiled_vs_trainer_compiled"}
@@ -164,19 +166,19 @@ def test_mfu_bench_times_the_compiled_trainer_beside_compiled_wb_train(training_
 
 @pytest.mark.slow
 def test_mfu_bench_refuses_a_model_that_cannot_be_packed():
-    from workbench.bench import mfu
+    from benchmarks import mfu
 
     with pytest.raises(ValueError, match="gpt2-124m"):
-        mfu(model="bert-mini", device="cpu")
+        mfu.run(model="bert-mini", device="cpu")
     with pytest.raises(ValueError, match="compiled ways need compile=True"):
-        mfu(model="gpt2-mini", device="cpu", contenders=["workbench_compiled"])
-    proc = subprocess.run([sys.executable, "-m", "workbench.bench", "engine", "--config", "n_layer=2"],
+        mfu.run(model="gpt2-mini", device="cpu", contenders=["workbench_compiled"])
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "engine", "--config", "n_layer=2"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "mfu benchmark only" in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "workbench.bench", "engine", "--size", "base"],
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "engine", "--size", "base"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "shapes benchmark only" in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "workbench.bench", "mfu", "--train-arg", "max_grad_norm"],
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "mfu", "--train-arg", "max_grad_norm"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--train-arg takes KEY=VALUE" in proc.stderr
 
@@ -187,7 +189,7 @@ def test_gpu_check_script_stages_are_valid_bench_command_lines():
     import shlex
     from pathlib import Path
 
-    from workbench.bench import parser
+    from benchmarks.cli import parser
 
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.sh"
     subprocess.run(["bash", "-n", str(script)], check=True)
@@ -208,22 +210,21 @@ def test_gpu_check_script_stages_are_valid_bench_command_lines():
 
 
 def test_shapes_bench_base_size_uses_bert_base_and_gpt2_124m_shapes():
-    from workbench.bench import shapes
-    from workbench.bench.shapes import bench_models
+    from benchmarks import shapes
 
-    base = bench_models("base")
+    base = shapes.bench_models("base")
     assert base["gpt2"].num_params == 124_439_808  # GPT-2-124M, as in the mfu benchmark
     assert base["bert"].config().hidden_size == 768 and base["bert"].config().num_hidden_layers == 12
-    assert bench_models("tiny")["bert"].num_params < 5_000_000
+    assert shapes.bench_models("tiny")["bert"].num_params < 5_000_000
     with pytest.raises(ValueError, match="size must be 'tiny' or 'base'"):
-        shapes(size="huge")
+        shapes.run(size="huge")
 
 
 @pytest.mark.slow
 def test_shapes_bench_smoke_run_has_the_documented_keys():
-    from workbench.bench import shapes
+    from benchmarks import shapes
 
-    result = shapes(steps=2, repeats=1, warmup=0, device="cpu")
+    result = shapes.run(steps=2, repeats=1, warmup=0, device="cpu")
     assert result["bench"] == "shapes" and result["device"]["kind"] == "cpu" and result["config"]["size"] == "tiny"
     assert {"config", "results", "ratios", "figures", "tradeoff"} <= set(result)
     assert {"bucketed_vs_max_length", "bucketed_vs_longest", "packed_vs_max_length"} <= set(result["ratios"])
@@ -243,8 +244,8 @@ def test_raw_loop_counts_non_pad_tokens_and_starts_a_new_epoch_when_one_ends():
     loader; a batch sampler hears of each new epoch (so it reshuffles)."""
     import torch
 
+    from benchmarks.contenders import RawLoop
     from workbench.backends.registry import device
-    from workbench.bench.contenders import RawLoop
 
     class Sampler:
         def __init__(self):
@@ -273,7 +274,7 @@ def test_raw_loop_counts_non_pad_tokens_and_starts_a_new_epoch_when_one_ends():
 
 
 def test_interleaved_chunks_rotate_the_order_and_time_every_step():
-    from workbench.bench.contenders import interleaved_chunks
+    from benchmarks.contenders import interleaved_chunks
 
     calls = []
 
@@ -292,14 +293,18 @@ def test_interleaved_chunks_rotate_the_order_and_time_every_step():
 
 @pytest.mark.slow
 def test_the_package_keeps_its_names_and_command_line():
-    import workbench.bench as bench
+    import benchmarks
+    from benchmarks import cli
+    from benchmarks.contenders import SHAPES
 
-    assert set(bench.BENCHES) == {"attachment", "engine", "dashboard", "scaling", "shapes", "mfu", "plan", "prompts", "sdcache",
-                                  "gaudi-counts"}
-    assert all(callable(bench.BENCHES[name]) and bench.BENCHES[name] is getattr(bench, name.replace("-", ""))
-               for name in bench.BENCHES)
-    assert "gpt2-124m" in bench.SHAPES
-    proc = subprocess.run([sys.executable, "-m", "workbench.bench", "--help"], capture_output=True, text=True,
+    assert set(cli.BENCHES) == {"attachment", "engine", "dashboard", "scaling", "shapes", "mfu", "plan", "prompts", "sdcache",
+                                "gaudi-counts"}
+    # each benchmark is its module's `run`: the package's names stay modules (STYLE rule 1)
+    for name, bench in cli.BENCHES.items():
+        module = importlib.import_module(f"benchmarks.{name.replace('-', '')}")
+        assert bench is module.run and inspect.ismodule(getattr(benchmarks, name.replace("-", "")))
+    assert "gpt2-124m" in SHAPES
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--help"], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and "engine --json out.json" in proc.stdout
 
@@ -311,13 +316,13 @@ def test_prompts_bench_scores_a_trained_run_from_its_directory(tmp_path):
     pytest.importorskip("diffusers")
     pytest.importorskip("sklearn")
     import workbench as wb
-    from workbench.bench.prompts import prompt_accuracy
+    from benchmarks.prompts import prompt_accuracy
 
     run = wb.train(wb.model("sd"), wb.dataset("digits-captioned", limit=32), max_steps=1, batch_size=8,
                    live=False)
     assert run.status == "completed", run.summary.get("error")
     out = tmp_path / "prompts.json"
-    proc = subprocess.run([sys.executable, "-m", "workbench.bench", "prompts", "--run", str(run.path),
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "prompts", "--run", str(run.path),
                            "--per-digit", "1", "--sample-steps", "1", "--json", str(out)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -333,7 +338,7 @@ def test_prompts_bench_scores_a_trained_run_from_its_directory(tmp_path):
 
 
 def test_bench_options_that_apply_to_other_benchmarks_are_refused(monkeypatch, capsys):
-    from workbench.bench import cli
+    from benchmarks import cli
 
     for argv, message in [(["engine", "--run", "runs/x"], "prompts benchmark only"),
                           (["prompts", "--run", "runs/x", "--steps", "3"], "--run scores a trained run"),

@@ -6,7 +6,9 @@ draws, the step counter advances, the chart spans its output (and still after th
 narrows), hover shows values and drag zooms; clicks Stop and checks that the run ends
 `stopped` and its output becomes the saved view; saves, restarts the server, reopens the
 notebook and checks the chart is back with no widget error. Then picks a model and a
-dataset in the train form and presses Train. Every wait is on UI state with a deadline; a
+dataset in the train form and presses Train. Runs notebook 01, saves it, restarts the server
+and reopens it (the pickers' and the form's saved views, no widget error); shows the kernel
+indicator busy while a training cell runs. Every wait is on UI state with a deadline; a
 JupyterLab dialog fails the test with a screenshot.
 Skips where Debian's chromium is missing, except under CI=true, where it fails.
 """
@@ -416,3 +418,108 @@ def test_a_notebook_saved_mid_run_and_reopened_after_the_run_ends_shows_the_fini
     with jupyterlab(tmp_path) as lab, sync_playwright() as p, \
             browser_page(p, "saved-mid-run-restarted", viewport={"width": 1300, "height": 1000}) as page:
         _reopened_shows_the_finished_run(page, lab, notebook, "stopped")
+
+
+# The kernel's state as JupyterLab shows it (the notebook's session: the status bar's kernel
+# item and the toolbar's indicator read it), every change of it and every control-channel
+# request the page sends, recorded from the moment the hook is installed.
+_WATCH_KERNEL = """() => {
+    const sc = window.jupyterapp.shell.currentWidget.sessionContext, k = sc.session.kernel;
+    window.__wbKernel = {states: [], control: []};
+    sc.statusChanged.connect(() => window.__wbKernel.states.push(sc.kernelDisplayStatus));
+    k.anyMessage.connect((_, a) => {
+        if (a.direction === 'send' && a.msg.channel === 'control') window.__wbKernel.control.push(a.msg.header.msg_type);
+    });
+    return true;
+}"""
+
+
+def test_the_kernel_indicator_reads_busy_while_a_training_cell_runs(lab):
+    """A blocking wb.train cell: JupyterLab's kernel indicator and the server say busy until it
+    ends. The dashboard's comm made JupyterLab ask the kernel for a subshell; the kernel's idle
+    after that control request read as the kernel's state (workbench/server/kernelstate.py)."""
+    from playwright.sync_api import sync_playwright
+
+    notebook = long_quickstart(lab["dir"])
+    with sync_playwright() as p, browser_page(p, "kernel-busy", viewport={"width": 1300, "height": 1000}) as page:
+        open_notebook(page, lab, notebook)
+        page.evaluate(_WATCH_KERNEL)
+        run_all_cells(page, notebook)
+        # the training cell runs: its dashboard plots, past the moment its comm opened
+        wait_ui(page, "() => Number(document.querySelector('.wb-dash')?.dataset.points || 0) > 2",
+                "the dashboard to plot more than two points", 300_000)
+        start = page.evaluate(f"() => {_STEP_JS}")
+        seen = page.evaluate("() => window.__wbKernel.states.length")
+        wait_ui(page, f"() => {_STEP_JS} >= {start + 3}", "three more steps", 120_000)
+        kernel = page.evaluate("() => window.__wbKernel")
+        status = page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.kernelDisplayStatus")
+        shown = page.locator(".jp-Notebook-ExecutionIndicator").first.get_attribute("data-status")
+        (kid,) = [s["kernel"]["id"] for s in api(lab, "/api/sessions") if s["path"] == notebook]
+        server = api(lab, f"/api/kernels/{kid}")["execution_state"]
+        api(lab, f"/api/kernels/{kid}/interrupt", {})  # Stop: the run ends, the cell with it
+        wait_all_ran(page, notebook, 180_000)
+    assert (status, shown, server) == ("busy", "busy", "busy"), \
+        f"while the cell trained: JupyterLab {status}, its toolbar {shown}, the server {server}; {kernel}"
+    assert set(kernel["states"][seen:]) <= {"busy"}, f"the state changed while the cell trained: {kernel}"
+    # the case this is for: the page asked the kernel for a subshell while the cell ran
+    assert "create_subshell_request" in kernel["control"], kernel
+
+
+# The outputs of the current notebook: how many are saved views of the pickers and the form,
+# how many still widgets, and the notebook's dirty flag.
+_OUTPUTS = """() => {
+    const m = window.jupyterapp.shell.currentWidget.content.model;
+    const outs = [...m.cells].filter(c => c.type === 'code').flatMap(c => c.outputs.toJSON());
+    const saved = outs.filter(o => (o.data?.['text/html'] ?? '').includes("class='wb-widget-saved'"));
+    return {saved: saved.length, widgets: saved.filter(o => o.data['application/vnd.jupyter.widget-view+json']).length,
+            dirty: m.dirty};
+}"""
+
+
+def test_quickstart_saved_after_a_full_run_reopens_after_a_restart_without_a_widget_error(tmp_path):
+    """Notebook 01 (its smoke values) run in JupyterLab, saved, the server restarted: the model
+    picker, the data picker and the training form show their saved views (the form's with its
+    run's chart), trusted and untrusted; no "Error displaying widget", no console error, and
+    the notebook opens clean."""
+    from playwright.sync_api import sync_playwright
+
+    from conftest import ROOT
+
+    require_chromium()
+    notebook = "01_quickstart.ipynb"
+    write_notebook(nbformat.read(ROOT / "notebooks" / notebook, as_version=4), tmp_path / notebook)
+    with jupyterlab(tmp_path) as lab, sync_playwright() as p, \
+            browser_page(p, "quickstart-run", viewport={"width": 1300, "height": 1000}) as page:
+        open_notebook(page, lab, notebook)
+        run_all_cells(page, notebook)
+        wait_all_ran(page, notebook, 600_000)
+        # the form's saved view has its run's chart once the run has ended (its cell waits for it)
+        wait_ui(page, f"() => {{ const o = ({_OUTPUTS})(); return o.saved === 3 && o.widgets === 3; }}",
+                "the pickers and the form to carry their saved views", 60_000)
+        page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+        wait_for(lambda: sum("class='wb-widget-saved'><div" in o.get("data", {}).get("text/html", "") and
+                             "class='wb-saved'" in o["data"]["text/html"]
+                             for c in nbformat.read(tmp_path / notebook, as_version=4).cells if c.cell_type == "code"
+                             for o in c.outputs) == 1, 60, "the notebook saved with the form's run chart")
+    saved = nbformat.read(tmp_path / notebook, as_version=4)
+    untrusted = "01_untrusted.ipynb"  # the same outputs, its signature no longer matching
+    saved.metadata["edited_elsewhere"] = True
+    nbformat.write(saved, tmp_path / untrusted)
+    with jupyterlab(tmp_path) as lab, sync_playwright() as p:
+        for name in (notebook, untrusted):
+            with browser_page(p, f"reopened-{name}", viewport={"width": 1300, "height": 1000}) as page:
+                _reopened_shows_the_saved_views(page, lab, name)
+
+
+def _reopened_shows_the_saved_views(page, lab, name) -> None:
+    here = "window.jupyterapp.shell.currentWidget.node"
+    open_notebook(page, lab, name, alone=True)
+    wait_ui(page, f"() => {here}.querySelectorAll('.wb-widget-saved').length === 3"
+            f" || {here}.innerText.includes('Error displaying widget')",
+            f"{name}: the pickers' and the form's saved views", 120_000)
+    wait_ui(page, f"() => {here}.querySelector('.wb-widget-saved .wb-saved')", f"{name}: the form's run chart", 60_000)
+    outputs = page.evaluate(_OUTPUTS)
+    page.screenshot(path=str(ARTIFACTS / f"browser-reopened-{name.split('.')[0]}.png"))
+    assert "Error displaying widget" not in page.evaluate(f"() => {here}.innerText")
+    assert outputs == {"saved": 3, "widgets": 0, "dirty": False}, outputs
+    assert "batch size" in page.evaluate(f"() => {here}.querySelector('.wb-widget-saved').innerText")

@@ -220,6 +220,58 @@ def test_an_optimum_habana_script_trains_the_loss_curve_of_wb_training_args(tmp_
     assert oh_run.status == "completed"
 
 
+def test_the_torch_settings_of_the_arguments_hold_for_the_run_and_are_put_back(tmp_path):
+    """sdp_on_bf16 and the dynamo fields are process-wide torch settings: Optimum Habana set
+    them for good when the Trainer was built; here they hold while it trains and evaluates,
+    and the notebook's next cell finds them as they were, also after a failed run."""
+    import torch
+    import transformers
+
+    config = torch._dynamo.config
+    limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    before = (torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed(), getattr(config, limit),
+              config.allow_unspec_int_on_nn_module)
+    wanted = (not before[0], before[1] + 7, not before[2])
+
+    def now():
+        return (torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed(), getattr(config, limit),
+                config.allow_unspec_int_on_nn_module)
+
+    seen = []
+
+    class Watch(transformers.TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            seen.append(("train", now()))
+
+        def on_evaluate(self, args, state, control, **kw):
+            seen.append(("evaluate", now()))
+
+    model, tok, data, metrics = own_parts()
+    args = oh.GaudiTrainingArguments(
+        output_dir=str(tmp_path / "oh"), use_habana=True, max_steps=2, per_device_train_batch_size=8,
+        report_to="none", disable_tqdm=True, save_strategy="no", sdp_on_bf16=not before[0],
+        cache_size_limit=wanted[1], allow_unspec_int_on_nn_module=wanted[2])
+    trainer = oh.GaudiTrainer(model=model, args=args, train_dataset=data["train"],
+                              eval_dataset=data["eval"], processing_class=tok,
+                              compute_metrics=metrics, callbacks=[Watch()])
+    assert now() == before, "building the Trainer changes nothing for the process"
+    trainer.train()
+    assert now() == before, "the run left a torch setting changed"
+    trainer.evaluate()
+    assert now() == before
+    assert {w for w, _ in seen} == {"train", "evaluate"} and all(v == wanted for _, v in seen), seen
+
+    class Fail(transformers.TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            assert now() == wanted
+            raise RuntimeError("a step failed")
+
+    trainer.add_callback(Fail())
+    with pytest.raises(RuntimeError, match="a step failed"):
+        trainer.train()
+    assert now() == before, "a failed run puts them back too"
+
+
 # ------------------------------------------------------------------ issue 39: the scripts' shapes
 # The dataclasses below have the shape of Optimum Habana's own example scripts (1d8504c6c:
 # examples/text-classification/run_glue.py and examples/language-modeling/run_clm.py, their

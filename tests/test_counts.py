@@ -225,9 +225,9 @@ def lazy_counts(tmp_path_factory):
     """wb.train on every family in one fresh lazy-mode process (the gaudi-counts bench's own
     child, smoke sizes): the bench's 2 warm-up steps (step 1 compiles every bucket and logs
     once), 2 counted."""
-    from workbench.bench.gaudicounts import gaudicounts
+    from benchmarks import gaudicounts
 
-    return gaudicounts(steps=2, warmup=2, modes=("lazy",), contenders=("wb",))["results"]
+    return gaudicounts.run(steps=2, warmup=2, modes=("lazy",), contenders=("wb",))["results"]
 
 
 @pytest.mark.slow

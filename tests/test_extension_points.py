@@ -101,16 +101,15 @@ def test_a_compiled_run_raises_dynamos_recompile_limit_for_the_run_only():
     assert getattr(config, name) == before, "the run left dynamo's limit raised"
 
 
-def test_torch_settings_are_put_back_however_the_block_ends():
+def test_torch_settings_are_put_back_by_the_function_each_setter_returns():
     import torch
 
     from workbench.training import torchconfig
 
     sdp = torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed()
-    with pytest.raises(RuntimeError, match="inside"):
-        with torchconfig.scoped(torchconfig.reduced_precision_sdp_math, not sdp):
-            assert torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed() is (not sdp)
-            raise RuntimeError("inside")
+    restore = torchconfig.reduced_precision_sdp_math(not sdp)
+    assert torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed() is (not sdp)
+    restore()
     assert torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed() is sdp
     config = torch._dynamo.config
     inline = config.inline_inbuilt_nn_modules

@@ -96,6 +96,36 @@ def test_mode_is_read_back_from_the_bridge_never_from_the_variable(hpu, monkeypa
         set_hpu_mode("turbo")
 
 
+def test_the_mode_set_for_a_probe_stays_only_where_the_probe_loaded_the_bridge(hpu, monkeypatch):
+    """``mode_for_probe``, the one place the mode is set for a device probe (wb.train's and
+    GaudiTrainingArguments'): a probe that fails or loads no bridge leaves the variable as it
+    found it, unset or the user's; one that loads the bridge keeps the mode it loaded in."""
+    from workbench.backends.hpu import mode_for_probe
+
+    with pytest.raises(ValueError, match="no device here"):
+        with mode_for_probe("lazy"):
+            assert os.environ["PT_HPU_LAZY_MODE"] == "1"
+            raise ValueError("no device here")
+    assert "PT_HPU_LAZY_MODE" not in os.environ
+    monkeypatch.setenv("PT_HPU_LAZY_MODE", "1")
+    with mode_for_probe("eager"):
+        assert os.environ["PT_HPU_LAZY_MODE"] == "0"  # e.g. the probe found a GPU: no bridge
+    assert os.environ["PT_HPU_LAZY_MODE"] == "1", "the user's value is back"
+    with pytest.raises(ValueError, match="unknown mode 'turbo'"):
+        with mode_for_probe("turbo"):
+            pass
+    assert os.environ["PT_HPU_LAZY_MODE"] == "1"
+    with mode_for_probe("eager"):
+        dev = wb.device("hpu")  # loads the bridge, which reads the variable as it loads
+    assert dev.mode == "eager" and os.environ["PT_HPU_LAZY_MODE"] == "0", "kept: the bridge's mode"
+    with mode_for_probe(None):
+        pass
+    with pytest.raises(RuntimeError, match="already loaded in eager mode"):
+        with mode_for_probe("lazy"):
+            pass
+    assert os.environ["PT_HPU_LAZY_MODE"] == "0"
+
+
 # What `import torch` does with PT_HPU_LAZY_MODE unset, "0" and "1": current bridges load
 # unless lazy mode is asked for (autoload/__init__.py @ ea38cef, default "0"); 1.19 loads only
 # when eager mode is asked for (@ 5a56187, default "1").

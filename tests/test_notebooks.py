@@ -64,8 +64,6 @@ TRAINING_CELLS = ("wb.train(", "wb.launch(", "wb.profile(", "wb.attach(", "Gaudi
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # a library's log warning printed to stdout ("[2026-...] [WARNING] [real_accelerator.py:...]")
 # or a Python warning someone printed there
-# the pickers and the form: widgets whose saved text says what was picked (their repr)
-OUR_WIDGETS = ("ModelPicker(", "DataPicker(", "TrainForm(")
 LOGGED_WARNING = re.compile(r"\[WARNING\]|\w+Warning: ")
 
 
@@ -78,8 +76,7 @@ def stray_outputs(nb) -> list[str]:
         for o in cell.outputs:
             if o.output_type == "stream" and (o.name == "stderr" or LOGGED_WARNING.search(o.text)):
                 found.append(f"{o.name} from {cell.source[:60]!r}: {o.text[:400]!r}")
-            elif (o.output_type in ("display_data", "execute_result") and set(o.data) - {"text/plain"} == {WIDGET_VIEW}
-                  and not o.data.get("text/plain", "").startswith(OUR_WIDGETS)):
+            elif o.output_type in ("display_data", "execute_result") and set(o.data) - {"text/plain"} == {WIDGET_VIEW}:
                 found.append(f"a widget-only display {o.data.get('text/plain', '')[:60]!r} from {cell.source[:60]!r}")
     return found
 

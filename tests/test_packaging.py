@@ -60,8 +60,31 @@ def test_code_passes_ruff():
     ruff = Path(sys.executable).with_name("ruff")
     ruff = str(ruff) if ruff.exists() else shutil.which("ruff")
     assert ruff, "ruff is part of the dev extra; run `make test` to install it"
-    out = subprocess.run([ruff, "check", "--output-format", "concise", "workbench", "tests", "scripts"], cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run([ruff, "check", "--output-format", "concise", "workbench", "benchmarks", "tests", "scripts"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
     # the package is kept as `ruff format` writes it (100 columns, E501 on for workbench/)
-    out = subprocess.run([ruff, "format", "--check", "workbench"], cwd=ROOT, capture_output=True, text=True)
-    assert out.returncode == 0, out.stdout + out.stderr + "\nfix: ruff format workbench"
+    out = subprocess.run([ruff, "format", "--check", "workbench", "benchmarks"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr + "\nfix: ruff format workbench benchmarks"
+
+
+def test_the_wheel_ships_the_package_and_not_the_benchmarks():
+    """The benchmarks are the repository's developer package (benchmarks/, beside their data):
+    the wheel holds workbench/ only, its built assets and shared data come from inside the
+    package or the Jupyter config, and nothing in the package imports the benchmarks (a wheel
+    user would meet an ImportError)."""
+    import ast
+
+    build = _pyproject()["tool"]["hatch"]["build"]
+    wheel = build["targets"]["wheel"]
+    assert wheel["packages"] == ["workbench"], wheel["packages"]
+    assert "include" not in wheel and "force-include" not in wheel, "the wheel's files come from packages"
+    sources = [*build["artifacts"], *wheel["shared-data"]]
+    assert sources and all(s.split("/")[0] in ("workbench", "jupyter-config") for s in sources), sources
+    assert (ROOT / "benchmarks" / "__init__.py").exists() and not (ROOT / "workbench" / "bench").exists()
+    importers = []
+    for path in sorted((ROOT / "workbench").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            importers += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] == "benchmarks"]
+    assert not importers, importers

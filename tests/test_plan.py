@@ -420,7 +420,7 @@ def test_a_unet_is_timed_per_image_from_mlperf_stable_diffusion_or_says_default(
     """FLOPs an image = 3 x the UNet's forward counted on the meta device (the latent-cache
     benchmark's count); Gaudi 2, H100 and H200 take MLPerf's SD v2 figures, the A100 (none
     published) the stated default."""
-    from workbench.bench.sdcache import sd15_flops
+    from benchmarks.sdcache import sd15_flops
     from workbench.planning.flops import flops_per_sample
 
     spec = wb.model("unet-sd15")
@@ -495,13 +495,13 @@ def test_every_shipped_figure_says_where_it_came_from():
 def test_the_mfu_benchmark_and_the_planner_count_flops_with_one_function():
     import importlib
 
-    assert importlib.import_module("workbench.bench.mfu").flops_per_token is flops_per_token
+    assert importlib.import_module("benchmarks.mfu").flops_per_token is flops_per_token
 
 
 def test_the_plan_benchmark_estimates_this_projects_runs_from_published_figures_only():
     import importlib
 
-    bench_plan = importlib.import_module("workbench.bench.plan")
+    bench_plan = importlib.import_module("benchmarks.plan")
     out = bench_plan._references_only()
     measured = [e for e in refs.references()["mfu"] if e["kind"] == "measured"]
     assert len(out) == len(measured)

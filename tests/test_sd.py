@@ -458,7 +458,7 @@ def test_the_digit_reader_reads_real_digits_back_from_32x32_rgb_images():
     """A generator that drew the real digits would score what the reader scores on them."""
     from PIL import Image
 
-    from workbench.bench.prompts import as_digits, reader
+    from benchmarks.prompts import as_digits, reader
 
     clf, held_out = reader()
     assert held_out > 0.95

@@ -289,6 +289,21 @@ def test_every_endpoint_refuses_an_unauthenticated_request(refused, running):
     assert not (running / STOP_FILE).exists()
 
 
+def test_subshell_requests_leave_the_kernels_state_alone(jp_serverapp):
+    """A status message answering a subshell request (JupyterLab opens one per widget comm, mid-
+    cell) no longer sets the kernel's state, in the server or in JupyterLab's page config;
+    tests/test_browser.py shows the indicator busy while a cell trains."""
+    from workbench.server.kernelstate import SUBSHELL_MESSAGES
+
+    manager = jp_serverapp.kernel_manager
+    for message in ("create_subshell_request", "delete_subshell_request", "list_subshell_request"):
+        assert message in SUBSHELL_MESSAGES
+        assert not manager.track_message_type(message), message
+    assert manager.track_message_type("execute_request") and manager.track_message_type("comm_msg")
+    page = jp_serverapp.web_app.settings["page_config_data"]["untracked_message_types"]
+    assert page == list(manager.untracked_message_types)
+
+
 def test_the_lab_panel_page_names_every_endpoint():
     """docs/lab-panel.md's REST API list: every handler, the saved-mid-run heal's
     workbench/saved too (it was missing)."""

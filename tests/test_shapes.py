@@ -16,7 +16,6 @@ from workbench.shapes import (
     BucketBatchSampler,
     buckets,
     lengths_of,
-    padding_cost,
     padding_stats,
     tradeoff,
 )
@@ -73,7 +72,7 @@ def test_buckets_minimise_padding_exactly(seed):
     assert len(got) <= k and got == sorted(set(got)) and set(got) <= set(capped)
     assert got[-1] == max(capped)
     best = min(_seq_pad(capped, c) for c in _candidates(capped, k))
-    assert _seq_pad(capped, got) == best == padding_cost(x, got, max_length=max_length)
+    assert _seq_pad(capped, got) == best
 
 
 @pytest.mark.parametrize("seed", range(25))
@@ -364,7 +363,7 @@ def test_padding_stats_on_docstrings_topic(topic):
     assert bucketed["waste_pct"] < stats["longest"]["waste_pct"] < stats["max_length"]["waste_pct"]
     assert bucketed["waste_pct"] <= 15
     # batching cannot beat padding each sequence to its best boundary
-    best = padding_cost(lengths, buckets(lengths, k=8, max_length=128), max_length=128)
+    best = _seq_pad([min(v, 128) for v in lengths], buckets(lengths, k=8, max_length=128))
     assert bucketed["computed_tokens"] - bucketed["useful_tokens"] >= best
     assert padding_stats(lengths, "bucketed", 16, 128, k=16)["waste_pct"] <= 10
     assert stats["max_length"]["shapes"] <= 2 and stats["longest"]["shapes"] > 8
@@ -394,17 +393,3 @@ def test_tradeoff_waste_falls_as_shapes_grow(topic):
     assert list(df.columns) == ["k", "boundaries", "waste_pct", "shapes", "useful_tokens_per_step"]
     assert (df["shapes"] <= df["k"]).all()
     assert df["waste_pct"].is_monotonic_decreasing
-
-
-def test_the_old_documented_path_still_serves_tradeoff_with_a_deprecation_warning():
-    """docs/training.md named ``workbench.training.shapes.tradeoff`` before the module moved."""
-    import importlib
-    import sys
-
-    import workbench.shapes
-
-    sys.modules.pop("workbench.training.shapes", None)
-    with pytest.warns(DeprecationWarning, match="moved to workbench.shapes"):
-        old = importlib.import_module("workbench.training.shapes")
-    assert old.tradeoff is workbench.shapes.tradeoff
-    assert "buckets" in dir(old)

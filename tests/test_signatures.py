@@ -95,16 +95,23 @@ def test_a_bad_value_is_refused_by_name_before_anything_is_written(runs_in_tmp):
     assert not runs_in_tmp.exists() or not any(runs_in_tmp.iterdir())
 
 
-def test_the_type_checkers_view_of_the_front_door_names_every_lazy_name():
-    """``workbench/__init__.py`` serves its names lazily (``__getattr__``), which a type checker
-    cannot follow: its ``if TYPE_CHECKING:`` block imports each one for the checker, and must
-    name exactly the lazily served names, each from the module that serves it."""
+def test_the_front_door_serves_exactly_the_names_of_its_stub_each_from_its_module():
+    """The public names are listed once, in ``workbench/__init__.pyi``: type checkers read it,
+    and ``lazy_loader.attach_stub`` serves it. ``wb.__all__`` is that list, every name is the
+    object of the module the stub names, and an unknown name is an AttributeError."""
+    import importlib
+
     import workbench
 
-    tree = ast.parse((ROOT / "workbench" / "__init__.py").read_text())
-    block = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
-    seen = {alias.asname or alias.name: node.module for node in block.body
+    tree = ast.parse((ROOT / "workbench" / "__init__.pyi").read_text())
+    stub = {alias.asname or alias.name: node.module for node in tree.body
             if isinstance(node, ast.ImportFrom) for alias in node.names}
-    assert seen == workbench._LAZY
-    assert all(alias.asname == alias.name for node in block.body for alias in node.names), (
+    assert {"train", "Run", "launch", "device", "__version__"} <= set(stub)
+    assert sorted(workbench.__all__) == sorted(stub)
+    for name, module in stub.items():
+        assert getattr(workbench, name) is getattr(importlib.import_module(f"workbench.{module}"), name), name
+    assert all(alias.asname == alias.name for node in tree.body
+               if isinstance(node, ast.ImportFrom) for alias in node.names), (
         "write `from .m import x as x`: the explicit re-export form")
+    with pytest.raises(AttributeError):
+        workbench.trian  # noqa: B018

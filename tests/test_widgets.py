@@ -120,6 +120,22 @@ def test_unet_length_is_the_image_side():
     assert p.seq_len.description == "seq len" and p.seq_len.value == 128
 
 
+def test_a_picker_carries_its_saved_view_beside_the_widget():
+    """What a notebook reopened without the kernel shows (labextension/src/heal.ts): each
+    control's label and value, the verdict; and the widget's model it stands for."""
+    p = pick_model("gpt2", batch_size=8, seq_len=256)
+    bundle = p._repr_mimebundle_()
+    saved = bundle["text/html"]
+    assert bundle[composite.SAVED_MIME] == {"model_id": p.widget.model_id}
+    for label, value in (("family", "gpt2"), ("batch size", "8"), ("seq len", "256"), ("precision", "auto")):
+        # a dropdown shows its label: the family's reads "gpt2 (...)"
+        assert re.search(f">{label}</span><code>{value}[^<]*</code>", saved), (label, saved[:2000])
+    assert p.summary.value in saved
+    p.batch_size.value = 48
+    assert ">batch size</span><code>48</code>" in p.saved_view()
+    assert "Train" not in composite.saved_view(workbench.train_form(p).widget)  # no buttons
+
+
 def test_dataset_picker_previews_and_measures_padding(topic):
     d = topic
     assert d.value.source == "docstrings-topic" and d.value.task == "classification"
@@ -267,6 +283,9 @@ def test_train_button_starts_a_background_run(tmp_path, monkeypatch):
     assert form.run.status == "completed" and form.run.summary["step"] == 3
     assert form.run.path.resolve().parent == tmp_path.resolve() / "runs"
     assert "completed at step 3 of 3" in form.message.value and "run=" in repr(form)
+    # its saved view (a notebook reopened without this kernel) holds the run's finished chart
+    saved = form.saved_view()
+    assert "class='wb-saved'" in saved and form.run.name in saved and "completed at step 3" in saved
 
 
 @pytest.mark.slow
@@ -358,6 +377,22 @@ def test_the_pickers_examples_cells_each_show_their_widget(tmp_path):
     cells = _pickers_example()
     assert [c.split("=")[0].strip() for c in cells[1:4]] == ["model", "data", "form"], cells
     assert _widget_views_per_cell(cells, tmp_path) == [0, 1, 1, 1, 0]
+
+
+@pytest.mark.slow
+def test_a_shown_pickers_saved_view_follows_its_changes_at_each_cells_end(tmp_path):
+    """The saved view a notebook keeps is the one the picker shows when the notebook is saved:
+    changed by a later cell (as by a click), the picker's output is updated at that cell's end."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in
+                ("import workbench as wb\nm = wb.pick_model('bert', batch_size=8)", "m.batch_size.value = 48")]
+    NotebookClient(nb, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}},
+                   timeout=600).execute()
+    (shown,) = nb.cells[0].outputs
+    assert WIDGET_VIEW in shown.data and ">batch size</span><code>48</code>" in shown.data["text/html"]
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ padding. This module takes the middle road:
 - ``BucketBatchSampler`` groups examples of similar length into batches (the collators
   that pad each batch to its bucket, and packing, are in ``batching``);
 - ``padding_stats`` (for a dataset: ``data.lengths(tok).padding(...)``) and ``tradeoff``
-  measure what each strategy wastes (``python -m workbench.bench shapes`` times it).
+  measure what each strategy wastes (``python -m benchmarks shapes`` times it).
 """
 
 from __future__ import annotations
@@ -162,16 +162,6 @@ def buckets(
         out.append(int(values[j]))
         j = int(back[b, j])
     return sorted(out)
-
-
-def padding_cost(lengths, boundaries, max_length: int | None = None) -> int:
-    """Pad tokens when each sequence is padded to the smallest boundary >= its length."""
-    x, bounds = _as_lengths(lengths, max_length), np.asarray(sorted(boundaries))
-    if x.max() > bounds[-1]:
-        raise ValueError(
-            f"a sequence of {x.max()} tokens exceeds the largest boundary {bounds[-1]}"
-        )
-    return int((bounds[np.searchsorted(bounds, x)] - x).sum())
 
 
 def check_boundaries(boundaries) -> list[int]:

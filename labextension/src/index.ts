@@ -9,7 +9,7 @@ import { INotebookTracker, NotebookActions } from '@jupyterlab/notebook';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { LabIcon } from '@jupyterlab/ui-components';
 
-import { healSavedRuns } from './heal';
+import { healSavedRuns, healSavedWidgets } from './heal';
 import { DevicesModel, RunsModel } from './model';
 import { WorkbenchPanel } from './panel';
 import { WorkbenchStatus } from './status';
@@ -94,6 +94,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const busy = new Set<string>();
     notebooks?.widgetAdded.connect((_, nbPanel) => {
       void healSavedRuns(nbPanel);
+      void healSavedWidgets(nbPanel);
       const update = () => {
         if (nbPanel.sessionContext.kernelDisplayStatus === 'busy') {
           busy.add(nbPanel.id);

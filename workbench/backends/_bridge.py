@@ -14,6 +14,8 @@ import importlib.util
 import os
 import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
@@ -108,11 +110,38 @@ def set_hpu_mode(mode: str) -> None:
     os.environ["PT_HPU_LAZY_MODE"] = "1" if want == "lazy" else "0"
 
 
+@contextmanager
+def mode_for_probe(mode: str | None) -> Iterator[None]:
+    """Gaudi's execution mode ``mode`` (None: as it is) for the device probe in the block.
+
+    The probe loads the bridge, which reads ``PT_HPU_LAZY_MODE`` once, as it loads: where the
+    block loaded it the mode is this process's for good and the variable stays (``bridge()``
+    sets it to the mode the bridge took); where it did not (no Gaudi here) or raised, the
+    variable is put back as it was. A bridge loaded already keeps its mode (another one is
+    refused, with the fixes). Not accelerate's ``patch_environment``: importing accelerate
+    imports torch, which loads the bridge, in eager mode, before the variable is set.
+    """
+    if mode is None or loaded():
+        if mode is not None:
+            set_hpu_mode(mode)  # checks the name; writes nothing to a loaded bridge
+        yield
+        return
+    before = settings.get("PT_HPU_LAZY_MODE")
+    set_hpu_mode(mode)
+    kept = False
+    try:
+        yield
+        kept = loaded()
+    finally:
+        if not kept:
+            os.environ.pop("PT_HPU_LAZY_MODE", None)
+            if before is not None:
+                os.environ["PT_HPU_LAZY_MODE"] = before
+
+
 def recipe_cache() -> Path:
     """Where compiled HPU graphs (recipes) are kept between runs and processes."""
-    from ..bundled import cache_dir
-
-    return cache_dir() / "hpu-recipes"
+    return settings.cache_root() / "hpu-recipes"
 
 
 RECIPE_VARIABLE = "PT_HPU_RECIPE_CACHE_CONFIG"

@@ -130,6 +130,6 @@ RECORD = Backend(
         oom_marker="CUDA out of memory",
         profiler_activities=("cpu", "cuda"),
     ),
-    monitoring=Monitoring(monitor=monitor, cards=cards, vendor=NVML, driver_version=driver_version),
+    monitoring=Monitoring(monitor=monitor, cards=cards, driver_version=driver_version),
     deploy=Deployment(rank_index=True, k8s_resource="nvidia.com/gpu", slurm_gres="gpu"),
 )

@@ -1,7 +1,8 @@
 """Intel Gaudi: the HPU backend record, built from the bridge's functions (``_bridge``, the
 one module that imports ``habana_frameworks``) and Habana's management library (HLML).
 
-Also the public face of Gaudi's execution modes (``MODES``, ``hpu_mode``, ``set_hpu_mode``)
+Also the public face of Gaudi's execution modes (``MODES``, ``hpu_mode``, ``set_hpu_mode``,
+``mode_for_probe``)
 and of the recipe cache's place (``recipe_cache``).
 """
 
@@ -18,7 +19,7 @@ from .record import Backend, Deployment, DeviceCalls, Monitoring, PodNeeds, Trai
 MODES = _bridge.MODES
 hpu_mode, set_hpu_mode, recipe_cache = _bridge.hpu_mode, _bridge.set_hpu_mode, _bridge.recipe_cache
 prepare_recipe_cache = _bridge.prepare_recipe_cache
-mode_env = _bridge.mode_env
+mode_env, mode_for_probe = _bridge.mode_env, _bridge.mode_for_probe
 # whether a bridge is installed (looked up without importing it) and whether it is loaded
 bridge_installed, bridge_loaded = _bridge.has_bridge, _bridge.loaded
 
@@ -174,7 +175,7 @@ RECORD = Backend(
             )
         },
     ),
-    monitoring=Monitoring(monitor=monitor, cards=cards, vendor=HLML, driver_version=driver_version),
+    monitoring=Monitoring(monitor=monitor, cards=cards, driver_version=driver_version),
     deploy=Deployment(
         visible_env=VISIBLE_ENV,
         k8s_resource="habana.ai/gaudi",  # Intel's device plugin

@@ -10,8 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .monitor import Vendor
-
 
 def version(dist: str) -> str | None:
     """The installed version of distribution ``dist``, or None."""
@@ -106,7 +104,6 @@ class Monitoring:
     monitor: Callable[[], list[dict[str, Any]]] = list
     # every card of this kind with the processes that hold it (from the OS), taking none
     cards: Callable[[], list[Any]] = list
-    vendor: Vendor | None = None  # the management library (HLML, NVML); None: the OS (psutil)
     # (driver version or None, where it was read or why not)
     driver_version: Callable[[], tuple[str | None, str]] = lambda: (None, "no driver")
 

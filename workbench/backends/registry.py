@@ -11,7 +11,6 @@ Habana bridge lives in ``_bridge``.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -367,17 +366,9 @@ def check_mode(mode: str | None, kind: str) -> None:
 def device_in_mode(kind: str = "auto", mode: str | None = None) -> DeviceInfo:
     """``device(kind)``, with Gaudi's execution mode set first where ``mode`` asks for one (the
     bridge reads the mode once, when it loads); ``mode="lazy"`` off Gaudi is refused."""
-    before = settings.get("PT_HPU_LAZY_MODE")
-    if mode is not None:
-        hpu.set_hpu_mode(mode)  # before the device probe below loads the bridge
-    dev = device(kind)  # fails early, with the fix, on an unavailable device
-    try:
+    with hpu.mode_for_probe(mode):  # set before the probe loads the bridge; undone off Gaudi
+        dev = device(kind)  # fails early, with the fix, on an unavailable device
         check_mode(mode, dev.kind)
-    except ValueError:
-        os.environ.pop("PT_HPU_LAZY_MODE", None)  # the lazy mode asked for is not this run's
-        if before is not None:
-            os.environ["PT_HPU_LAZY_MODE"] = before
-        raise
     return dev
 
 

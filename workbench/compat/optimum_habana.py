@@ -27,18 +27,19 @@ Trainer's decay groups, ``eps=adam_epsilon``; throughput without ``throughput_wa
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import os
 import warnings
+from collections.abc import Iterator
 
 import transformers
 
-from .. import settings
-from ..backends.hpu import bridge_installed, bridge_loaded, hpu_mode, set_hpu_mode
+from ..backends.hpu import bridge_installed, bridge_loaded, hpu_mode, mode_for_probe
 from ..backends.registry import device as pick_device
 from ..backends.torchrun import world
 from ..training.attachment import Attachment
 from ..training.logprinters import quiet as _quiet
+from ..training.torchconfig import dynamo_settings, reduced_precision_sdp_math
 from ..training.trainer import fused_optimizer
 from .callers import notice
 from .gaudi_config import (
@@ -85,48 +86,6 @@ __all__ = [  # what scripts import from here (Optimum Habana's names), and the f
 _SET_BACK = ("use_legacy_prediction_loop", "save_safetensors")
 
 
-def _map_removed(self) -> None:
-    """In ``__post_init__``: the removed fields that have a transformers 5 counterpart, set
-    on it; the ones it cannot honour set back; use_cache as Optimum Habana's scripts set it."""
-    if self.warmup_ratio:
-        if self.warmup_steps:
-            raise ValueError(
-                f"warmup_ratio={self.warmup_ratio!r} and warmup_steps={self.warmup_steps!r} "
-                f"are one field in transformers 5 (warmup_steps below 1 is a ratio): pass "
-                f"only one, e.g. warmup_steps={self.warmup_ratio!r} for the ratio"
-            )
-        if not 0 < self.warmup_ratio < 1:
-            raise ValueError(
-                f"warmup_ratio={self.warmup_ratio!r}: a ratio is in [0, 1) on transformers 5 "
-                f"(warmup_steps below 1); for more, pass warmup_steps=<a number of steps>"
-            )
-        self.warmup_steps = self.warmup_ratio
-    if self.group_by_length:
-        if self.train_sampling_strategy not in ("random", "group_by_length"):
-            raise ValueError(
-                f"group_by_length=True and train_sampling_strategy="
-                f"{self.train_sampling_strategy!r}: group_by_length is "
-                f"train_sampling_strategy='group_by_length' in transformers 5; pass one"
-            )
-        self.train_sampling_strategy = "group_by_length"
-    if self.push_to_hub_model_id is not None:
-        if self.hub_model_id not in (None, self.push_to_hub_model_id):
-            raise ValueError(
-                f"push_to_hub_model_id={self.push_to_hub_model_id!r} and hub_model_id="
-                f"{self.hub_model_id!r}: push_to_hub_model_id is hub_model_id in "
-                f"transformers 5; pass only hub_model_id"
-            )
-        self.hub_model_id = self.push_to_hub_model_id
-    for name in _SET_BACK:
-        setattr(self, name, REMOVED[name].default)
-    # the scripts' own line: use_cache=False if gradient_checkpointing else use_cache
-    # (gradient_checkpointing is activation_checkpointing's alias in transformers 5, resolved
-    # by its __post_init__, which runs after this)
-    checkpointing = self.activation_checkpointing
-    if checkpointing if checkpointing is not None else self.gradient_checkpointing:
-        self.use_cache = False
-
-
 def _check(args) -> None:
     """Refuse or warn about the fields set away from Optimum Habana's defaults, with why."""
     for name, f in {**FIELDS, **REMOVED}.items():
@@ -153,58 +112,109 @@ def _check(args) -> None:
         raise ValueError("gaudi_config_name needs use_habana=True (as in Optimum Habana)")
 
 
-def _prepare(self) -> None:
-    """Check Optimum Habana's fields and apply those that must come before the device is set."""
-    _check(self)
-    _map_removed(self)
-    self.gaudi_config = None
-    if self.gaudi_config_name is not None:
-        self.gaudi_config = GaudiConfig.from_pretrained(self.gaudi_config_name)
-    config = self.gaudi_config
-    if config is not None and config.use_torch_autocast and not self.bf16 and not self.deepspeed:
-        self.bf16 = True  # Optimum Habana: use_torch_autocast turns bf16 autocast on
-    self.workbench_device = None
-    if self.use_habana and not self.use_cpu:
-        want = "lazy" if self.use_lazy_mode else "eager"
-        before = settings.get("PT_HPU_LAZY_MODE")
-        if bridge_installed():
-            # the op lists and the mode go before the device probe below, which loads the
-            # bridge: it reads both once, as it loads
-            if self.gaudi_config is not None:
+class _OptimumHabanaFields:
+    """What the arguments classes below add to transformers' own: Optimum Habana's fields
+    checked, mapped and applied in ``__post_init__``, before the transformers class's own."""
+
+    def __post_init__(self):
+        self._prepare()
+        super().__post_init__()
+
+    def _prepare(self) -> None:
+        """Check Optimum Habana's fields and apply those that must come before the device is set."""
+        _check(self)
+        self._map_removed()
+        self.gaudi_config = None
+        if self.gaudi_config_name is not None:
+            self.gaudi_config = GaudiConfig.from_pretrained(self.gaudi_config_name)
+        config = self.gaudi_config
+        if (
+            config is not None
+            and config.use_torch_autocast
+            and not self.bf16
+            and not self.deepspeed
+        ):
+            self.bf16 = True  # Optimum Habana: use_torch_autocast turns bf16 autocast on
+        self.workbench_device = None
+        if self.use_habana and not self.use_cpu:
+            want = "lazy" if self.use_lazy_mode else "eager"
+            # the op lists and the mode go before the device probe below, which loads the bridge:
+            # it reads both once, as it loads (a loaded one keeps its mode: said below)
+            if bridge_installed() and self.gaudi_config is not None:
                 self.gaudi_config.declare_autocast_bf16_fp32_ops()
-            if not bridge_loaded():
-                set_hpu_mode(want)
-        dev = pick_device()
-        if dev.kind == "hpu" and hpu_mode() != want:
-            # Loaded already (current bridges load at `import torch` unless PT_HPU_LAZY_MODE=1):
-            # Optimum Habana then runs in the bridge's mode (use_lazy_mode only decides its
-            # mark_step calls, which are no-ops in eager mode); the same here, said aloud
-            notice(
-                f"use_lazy_mode={self.use_lazy_mode}: the Habana bridge is already loaded in "
-                f"{hpu_mode()} mode (fixed per process; `import torch` loads it unless "
-                f"PT_HPU_LAZY_MODE=1), so this trains in {hpu_mode()} mode. For {want} mode, "
-                f"start Python with PT_HPU_LAZY_MODE={int(want == 'lazy')}"
-            )
-        if dev.kind != "hpu":
-            if before is None:  # the mode asked for is not this run's (no Gaudi here)
-                os.environ.pop("PT_HPU_LAZY_MODE", None)
-            # a notice, not an error: the same script runs on the GPU or CPU (on stdout: a
-            # notebook shows stderr as a pink error box)
-            if world()[0] == 0:  # one line, not one a rank
-                print(
-                    f"use_habana=True but this machine has no Gaudi: training on {dev.kind}",
-                    flush=True,
+            with mode_for_probe(want if bridge_installed() and not bridge_loaded() else None):
+                dev = pick_device()
+            if dev.kind == "hpu" and hpu_mode() != want:
+                # Loaded already (current bridges load at `import torch` unless PT_HPU_LAZY_MODE=1):
+                # Optimum Habana then runs in the bridge's mode (use_lazy_mode only decides its
+                # mark_step calls, which are no-ops in eager mode); the same here, said aloud
+                notice(
+                    f"use_lazy_mode={self.use_lazy_mode}: the Habana bridge is already loaded in "
+                    f"{hpu_mode()} mode (fixed per process; `import torch` loads it unless "
+                    f"PT_HPU_LAZY_MODE=1), so this trains in {hpu_mode()} mode. For {want} mode, "
+                    f"start Python with PT_HPU_LAZY_MODE={int(want == 'lazy')}"
                 )
-            self.use_cpu = dev.kind == "cpu"  # transformers 5 runs bf16 on a CPU only if asked
-        compile_backend = dev.backend.policy.compile_backend
-        if self.torch_compile and not self.torch_compile_backend and compile_backend:
-            self.torch_compile_backend = compile_backend
-        self.workbench_device = dev.kind
-    if self.non_blocking_data_copy:
-        config = (
-            dict(self.accelerator_config or {}) if isinstance(self.accelerator_config, dict) else {}
-        )
-        self.accelerator_config = {**config, "non_blocking": True}
+            if dev.kind != "hpu":
+                # a notice, not an error: the same script runs on the GPU or CPU (on stdout: a
+                # notebook shows stderr as a pink error box)
+                if world()[0] == 0:  # one line, not one a rank
+                    print(
+                        f"use_habana=True but this machine has no Gaudi: training on {dev.kind}",
+                        flush=True,
+                    )
+                self.use_cpu = dev.kind == "cpu"  # transformers 5 runs bf16 on a CPU only if asked
+            compile_backend = dev.backend.policy.compile_backend
+            if self.torch_compile and not self.torch_compile_backend and compile_backend:
+                self.torch_compile_backend = compile_backend
+            self.workbench_device = dev.kind
+        if self.non_blocking_data_copy:
+            config = (
+                dict(self.accelerator_config or {})
+                if isinstance(self.accelerator_config, dict)
+                else {}
+            )
+            self.accelerator_config = {**config, "non_blocking": True}
+
+    def _map_removed(self) -> None:
+        """In ``__post_init__``: the removed fields that have a transformers 5 counterpart, set
+        on it; the ones it cannot honour set back; use_cache as Optimum Habana's scripts set it."""
+        if self.warmup_ratio:
+            if self.warmup_steps:
+                raise ValueError(
+                    f"warmup_ratio={self.warmup_ratio!r} and warmup_steps={self.warmup_steps!r} "
+                    f"are one field in transformers 5 (warmup_steps below 1 is a ratio): pass "
+                    f"only one, e.g. warmup_steps={self.warmup_ratio!r} for the ratio"
+                )
+            if not 0 < self.warmup_ratio < 1:
+                raise ValueError(
+                    f"warmup_ratio={self.warmup_ratio!r}: a ratio is in [0, 1) on transformers 5 "
+                    f"(warmup_steps below 1); for more, pass warmup_steps=<a number of steps>"
+                )
+            self.warmup_steps = self.warmup_ratio
+        if self.group_by_length:
+            if self.train_sampling_strategy not in ("random", "group_by_length"):
+                raise ValueError(
+                    f"group_by_length=True and train_sampling_strategy="
+                    f"{self.train_sampling_strategy!r}: group_by_length is "
+                    f"train_sampling_strategy='group_by_length' in transformers 5; pass one"
+                )
+            self.train_sampling_strategy = "group_by_length"
+        if self.push_to_hub_model_id is not None:
+            if self.hub_model_id not in (None, self.push_to_hub_model_id):
+                raise ValueError(
+                    f"push_to_hub_model_id={self.push_to_hub_model_id!r} and hub_model_id="
+                    f"{self.hub_model_id!r}: push_to_hub_model_id is hub_model_id in "
+                    f"transformers 5; pass only hub_model_id"
+                )
+            self.hub_model_id = self.push_to_hub_model_id
+        for name in _SET_BACK:
+            setattr(self, name, REMOVED[name].default)
+        # the scripts' own line: use_cache=False if gradient_checkpointing else use_cache
+        # (gradient_checkpointing is activation_checkpointing's alias in transformers 5, resolved
+        # by its __post_init__, which runs after this)
+        checkpointing = self.activation_checkpointing
+        if checkpointing if checkpointing is not None else self.gradient_checkpointing:
+            self.use_cache = False
 
 
 def _arguments_class(name: str, base: type) -> type:
@@ -213,13 +223,7 @@ def _arguments_class(name: str, base: type) -> type:
         for n, f in {**FIELDS, **REMOVED, **CHANGED}.items()
     ]
 
-    def __post_init__(self):
-        _prepare(self)
-        base.__post_init__(self)  # then the transformers class's own
-
-    cls = dataclasses.make_dataclass(
-        name, fields, bases=(base,), namespace={"__post_init__": __post_init__}
-    )
+    cls = dataclasses.make_dataclass(name, fields, bases=(_OptimumHabanaFields, base))
     cls.__module__ = __name__
     cls.__doc__ = (
         f"{base.__name__} with Optimum Habana 1.21's fields (FIELDS says what each "
@@ -235,21 +239,19 @@ GaudiSeq2SeqTrainingArguments = _arguments_class(
 
 
 # --------------------------------------------------------------------------- the trainer
-def _dynamo(args) -> None:
-    """The torch._dynamo settings the arguments name."""
+@contextlib.contextmanager
+def _torch_settings(args) -> Iterator[None]:
+    """The process-wide torch settings the arguments name (``sdp_on_bf16``, the dynamo
+    fields), held while the Trainer trains, evaluates or predicts, and put back after it
+    however it ends: Optimum Habana set them for good; a notebook's next cell finds its own."""
     names = ("cache_size_limit", "inline_inbuilt_nn_modules", "allow_unspec_int_on_nn_module")
-    if all(getattr(args, n) is None for n in names):
-        return
-    import torch._dynamo
-
-    config = torch._dynamo.config
-    if args.cache_size_limit is not None:
-        # torch 2.7 renamed cache_size_limit to recompile_limit (the old name is an alias)
-        name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
-        setattr(config, name, args.cache_size_limit)
-    for n in names[1:]:
-        if getattr(args, n) is not None:
-            setattr(config, n, getattr(args, n))
+    dynamo = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
+    with contextlib.ExitStack() as scope:
+        if getattr(args, "sdp_on_bf16", False):
+            scope.callback(reduced_precision_sdp_math(True))
+        if dynamo:
+            scope.callback(dynamo_settings(**dynamo))
+        yield
 
 
 def _setup(trainer, model, gaudi_config, args, callbacks, optimizers, optimizer_cls_and_kwargs):
@@ -277,11 +279,6 @@ def _setup(trainer, model, gaudi_config, args, callbacks, optimizers, optimizer_
             "autocast_bf16_ops / autocast_fp32_ops are the HPU bridge's lists; "
             "torch.autocast elsewhere uses its own"
         )
-    if args.sdp_on_bf16:
-        import torch
-
-        torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True)
-    _dynamo(args)
     trainer.gaudi_config = config
     # the fused AdamW, over the Trainer's own decay groups, through create_optimizer below
     # (Seq2SeqTrainer's constructor has no optimizer_cls_and_kwargs)
@@ -349,6 +346,21 @@ class GaudiTrainer(transformers.Trainer):
         )
         attachment = next(c for c in self.callback_handler.callbacks if isinstance(c, Attachment))
         _quiet(self, attachment)  # the logs the dashboard adds are not printed as dicts
+
+    def train(self, *args, **kwargs):
+        """The Trainer's own, with the torch settings the arguments name held for the run."""
+        with _torch_settings(self.args):
+            return super().train(*args, **kwargs)
+
+    def evaluate(self, *args, **kwargs):
+        """The Trainer's own (the Seq2SeqTrainer's for GaudiSeq2SeqTrainer), likewise."""
+        with _torch_settings(self.args):
+            return super().evaluate(*args, **kwargs)
+
+    def predict(self, *args, **kwargs):
+        """The Trainer's own (the Seq2SeqTrainer's for GaudiSeq2SeqTrainer), likewise."""
+        with _torch_settings(self.args):
+            return super().predict(*args, **kwargs)
 
     def create_optimizer(self, model=None):
         """The Trainer's own, with the fused AdamW where the Gaudi config asks for it

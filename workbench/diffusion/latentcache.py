@@ -32,11 +32,10 @@ from pathlib import Path
 
 import torch
 
-from ..bundled import cache_dir
+from ..settings import cache_root
 from .texttoimage import DTYPES
 
 FORMAT = 1  # bump when what is encoded, or how, changes: old files are then never read
-ROW_KEYS = ("latent_mean", "latent_std", "context", "pooled")
 
 
 def weights_digest(modules, prefixes: tuple[str, ...] = ("",)) -> str:
@@ -75,7 +74,7 @@ def cache_key(model, dspec, prepared, precision: str) -> str:
 
 def cache_path(key: str) -> Path:
     """Where the encodings of ``key`` are kept."""
-    return cache_dir() / "latents" / f"{key}.safetensors"
+    return cache_root() / "latents" / f"{key}.safetensors"
 
 
 class Encoded(torch.utils.data.Dataset):

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..families import FAMILIES
 from ..liblogs import transformers_errors_only
+from .parts import SD, VAE
 
 PARTS = ("text_encoder", "text_encoder_2", "vae", "unet", "scheduler", "sampler")
 # the objective's options (wb.model("sd", ...) keywords) and their defaults
@@ -101,7 +101,7 @@ def check_options(overrides: dict[str, Any], family: str = "sd") -> dict[str, An
 def configs(size: str, overrides: dict[str, Any], family: str = "sd") -> dict[str, Any]:
     """The part configs of a catalog size (``tiny`` or named), with the part overrides applied
     (``vae=`` a trained VAE: its own config)."""
-    info = FAMILIES[family]
+    info = {"sd": SD, "vae": VAE}[family]
     if size not in ("tiny", *info["sizes"]):
         raise ValueError(
             "the parts of a Stable Diffusion directory or hub id are read by build(); "

@@ -6,8 +6,10 @@ the helpers render counts, tables, histograms and error messages the same way in
 
 from __future__ import annotations
 
+import base64
 import html
 import io
+import weakref
 from typing import Any
 
 import ipywidgets as w
@@ -78,6 +80,58 @@ def histogram_png(lengths, max_length: int) -> bytes:
     return buf.getvalue()
 
 
+# Beside the widget view, a composite's output carries its saved view: the same controls'
+# values and texts as HTML, no kernel needed. A notebook reopened after its kernel is gone shows
+# it in place of the widget (labextension/src/heal.ts, by this mime type), an untrusted one and
+# GitHub show it as they are (JupyterLab renders no widget for an untrusted output).
+SAVED_MIME = "application/vnd.gaudi-workbench.widget+json"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def _control_html(control) -> str:
+    # a dropdown's label is what it shows ("max steps"), its value what the code reads
+    value = control.label if isinstance(control, w.Dropdown) else control.value
+    if isinstance(value, (list, tuple)):
+        value = ", ".join(map(str, value))
+    label = html.escape(str(control.description))
+    off = " color:#9e9e9e;" if getattr(control, "disabled", False) else ""
+    return (
+        f"<span style='display:inline-block;min-width:260px;margin:2px 8px 2px 0;{off}'>"
+        f"<span style='display:inline-block;width:124px;color:#616161'>{label}</span>"
+        f"<code>{html.escape(str(value))}</code></span>"
+    )
+
+
+def saved_view(widget, output_view=None) -> str:
+    """``widget`` (a box of controls, HTML, images) as static HTML: each control's description
+    and value, each HTML widget's text, each shown image; buttons left out; an ``Output``
+    widget as ``output_view(widget)`` (the kernel does not keep what a front end showed in it)."""
+    if getattr(getattr(widget, "layout", None), "display", None) == "none":
+        return ""
+    if isinstance(widget, w.Output):
+        return output_view(widget) if output_view else ""
+    if isinstance(widget, w.Box):
+        inner = "".join(saved_view(c, output_view) for c in widget.children)
+        flex = (
+            "display:flex;flex-flow:row wrap;align-items:flex-start"
+            if isinstance(widget, w.HBox)
+            else ""
+        )
+        return f"<div style='{flex}'>{inner}</div>" if inner else ""
+    if isinstance(widget, w.HTML):
+        return f"<div>{widget.value}</div>" if widget.value else ""
+    if isinstance(widget, w.Image):
+        if not widget.value:
+            return ""
+        data = base64.b64encode(widget.value).decode()
+        return f"<img src='data:image/{widget.format};base64,{data}'/>"
+    if isinstance(widget, w.Button):
+        return ""
+    if hasattr(widget, "value") and hasattr(widget, "description"):
+        return _control_html(widget)
+    return ""
+
+
 # Composites made in the running cell and not displayed yet: at the cell's end each shows
 # itself, as matplotlib-inline's figures do (its flush_figures, run by IPython's
 # post_execute event, displays the figures a cell made). Emptied at every cell's end.
@@ -106,6 +160,23 @@ def _show_unshown() -> None:
         display(composite)
 
 
+# Composites displayed through a display handle: at every cell's end each whose saved view
+# changed (a control changed, the form's run ended) updates its outputs, so that a notebook
+# saved then holds what it shows.
+_SHOWN: weakref.WeakSet = weakref.WeakSet()
+
+
+def _refresh_shown() -> None:
+    """IPython's post_execute callback: bring every shown composite's saved view up to date."""
+    for composite in list(_SHOWN):
+        composite.refresh_saved()
+
+
+def _on_cell_end(shell, callback) -> None:
+    if callback not in shell.events.callbacks["post_execute"]:
+        shell.events.register("post_execute", callback)
+
+
 class Composite:
     """Displays as its root ``VBox`` (``self.widget``); callbacks run ``update`` once per change.
 
@@ -116,6 +187,8 @@ class Composite:
 
     widget: w.VBox
     _after: tuple = ()  # callbacks run after each update (``on_update``)
+    _handles: tuple = ()  # the display handles this is shown through
+    _saved: str = ""  # the saved view they show
 
     def _watch(self, *controls) -> None:
         for c in controls:
@@ -145,8 +218,7 @@ class Composite:
         shell = _kernel_shell()
         if shell is not None:
             _UNSHOWN.append(self)
-            if _show_unshown not in shell.events.callbacks["post_execute"]:
-                shell.events.register("post_execute", _show_unshown)
+            _on_cell_end(shell, _show_unshown)
         return self
 
     def shown_elsewhere(self) -> None:
@@ -154,9 +226,41 @@ class Composite:
         if self in _UNSHOWN:
             _UNSHOWN.remove(self)
 
+    def saved_view(self) -> str:
+        """This composite as static HTML (``saved_view`` of its widget)."""
+        return saved_view(self.widget, self._output_view)
+
+    def _output_view(self, output: w.Output) -> str:
+        """What an ``Output`` widget of this composite shows, as HTML (none by default)."""
+        return ""
+
     def _repr_mimebundle_(self, **kwargs):
         self.shown_elsewhere()
         bundle = self.widget._repr_mimebundle_(**kwargs)
         # where widgets do not render (a saved notebook on GitHub): what was picked
         bundle["text/plain"] = repr(self)
+        self._saved = self.saved_view()
+        bundle["text/html"] = f"<div class='wb-widget-saved'>{self._saved}</div>"
+        bundle[SAVED_MIME] = {"model_id": self.widget.model_id}
         return bundle
+
+    def _ipython_display_(self) -> None:
+        """Displayed through a display handle (IPython's display protocol), so that its saved
+        view can follow it (``refresh_saved``)."""
+        from IPython.display import display
+
+        handle = display(self._repr_mimebundle_(), raw=True, display_id=True)
+        if handle is not None:
+            self._handles = (*self._handles, handle)
+            _SHOWN.add(self)
+            shell = _kernel_shell()
+            if shell is not None:
+                _on_cell_end(shell, _refresh_shown)
+
+    def refresh_saved(self) -> None:
+        """Update this composite's outputs where its saved view changed since they were shown
+        (the front end then draws the widget again, from the same model)."""
+        if self._handles and self.saved_view() != self._saved:
+            bundle = self._repr_mimebundle_()
+            for handle in self._handles:
+                handle.update(bundle, raw=True)

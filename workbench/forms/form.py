@@ -74,6 +74,7 @@ class TrainForm(Composite):
         self._code_live = False  # once shown, the code follows every change of the form
         self._stale = False  # the message is an input error, cleared by the next change
         self.run = None
+        self._run_view: tuple = (None, "")  # (run path and status, its saved view)
         mp, dp = self.model_picker, self.data_picker
         self.until = w.Dropdown(
             options=[("max steps", "max_steps"), ("epochs", "epochs")],
@@ -257,6 +258,12 @@ class TrainForm(Composite):
         """Show how ``run`` ended: completed, stopped, or failed with the reason and its fix."""
         if run is not self.run:  # a later run replaced it in the form
             return
+        try:
+            self._say_how(run)
+        finally:  # the saved view shows the finished chart, also in a notebook saved now
+            self.refresh_saved()
+
+    def _say_how(self, run) -> None:
         s = run.summary
         status = html.escape(s.get("status", "?"))
         where = f"{html.escape(run.name)} {status} at step {s.get('step', 0)}"
@@ -278,6 +285,21 @@ class TrainForm(Composite):
             self.message.value = (
                 f"<div style='font:12px sans-serif'>{where} of {s.get('max_steps', '?')}</div>"
             )
+
+    def _output_view(self, output: w.Output) -> str:
+        """The run's saved view once it has ended (its chart, from its directory), else a line
+        saying it trains."""
+        from ..views.dashboard import saved_run_output
+
+        run = self.run
+        if run is None:
+            return ""
+        if not run.summary.get("ended"):
+            return f"<div style='font:12px sans-serif'>{html.escape(run.name)} training</div>"
+        key = (str(run.path), run.summary.get("status"))
+        if self._run_view[0] != key:
+            self._run_view = (key, saved_run_output(run)["text/html"])
+        return self._run_view[1]
 
     def __repr__(self) -> str:
         run = f", run={self.run.name} ({self.run.status})" if self.run is not None else ""

@@ -34,10 +34,15 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 
 def _load_jupyter_server_extension(server_app: Any) -> None:
-    """Register the endpoints on the server's web application."""
+    """Register the endpoints on the server's web application; keep the kernels' busy state
+    true while a widget opens a subshell (``kernelstate``)."""
     from .handlers import handlers
+    from .kernelstate import untrack_subshell_messages
 
     web_app = server_app.web_app
     table = RunTable(server_app.root_dir)
     web_app.add_handlers(".*$", handlers(web_app.settings["base_url"], table))
     server_app.log.info(f"workbench: serving devices and the runs under {table.root}")
+    added = untrack_subshell_messages(server_app)
+    if added:
+        server_app.log.info(f"workbench: kernel status from {', '.join(added)} left untracked")

@@ -2,13 +2,13 @@
 
 A notebook's kernel outlives its runs: a limit raised for one run must not stay raised for
 the user's next cell. Each setter here returns the function that restores what it found
-(the engine calls it however the run ends), and ``scoped`` makes a ``with`` block of it.
+(the engine calls it however the run ends; the Optimum Habana compat holds its settings
+for the Trainer's train, evaluate and predict).
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 
 def _dynamo_config():
@@ -62,13 +62,3 @@ def reduced_precision_sdp_math(enabled: bool) -> Callable[[], None]:
     before = torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed()
     torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(enabled)
     return lambda: torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(before)
-
-
-@contextlib.contextmanager
-def scoped(setter: Callable[..., Callable[[], None]], *args, **kwargs) -> Iterator[None]:
-    """``with scoped(raise_recompile_limit, 10): ...``: the setting holds inside the block."""
-    restore = setter(*args, **kwargs)
-    try:
-        yield
-    finally:
-        restore()

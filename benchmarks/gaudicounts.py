@@ -1,7 +1,7 @@
 """What slows a step on a Gaudi, counted on the emulated one: CPU fallbacks, host syncs,
 graph compiles after warm-up and graph breaks, for three ways to train each model family.
 
-    python -m workbench.bench gaudi-counts --json out.json
+    python -m benchmarks gaudi-counts --json out.json
 
 The emulated Gaudi is the repository's test double (``tests/fakes``, a source checkout
 only): it runs every op on the host, so no time here means anything, but it counts what the
@@ -57,7 +57,7 @@ TRAINER_LINES = "transformers trainer.py:2257, 2264"
 
 def fakes() -> Path:
     """The emulated Gaudi: the test double of a source checkout."""
-    found = Path(__file__).resolve().parents[2] / "tests" / "fakes"
+    found = Path(__file__).resolve().parents[1] / "tests" / "fakes"
     if not (found / "habana_frameworks").is_dir():
         raise RuntimeError(
             "gaudi-counts runs on the emulated Gaudi of a source checkout (tests/fakes): "
@@ -66,7 +66,7 @@ def fakes() -> Path:
     return found
 
 
-def gaudicounts(
+def run(
     steps: int = 4,
     warmup: int = 2,
     model: str = ",".join(FAMILIES),
@@ -99,7 +99,7 @@ def gaudicounts(
                 "WORKBENCH_RUNS": str(Path(tmp) / "runs"),
             }
             code = (
-                "from workbench.bench.gaudicounts import child; "
+                "from benchmarks.gaudicounts import child; "
                 f"child({mode!r}, {families!r}, {steps}, {warmup}, {tuple(contenders)!r})"
             )
             done = subprocess.run(
@@ -274,8 +274,8 @@ def _cell(window: _Window, breaks: int | None) -> dict[str, Any]:
 
 
 def _parts(family: str, lora: bool):
-    from ..catalog import model as as_model
-    from ..data import dataset as as_dataset
+    from workbench.catalog import model as as_model
+    from workbench.data import dataset as as_dataset
 
     name, data, extra = FAMILIES[family]
     spec = as_model(name, lora=True) if lora or extra.get("lora") else as_model(name)
@@ -286,7 +286,7 @@ def _trainer_parts(family: str):
     """Model, dataset and collator as a transformers user writes them (default collators)."""
     import transformers
 
-    from ..batching import pack
+    from workbench.batching import pack
 
     spec, data, extra = _parts(family, False)
     model, tok = spec.build(num_labels=data.num_labels)
@@ -330,7 +330,7 @@ def _run_trainer(family: str, mode: str, total: int, out: str) -> None:
 
 
 def _run_optimum(family: str, mode: str, total: int, out: str) -> None:
-    from ..compat.optimum_habana import GaudiTrainer, GaudiTrainingArguments
+    from workbench.compat.optimum_habana import GaudiTrainer, GaudiTrainingArguments
 
     model, train, collate = _trainer_parts(family)
     config = Path(out) / "gaudi_config"
@@ -351,7 +351,7 @@ def _run_optimum(family: str, mode: str, total: int, out: str) -> None:
 
 
 def _run_wb(family: str, mode: str, total: int, out: str) -> None:
-    from ..training.engine import train
+    from workbench.training.engine import train
 
     spec, data, extra = _parts(family, False)
     run = train(
@@ -400,7 +400,7 @@ def child(
 
 
 def _contenders(mode, families, contenders, warmup, total, state, cells) -> None:
-    from ..liblogs import quiet_libraries
+    from workbench.liblogs import quiet_libraries
 
     with quiet_libraries():
         for family in families:

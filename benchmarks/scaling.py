@@ -7,15 +7,16 @@ import statistics
 import tempfile
 from typing import Any
 
-from ..backends.registry import device as pick
-from ..catalog import model as as_model
-from ..data import dataset as as_dataset
-from ..scaleout.launcher import launch
-from ..training.engine import train
+from workbench.backends.registry import device as pick
+from workbench.catalog import model as as_model
+from workbench.data import dataset as as_dataset
+from workbench.scaleout.launcher import launch
+from workbench.training.engine import train
+
 from .contenders import rotated
 
 
-def scaling(
+def run(
     steps: int = 60, repeats: int = 2, devices: int = 2, device: str = "auto"
 ) -> dict[str, Any]:
     """One process against ``devices`` torchrun workers (same per-device batch), tokens/s."""

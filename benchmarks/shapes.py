@@ -5,12 +5,13 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ..backends.registry import device as pick
-from ..batching import BucketCollator, pack
-from ..catalog import model as as_model
-from ..data import dataset as as_dataset
-from ..liblogs import quiet_libraries
-from ..shapes import BucketBatchSampler, buckets, lengths_of, tradeoff_rows
+from workbench.backends.registry import device as pick
+from workbench.batching import BucketCollator, pack
+from workbench.catalog import model as as_model
+from workbench.data import dataset as as_dataset
+from workbench.liblogs import quiet_libraries
+from workbench.shapes import BucketBatchSampler, buckets, lengths_of, tradeoff_rows
+
 from .contenders import RawLoop, collator, engine_setup, interleaved_chunks
 
 # model -> (dataset, task, strategies); packing is for causal LMs only
@@ -133,7 +134,7 @@ def _summary(results: dict[str, dict]) -> dict[str, dict]:
     }
 
 
-def shapes(
+def run(
     steps: int = 30,
     repeats: int = 3,
     device: str = "auto",

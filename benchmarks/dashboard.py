@@ -9,11 +9,12 @@ import time
 import uuid
 from typing import Any
 
-from ..backends.registry import device as pick
-from ..catalog import model as as_model
-from ..data import dataset as as_dataset
-from ..training.engine import train
-from ..views.dashboard import Dashboard
+from workbench.backends.registry import device as pick
+from workbench.catalog import model as as_model
+from workbench.data import dataset as as_dataset
+from workbench.training.engine import train
+from workbench.views.dashboard import Dashboard
+
 from .contenders import rotated, timer
 
 
@@ -93,7 +94,7 @@ class _Probe:
         }
 
 
-def dashboard(
+def run(
     steps: int = 2000, warmup: int | None = None, repeats: int = 5, device: str = "auto"
 ) -> dict[str, Any]:
     """A tiny-model run with the live dashboard (a stand-in front end that receives every

@@ -18,10 +18,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..backends.registry import device as pick
-from ..planning.planner import plan as make_plan
-from ..planning.references import references
-from ..training.engine import train
+from workbench.backends.registry import device as pick
+from workbench.planning.planner import plan as make_plan
+from workbench.planning.references import references
+from workbench.training.engine import train
+
 from .contenders import SHAPES, engine_setup, rotated
 
 
@@ -69,7 +70,7 @@ def _references_only() -> dict[str, Any]:
     return out
 
 
-def plan(
+def run(
     steps: int = 30,
     repeats: int = 2,
     batch_size: int | None = None,

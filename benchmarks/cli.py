@@ -1,6 +1,6 @@
 """Benchmarks that measure ratios side by side in one process.
 
-    python -m workbench.bench engine --json out.json
+    python -m benchmarks engine --json out.json
 
 Each benchmark warms up, synchronises the device before reading the clock, repeats the
 contenders in interleaved rounds (so that a noisy neighbour slows all of them alike) and
@@ -15,29 +15,32 @@ import json
 import sys
 from pathlib import Path
 
-from .attachment import attachment
+from . import (
+    attachment,
+    dashboard,
+    engine,
+    gaudicounts,
+    mfu,
+    plan,
+    prompts,
+    scaling,
+    sdcache,
+    shapes,
+)
 from .contenders import SHAPES
-from .dashboard import dashboard
-from .engine import engine
-from .gaudicounts import gaudicounts
-from .mfu import mfu
-from .plan import plan
-from .prompts import prompts
-from .scaling import scaling
-from .sdcache import sdcache
-from .shapes import shapes
 
+# each benchmark is a module with a ``run`` function; the command line names them so
 BENCHES = {
-    "attachment": attachment,
-    "engine": engine,
-    "gaudi-counts": gaudicounts,
-    "dashboard": dashboard,
-    "scaling": scaling,
-    "shapes": shapes,
-    "mfu": mfu,
-    "plan": plan,
-    "prompts": prompts,
-    "sdcache": sdcache,
+    "attachment": attachment.run,
+    "engine": engine.run,
+    "gaudi-counts": gaudicounts.run,
+    "dashboard": dashboard.run,
+    "scaling": scaling.run,
+    "shapes": shapes.run,
+    "mfu": mfu.run,
+    "plan": plan.run,
+    "prompts": prompts.run,
+    "sdcache": sdcache.run,
 }
 BASELINES = Path("benchmarks") / "baselines"
 # the benchmarks that warm their contenders up (a ``warmup`` argument)
@@ -95,9 +98,9 @@ def _config_value(text: str):
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command line of ``python -m workbench.bench``."""
+    """The command line of ``python -m benchmarks``."""
     p = argparse.ArgumentParser(
-        prog="python -m workbench.bench",
+        prog="python -m benchmarks",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -6,12 +6,13 @@ import functools
 import statistics
 from typing import Any
 
-from ..backends.registry import device as pick
-from ..liblogs import quiet_libraries
+from workbench.backends.registry import device as pick
+from workbench.liblogs import quiet_libraries
+
 from .contenders import engine_setup, interleaved, plain_trainer, raw_loop, wb_train
 
 
-def engine(
+def run(
     steps: int = 40,
     warmup: int = 5,
     repeats: int = 5,

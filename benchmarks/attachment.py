@@ -5,12 +5,13 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ..backends.registry import device as pick
-from ..liblogs import quiet_libraries
+from workbench.backends.registry import device as pick
+from workbench.liblogs import quiet_libraries
+
 from .contenders import engine_setup, interleaved, plain_trainer
 
 
-def attachment(
+def run(
     steps: int = 40,
     warmup: int = 5,
     repeats: int = 7,

@@ -6,9 +6,10 @@ import functools
 import statistics
 from typing import Any
 
-from ..backends.registry import device as pick
-from ..backends.registry import peak_tflops
-from ..planning.flops import flops_per_token
+from workbench.backends.registry import device as pick
+from workbench.backends.registry import peak_tflops
+from workbench.planning.flops import flops_per_token
+
 from .contenders import SHAPES, engine_setup, interleaved, plain_trainer, wb_train
 
 
@@ -76,7 +77,7 @@ def _summary(rates: dict[str, list[float]], per_token: int, peak: float | None):
     return results, ratios, figures, best
 
 
-def mfu(
+def run(
     steps: int = 20,
     warmup: int = 3,
     repeats: int = 3,

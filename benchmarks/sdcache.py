@@ -1,6 +1,6 @@
 """Text-to-image training from images vs from the latent cache (``cache_latents=True``).
 
-    python -m workbench.bench sdcache --json sdcache.json
+    python -m benchmarks sdcache --json sdcache.json
 
 Tiny Stable Diffusion on ``digits-captioned``: wb.train from images (the VAE encoder and
 the text encoder run every step) and wb.train from the cache, side by side in interleaved
@@ -19,13 +19,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..backends.registry import device as pick
-from ..catalog import model as as_model
-from ..data import dataset as as_dataset
-from ..diffusion.latentcache import cache_key, encode_all, read, write
-from ..diffusion.texttoimage import from_spec
-from ..liblogs import quiet_libraries
-from ..training.engine import train
+from workbench.backends.registry import device as pick
+from workbench.catalog import model as as_model
+from workbench.data import dataset as as_dataset
+from workbench.diffusion.latentcache import cache_key, encode_all, read, write
+from workbench.diffusion.texttoimage import from_spec
+from workbench.liblogs import quiet_libraries
+from workbench.training.engine import train
+
 from .contenders import rotated, timer
 
 
@@ -77,7 +78,7 @@ def sd15_flops(resolution: int = 512) -> dict[str, float]:
     import transformers
     from torch.utils.flop_counter import FlopCounterMode
 
-    from ..diffusion.pipeline import configs, diffusers
+    from workbench.diffusion.pipeline import configs, diffusers
 
     d, cfg = diffusers(), configs("sd15", {})
     side = resolution // 8
@@ -106,7 +107,7 @@ def sd15_flops(resolution: int = 512) -> dict[str, float]:
     }
 
 
-def sdcache(
+def run(
     steps: int = 20,
     warmup: int = 3,
     repeats: int = 3,

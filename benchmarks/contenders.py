@@ -14,11 +14,11 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from ..batching import collator
-from ..catalog import model as as_model
-from ..data import dataset as as_dataset
-from ..training.attachment import attach
-from ..training.engine import train
+from workbench.batching import collator
+from workbench.catalog import model as as_model
+from workbench.data import dataset as as_dataset
+from workbench.training.attachment import attach
+from workbench.training.engine import train
 
 __all__ = [
     "SHAPES",
@@ -205,7 +205,7 @@ def plain_trainer(
     directory). Steps/s."""
     import transformers
 
-    from ..batching import pack
+    from workbench.batching import pack
 
     transformers.set_seed(seed)
     model, tok = spec.build(num_labels=data.num_labels)

@@ -1,7 +1,7 @@
 """Does a text-to-image model draw what the prompt says? Digits-prompt accuracy, offline.
 
-    python -m workbench.bench prompts --json prompts.json
-    python -m workbench.bench prompts --run runs/RUN --per-digit 2 --sample-steps 10 --json
+    python -m benchmarks prompts --json prompts.json
+    python -m benchmarks prompts --run runs/RUN --per-digit 2 --sample-steps 10 --json
     prompts.json
 
 Trains the tiny VAE, then tiny Stable Diffusion on its latents (``digits-captioned``),
@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.registry import device as pick
-from ..bundled import DIGIT_WORDS, caption
-from ..catalog import model as as_model
-from ..data import dataset as as_dataset
-from ..training.engine import Run, train
+from workbench.backends.registry import device as pick
+from workbench.bundled import DIGIT_WORDS, caption
+from workbench.catalog import model as as_model
+from workbench.data import dataset as as_dataset
+from workbench.training.engine import Run, train
 
 CHANCE = 0.1
 
@@ -117,7 +117,7 @@ def scored(
     }
 
 
-def prompts(
+def run(
     steps: int = 1500,
     repeats: int = 1,
     batch_size: int = 16,

@@ -1,7 +1,0 @@
-"""``python -m workbench.bench BENCH --json PATH``."""
-
-import sys
-
-from .cli import main
-
-sys.exit(main())
