@@ -8,6 +8,7 @@ exits, so the pytest process itself never takes one.
 
 import json
 import os
+import pwd
 import subprocess
 import sys
 import textwrap
@@ -138,13 +139,16 @@ def test_devices_and_the_cli_name_the_holder_and_its_notebook(process):
     pid = process(TAKE, JPY_SESSION_NAME="notebooks/05_llama_lora.ipynb")
     other = process(TAKE)
     cards = wb.device("hpu").cards
-    assert cards[0].describe() == f"Gaudi 0 (module 0): held by pid {pid}, kernel of 05_llama_lora.ipynb"
-    assert cards[1].describe().startswith(f"Gaudi 1 (module 1): held by pid {other} (")
+    me = pwd.getpwuid(os.getuid()).pw_name  # each holder's user, from the OS
+    assert cards[0].describe() == (f"Gaudi 0 (module 0): held by pid {pid} ({me}), "
+                                   "kernel of 05_llama_lora.ipynb")
+    assert cards[1].describe().startswith(f"Gaudi 1 (module 1): held by pid {other} ({me}): ")
+    assert cards[0].holders[0].user == me
     assert [c.free for c in cards] == [False, False] + [True] * 6
     assert "held by pid" in repr(wb.devices()[0])
     done = _run("from workbench.cli import main; main(['devices'])")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert f"Gaudi 0 (module 0): held by pid {pid}, kernel of 05_llama_lora.ipynb" in done.stdout
+    assert f"Gaudi 0 (module 0): held by pid {pid} ({me}), kernel of 05_llama_lora.ipynb" in done.stdout
     assert "Gaudi 2 (module 2): free" in done.stdout
 
 
@@ -218,3 +222,56 @@ def test_the_doctor_says_what_this_process_holds(fake_hpu, tmp_path):
     assert out["status"] == "pass" and "7 of 8 cards free" in out["detail"]
     assert "this process holds Gaudi 0 (module 0) since " in out["detail"], out["detail"]
     assert "Gaudi 0 (module 0): held by pid" in out["detail"]
+
+
+def test_a_holder_names_its_user_from_the_os():
+    from workbench.backends.cards import holder, owner
+
+    me = pwd.getpwuid(os.getuid()).pw_name
+    assert holder(os.getpid()).user == me == owner(os.getpid())
+    assert owner(2**22 + 12345) is None, "a process that is gone has no user"
+
+
+def test_no_card_names_the_holders_it_sees_and_what_to_do():
+    """The bridge's refusal (every card held) becomes the workbench's message: the cards, the
+    holders this process can see, the ones it cannot, the fixes, then the bridge's words."""
+    from workbench.backends.cards import Card, Holder, no_card
+
+    bridge = RuntimeError("synStatus=20 [Device already acquired] Device acquire failed.")
+    seen = Holder(4242, "python -m ipykernel_launcher", None, "/home/alice/01_quickstart.ipynb",
+                  "alice")
+    cards = [Card("hpu", 0, "Gaudi2", "Gaudi", 2, holders=[seen]), Card("hpu", 1, "Gaudi2", "Gaudi", 0)]
+    said = str(no_card(cards, bridge))
+    assert said.startswith("no free Gaudi card for this process: all 2 are held. "
+                           "Gaudi 0 (module 2): held by pid 4242 (alice), kernel of "
+                           "01_quickstart.ipynb. 1 is held by other users' processes"), said
+    assert "device='cpu'" in said and "sudo workbench devices" in said
+    assert said.endswith(f"({bridge})")
+    assert no_card(cards, RuntimeError("CUDA out of memory")) is None, "other errors pass"
+
+
+def test_the_room_names_each_holders_run_and_step(tmp_path, make_run):
+    """``workbench devices``' teacher's view: a holder's run is found under its own runs folder
+    (its ``WORKBENCH_RUNS``, read from /proc), by the lock file naming its pid."""
+    import socket
+
+    from workbench.backends.cards import Card, Holder
+    from workbench.server.holders import room
+
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()"],
+                             stdin=subprocess.PIPE, env={**os.environ,
+                                                         "WORKBENCH_RUNS": str(tmp_path / "runs")})
+    try:
+        run = make_run(tmp_path / "runs", "20261206-1000-bert-tiny", args={"max_steps": 6},
+                       summary={"step": 6, "ended": True, "max_steps": 6})
+        (run / ".lock").write_text(f"pid {child.pid} on {socket.gethostname()}")
+        other = make_run(tmp_path / "runs", "20261206-0900-bert-tiny")  # someone else's
+        (other / ".lock").write_text(f"pid {child.pid + 1} on {socket.gethostname()}")
+        card = Card("hpu", 0, "Gaudi2", "Gaudi", 2, holders=[
+            Holder(child.pid, "python", None, "01_quickstart.ipynb", "alice")])
+        [row] = room([card, Card("hpu", 1, "Gaudi2", "Gaudi", 0)])
+        assert row == {"card": "Gaudi 0 (module 2)", "pid": child.pid, "user": "alice",
+                       "notebook": "01_quickstart.ipynb", "run": str(run), "step": 6,
+                       "status": "completed", "max_steps": 6}
+    finally:
+        child.communicate(b"\n", timeout=60)

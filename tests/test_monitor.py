@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import pwd
 import sys
 import uuid
 
@@ -204,7 +205,8 @@ def test_nvidia_cards_and_their_holders_come_from_nvmls_process_list(nvml):
     nvml.GPUS[1].pids = [os.getpid()]
     cards = backend("cuda").monitoring.cards()
     assert [c.title for c in cards] == ["GPU 0", "GPU 1"] and cards[0].free
-    assert cards[1].describe() == f"GPU 1: held by pid {os.getpid()}, this process"
+    me = pwd.getpwuid(os.getuid()).pw_name
+    assert cards[1].describe() == f"GPU 1: held by pid {os.getpid()} ({me}), this process"
     assert cards[1].path == "/dev/nvidia1" and cards[1].total_memory == 80 * GiB
     assert backend("cuda").deploy.visible_env is None, "GPUs are shared: launches are not placed"
 

@@ -190,7 +190,7 @@ def test_panel_names_the_kernel_that_holds_a_card_and_shutting_it_down_frees_it(
         open_notebook(page, lab, "holder.ipynb")
         run_all_cells(page, "holder.ipynb")
         page.locator(".wbp-status-item").click()
-        wait_ui(page, f"""() => /held by pid \\d+, kernel of holder.ipynb/
+        wait_ui(page, f"""() => /held by pid \\d+ \\(\\w+\\), kernel of holder.ipynb/
                     .test(document.querySelector("{card0}")?.textContent || '')""",
                 "card 0 to be held by the kernel of holder.ipynb", 240_000)
         assert page.locator(f"{PANEL} .wbp-card[data-index='1']").get_attribute("data-free") == "true"

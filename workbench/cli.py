@@ -29,6 +29,15 @@ def _cmd_devices(args: argparse.Namespace) -> int:
             print(f"\n{d.backend.title} cards:")
             for c in d.cards:
                 print(f"  {c.describe()}")
+    held = [c for d in infos for c in d.cards if not c.free]
+    if held:  # the room: which user trains what on each card (complete when run as root)
+        from .server.holders import room
+
+        print(f"\n{'card':<22}{'user':<14}{'pid':<9}{'step':<20}notebook / run")
+        for r in room(held):
+            step = f"{r['step']}/{r['max_steps'] or '?'} {r['status']}" if r["run"] else "-"
+            where = " / ".join(x for x in (r["notebook"], r["run"]) if x) or "-"
+            print(f"{r['card']:<22}{r['user'] or '?':<14}{r['pid']:<9}{step:<20}{where}")
     v = infos[0].versions
     print("versions: " + ", ".join(f"{k} {val or '-'}" for k, val in v.items()))
     return 0

@@ -33,6 +33,7 @@ export interface IDevices {
 export interface ICardHolder {
   pid: number;
   command: string;
+  user: string | null; // the process's owner (the OS's user name)
   kernel_id: string | null;
   notebook: string | null;
   this_server: boolean;

@@ -105,7 +105,7 @@ export class WorkbenchPanel extends Widget {
     this._devError.textContent = this.devices.error;
   }
 
-  /** One card: free, or each holder (pid, and the notebook when it is a kernel of this
+  /** One card: free, or each holder (pid, user, and the notebook when it is a kernel of this
    *  server, with a button that shuts that kernel down after a confirmation). */
   private _cardRow(c: ICard): HTMLElement {
     const row = el('div', 'wbp-card');
@@ -118,9 +118,10 @@ export class WorkbenchPanel extends Widget {
       return row;
     }
     for (const h of c.holders) {
+      const pid = h.user ? `pid ${h.pid} (${h.user})` : `pid ${h.pid}`;
       const who = h.notebook
-        ? `held by pid ${h.pid}, kernel of ${h.notebook}`
-        : `held by pid ${h.pid} (${h.command})`;
+        ? `held by ${pid}, kernel of ${h.notebook}`
+        : `held by ${pid}: ${h.command}`;
       const line = row.appendChild(el('span', 'wbp-card-holder', who));
       line.title = h.command;
       if (h.this_server && h.kernel_id) {

@@ -7,13 +7,17 @@ card's holders are the processes with an open file descriptor on its device file
 (``/proc/<pid>/fd``), never an answer from the device runtime, which on Gaudi would take a card
 to answer. A holder that is a Jupyter kernel says which notebook it serves through
 ``JPY_SESSION_NAME`` in its environment (jupyter_server sets it for each session's kernel).
+Its user is the owner of ``/proc/<pid>`` (the process's real uid), named from the password
+database: on a node shared by a room of students, who holds each card.
 
-Processes of other users cannot be read without privileges: their holds do not show.
+Processes of other users cannot be read without privileges (``/proc/<pid>/fd`` is the
+owner's and root's): their holds do not show, and :func:`unseen` says so.
 """
 
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import sys
 import time
@@ -39,17 +43,20 @@ class Holder:
     command: str
     kernel_id: str | None = None
     notebook: str | None = None
+    user: str | None = None
 
     def describe(self) -> str:
-        """``"pid 4242, kernel of 05_llama_lora.ipynb"``, or the pid and its command line."""
+        """``"pid 4242 (alice), kernel of 05_llama_lora.ipynb"``, or the pid, its user and its
+        command line."""
+        who = f"pid {self.pid} ({self.user})" if self.user else f"pid {self.pid}"
         if self.pid == os.getpid():
-            return f"pid {self.pid}, {'this kernel' if in_kernel() else 'this process'}"
+            return f"{who}, {'this kernel' if in_kernel() else 'this process'}"
         if self.notebook:
-            return f"pid {self.pid}, kernel of {Path(self.notebook).name}"
+            return f"{who}, kernel of {Path(self.notebook).name}"
         if self.kernel_id:
-            return f"pid {self.pid}, kernel {self.kernel_id[:8]}"
+            return f"{who}, kernel {self.kernel_id[:8]}"
         short = self.command if len(self.command) <= 60 else self.command[:57] + "..."
-        return f"pid {self.pid} ({short})"
+        return f"{who}: {short}"
 
 
 @dataclass
@@ -146,7 +153,20 @@ def holder(pid: int, proc: Path = PROC) -> Holder:
                 notebook = entry.split(b"=", 1)[1].decode(errors="replace") or None
     except OSError:
         pass
-    return Holder(pid, command, kernel.group(1) if kernel else None, notebook)
+    return Holder(pid, command, kernel.group(1) if kernel else None, notebook, owner(pid, proc))
+
+
+def owner(pid: int, proc: Path = PROC) -> str | None:
+    """The user name of process ``pid`` (the owner of ``/proc/<pid>``, its real uid); its
+    ``uid N`` where the password database has no name for it; None once the process is gone."""
+    try:
+        uid = (proc / str(pid)).stat().st_uid
+    except OSError:
+        return None
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
 
 
 def with_holders(cards: list[Card], proc: Path = PROC) -> list[Card]:
@@ -172,6 +192,57 @@ def holding(card: Card) -> str:
     if in_kernel():
         return f"this kernel holds {card.title}{when}; restart the kernel to free it"
     return f"this process holds {card.title}{when}; it frees it when it exits"
+
+
+# --------------------------------------------------------------------------- no card left
+# the bridge's refusal when every card it may take is held (synStatus 20, "Device already
+# acquired": huggingface/tgi-gaudi#93, huggingface/optimum-habana#288)
+ACQUIRE_FAILED = "Device acquire failed"
+NO_CARD_FIXES = (
+    "wait for a card to be freed (a kernel frees its card when it stops: Kernel > Shut Down "
+    "Kernel, or when the server culls it after it idles); or train on the CPU meanwhile with "
+    "device='cpu'; the teacher's `sudo workbench devices` names every card's holder"
+)
+
+
+def kernel_users(proc: Path = PROC) -> list[str]:
+    """The users of this machine's other Jupyter kernels (a process whose command line names a
+    ``kernel-<id>.json`` connection file), this process's user left out: command lines and
+    owners are readable by every user, open files are not."""
+    me, found = os.getuid(), set()
+    for entry in os.listdir(proc):
+        if not entry.isdigit():
+            continue
+        try:
+            if (proc / entry).stat().st_uid == me:
+                continue
+            command = (proc / entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if _KERNEL_FILE.search(command.decode(errors="replace")):
+            found.add(owner(int(entry), proc))
+    return sorted(u for u in found if u)
+
+
+def no_card(cards: list[Card], error: BaseException, proc: Path = PROC) -> RuntimeError | None:
+    """The bridge's refusal to give this process a card (``error``), said for a person: how
+    many cards, the holders this process may see (its own user's, or all of them to root),
+    the users of the machine's other kernels, and what to do. None for any other error."""
+    if ACQUIRE_FAILED not in str(error):
+        return None
+    label = cards[0].label if cards else "card"
+    seen = [c for c in cards if not c.free]
+    hidden = len(cards) - len(seen)
+    text = f"no free {label} card for this process: all {len(cards)} are held."
+    text += "".join(f" {c.describe()}." for c in seen)
+    if hidden:
+        text += (
+            f" {hidden} {'is' if hidden == 1 else 'are'} held by other users' processes, which"
+            " only root can see"
+        )
+        users = kernel_users(proc)
+        text += f" (Jupyter kernels here are run by {', '.join(users)})." if users else "."
+    return RuntimeError(f"{text} What to do: {NO_CARD_FIXES}. ({error})")
 
 
 # --------------------------------------------------------------------------- launches

@@ -6,11 +6,16 @@ notebook (the kernel manager knows each kernel's process, the session manager it
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from .. import settings
+from ..backends.cards import PROC, Card
 from ..backends.monitor import Unavailable
 from ..backends.registry import BACKENDS, ORDER
+from .runs import RunTable
 
 
 def kernel_pids(kernel_manager: Any) -> dict[int, str]:
@@ -85,3 +90,47 @@ def with_allocator_memory(
                 used, total = writers[pid]
                 r["mem_used"], r["mem_total"] = used, total or r["mem_total"]
     return readings
+
+
+def _runs_home(pid: int, proc: Path = PROC) -> Path | None:
+    """Where process ``pid`` keeps its runs, looked up as ``RunTable`` lists them: the folder
+    above its ``WORKBENCH_RUNS``, else its working folder (``./runs``); None where this process
+    may not read it (another user's process, to anyone but root)."""
+    try:
+        for entry in (proc / str(pid) / "environ").read_bytes().split(b"\0"):
+            if entry.startswith(settings.RUNS.encode() + b"="):
+                named = entry.split(b"=", 1)[1].decode(errors="replace")
+                if named:
+                    return Path(named).expanduser().parent
+        return Path(os.readlink(proc / str(pid) / "cwd"))
+    except OSError:
+        return None
+
+
+def room(cards: list[Card], proc: Path = PROC) -> list[dict[str, Any]]:
+    """The teacher's view of a shared node: for each held card, each holder's user, notebook,
+    and the run it trains or last trained, with its step and status (the run whose lock names
+    the holder, under the holder's runs folder). Complete for root; another user sees their
+    own holds."""
+    pids = {h.pid for c in cards for h in c.holders}
+    tables: dict[Path, dict[int, dict[str, Any]]] = {}
+    rows = []
+    for card in cards:
+        for h in card.holders:
+            home = _runs_home(h.pid, proc)
+            if home is not None and home not in tables:
+                tables[home] = RunTable(home).by_writer(pids) if home.is_dir() else {}
+            run = tables.get(home, {}).get(h.pid) if home is not None else None
+            rows.append(
+                {
+                    "card": card.title,
+                    "pid": h.pid,
+                    "user": h.user,
+                    "notebook": h.notebook,
+                    "run": run["full_path"] if run else None,
+                    "step": run["step"] if run else None,
+                    "status": run["status"] if run else None,
+                    "max_steps": run["max_steps"] if run else None,
+                }
+            )
+    return rows

@@ -197,6 +197,27 @@ class RunTable:
             row["samples_per_s"] = summary.get("samples_per_s")
         return row
 
+    def by_writer(self, pids: set[int]) -> dict[int, dict[str, Any]]:
+        """pid -> the row of the run each of ``pids`` (live processes) writes or last wrote
+        (its lock file names the pid, on this host; the lock file stays after the run ends):
+        which run a card's holder trains, at which step. A running run first, else the newest."""
+        out: dict[int, dict[str, Any]] = {}
+        host = socket.gethostname()
+        for path in self._run_dirs():
+            try:
+                said = (path / LOCK_FILE).read_text(errors="replace").strip()
+            except OSError:
+                continue
+            found = re.fullmatch(r"pid (\d+) on (.+)", said)
+            if not found or found[2] != host or int(found[1]) not in pids:
+                continue
+            row = {**self.row(path), "full_path": str(path)}
+            best = out.get(int(found[1]))
+            rank = (row["status"] == "running", row["updated"] or 0)
+            if best is None or rank > (best["status"] == "running", best["updated"] or 0):
+                out[int(found[1])] = row
+        return out
+
     def memory_by_writer(self) -> dict[int, tuple[int, int | None]]:
         """pid -> (device memory in use, total) as the last events of each running run log
         them, keyed by the pid its lock file names when that is a process of this host: the

@@ -15,7 +15,8 @@ import traceback
 from pathlib import Path
 
 from .. import runargs
-from ..backends.registry import DeviceInfo
+from ..backends import cards
+from ..backends.registry import DeviceInfo, backend
 from ..backends.registry import device as pick_device
 from ..backends.torchrun import local_rank, world
 from ..catalog import ModelSpec
@@ -144,6 +145,16 @@ def _device_for(spec: RunSpec, size: int) -> DeviceInfo:
     return device
 
 
+def _no_card(error: BaseException) -> BaseException:
+    """The bridge's refusal of a card (every one held) said with the node's cards, their
+    holders and what to do (``cards.no_card``); any other error as it is."""
+    if cards.ACQUIRE_FAILED not in str(error):
+        return error
+    said = cards.no_card(backend("hpu").monitoring.cards(), error) or error
+    said.__cause__ = error if said is not error else None
+    return said
+
+
 def execute(run: Run, resume_from: Path | None = None, writer: RunWriter | None = None) -> Run:
     """Train ``run`` from its spec in this process (a torchrun worker calls this too).
 
@@ -170,11 +181,12 @@ def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: i
     try:
         device = _device_for(run.spec, size)
         if writer is not None:
-            writer.begin_on(device, size)
+            writer.begin_on(device, size)  # the first device call: on Gaudi it takes a card
     except BaseException as e:  # before training: the run ends failed, and says why
+        e = _no_card(e)
         if writer is None:
             run.error = e
-            raise
+            raise e
         error = disk_full_message(e, run) or f"{type(e).__name__}: {e}"
         if run.resuming is not None:
             lost = _take_back(run, writer, error)
