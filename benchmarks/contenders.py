@@ -14,9 +14,9 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from workbench.batching import collator
-from workbench.catalog import model as as_model
-from workbench.data import dataset as as_dataset
+from workbench.catalog.modelspec import model as as_model
+from workbench.data.dataset import dataset as as_dataset
+from workbench.shapes.batching import collator
 from workbench.training.attachment import attach
 from workbench.training.engine import train
 
@@ -205,7 +205,7 @@ def plain_trainer(
     directory). Steps/s."""
     import transformers
 
-    from workbench.batching import pack
+    from workbench.shapes.batching import pack
 
     transformers.set_seed(seed)
     model, tok = spec.build(num_labels=data.num_labels)

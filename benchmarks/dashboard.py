@@ -10,8 +10,8 @@ import uuid
 from typing import Any
 
 from workbench.backends.registry import device as pick
-from workbench.catalog import model as as_model
-from workbench.data import dataset as as_dataset
+from workbench.catalog.modelspec import model as as_model
+from workbench.data.dataset import dataset as as_dataset
 from workbench.training.engine import train
 from workbench.views.dashboard import Dashboard
 

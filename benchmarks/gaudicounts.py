@@ -274,8 +274,8 @@ def _cell(window: _Window, breaks: int | None) -> dict[str, Any]:
 
 
 def _parts(family: str, lora: bool):
-    from workbench.catalog import model as as_model
-    from workbench.data import dataset as as_dataset
+    from workbench.catalog.modelspec import model as as_model
+    from workbench.data.dataset import dataset as as_dataset
 
     name, data, extra = FAMILIES[family]
     spec = as_model(name, lora=True) if lora or extra.get("lora") else as_model(name)
@@ -286,7 +286,7 @@ def _trainer_parts(family: str):
     """Model, dataset and collator as a transformers user writes them (default collators)."""
     import transformers
 
-    from workbench.batching import pack
+    from workbench.shapes.batching import pack
 
     spec, data, extra = _parts(family, False)
     model, tok = spec.build(num_labels=data.num_labels)

@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from workbench.backends.registry import device as pick
-from workbench.bundled import DIGIT_WORDS, caption
-from workbench.catalog import model as as_model
-from workbench.data import dataset as as_dataset
+from workbench.catalog.modelspec import model as as_model
+from workbench.data.bundled import DIGIT_WORDS, caption
+from workbench.data.dataset import dataset as as_dataset
 from workbench.training.engine import Run, train
 
 CHANCE = 0.1

@@ -8,8 +8,8 @@ import tempfile
 from typing import Any
 
 from workbench.backends.registry import device as pick
-from workbench.catalog import model as as_model
-from workbench.data import dataset as as_dataset
+from workbench.catalog.modelspec import model as as_model
+from workbench.data.dataset import dataset as as_dataset
 from workbench.scaleout.launcher import launch
 from workbench.training.engine import train
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from workbench.backends.registry import device as pick
-from workbench.catalog import model as as_model
-from workbench.data import dataset as as_dataset
+from workbench.catalog.modelspec import model as as_model
+from workbench.data.dataset import dataset as as_dataset
 from workbench.diffusion.latentcache import cache_key, encode_all, read, write
 from workbench.diffusion.texttoimage import from_spec
 from workbench.liblogs import quiet_libraries

@@ -6,11 +6,11 @@ import statistics
 from typing import Any
 
 from workbench.backends.registry import device as pick
-from workbench.batching import BucketCollator, pack
-from workbench.catalog import model as as_model
-from workbench.data import dataset as as_dataset
+from workbench.catalog.modelspec import model as as_model
+from workbench.data.dataset import dataset as as_dataset
 from workbench.liblogs import quiet_libraries
-from workbench.shapes import BucketBatchSampler, buckets, lengths_of, tradeoff_rows
+from workbench.shapes.batching import BucketCollator, pack
+from workbench.shapes.buckets import BucketBatchSampler, buckets, lengths_of, tradeoff_rows
 
 from .contenders import RawLoop, collator, engine_setup, interleaved_chunks
 

@@ -36,7 +36,7 @@ from tokenizers import (  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from workbench import bundled  # noqa: E402
+from workbench.data import bundled  # noqa: E402
 
 VOCAB = 8000
 

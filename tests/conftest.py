@@ -224,8 +224,8 @@ def make_run():
     The spec is a whole one (the model's and the data's specs, every run argument with its
     default unless ``args`` says otherwise); ``summary`` is written as given, after it.
     """
-    from workbench.catalog import model as as_model
-    from workbench.data import dataset as as_dataset
+    from workbench.catalog.modelspec import model as as_model
+    from workbench.data.dataset import dataset as as_dataset
     from workbench.runargs import RunArgs
     from workbench.rundir.run import write_json
 

@@ -182,7 +182,7 @@ def test_pick_a_model_and_a_dataset_and_press_train(lab):
     import nbformat
     from playwright.sync_api import sync_playwright
 
-    from workbench.catalog import FAMILIES
+    from workbench.catalog.modelspec import FAMILIES
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(src) for src in FORM]

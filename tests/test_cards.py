@@ -146,7 +146,7 @@ def test_devices_and_the_cli_name_the_holder_and_its_notebook(process):
     assert cards[0].holders[0].user == me
     assert [c.free for c in cards] == [False, False] + [True] * 6
     assert "held by pid" in repr(wb.devices()[0])
-    done = _run("from workbench.cli import main; main(['devices'])")
+    done = _run("from workbench.commands.cli import main; main(['devices'])")
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"Gaudi 0 (module 0): held by pid {pid} ({me}), kernel of 05_llama_lora.ipynb" in done.stdout
     assert "Gaudi 2 (module 2): free" in done.stdout

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench.catalog import FAMILIES, TOKENIZERS, ModelSpec
+from workbench.catalog.modelspec import FAMILIES, TOKENIZERS, ModelSpec
 
 from conftest import ROOT
 

@@ -83,9 +83,9 @@ def test_a_notebook_uses_only_the_public_api(path):
 
 def test_the_reader_finds_what_a_cell_takes_from_inside_the_package():
     source = ("import workbench as wb\nimport workbench\nimport workbench.views as b\nimport workbenchy\n"
-              "from workbench import views\nfrom workbench.shapes import padding_stats\n"
+              "from workbench import views\nfrom workbench.shapes.buckets import padding_stats\n"
               "from workbench import record, bundled\n%load_ext workbench\nfrom workbenchy import x\n"
               "wb.train(wb.model('bert'), wb.dataset('digits'))\nwb.bundled.caption(3)\nrun.bundled")
     assert _private_uses(source) == ["import workbench.views", "from workbench import views",
-                                     "from workbench.shapes import padding_stats",
+                                     "from workbench.shapes.buckets import padding_stats",
                                      "from workbench import bundled", "wb.bundled"]

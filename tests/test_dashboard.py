@@ -437,7 +437,7 @@ def test_a_run_evaluates_its_last_step_once_and_its_saved_output_lists_each_eval
 
 
 def test_the_batches_collated_after_an_evaluation_are_counted_and_evaluation_batches_are_not():
-    from workbench.batching import CountingCollator
+    from workbench.shapes.batching import CountingCollator
 
     class Model:
         training = True

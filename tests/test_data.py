@@ -8,8 +8,8 @@ import json
 import pytest
 
 import workbench as wb
-from workbench import bundled
-from workbench.data import DataSpec
+from workbench.data import bundled
+from workbench.data.dataset import DataSpec
 
 
 @pytest.mark.parametrize("name", list(bundled.BUNDLED))

@@ -216,7 +216,7 @@ def test_no_hpu_devices_falls_back(fake_hpu, monkeypatch):
 
 # ---------------------------------------------------------------- import stays light
 LIGHT = (
-    "import sys, workbench, workbench.cli; "
+    "import sys, workbench, workbench.commands.cli; "
     "heavy = {'transformers', 'datasets', 'habana_frameworks', 'torch'} & set(sys.modules); "
     "assert not heavy, heavy"
 )

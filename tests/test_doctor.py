@@ -21,9 +21,9 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench import cli
 from workbench.backends.registry import BACKENDS
 from workbench.checks import checkup, diagnosis
+from workbench.commands import cli
 
 ON_CPU_SKIPPED = {  # check -> words its reason must contain
     "gpt2.memory": "process RSS", "bert.memory": "process RSS", "all-reduce": "--multi", "launch": "--multi",
@@ -98,7 +98,7 @@ def test_multi_runs_the_all_reduce_and_the_launch_on_cpu(tmp_path, one_thread):
 def test_the_cli_prints_the_json_report_alone_on_stdout_and_writes_both_reports(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out = tmp_path / "d"
-    proc = subprocess.run([sys.executable, "-m", "workbench.cli", "doctor", "--only", "versions,bert", "--json",
+    proc = subprocess.run([sys.executable, "-m", "workbench.commands.cli", "doctor", "--only", "versions,bert", "--json",
                            "--out", str(out)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     printed = json.loads(proc.stdout)  # libraries' messages went to stderr

@@ -16,7 +16,7 @@ import nbformat
 import pytest
 
 import workbench as wb
-from workbench import cli
+from workbench.commands import cli
 from workbench.rundir import run as runs
 from workbench.training.engine import prepare
 
@@ -115,7 +115,7 @@ def test_a_single_class_is_refused_not_trained_to_accuracy_one(tmp_path):
                                          r"Add rows of another class; a number to predict .* is regression"):
         spec.load()
     _refused(tmp_path, ValueError, "at least two classes", model="bert-tiny", data=spec)
-    from workbench.datachecks import check_classes
+    from workbench.data.checks import check_classes
 
     with pytest.raises(ValueError, match=r"\(the 3 rows limit=3 keeps\).*another class, or a larger limit"):
         check_classes({"a": 3}, "label", "sorted", limit=3)  # a limit that kept one class says so

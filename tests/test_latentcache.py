@@ -14,7 +14,7 @@ import torch
 import transformers
 
 import workbench as wb
-from workbench.bundled import cache_dir
+from workbench.data.bundled import cache_dir
 from workbench.diffusion.latentcache import cache_key
 from workbench.diffusion.texttoimage import from_spec
 from workbench.training.engine import Run

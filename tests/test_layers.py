@@ -341,13 +341,13 @@ PROCESS_WIDE_CALLS = re.compile(r"^torch\.(backends\.[\w.]+\.allow_\w+|set_\w+|u
 # is one the package built and nobody else holds yet, or the write is undone (a scope that
 # restores what it found). A new write fails the test until it is added here with its reason.
 DOCUMENTED_WRITES = {
-    ("workbench/catalog.py", "tok.pad_token"):
+    ("workbench/catalog/modelspec.py", "tok.pad_token"):
         "a tokenizer catalog just loaded, before anyone holds it (transformers' padding docs)",
-    ("workbench/catalog.py", "cfg.num_labels"): "a config catalog builds for a new model",
-    ("workbench/catalog.py", "setattr(cfg)"): "a config catalog builds: the spec's overrides",
-    ("workbench/catalog.py", "cfg.head_dim"):
+    ("workbench/catalog/modelspec.py", "cfg.num_labels"): "a config catalog builds for a new model",
+    ("workbench/catalog/modelspec.py", "setattr(cfg)"): "a config catalog builds: the spec's overrides",
+    ("workbench/catalog/modelspec.py", "cfg.head_dim"):
         "a config catalog builds: the head width its constructor derived, carried to the overrides",
-    ("workbench/catalog.py", "model.config.pad_token_id"): "a model catalog just built",
+    ("workbench/catalog/modelspec.py", "model.config.pad_token_id"): "a model catalog just built",
     ("workbench/diffusion/pipeline.py", "tokenizer.model_max_length"):
         "a tokenizer the pipeline just loaded (CLIP's 77 positions)",
     ("workbench/training/attention.py", "config.use_cache"):

@@ -291,7 +291,7 @@ def test_lora_memory_trains_the_adapters_alone_and_holds_against_a_measured_cpu_
     the adapters on (the model wb.train trains: build, then wrap_lora)."""
     from test_memory import measured_cpu_peak
 
-    from workbench.catalog import ModelSpec
+    from workbench.catalog.modelspec import ModelSpec
 
     build = ModelSpec.build
     monkeypatch.setattr(ModelSpec, "build", lambda self, num_labels=None: (

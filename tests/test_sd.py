@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench import bundled
+from workbench.data import bundled
 from workbench.diffusion.denoising import grid
 from workbench.diffusion.texttoimage import TextToImage, from_spec
 from workbench.training.engine import Run

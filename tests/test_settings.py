@@ -39,7 +39,7 @@ def test_a_run_dir_under_home_is_made_where_it_was_checked(monkeypatch, tmp_path
 def test_wb_compare_finds_runs_by_name_where_wb_runs_lists_them(monkeypatch, tmp_path, make_run):
     """``%wb runs`` lists ``$WORKBENCH_RUNS``; ``%wb compare NAME`` looked the names up under
     ./runs instead."""
-    from workbench.magics import wb_magic
+    from workbench.commands.magics import wb_magic
 
     root = tmp_path / "elsewhere"
     make_run(root, "20250101-000000-a", summary={"train_loss": 1.0})
@@ -52,7 +52,7 @@ def test_wb_compare_finds_runs_by_name_where_wb_runs_lists_them(monkeypatch, tmp
 
 
 def test_the_cache_is_the_variable_or_the_users_cache_folder(monkeypatch, tmp_path):
-    from workbench.bundled import cache_dir
+    from workbench.data.bundled import cache_dir
 
     monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "c"))
     assert settings.cache_root() == cache_dir() == tmp_path / "c"

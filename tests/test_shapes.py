@@ -10,8 +10,8 @@ import torch
 import transformers
 
 import workbench as wb
-from workbench.batching import BucketCollator, pack
-from workbench.shapes import (
+from workbench.shapes.batching import BucketCollator, pack
+from workbench.shapes.buckets import (
     STRATEGIES,
     BucketBatchSampler,
     buckets,
@@ -164,7 +164,7 @@ def test_one_batch_per_shape_covers_every_length_any_epoch_pads_to():
 def test_seq2seq_batches_padded_to_max_length_have_one_label_length():
     """Inputs padded to max_length, labels to the data's longest target (rounded up to a
     multiple of max_length): one static shape; without the length, several."""
-    from workbench.batching import collator
+    from workbench.shapes.batching import collator
 
     tok = wb.model("t5").load_tokenizer()
     data = wb.dataset("docstrings-summary", limit=40).prepare(tok, max_length=8)["train"]

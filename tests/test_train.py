@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench.catalog import FAMILIES
+from workbench.catalog.modelspec import FAMILIES
 from workbench.runargs import RunArgs
 from workbench.rundir.spec import RunSpec
 from workbench.training.engine import Run
@@ -158,7 +158,7 @@ def test_log_throttle_only_on_one_accelerator_process(fake_hpu):
 def test_causal_sdpa_builds_no_mask_even_under_compile_and_keeps_the_loss():
     """Why packed runs switch the attention: under torch.compile transformers hands SDPA a
     mask tensor (no flash kernel); under the workbench's alias of SDPA it builds none."""
-    from workbench.batching import BucketCollator, pack
+    from workbench.shapes.batching import BucketCollator, pack
     from workbench.training import attention
 
     tok = wb.model("gpt2").load_tokenizer()

@@ -341,7 +341,7 @@ READERS = {
     "caller_can_let_it",
     "scaleout/worker.py": "torchrun's workers: test_a_worker_runs_a_model_s_code_only_when_its_"
     "command_says_so",
-    "magics.py": "%wb runs / compare / stop: wb.runs, wb.compare and Run.open (above)",
+    "commands/magics.py": "%wb runs / compare / stop: wb.runs, wb.compare and Run.open (above)",
     "diffusion/pipeline.py": "wb.model('sd', vae=RUN): the VAE's family and size from spec.json "
     "as text, its weights from safetensors (diffusers' from_config: no code)",
     "rundir/writer.py": "writes a run's files (the one writer); reads nothing to act on",

@@ -29,6 +29,6 @@ __getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)
 
 def load_ipython_extension(ipython) -> None:
     """``%load_ext workbench``: registers the ``%wb`` line magic."""
-    from .magics import load_ipython_extension as load
+    from .commands.magics import load_ipython_extension as load
 
     load(ipython)

@@ -3,7 +3,7 @@ interpreters where the package is importable but its script is not on the PATH).
 
 import sys
 
-from .cli import main
+from .commands.cli import main
 
 if __name__ == "__main__":  # importing the module (pkgutil walks, docs tools) runs nothing
     sys.exit(main())

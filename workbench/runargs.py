@@ -25,7 +25,7 @@ from typing import Any
 
 from .backends.hpu import MODES
 from .backends.registry import PRECISIONS
-from .batching import PACKINGS
+from .shapes.batching import PACKINGS
 
 # The one padding vocabulary: wb.train's ``padding=``, the shape statistics and the pickers.
 PADDINGS = ("auto", "longest", "max_length", "bucketed", "packed")

@@ -24,8 +24,8 @@ from pathlib import Path
 from ..backends.registry import DeviceInfo, backend, fmt_bytes, launch_env
 from ..backends.registry import device as pick_device
 from ..backends.torchrun import child_env
-from ..catalog import model as model_spec
-from ..data import dataset
+from ..catalog.modelspec import model as model_spec
+from ..data.dataset import dataset
 from ..scaleout.launcher import launch
 from ..training.engine import train
 from ..training.profiler import profile

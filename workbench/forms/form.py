@@ -12,10 +12,10 @@ from typing import Any
 
 import ipywidgets as w
 
-from .. import bundled
 from ..backends.registry import ORDER, PRECISIONS
-from ..catalog import FAMILIES, ModelSpec
-from ..data import DataSpec, infer_task
+from ..catalog.modelspec import FAMILIES, ModelSpec
+from ..data import bundled
+from ..data.dataset import DataSpec, infer_task
 from ..runargs import default
 from .composite import Composite, control_style, error_html, error_text, row
 from .pickers import DataPicker, ModelPicker, pick_dataset, pick_model

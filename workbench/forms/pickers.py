@@ -3,7 +3,7 @@
 ``pick_model`` shows a model's parameters and whether it fits (``plan_memory``), and for a
 token budget the time and cost per device (``wb.plan``);
 ``pick_dataset`` previews a dataset with its token lengths and padding waste
-(``workbench.shapes``). Each picker keeps its state on itself: re-running a cell builds a
+(``workbench.shapes.buckets``). Each picker keeps its state on itself: re-running a cell builds a
 fresh one. Bad input is shown as the library's own message in the widget; nothing raises
 out of a callback.
 """
@@ -16,13 +16,13 @@ from typing import Any
 
 import ipywidgets as w
 
-from .. import bundled
 from ..backends.registry import PRECISIONS
-from ..catalog import FAMILIES, MINILM, ModelSpec
-from ..catalog import model as as_model
-from ..data import TASKS, DataSpec
-from ..data import dataset as as_dataset
-from ..hub import offline_switch
+from ..catalog.hub import offline_switch
+from ..catalog.modelspec import FAMILIES, MINILM, ModelSpec
+from ..catalog.modelspec import model as as_model
+from ..data import bundled
+from ..data.dataset import TASKS, DataSpec
+from ..data.dataset import dataset as as_dataset
 from ..planning.memory import plan_memory
 from ..planning.planner import plan as plan_cost
 from ..planning.trainingplan import fmt_hours, fmt_money
@@ -553,7 +553,7 @@ class DataPicker(Composite):
         self._show_padding()
 
     def _show_padding(self) -> None:
-        from ..shapes import padding_stats
+        from ..shapes.buckets import padding_stats
 
         self.stats = {}
         if self.lengths is None:

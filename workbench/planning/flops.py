@@ -50,7 +50,7 @@ def lora_trainable(spec) -> int:
 def _trainable(spec_json: str) -> int:
     import torch
 
-    from ..catalog import ModelSpec
+    from ..catalog.modelspec import ModelSpec
 
     spec = ModelSpec.from_dict(json.loads(spec_json))
     with torch.device("meta"), warnings.catch_warnings():
@@ -89,7 +89,7 @@ def _unet_forward(spec_json: str) -> int:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from ..catalog import ModelSpec, unet_class
+    from ..catalog.modelspec import ModelSpec, unet_class
 
     spec = ModelSpec.from_dict(json.loads(spec_json))
     cfg = spec.config()

@@ -20,8 +20,8 @@ import math
 from typing import Any
 
 from ..backends.chips import CHIPS
-from ..catalog import ModelSpec
-from ..catalog import model as as_model
+from ..catalog.modelspec import ModelSpec
+from ..catalog.modelspec import model as as_model
 from . import layout
 from .flops import UNETS, flops_per_token
 from .footprint import traffic_per_unit

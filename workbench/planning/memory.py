@@ -23,8 +23,8 @@ from dataclasses import dataclass, field, replace
 from .. import markup
 from ..backends.chips import CHIPS, GiB
 from ..backends.registry import PRECISIONS, chip
-from ..catalog import ModelSpec
-from ..catalog import model as as_model
+from ..catalog.modelspec import ModelSpec
+from ..catalog.modelspec import model as as_model
 from .footprint import OPTIMIZERS, dims, estimate
 
 KERNELS = ("auto", "fused", "cpu")

@@ -40,11 +40,11 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from .. import hub
 from ..backends.chips import CHIPS
 from ..backends.registry import PRECISIONS, DeviceInfo, chip, device
-from ..catalog import MINILM, ModelSpec, is_local
-from ..catalog import model as as_model
+from ..catalog import hub
+from ..catalog.modelspec import MINILM, ModelSpec, is_local
+from ..catalog.modelspec import model as as_model
 from ..rundir.run import RunDir
 from ..settings import runs_root
 from . import layout, strategies

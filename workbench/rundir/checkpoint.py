@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..catalog import TASK_CLASSES, ModelSpec
+from ..catalog.modelspec import TASK_CLASSES, ModelSpec
 
 
 def problem(ckpt: Path) -> str | None:

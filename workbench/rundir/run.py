@@ -356,7 +356,7 @@ class RunDir:
     def model_spec(self, trust_remote_code: bool = False):
         """The run's ``ModelSpec``, with ``trust_remote_code`` the caller's: a run directory is
         data (shared, downloaded), so what its spec.json says never turns remote code on."""
-        from ..catalog import ModelSpec
+        from ..catalog.modelspec import ModelSpec
 
         return ModelSpec.from_dict({**self.spec.model, "trust_remote_code": trust_remote_code})
 

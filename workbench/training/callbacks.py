@@ -17,8 +17,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from ..batching import CountingCollator
 from ..rundir.run import EventLog, monotonic
+from ..shapes.batching import CountingCollator
 
 # tasks whose evaluation loss is a per-token cross-entropy: perplexity is exp(loss)
 LANGUAGE_MODELS = ("causal_lm", "masked_lm", "seq2seq")

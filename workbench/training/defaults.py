@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .. import shapes
 from ..backends.registry import device_in_mode
-from ..batching import BucketCollator
+from ..shapes import buckets as shapes
+from ..shapes.batching import BucketCollator
 from .recipe import auto_steps, device_fields, optim_name
 
 # Reading the loss every step makes the host wait for the device: transformers' NaN filter

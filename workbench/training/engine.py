@@ -19,8 +19,8 @@ from ..backends import cards
 from ..backends.registry import DeviceInfo, backend
 from ..backends.registry import device as pick_device
 from ..backends.torchrun import local_rank, world
-from ..catalog import ModelSpec
-from ..data import DataSpec
+from ..catalog.modelspec import ModelSpec
+from ..data.dataset import DataSpec
 from ..liblogs import quiet_libraries
 from ..rundir import run as runs
 from ..rundir.spec import RunSpec

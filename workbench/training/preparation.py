@@ -16,10 +16,10 @@ from typing import Any
 
 from ..backends.registry import backend, check_mode, device, device_in_mode, launch_env
 from ..backends.registry import device as pick_device
-from ..catalog import ModelSpec, is_local
-from ..catalog import model as as_model
-from ..data import DataSpec
-from ..data import dataset as as_dataset
+from ..catalog.modelspec import ModelSpec, is_local
+from ..catalog.modelspec import model as as_model
+from ..data.dataset import DataSpec
+from ..data.dataset import dataset as as_dataset
 from ..liblogs import quiet_libraries
 from ..runargs import REFUSED, RunArgs, caller_only, check_overrides, check_value
 from ..rundir import run as runs
@@ -92,7 +92,7 @@ def prepare(
         # blocks, not rows, make the steps: at least one block. Counted with a tokenizer on
         # this machine only: a hub id's is fetched (or refused, offline) when the run trains
         if padding == "packed" and source is not None and is_local(source):
-            from ..batching import chunk_tokens
+            from ..shapes.batching import chunk_tokens
 
             tokens = chunk_tokens(
                 train, dspec.columns["text"], mspec.load_tokenizer(), a.max_length

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from ..backends.registry import DeviceInfo
 from ..backends.torchrun import world
-from ..catalog import ModelSpec
-from ..data import DataSpec
+from ..catalog.modelspec import ModelSpec
+from ..data.dataset import DataSpec
 from ..runargs import RunArgs
 from ..rundir.run import STOP_FILE, RunDir
 from . import recipe
@@ -90,7 +90,7 @@ def _model(mspec: ModelSpec, dspec: DataSpec, run: RunDir, precision: str):
 
 def _batches(args: RunArgs, task: str, prepared, tok, model):
     """(data, collator, batch sampler or None, keys to drop, attention restore or None)."""
-    from .. import batching
+    from ..shapes import batching
 
     padding = args.padding
     if padding == "packed":  # causal LM: documents in full blocks, one static shape
@@ -110,7 +110,7 @@ def _batches(args: RunArgs, task: str, prepared, tok, model):
         restore = _both(causal_sdpa(model), without_padding_check(model))
         return prepared, inner, None, ("attention_mask", "position_ids"), restore
     if padding == "bucketed":  # at most k static shapes (on Gaudi: at most k graph compiles)
-        from ..shapes import BucketBatchSampler, buckets, lengths_of
+        from ..shapes.buckets import BucketBatchSampler, buckets, lengths_of
 
         rank, size = world()
         lengths = lengths_of(prepared["train"])
@@ -126,7 +126,7 @@ def _batches(args: RunArgs, task: str, prepared, tok, model):
         return prepared, inner, sampler, (), None
     labels = None
     if task == "seq2seq" and padding == "max_length":  # one label length: the data's longest
-        from ..shapes import lengths_of
+        from ..shapes.buckets import lengths_of
 
         labels = max(int(lengths_of(p, "labels").max()) for p in prepared.values() if len(p))
     inner = batching.collator(task, tok, model, padding, args.max_length, labels)
@@ -221,7 +221,7 @@ def build(
         prepared, inner = _images(model, dspec, prepared, device, args)
     elif args.padding != "packed" and device.backend.policy.static_shapes:  # no read to skip a mask
         restore = _both(restore, masked_sdpa(model))
-    from ..batching import CountingCollator
+    from ..shapes.batching import CountingCollator
 
     counter = CountingCollator(inner, model, drop=drop)
     targs = recipe.training_arguments(args, device, mspec.task, run.path, recipe.optim_name(device))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from . import settings
+from .. import settings
 
 TRUE = ("1", "ON", "YES", "TRUE")
 # what a repo needs in the cache to build a model from it: its config and its weights

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .settings import cache_root
+from ..settings import cache_root
 
 BUILD_VERSION = 1  # bump when a builder's output changes
 

@@ -6,11 +6,11 @@ import argparse
 import json
 import sys
 
-from .version import __version__
+from ..version import __version__
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:
-    from .backends.registry import devices, fmt_bytes
+    from ..backends.registry import devices, fmt_bytes
 
     infos = devices()
     if args.json:
@@ -31,7 +31,7 @@ def _cmd_devices(args: argparse.Namespace) -> int:
                 print(f"  {c.describe()}")
     held = [c for d in infos for c in d.cards if not c.free]
     if held:  # the room: which user trains what on each card (complete when run as root)
-        from .server.holders import room
+        from ..server.holders import room
 
         print(f"\n{'card':<22}{'user':<14}{'pid':<9}{'step':<20}notebook / run")
         for r in room(held):
@@ -70,7 +70,7 @@ def checked_parameters(notebook, given: dict[str, str]) -> dict:
     a name it does not assign, or a value of another type than its default, is refused."""
     from pathlib import Path
 
-    from .nbrecord import NOT_LITERAL, parameters
+    from ..nbrecord import NOT_LITERAL, parameters
 
     nb = Path(notebook).name
     defaults = parameters(notebook)
@@ -107,7 +107,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     import papermill
 
-    from .nbrecord import records
+    from ..nbrecord import records
 
     src = Path(args.notebook)
     if not src.exists():
@@ -145,7 +145,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_doctor(args: argparse.Namespace) -> int:
     import contextlib
 
-    from .checks.checkup import doctor
+    from ..checks.checkup import doctor
 
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .diffusion.parts import SD, VAE
+from ..diffusion.parts import SD, VAE
 
 MINILM = "pretrained-minilm"  # the real all-MiniLM-L6-v2, shipped by a PyPI package
 

@@ -15,8 +15,8 @@ USAGE = "usage: %wb device | runs | stop | compare RUN [RUN ...]"
 
 
 def _resolve(name: str):
-    from .settings import runs_root
-    from .training.engine import Run
+    from ..settings import runs_root
+    from ..training.engine import Run
 
     path = Path(name)
     if not (path / "spec.json").exists():
@@ -26,9 +26,9 @@ def _resolve(name: str):
 
 def wb_magic(line: str):
     """Dispatch ``%wb SUBCOMMAND ...``; returns what the cell should display."""
-    from .backends.registry import device
-    from .rundir.run import compare, runs
-    from .training.engine import active
+    from ..backends.registry import device
+    from ..rundir.run import compare, runs
+    from ..training.engine import active
 
     args = shlex.split(line)
     if not args:

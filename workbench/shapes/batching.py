@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .shapes import LABEL_PAD, check_boundaries
+from .buckets import LABEL_PAD, check_boundaries
 
 
 # --------------------------------------------------------------------------- collator

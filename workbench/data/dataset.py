@@ -16,9 +16,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..catalog.modelspec import (  # hub_error: the hub module's, through the catalog
+    hub_error,
+    is_local,
+)
+from ..diffusion import images
+from ..liblogs import transformers_errors_only
+from ..runargs import default
+from ..shapes.buckets import LengthStats
 from . import bundled
-from .catalog import hub_error, is_local  # hub_error: the hub module's, through the catalog
-from .datachecks import (
+from .checks import (
     blank_rows,
     check_classes,
     check_encoding,
@@ -29,10 +36,6 @@ from .datachecks import (
     read_file,
     value_counts,
 )
-from .diffusion import images
-from .liblogs import transformers_errors_only
-from .runargs import default
-from .shapes import LengthStats
 
 TASKS = ("classification", "causal_lm", "seq2seq", "diffusion", "text_to_image")
 ROLES = ("text", "label", "target", "image", "caption")

@@ -17,14 +17,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import hub
-
 # pipeline imports no torch: the libraries load when a part is built
-from .diffusion import pipeline
+from ..diffusion import pipeline
+from . import hub
 from .families import FAMILIES, MINILM, TASK_CLASSES  # noqa: F401  (TASK_CLASSES: public here too)
 from .hub import hub_error
 
-ASSETS = Path(__file__).parent / "assets"
+ASSETS = Path(__file__).parents[1] / "assets"
 TOKENIZERS = ASSETS / "tokenizers"
 LATENT = ("sd", "vae")  # the families built by ``pipeline`` (Stable Diffusion's parts)
 # files that transformers builds a tokenizer from (one of them must be in a tokenizer directory)

@@ -1,0 +1,1 @@
+"""The command line (`workbench ...`) and the `%wb` magic."""

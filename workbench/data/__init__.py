@@ -1,0 +1,1 @@
+"""The datasets: DataSpec, the bundled offline sets, a dataset's rows checked."""
