@@ -344,21 +344,26 @@ def mark_step() -> None:
         importlib.import_module("habana_frameworks.torch.core").mark_step()
 
 
+def _metric_stats(name: str) -> dict | None:
+    """One of the bridge's global metrics as a dict of its stats; None when unreadable
+    (metric_global() returns None for a metric that is not registered)."""
+    try:
+        metric = importlib.import_module("habana_frameworks.torch.hpu.metrics").metric_global(name)
+    except Exception:
+        return None
+    return None if metric is None else dict(metric.stats())
+
+
 def compiles() -> int | None:
     """Graphs the bridge has compiled so far; None when the counter is unreadable."""
     # graph_compilation counts the graphs the bridge compiles for lazy mode and torch.compile
     # (a new input shape is a new graph, the main Gaudi performance trap); graphs compiled
     # for single ops in eager mode are not counted, so eager mode without compile stays near
-    # 0. metric_global() returns None for a metric that is not registered.
-    try:
-        metric = importlib.import_module("habana_frameworks.torch.hpu.metrics").metric_global(
-            "graph_compilation"
-        )
-    except Exception:
+    # 0.
+    stats = _metric_stats("graph_compilation")
+    if stats is None:
         return None
-    if metric is None:
-        return None
-    return int(dict(metric.stats()).get("TotalNumber", 0))
+    return int(stats.get("TotalNumber", 0))
 
 
 def fallbacks() -> dict[str, int] | None:
@@ -367,15 +372,10 @@ def fallbacks() -> dict[str, int] | None:
     # the host, the CPU kernel, results copied back (a host round trip, and in lazy mode a cut
     # graph). cpu_fallback's stats(): TotalNumber and FallbackOps, a dict op name -> count
     # (hpu/metrics/metrics.py CpuFallbackMetric @ 5a56187; hpu_ops/cpu_fallback.cpp:90).
-    try:
-        metric = importlib.import_module("habana_frameworks.torch.hpu.metrics").metric_global(
-            "cpu_fallback"
-        )
-    except Exception:
+    stats = _metric_stats("cpu_fallback")
+    if stats is None:
         return None
-    if metric is None:
-        return None
-    ops = dict(metric.stats()).get("FallbackOps")
+    ops = stats.get("FallbackOps")
     return {str(k): int(v) for k, v in ops.items()} if isinstance(ops, dict) else None
 
 
@@ -388,15 +388,10 @@ def host_syncs() -> int | None:
     # runs first ("step marker due to cpu fallback", habana_kernels/fallback_helper.h:50).
     # cpu_fallback's TotalNumber counts those runs. The bridge counts no other host sync (no
     # metric for .item() or .cpu()), so reads the code asks for are not in this count.
-    try:
-        metric = importlib.import_module("habana_frameworks.torch.hpu.metrics").metric_global(
-            "cpu_fallback"
-        )
-    except Exception:
+    stats = _metric_stats("cpu_fallback")
+    if stats is None:
         return None
-    if metric is None:
-        return None
-    return int(dict(metric.stats()).get("TotalNumber", 0))
+    return int(stats.get("TotalNumber", 0))
 
 
 def precision(index: int) -> str:
