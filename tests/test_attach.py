@@ -81,10 +81,10 @@ def test_one_added_line_makes_a_run_with_events_and_summary(tmp_path):
     assert s["train_loss"] == train[-1]["loss"] and "accuracy" in s["eval"]
     assert s["samples_per_s"] > 0
     spec = run.spec
-    assert spec["model"]["config"]["hidden_size"] == 32
-    assert spec["training_arguments"]["per_device_train_batch_size"] == 8
-    assert (spec["data"]["train_rows"], spec["data"]["eval_rows"]) == (86, 10)
-    assert spec["attached"]["rebuildable"] is False
+    assert spec.model["config"]["hidden_size"] == 32
+    assert spec.training_arguments["per_device_train_batch_size"] == 8
+    assert (spec.data["train_rows"], spec.data["eval_rows"]) == (86, 10)
+    assert spec.attached["rebuildable"] is False
     assert (run.path / "checkpoints").resolve() == (tmp_path / "out").resolve()
     assert wb.compare(run).table.loc["status", run.name] == "completed"
 

@@ -46,8 +46,9 @@ def test_each_rank_drives_device_0_and_hpu_1_is_refused(on_hpu):
     real tensors of the emulated device."""
     out = on_hpu("""
         import os, torch, workbench as wb
+        from types import SimpleNamespace
         from workbench.training import engine
-        dev = engine._device_for({"args": {"device": "hpu"}}, 2)  # loads the bridge, as rank 1
+        dev = engine._device_for(SimpleNamespace(args=SimpleNamespace(device="hpu")), 2)  # loads the bridge, as rank 1
         out["dev"] = [dev.kind, dev.index, dev.torch_device, os.environ["HLS_MODULE_ID"]]
         out["placed"] = str(next(torch.nn.Linear(2, 2).to(dev.torch_device).parameters()).device)
         try:
