@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from .. import runargs
 from ..backends.hpu import bridge_installed
@@ -35,6 +35,9 @@ from ..training.preparation import launch_extra
 from ..views.dashboard import attach
 from . import launchfiles
 from .launchfiles import LaunchCommand, worker_args
+
+if TYPE_CHECKING:
+    from ..training.overrides import TrainerOverrides  # pyright: ignore[reportMissingModuleSource]
 
 STRATEGIES = ("ddp", "deepspeed")
 POLL = 0.25  # seconds between looks at rank 0's event log
@@ -301,7 +304,7 @@ def launch(
     cache_latents: bool = False,
     live: str | bool = "auto",
     background: bool = False,
-    **trainer_overrides,
+    **trainer_overrides: Unpack[TrainerOverrides],
 ) -> Run:
     """Train with ``devices`` worker processes under ``torchrun`` on this machine.
 
@@ -490,7 +493,7 @@ def launch_command(
     sample_every: int | None = None,
     sample_steps: int = 10,
     cache_latents: bool = False,
-    **trainer_overrides,
+    **trainer_overrides: Unpack[TrainerOverrides],
 ) -> LaunchCommand:
     """Prepare a run directory and render what starts it on ``nodes`` machines with
     ``devices_per_node`` devices each; nothing is run.

@@ -13,6 +13,7 @@ import sys
 import threading
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING, Unpack
 
 from .. import runargs
 from ..backends import cards
@@ -30,6 +31,9 @@ from . import preparation
 from .interrupts import Interrupts, Terminated
 from .trainer import build, error_text, outcome, tied_keys_quiet
 from .trainer import summary as end_summary
+
+if TYPE_CHECKING:
+    from .overrides import TrainerOverrides  # pyright: ignore[reportMissingModuleSource]
 
 _ACTIVE: list[Run] = []  # runs training in this process, newest last (for %wb stop)
 
@@ -350,7 +354,7 @@ def train(
     live: str | bool = "auto",
     background: bool = False,
     callbacks: list | None = None,
-    **trainer_overrides,
+    **trainer_overrides: Unpack[TrainerOverrides],
 ) -> Run:
     """Train ``model`` on ``data`` with transformers' Trainer; returns the Run.
 

@@ -12,13 +12,16 @@ import contextlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from transformers import TrainerCallback
 
 from .. import runargs
 from ..backends.registry import backend
 from ..liblogs import native_stderr_without
+
+if TYPE_CHECKING:
+    from .overrides import TrainerOverrides  # pyright: ignore[reportMissingModuleSource]
 
 # What torch's profiler (kineto, c10) prints straight to file descriptor 2 on every profile,
 # whatever KINETO_LOG_LEVEL says: its start and stop markers, and that memory allocated
@@ -193,7 +196,7 @@ def profile(
     sample_steps: int = 10,
     cache_latents: bool = False,
     live: str | bool = "auto",
-    **trainer_overrides,
+    **trainer_overrides: Unpack[TrainerOverrides],
 ) -> Profile:
     """Profile ``steps`` training steps after ``warmup`` steps of ``wb.train(model, data)``.
 
