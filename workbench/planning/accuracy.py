@@ -69,11 +69,11 @@ def _through_plan(data: dict, target: dict) -> dict[str, Any]:
     )
     row = got.rows[0]
     per_unit = got.flops_per_token or got.flops_per_image
-    peak = CHIPS[row["device"]].tflops.get(target["precision"])
     out = {"layout": row.get("strategy"), "planned_devices": row.get("devices")}
     if row.get("tokens_per_s") is None:
         none = ("predicted", "published", "predicted_mfu", "error", "steady_error")
         return {**out, **dict.fromkeys(none), "measured_as": None, "note": row.get("note")}
+    peak = CHIPS[row["device"]].tflops[target["precision"]]
     published = target["mfu"] * peak * 1e12 / per_unit
     predicted = row["tokens_per_s"] / row["devices"]
     steady = predicted / published - 1
@@ -212,7 +212,7 @@ def intervals(loo: list[dict], held: list[dict], level: float = LEVEL) -> dict[s
         ]
 
     pooled = errors(loo)
-    out = {"level": level}
+    out: dict[str, Any] = {"level": level}
     for family in FAMILIES:
         own = errors(loo, family)
         basis = own if len(own) >= ENOUGH else pooled
