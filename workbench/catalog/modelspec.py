@@ -286,12 +286,14 @@ class ModelSpec:
             cfg, trust_remote_code=self.trust_remote_code
         )
 
-    def build(self, num_labels: int | None = None):
+    def build(self, num_labels: int | None = None) -> tuple[Any, Any]:
         """Build the model and its tokenizer (UNet: its image processor).
 
         Returns
         -------
         (model, tokenizer_or_processor)
+            Their types follow the family: a transformers model and tokenizer, a diffusers
+            UNet and ``VaeImageProcessor``, or (sd) ``pipeline.Parts`` and ``Captions``.
         """
         if num_labels is not None:
             self.num_labels = num_labels
