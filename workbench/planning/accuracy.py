@@ -69,11 +69,12 @@ def _through_plan(data: dict, target: dict) -> dict[str, Any]:
     )
     row = got.rows[0]
     per_unit = got.flops_per_token or got.flops_per_image
+    peak = CHIPS[row["device"]].tflops.get(target["precision"])
     out = {"layout": row.get("strategy"), "planned_devices": row.get("devices")}
     if row.get("tokens_per_s") is None:
         none = ("predicted", "published", "predicted_mfu", "error", "steady_error")
         return {**out, **dict.fromkeys(none), "measured_as": None, "note": row.get("note")}
-    peak = CHIPS[row["device"]].tflops[target["precision"]]
+    assert peak is not None  # a published result's chip has a peak in its precision
     published = target["mfu"] * peak * 1e12 / per_unit
     predicted = row["tokens_per_s"] / row["devices"]
     steady = predicted / published - 1
