@@ -212,6 +212,7 @@ class ModelSpec:
             fields = dict(self.info["tiny"])
             if self.size == "tiny":
                 tok = self.load_tokenizer()
+                assert tok is not None  # every transformer family ships a tokenizer
                 fields["vocab_size"] = _round_up(len(tok), 64)
                 for name in ("bos", "eos", "pad"):  # the bundled tokenizer's special ids
                     if getattr(tok, f"{name}_token_id", None) is not None:
@@ -273,13 +274,11 @@ class ModelSpec:
         key = (self.family, self.task, _config_key(cfg))
         if key not in _PARAM_COUNTS:  # a meta model of a 7B config takes 0.1 s to build
             with torch.device("meta"):
-                model = self._from_config(cfg)
+                model = new_unet(cfg) if isinstance(cfg, dict) else self._from_config(cfg)
             _PARAM_COUNTS[key] = sum(p.numel() for p in model.parameters())
         return _PARAM_COUNTS[key]
 
     def _from_config(self, cfg):
-        if self.family == "unet":
-            return unet_class(cfg).from_config(_unet_fields(cfg))
         import transformers
 
         # explicit: None would make transformers ask on stdin when the config names code
@@ -287,12 +286,14 @@ class ModelSpec:
             cfg, trust_remote_code=self.trust_remote_code
         )
 
-    def build(self, num_labels: int | None = None):
+    def build(self, num_labels: int | None = None) -> tuple[Any, Any]:
         """Build the model and its tokenizer (UNet: its image processor).
 
         Returns
         -------
         (model, tokenizer_or_processor)
+            Their types follow the family: a transformers model and tokenizer, a diffusers
+            UNet and ``VaeImageProcessor``, or (sd) ``pipeline.Parts`` and ``Captions``.
         """
         if num_labels is not None:
             self.num_labels = num_labels
@@ -302,13 +303,14 @@ class ModelSpec:
             return self._build_sd()
         tok = self.load_tokenizer()
         cfg = self.config()
+        assert not isinstance(cfg, dict)  # a transformers config: the dict families returned above
         if tok is not None and len(tok) > cfg.vocab_size:
             raise ValueError(
                 f"the tokenizer has {len(tok)} tokens but {self.name}'s vocab_size is "
                 f"{cfg.vocab_size}: pass vocab_size={_round_up(len(tok), 64)} to wb.model(...) "
                 f"or use the model's own tokenizer"
             )
-        if self.is_pretrained:
+        if self.source is not None:
             import transformers
 
             cls = getattr(transformers, TASK_CLASSES[self.task])
@@ -336,7 +338,7 @@ class ModelSpec:
         classes (it was saved with another number: the head is replaced, randomly
         initialised, through transformers' ``ignore_mismatched_sizes``; the body's weights
         are kept); None when its head fits, or it has none (transformers adds one anyway)."""
-        if self.task != "classification" or not self.is_pretrained or num_labels is None:
+        if self.task != "classification" or self.source is None or num_labels is None:
             return None
         from transformers import AutoConfig
 
@@ -398,8 +400,8 @@ class ModelSpec:
                 }
             )
             return (
-                f"lora: target_modules {self.lora.get('target_modules')!r} match no layer of "
-                f"{self.name}; its linear layers: {', '.join(names)} (e.g. "
+                f"lora: target_modules {(self.lora or {}).get('target_modules')!r} match no layer "
+                f"of {self.name}; its linear layers: {', '.join(names)} (e.g. "
                 f"lora={{'r': 8, 'target_modules': {names[:2]!r}}})"
             )
         return (
@@ -412,7 +414,7 @@ class ModelSpec:
         from diffusers.image_processor import VaeImageProcessor
 
         processor = VaeImageProcessor(do_resize=False, do_normalize=True)
-        if self.is_pretrained and self.size not in ("tiny",):
+        if self.source is not None and self.size not in ("tiny",):
             cfg = self.unet_config() if self.size in self.info["sizes"] else {}
             cls = unet_class(cfg)
             kwargs = {"subfolder": cfg["subfolder"]} if "subfolder" in cfg else {}
@@ -423,7 +425,7 @@ class ModelSpec:
                     raise FileNotFoundError(f"no UNet weights in {self.source!r}: {e}") from e
                 raise hub_error("UNet", self.source, e) from e
             return model, processor
-        return self._from_config(self.unet_config()), processor
+        return new_unet(self.unet_config()), processor
 
     def _build_sd(self):
         """(pipeline.Parts or the VAE, pipeline.Captions): tiny from configs, else from the
@@ -436,7 +438,7 @@ class ModelSpec:
                     self.source,
                     sampler=self.sd_configs()["sampler"] if self.size != "custom" else None,
                 )
-                if self.is_pretrained
+                if self.source is not None
                 else pipeline.build(self.sd_configs(), self.load_tokenizer())
             )
         except OSError as e:
@@ -458,12 +460,20 @@ class ModelSpec:
 def unet_class(cfg: dict):
     """diffusers' UNet class for a catalog UNet config (conditional or not)."""
     try:
-        import diffusers
+        from diffusers.models.unets.unet_2d import UNet2DModel
+        from diffusers.models.unets.unet_2d_condition import UNet2DConditionModel
     except ImportError:
         raise ImportError(
             "the UNet needs diffusers: pip install 'gaudi-workbench[diffusion]'"
         ) from None
-    return diffusers.UNet2DConditionModel if cfg.get("conditional") else diffusers.UNet2DModel
+    return UNet2DConditionModel if cfg.get("conditional") else UNet2DModel
+
+
+def new_unet(cfg: dict):
+    """A random-initialised diffusers UNet for a catalog UNet config."""
+    unet = unet_class(cfg).from_config(_unet_fields(cfg))
+    assert not isinstance(unet, tuple)  # the (model, unused) pair comes only when asked for
+    return unet
 
 
 def _unet_fields(cfg: dict) -> dict:
@@ -584,9 +594,10 @@ def model(
                 size,
                 ["tiny", *info["sizes"], "a hub id (org/name)", "a local directory"],
             )
-    task = task or info["tasks"][0]
-    if task not in info["tasks"]:
-        raise _known(f"task for {fam}", task, info["tasks"])
+    tasks: tuple[str, ...] = info["tasks"]
+    task = task or tasks[0]
+    if task not in tasks:
+        raise _known(f"task for {fam}", task, tasks)
     if lora and fam == "unet":
         raise ValueError(
             "LoRA is wired for the transformer families and sd (the UNet's attention), not the "
@@ -624,7 +635,7 @@ def _lora_options(lora) -> dict[str, Any]:
         )
     number = {k: isinstance(v, numbers.Real) and not isinstance(v, bool) for k, v in lora.items()}
     if "r" in lora and not (
-        isinstance(lora["r"], numbers.Integral) and number["r"] and lora["r"] >= 1
+        isinstance(lora["r"], numbers.Integral) and number["r"] and int(lora["r"]) >= 1
     ):
         raise ValueError(
             f"lora's r must be a whole number, at least 1 (the adapters' rank), got "

@@ -154,7 +154,7 @@ def _docstrings_of(source: Path) -> Iterator[str]:
         return
     # ast.walk's breadth-first order, over the nodes that can hold a definition only (the
     # expressions are most of a tree's nodes: walking them took half of a build)
-    todo = deque([tree])
+    todo: deque[ast.AST] = deque([tree])
     while todo:
         node = todo.popleft()
         todo.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, _HOLDERS))
@@ -228,6 +228,7 @@ def _build_digits() -> dict[str, list]:
     import numpy as np
 
     d = load_digits()
+    assert not isinstance(d, tuple)  # a Bunch: the (X, y) pair comes only with return_X_y
     # 8x8 images with values 0..16, upscaled 4x (nearest) to 32x32 uint8 images 0..255
     images = (d.images * (255.0 / 16.0)).round().astype(np.uint8)
     images = images.repeat(4, axis=1).repeat(4, axis=2)

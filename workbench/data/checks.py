@@ -8,6 +8,7 @@ from __future__ import annotations
 import codecs
 import math
 from pathlib import Path
+from typing import Any
 
 
 def read_file(path: Path, fmt: str, encoding: str | None):
@@ -16,17 +17,13 @@ def read_file(path: Path, fmt: str, encoding: str | None):
 
     if path.stat().st_size == 0:
         raise ValueError(f"dataset file {str(path)!r} is empty (0 bytes): nothing to train on")
+    extra: dict[str, Any] = {"encoding": encoding} if encoding and fmt != "parquet" else {}
     try:
-        ds = datasets.load_dataset(
-            fmt,
-            data_files=str(path),
-            split="train",
-            **({"encoding": encoding} if encoding and fmt != "parquet" else {}),
-        )
+        ds = datasets.load_dataset(fmt, data_files=str(path), split="train", **extra)
     except Exception as e:  # datasets buries the reason: look for it along the chain of causes
-        chain = [e]
-        while (chain[-1].__cause__ or chain[-1].__context__) and len(chain) < 50:
-            chain.append(chain[-1].__cause__ or chain[-1].__context__)
+        chain: list[BaseException] = [e]
+        while (cause := chain[-1].__cause__ or chain[-1].__context__) and len(chain) < 50:
+            chain.append(cause)
         if any(isinstance(x, UnicodeDecodeError) or "Invalid UTF8" in str(x) for x in chain):
             raise ValueError(_not_decodable(path, encoding or "utf-8")) from e
         if "corresponds to no data" not in str(e):
@@ -89,21 +86,18 @@ def blank_rows(ds, column: str, is_label: bool):
     import pyarrow.compute as pc
 
     col = ds.with_format("arrow")[column]
-    blank = pc.is_null(col, nan_is_null=True)
+    blank = col.is_null(nan_is_null=True)
     if is_label and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-        blank = pc.or_kleene(blank, pc.equal(pc.utf8_trim_whitespace(col), ""))
+        blank = pc.or_kleene(blank, pc.equal(pc.utf8_trim_whitespace(col), ""))  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its functions at import
     elif is_label and isinstance(ds.features[column], datasets.ClassLabel):
-        blank = pc.or_kleene(blank, pc.less(col, 0))
+        blank = pc.or_kleene(blank, pc.less(col, 0))  # pyright: ignore[reportAttributeAccessIssue]  # made at import
     return np.asarray(blank.fill_null(True), dtype=bool)
 
 
 def value_counts(ds, column: str) -> dict:
     """Rows per value of ``column``."""
-    import pyarrow.compute as pc
-
     return {
-        c["values"]: c["counts"]
-        for c in pc.value_counts(ds.with_format("arrow")[column]).to_pylist()
+        c["values"]: c["counts"] for c in ds.with_format("arrow")[column].value_counts().to_pylist()
     }
 
 

@@ -183,9 +183,10 @@ class DataSpec:
         if cached is None or cached[0] != key:
             cached = self.__dict__["_loaded"] = (key, *self._split())
             warn = warn is not False
-        if warn and cached[2]:
-            warnings.warn(cached[2], BlankRows, stacklevel=2)
-        return cached[1]
+        _, dd, blank = cached
+        if warn and blank:
+            warnings.warn(blank, BlankRows, stacklevel=2)
+        return dd
 
     def _split(self):
         """(the splits, the rows dropped as blank as a sentence or None)."""
@@ -259,11 +260,11 @@ class DataSpec:
 
         for role in ("text", "target"):
             col = self.columns.get(role)
-            feature = ds.features.get(col) if col else None
             # a column blank in every row is typed as numbers by the CSV reader: _drop_blank
             # names it as blank
             if (
-                feature is not None
+                col
+                and (feature := ds.features.get(col)) is not None
                 and not is_text(feature)
                 and not blank_rows(ds, col, False).all()
             ):
@@ -291,7 +292,7 @@ class DataSpec:
             import pyarrow.compute as pc
 
             values = ds.with_format("arrow")[col].drop_null()
-            fractional = pc.filter(values, pc.not_equal(values, pc.floor(values)))
+            fractional = values.filter(pc.not_equal(values, pc.floor(values)))  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its functions at import
             if len(fractional):
                 shown = ", ".join(f"{v:g}" for v in fractional[:3].to_pylist())
                 raise ValueError(
@@ -321,7 +322,7 @@ class DataSpec:
         if not dropped:
             return splits, None
         which = " or ".join(repr(c) for c in cols.values() if any(m and m[c].any() for m in masks))
-        if drops[0].all():
+        if drops[0] is not None and drops[0].all():
             raise ValueError(
                 f"every row of {self.name!r} has a blank {which}: nothing to train on; "
                 f"fill the column in, or map another one ({next(iter(cols))}='<column>')"
@@ -365,7 +366,7 @@ class DataSpec:
                 return (value[:97] + "..." if len(value) > 100 else value).replace("\n", " ")
             return value
 
-        df = pd.DataFrame([{k: cell(k, v) for k, v in row.items()} for row in ds])
+        df = pd.DataFrame([{k: cell(k, v) for k, v in row.items()} for row in ds])  # pyright: ignore[reportAttributeAccessIssue]  # datasets' __iter__ is unannotated: rows are dicts
         if label in df and self.task == "classification":
             df[label] = [ds.features[label].names[i] for i in df[label]]
         return df
@@ -432,7 +433,9 @@ class DataSpec:
         return f"DataSpec({self.source!r}, task={self.task}, {cols})"
 
 
-def _tokenize(tokenizer, task: str, c: dict[str, str], max_length: int, target_max_length: int):
+def _tokenize(
+    tokenizer, task: str, c: dict[str, str], max_length: int | None, target_max_length: int
+):
     def fn(batch):
         enc = tokenizer(batch[c["text"]], truncation=True, max_length=max_length)
         if task == "classification":

@@ -74,6 +74,7 @@ def _through_plan(data: dict, target: dict) -> dict[str, Any]:
     if row.get("tokens_per_s") is None:
         none = ("predicted", "published", "predicted_mfu", "error", "steady_error")
         return {**out, **dict.fromkeys(none), "measured_as": None, "note": row.get("note")}
+    assert peak is not None  # a published result's chip has a peak in its precision
     published = target["mfu"] * peak * 1e12 / per_unit
     predicted = row["tokens_per_s"] / row["devices"]
     steady = predicted / published - 1
@@ -212,7 +213,7 @@ def intervals(loo: list[dict], held: list[dict], level: float = LEVEL) -> dict[s
         ]
 
     pooled = errors(loo)
-    out = {"level": level}
+    out: dict[str, Any] = {"level": level}
     for family in FAMILIES:
         own = errors(loo, family)
         basis = own if len(own) >= ENOUGH else pooled

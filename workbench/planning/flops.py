@@ -89,28 +89,29 @@ def _unet_forward(spec_json: str) -> int:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from ..catalog.modelspec import ModelSpec, unet_class
+    from ..catalog.modelspec import ModelSpec, new_unet
 
     spec = ModelSpec.from_dict(json.loads(spec_json))
     cfg = spec.config()
+    assert isinstance(cfg, dict)  # unet and sd: their configs are dicts
     if spec.family == "sd":
         text, cfg = cfg.get("text_encoder", {}), {**cfg["unet"], "conditional": True}
         context = text.get("max_position_embeddings", 77)
     else:
         context = 77
-    fields = {k: v for k, v in cfg.items() if k not in ("subfolder", "conditional")}
-    cls = unet_class(cfg)
     with torch.device("meta"), torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        unet = cls.from_config(fields)
+        unet = new_unet(cfg)
         c = unet.config
-        side = c.sample_size if isinstance(c.sample_size, int) else c.sample_size[0]
-        args = [torch.empty(1, c.in_channels, side, side), torch.tensor([10])]
+        side = c["sample_size"] if isinstance(c["sample_size"], int) else c["sample_size"][0]
+        args = [torch.empty(1, c["in_channels"], side, side), torch.tensor([10])]
         kwargs = {}
         if cfg.get("conditional"):
-            args.append(torch.empty(1, context, c.cross_attention_dim))
-            if c.addition_embed_type == "text_time":  # SDXL: pooled text and the size/crop ids
-                pooled = c.projection_class_embeddings_input_dim - 6 * c.addition_time_embed_dim
+            args.append(torch.empty(1, context, c["cross_attention_dim"]))
+            if c["addition_embed_type"] == "text_time":  # SDXL: pooled text and the size/crop ids
+                pooled = (
+                    c["projection_class_embeddings_input_dim"] - 6 * c["addition_time_embed_dim"]
+                )
                 kwargs["added_cond_kwargs"] = {
                     "text_embeds": torch.empty(1, pooled),
                     "time_ids": torch.empty(1, 6),

@@ -279,11 +279,11 @@ def _sd_dims(spec) -> dict[str, Any]:
     train (the UNet's, or with LoRA its adapters'), the caption length."""
     import torch
 
-    from ..diffusion.pipeline import diffusers
+    from ..catalog.modelspec import new_unet
 
     cfgs = spec.sd_configs()
     with torch.device("meta"):
-        unet = diffusers().UNet2DConditionModel.from_config(cfgs["unet"])
+        unet = new_unet({**cfgs["unet"], "conditional": True})
         if spec.lora is not None:  # the texttoimage module's own adapters, on meta tensors
             from ..diffusion.texttoimage import add_lora
 

@@ -21,8 +21,8 @@ import math
 from dataclasses import dataclass, field, replace
 
 from .. import markup
-from ..backends.chips import CHIPS, GiB
-from ..backends.registry import PRECISIONS, chip
+from ..backends.chips import CHIPS, Chip, GiB
+from ..backends.registry import PRECISIONS, DeviceInfo, chip
 from ..catalog.modelspec import ModelSpec
 from ..catalog.modelspec import model as as_model
 from .footprint import OPTIMIZERS, dims, estimate
@@ -158,7 +158,7 @@ class MemoryPlan:
         )
         return self._with(**changes)
 
-    def _target(self, device) -> tuple[int, MemoryPlan]:
+    def _target(self, device: str | float | DeviceInfo) -> tuple[int, MemoryPlan]:
         """(capacity in bytes, the plan for that device's precision)."""
         if isinstance(device, (int, float)) and not isinstance(device, bool):
             return int(device), self
@@ -176,6 +176,10 @@ class MemoryPlan:
         from ..backends.registry import device as detect
 
         info = detect() if isinstance(device, str) else device
+        if not isinstance(info, DeviceInfo):
+            raise TypeError(
+                f"device must be a chip name, 'detected', bytes or a DeviceInfo, got {device!r}"
+            )
         changes = {}  # "auto" follows the detected device: its precision, its kernels
         if self.requested_precision == "auto" and info.precision != self.precision:
             changes["precision"] = info.precision
@@ -255,7 +259,7 @@ class MemoryPlan:
 
         from ..backends.registry import device as detect
 
-        rows = [
+        rows: list[tuple[str, str, str, int, MemoryPlan, Chip | None]] = [
             (c.name, c.kind, c.title, c.usable or c.memory, self, c)
             for c in CHIPS.values()
             if c.memory
@@ -270,8 +274,7 @@ class MemoryPlan:
         for name, kind, full, capacity, plan, found in rows:
             fits = capacity > 0 and plan.per_device <= capacity
             hint = "" if fits or not capacity else plan.suggestion(capacity)
-            alt = found.instead(plan.precision) if found is not None else None
-            if alt:  # e.g. Gaudi1 runs no fp16
+            if found is not None and (alt := found.instead(plan.precision)):  # Gaudi1: no fp16
                 same = " (same memory)" if alt != "fp32" else ""
                 hint = (f"{found.name} has no {plan.precision}: use {alt}{same}. " + hint).strip()
             out.append(
@@ -323,13 +326,16 @@ class MemoryPlan:
         devs = markup.table(
             [
                 (
-                    f"{r.device} ({r.name})" if r.device == "detected" else r.device,
-                    f"{r.memory_gib:g} GiB",
-                    f"{r.needs_gib:g} GiB",
-                    ("yes" if r.fits else "no", f"color:{markup.GREEN if r.fits else markup.RED}"),
-                    r.suggestion,
+                    f"{r['device']} ({r['name']})" if r["device"] == "detected" else r["device"],
+                    f"{r['memory_gib']:g} GiB",
+                    f"{r['needs_gib']:g} GiB",
+                    (
+                        "yes" if r["fits"] else "no",
+                        f"color:{markup.GREEN if r['fits'] else markup.RED}",
+                    ),
+                    r["suggestion"],
                 )
-                for r in self.table().itertuples()
+                for r in self.table().to_dict("records")
             ],
             ("device", "memory", "needs", "fits", "suggestion"),
             styles=("", right, right),

@@ -72,7 +72,7 @@ PLAN_PRECISIONS = (
 
 
 # --------------------------------------------------------------------------- inputs
-def _positive(name: str, value, kind=int) -> Any:
+def _positive(name: str, value, kind: type = int) -> Any:
     ok = isinstance(value, (int, float)) if kind is float else isinstance(value, int)
     if (
         isinstance(value, bool)
@@ -200,16 +200,14 @@ def your_runs(root: str | Path | None = None) -> list[dict[str, Any]]:
     """Every completed run under ``root`` (default ``./runs``; ``os.devnull``: none) that the
     planner can learn from. A ``root`` given that is not a directory is refused (the default
     may be missing: no runs yet)."""
-    given = root is not None and str(root) != os.devnull
-    if given and not Path(root).expanduser().is_dir():
+    if root is not None and str(root) != os.devnull and not Path(root).expanduser().is_dir():
         why = "is a file, not a directory" if Path(root).expanduser().exists() else "does not exist"
         raise ValueError(
             f"runs={str(root)!r} {why}, so no runs could be read: pass runs= the directory "
             f"your run directories are in (wb.train's run_dir), leave it out for the default "
             f"(./runs, or $WORKBENCH_RUNS), or pass runs=os.devnull to plan without runs"
         )
-    root = runs_root(root)
-    found = (_run_record(p.parent) for p in sorted(root.glob("*/spec.json")))
+    found = (_run_record(p.parent) for p in sorted(runs_root(root).glob("*/spec.json")))
     return [r for r in found if r is not None]
 
 
@@ -510,7 +508,7 @@ def plan(
     prices: dict | str | Path | None = None,
     mfu: float | dict | None = None,
     runs: str | Path | None = None,
-    references: str | Path | None = None,
+    references: str | Path | dict | None = None,
     num_devices: int | None = None,
     checkpointing: bool | None = None,
     strategy: str | dict | None = None,
@@ -540,8 +538,8 @@ def plan(
     runs : path, optional
         Where your runs are (default ``./runs``, or ``$WORKBENCH_RUNS``); ``os.devnull`` to
         plan without them. A path that is not a directory is refused.
-    references : path, optional
-        A references file in the form of ``workbench/assets/plan_references.json``.
+    references : path or dict, optional
+        A references file (or its content) in the form of ``workbench/assets/plan_references.json``.
     checkpointing : bool, optional
         Gradient checkpointing as you will run it: True or False keeps every layout to it;
         None (default) lets the planner turn it on only where memory needs it.

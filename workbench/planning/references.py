@@ -23,7 +23,7 @@ REFERENCES = ASSETS / "plan_references.json"
 PRICES = ASSETS / "plan_prices.json"
 
 
-def _read(path: Path, what: str) -> dict[str, Any]:
+def _read(path: str | Path, what: str) -> dict[str, Any]:
     try:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:

@@ -294,7 +294,7 @@ class TrainingPlan:
         most_c = max((r.get("cost_usd") or 0 for r in rows), default=0) or 1
         for i, r in enumerate(rows):
             y = 22 + i * (bar_h + gap)
-            colour = KINDS.get(r.get("mfu_from"), "#9e9e9e")
+            colour = KINDS.get(r.get("mfu_from", ""), "#9e9e9e")
             out.append(
                 f"<text x='{label - 4}' y='{y + 11}' "
                 f"text-anchor='end'>{html.escape(r['device'])}</text>"
@@ -334,7 +334,7 @@ class TrainingPlan:
         )
         body, notes = [], []
         for r in self.rows:
-            colour = KINDS.get(r.get("mfu_from"), markup.LABEL)
+            colour = KINDS.get(r.get("mfu_from", ""), markup.LABEL)
             mfu = f"{r['mfu']:.1%}" if r.get("mfu") is not None else "-"
             cells = [
                 r["device"],

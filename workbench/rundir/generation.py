@@ -55,7 +55,7 @@ def generate(
     ``eos_token_id``; runs a ``mark_step`` after each step. Returns 1 x (prompt + new) on
     the host."""
     import torch
-    from transformers.generation import (
+    from transformers.generation.logits_process import (
         LogitsProcessorList,
         TemperatureLogitsWarper,
         TopKLogitsWarper,
@@ -89,7 +89,7 @@ def generate(
         for position in range(prompt, end):
             read = torch.tensor([position - 1], device=model.device)
             logits = model(input_ids=buffer).logits.index_select(1, read)[:, 0, :]
-            logits = warpers(buffer, logits.float())
+            logits = warpers(buffer, logits.float())  # pyright: ignore[reportArgumentType]  # typed LongTensor: an int64 Tensor is one
             if do_sample:
                 token = torch.multinomial(torch.softmax(logits, dim=-1), 1)
             else:

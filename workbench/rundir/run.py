@@ -212,7 +212,7 @@ class RunDir:
         self._spec: RunSpec | None = None
         # (stat key, parsed)
         self._summary: tuple[tuple[int, int, int], dict[str, Any]] | None = None
-        self._loaded = None  # (model, tokenizer) once loaded
+        self._loaded: tuple[Any, Any] | None = None  # (model, tokenizer): types by task
 
     # ----------------------------------------------------------------- opening
     @classmethod

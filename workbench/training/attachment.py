@@ -18,7 +18,7 @@ import traceback
 import warnings
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from transformers import TrainerCallback
 
@@ -99,7 +99,7 @@ class Attachment(TrainerCallback):
         self._group = None  # the gloo group the stop requests are joined over
         self._cadence = 1
         self._added_log: int | None = None  # the step whose log only the dashboard asked for
-        self._marks: MarkStep | bool | None = None  # lazy mode's mark_step, once known
+        self._marks: MarkStep | Literal[False] | None = None  # lazy mode's mark_step, once known
         self._in_training = False
         self._thread: threading.Thread | None = None  # the thread training began in (rank 0)
 
@@ -153,7 +153,7 @@ class Attachment(TrainerCallback):
             training_arguments=_arguments(args),
         )
 
-    def _begin(self, args, state, model, loader) -> None:
+    def _begin(self, args, state, model, loader) -> Events:
         """Every rank: the same cadence and stop agreement; rank 0: the run directory."""
         self._close("it was still open when the Trainer trained again (an error, likely)")
         device = _device_of(args)
@@ -195,7 +195,7 @@ class Attachment(TrainerCallback):
             self._open.peers = peers
         elif peers is not None:  # should rank 0, the run's writer, die first: this rank ends it
             self._closer = weakref.finalize(self, _orphaned, peers, args.process_index)
-        self.events = Events(
+        self.events = events = Events(
             log,
             stop,
             task,
@@ -213,6 +213,7 @@ class Attachment(TrainerCallback):
             self._open.events = self.events
         self._agree = DistStop(stop, stop_file, 1, group=self._stop_group()) if size > 1 else None
         self._in_training = True
+        return events
 
     def _peers(self, size: int) -> list[dict] | None:
         """Every rank's process (``this_process()`` and its ``rank``; rank 0's names the run,
@@ -225,7 +226,7 @@ class Attachment(TrainerCallback):
         me = {"rank": dist.get_rank(), **this_process()}
         if self._open is not None:
             me["run"] = str(self._open.run.path)
-        peers = [None] * dist.get_world_size()
+        peers: list = [None] * dist.get_world_size()
         dist.all_gather_object(peers, me, group=self._stop_group())
         return peers
 
@@ -253,7 +254,7 @@ class Attachment(TrainerCallback):
         stopped = opened.run.stop_flag.is_set()
         if status is None:
             status = "stopped" if stopped else "completed"
-            if events.nan_step is not None:
+            if events is not None and events.nan_step is not None:
                 status = "failed"
                 error = (
                     f"the loss became {events.last.get('loss')} at step {events.nan_step}; "
@@ -321,8 +322,8 @@ class Attachment(TrainerCallback):
         """Make this attachment the one that writes the run of ``state``'s Trainer or
         training; a second attachment (or this one listed twice) is refused with the fix.
         Two would write two runs of one training."""
-        held, other = _OWNERS.get(id(state), (None, None))
-        other = other() if held is not None and held() is state else None
+        entry = _OWNERS.get(id(state))
+        other = entry[1]() if entry is not None and entry[0]() is state else None
         if other is not None:
             if other._open is not None:  # training began: its run is written; it ends failed
                 other._in_training = False
@@ -351,16 +352,17 @@ class Attachment(TrainerCallback):
 
     def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kw):
         self._own(state)  # callbacks added after the Trainer was built (trainer.add_callback)
-        self._begin(args, state, model, train_dataloader)
-        return self.events.on_train_begin(args, state, control, **kw)
+        return self._begin(args, state, model, train_dataloader).on_train_begin(
+            args, state, control, **kw
+        )
 
     def on_step_begin(self, args, state, control, **kw):
-        if self._training():
-            self.events.on_step_begin(args, state, control, **kw)
+        if events := self._live():
+            events.on_step_begin(args, state, control, **kw)
         return control
 
     def on_step_end(self, args, state, control, **kw):
-        if not self._training():
+        if not (events := self._live()):
             return control
         # what the user's arguments decided (DefaultFlowCallback comes first in the list)
         asked = control.should_log
@@ -368,7 +370,7 @@ class Attachment(TrainerCallback):
             self._agree.on_step_end(args, state, control)
         if state.global_step % self._cadence == 0:
             control.should_log = True  # the view's cadence (the same on every rank)
-        control = self.events.on_step_end(args, state, control, **kw)
+        control = events.on_step_end(args, state, control, **kw)
         self._added_log = state.global_step if control.should_log and not asked else None
         return control
 
@@ -382,14 +384,14 @@ class Attachment(TrainerCallback):
         )
 
     def on_log(self, args, state, control, logs=None, **kw):
-        if self._training():
-            self.events.on_log(args, state, control, logs=logs, **kw)
+        if events := self._live():
+            events.on_log(args, state, control, logs=logs, **kw)
         return control
 
     def on_evaluate(self, args, state, control, metrics=None, eval_dataloader=None, **kw):
-        if self._training():
+        if events := self._live():
             self._eval_rows(eval_dataloader, self._open.writer if self._open else None)
-            self.events.on_evaluate(args, state, control, metrics=metrics, **kw)
+            events.on_evaluate(args, state, control, metrics=metrics, **kw)
         else:
             self._evaluated(state, metrics, eval_dataloader)
         return control
@@ -406,8 +408,8 @@ class Attachment(TrainerCallback):
             writer.respec(spec.replace(data={**spec.data, "eval_rows": rows}))
 
     def on_save(self, args, state, control, **kw):
-        if self._training():
-            self.events.on_save(args, state, control, **kw)
+        if events := self._live():
+            events.on_save(args, state, control, **kw)
         return control
 
     def on_train_end(self, args, state, control, **kw):
@@ -416,9 +418,9 @@ class Attachment(TrainerCallback):
         self._agree = None
         return control
 
-    def _training(self) -> bool:
-        """Between on_train_begin and on_train_end (on every rank)."""
-        return self._in_training
+    def _live(self) -> Events | None:
+        """The events between on_train_begin and on_train_end (on every rank), else None."""
+        return self.events if self._in_training else None
 
     def __repr__(self) -> str:
         where = f" -> {self.run.path}" if self.run is not None else ""

@@ -18,7 +18,6 @@ from typing import Any
 from transformers import TrainerCallback
 
 from ..rundir.run import EventLog, monotonic
-from ..shapes.batching import CountingCollator
 
 # tasks whose evaluation loss is a per-token cross-entropy: perplexity is exp(loss)
 LANGUAGE_MODELS = ("causal_lm", "masked_lm", "seq2seq")
@@ -33,7 +32,7 @@ class Events(TrainerCallback):
         stop: threading.Event,
         task: str,
         device,
-        counter: CountingCollator,
+        counter,  # samples, tokens, shapes: a CountingCollator, or wb.callback's own steps
         batch_size: int,
         warmup_steps: int,
         world_size: int = 1,

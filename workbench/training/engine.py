@@ -13,7 +13,7 @@ import sys
 import threading
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from .. import runargs
 from ..backends import cards
@@ -26,7 +26,7 @@ from ..liblogs import quiet_libraries
 from ..rundir import run as runs
 from ..rundir.spec import RunSpec
 from ..rundir.writer import ABORTED, DiskFull, Resumption, RunWriter, disk_full_message
-from ..views.dashboard import attach
+from ..views.dashboard import Dashboard, attach
 from . import preparation
 from .interrupts import Interrupts, Terminated
 from .trainer import build, error_text, outcome, tied_keys_quiet
@@ -50,8 +50,8 @@ class Run(runs.RunDir):
         super().__init__(path)
         self.stop_flag = threading.Event()
         self.thread: threading.Thread | None = None
-        self.trainer = None  # the transformers.Trainer while this process trains the run
-        self.dashboard = None
+        self.trainer: Any = None  # the transformers.Trainer while this process trains the run
+        self.dashboard: Dashboard | None = None
         self.callbacks: list = []  # extra TrainerCallbacks for this process's training
         self.process = None  # the torchrun process of a launched run
         self.error: BaseException | None = None
@@ -262,9 +262,10 @@ def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: i
                 summary, run.log, ended=lambda: run in _ACTIVE and _ACTIVE.remove(run)
             )
         run.resuming = None  # trained (or ended): nothing to put back
-    if raised is not None or lost is not None:
+    cause = raised if raised is not None else lost
+    if cause is not None:
         run.error = _ending(
-            raised, lost, error if raised is not None else disk_full_message(lost, run)
+            cause, lost, error if cause is raised else disk_full_message(cause, run)
         )
         raise run.error
     return run
@@ -282,6 +283,7 @@ def _take_back(run: Run, writer: RunWriter, error: str) -> OSError | None:
     """A resume that failed before a step: the run as it was (status, step, summary, events),
     the failure in its spec's ``resumes``; the live view is told it ended."""
     before, run.resuming = run.resuming, None
+    assert before is not None  # _nothing_trained: a resume
     lost = writer.take_back(before, error, run.log)
     run.refresh()
     if run in _ACTIVE:
@@ -290,16 +292,16 @@ def _take_back(run: Run, writer: RunWriter, error: str) -> OSError | None:
     return lost
 
 
-def _ending(raised: BaseException | None, lost: OSError | None, error: str | None) -> BaseException:
-    """What ended a run, to raise: ``DiskFull`` (from the error) if the disk filled, else the
-    error; ``lost``: the final summary could not be written (the disk filled at the very end)."""
-    cause = raised if raised is not None else lost
+def _ending(cause: BaseException, lost: OSError | None, error: str | None) -> BaseException:
+    """What ended a run, to raise: ``DiskFull`` (from ``cause``) if the disk filled, else
+    ``cause``: the error, or ``lost``: the final summary could not be written (the disk filled
+    at the very end)."""
     if error is not None and error.startswith("disk full"):
         full = DiskFull(error)
         full.__cause__, full.__suppress_context__ = cause, True  # as `raise full from cause`
         return full
-    if lost is not None and raised is not None:
-        raised.add_note(f"(the run's summary could not be written either: {lost}; it reads failed)")
+    if lost is not None and cause is not lost:
+        cause.add_note(f"(the run's summary could not be written either: {lost}; it reads failed)")
     return cause
 
 

@@ -11,6 +11,8 @@ loop, the optimizer and the callbacks stay the library's.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import transformers
 from accelerate.data_loader import prepare_data_loader
@@ -60,12 +62,9 @@ class BatchSamplerTrainer(transformers.Trainer):
             return 0
         batches = self.batch_sampler.one_per_shape()
         device, args = self.args.device, self.args
-        where = getattr(torch, device.type, None)
-        keep = (
-            where.get_rng_state()
-            if device.type != "cpu" and hasattr(where, "get_rng_state")
-            else None
-        )
+        where = getattr(torch, device.type, None) if device.type != "cpu" else None
+        keep = where.get_rng_state() if where and hasattr(where, "get_rng_state") else None
+        assert self.train_dataset is not None  # the batch sampler indexes it
         with torch.random.fork_rng(devices=[]):  # the host's generator (dropout on the host)
             self._mark_step()  # what setting up left queued: a graph of its own
             tally = torch.zeros((), device=device)  # as the loop's loss tally
@@ -75,19 +74,19 @@ class BatchSamplerTrainer(transformers.Trainer):
                 # batch's labels there (get_batch_samples), inside the step's graph
                 batch = send_to_device(collate([self.train_dataset[i] for i in rows]), device)
                 _, items = self.get_batch_samples(iter([batch]), 1, device)
-                tally += super().training_step(model, batch, items)
+                tally += super().training_step(model, cast(dict, batch), items)
                 norm = args.max_grad_norm if args.max_grad_norm > 0 else float("inf")
                 self.accelerator.clip_grad_norm_(model.parameters(), norm)
                 self._mark_step()
                 model.zero_grad()
-        if keep is not None:
+        if where is not None and keep is not None:
             where.set_rng_state(keep)
         return len(batches)
 
     def get_train_dataloader(self) -> torch.utils.data.DataLoader:
         args = self.args
         loader = torch.utils.data.DataLoader(
-            self.train_dataset,
+            self.train_dataset,  # pyright: ignore[reportArgumentType]  # a datasets.Dataset is map-style
             batch_sampler=self.batch_sampler,
             collate_fn=self.data_collator,
             num_workers=args.dataloader_num_workers,

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import weakref
 
-from transformers.trainer_callback import PrinterCallback, ProgressCallback
+from transformers.trainer_callback import PrinterCallback, ProgressCallback, TrainerCallback
 
 
-class _UsersLogs:
+class _UsersLogs(TrainerCallback):
     """The printer, skipping the logs ``attachment.added(state, logs)`` says it added."""
 
     def __init__(self, attachment, *args, **kwargs):
@@ -44,5 +44,7 @@ def quiet(trainer, attachment) -> None:
         found = next((c for c in trainer.callback_handler.callbacks if type(c) is kind), None)
         if found is not None:
             trainer.remove_callback(found)
-            extra = {"max_str_len": found.max_str_len} if kind is ProgressCallback else {}
+            extra = (
+                {"max_str_len": found.max_str_len} if isinstance(found, ProgressCallback) else {}
+            )
             trainer.add_callback(ours(attachment, **extra))

@@ -37,8 +37,8 @@ def _activities(kind: str) -> list:
     build can record; a warning names any it cannot (the trace then lacks device time)."""
     import warnings
 
-    import torch.autograd
     import torch.profiler
+    from torch._C._profiler import ProfilerActivity  # torch's own, where the enum is defined
 
     # Read at call time: the 1.19 bridge replaces torch.profiler.ProfilerActivity with its own
     # Enum (CPU, CUDA, HPU) and torch.profiler.profile with a subclass that takes it, starts
@@ -48,7 +48,7 @@ def _activities(kind: str) -> list:
     # as recordable when the bridge's enum is the one in place.
     enum = torch.profiler.ProfilerActivity
     have = {a.name for a in torch.profiler.supported_activities()}
-    if enum is not torch.autograd.ProfilerActivity and hasattr(enum, "HPU"):
+    if enum is not ProfilerActivity and hasattr(enum, "HPU"):
         have.add("HPU")
     # Recent torch builds define ProfilerActivity.HPU (2.6 does not), but kineto records it
     # only where the bridge registered its profiler (Intel's build); elsewhere it is refused.
@@ -82,6 +82,7 @@ class _ProfileSteps(TrainerCallback):
         import socket
         import time
 
+        assert self.out is not None  # set as training begins, before the profiler starts
         prof.export_chrome_trace(str(self.out / "trace.json"))
         tb = self.out / "tensorboard"
         tb.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ import contextlib
 import logging
 import sys
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..backends.registry import DeviceInfo
 from ..backends.torchrun import world
@@ -57,7 +57,7 @@ def _name_the_problem(model) -> None:
         config.problem_type = "single_label_classification" if single else "regression"
 
 
-def _model(mspec: ModelSpec, dspec: DataSpec, run: RunDir, precision: str):
+def _model(mspec: ModelSpec, dspec: DataSpec, run: RunDir, precision: str) -> tuple[Any, Any]:
     """The model and tokenizer of a run (LoRA-wrapped; diffusion: the denoising module;
     text_to_image: the text-conditioned objective and the model's ``Captions``)."""
     if mspec.task == "text_to_image":
@@ -96,6 +96,7 @@ def _batches(args: RunArgs, task: str, prepared, tok, model):
     if padding == "packed":  # causal LM: documents in full blocks, one static shape
         packing = args.packing
         prepared = batching.pack(prepared, args.max_length, tok.eos_token_id, packing=packing)
+        assert not isinstance(prepared, list)  # a DatasetDict packs into one
         inner = batching.BucketCollator(tok, [args.max_length], args.batch_size, task=task)
         quiet_missing_mask_warning()
         if packing == "isolated":
@@ -189,7 +190,7 @@ def build(
     run: RunDir,
     device: DeviceInfo,
     stop: threading.Event,
-    extra_callbacks: list = (),
+    extra_callbacks: list | tuple = (),
     *,
     trust_remote_code: bool = False,
 ):
@@ -229,6 +230,8 @@ def build(
     # Gradient clipping stays the Trainer's (max_grad_norm): transformers computes the norm at
     # every optimizer step anyway, to log it, so a fused clip on top would compute it twice.
     rank, size = world()
+    warmup, log_every = args.throughput_warmup_steps, args.log_every
+    assert warmup is not None and log_every is not None  # preparation settled them
     events = Events(
         run.log,
         stop,
@@ -236,15 +239,15 @@ def build(
         device,
         counter,
         args.batch_size,
-        args.throughput_warmup_steps,
+        warmup,
         size,
         min_interval=recipe.log_interval(args, device, size),
         stop_file=run.path / STOP_FILE if size == 1 else None,
         gap=recipe.live_gap if recipe.timed_logging(args, size) else None,
     )
-    callbacks = [events]
+    callbacks: list[transformers.TrainerCallback] = [events]
     if size > 1:
-        callbacks.insert(0, DistStop(stop, run.path / STOP_FILE, args.log_every))
+        callbacks.insert(0, DistStop(stop, run.path / STOP_FILE, log_every))
     if args.sample_prompts and rank == 0:  # sample grids: the main process only
         callbacks.append(
             Samples(
@@ -260,7 +263,7 @@ def build(
     if device.mode == "lazy":  # Gaudi's legacy graph mode (other backends have no mode)
         callbacks.append(MarkStep(device))
     # a batch sampler of our own (bucketed): the Trainer subclass that loads from it
-    extra = {} if sampler is None else {"batch_sampler": sampler}
+    extra: dict[str, Any] = {} if sampler is None else {"batch_sampler": sampler}
     if sampler is not None and device.backend.policy.static_shapes:  # every bucket before step 1
         extra.update(warmup_collator=inner, mark_step=device.mark_step)
     trainer_class = transformers.Trainer if sampler is None else BatchSamplerTrainer
@@ -339,6 +342,7 @@ def outcome(
     """The final status and error after ``trainer.train`` returned."""
     if events.nan_step is not None:
         lr = run.spec.args.lr
+        assert lr is not None  # preparation settled it
         error = (
             f"the loss became {events.last.get('loss')} at step {events.nan_step}; training "
             "stopped and "
@@ -388,10 +392,8 @@ def summary(
                 "after_warmup": events.counts(),
             }
         )
-    if getattr(
-        getattr(trainer, "model", None), "latent_cache", None
-    ):  # text to image with cache_latents
-        summary["latent_cache"] = trainer.model.latent_cache
+    if cache := getattr(getattr(trainer, "model", None), "latent_cache", None):  # text to image
+        summary["latent_cache"] = cache
     return summary
 
 
