@@ -4,16 +4,16 @@
 
 PYTHON ?= python3
 # transformers 5.24 requires Python 3.11 or newer: stop at once on an older one, before
-# anything is created. Intel's Gaudi images on Ubuntu 24.04 ship Python 3.12; their Ubuntu
-# 22.04 images ship 3.10 and cannot run this project.
+# anything is created. Intel's Gaudi images: Ubuntu 24.04 (3.12), the Ubuntu 22.04 image built
+# for Python 3.11, RHEL 9.4 (3.11, or 3.12) work; the plain Ubuntu 22.04 ones (3.10) do not.
 PY_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
 PY_OK := $(shell $(PYTHON) -c 'import sys; print(int(sys.version_info >= (3, 11)))' 2>/dev/null)
 ifneq ($(PY_OK),1)
 ifneq ($(MAKECMDGOALS),clean)
 $(error $(PYTHON) is Python $(or $(PY_VERSION),(not found)); gaudi-workbench needs Python 3.11 or \
-newer (transformers 5.24 does). On Gaudi use an Intel image on Ubuntu 24.04 (Python 3.12: \
-1.22 has torch 2.7, 1.23 torch 2.9, 1.24 torch 2.10), not an Ubuntu 22.04 one (Python 3.10); \
-elsewhere pass PYTHON=python3.11 or newer)
+newer (transformers 5.24 does). On Gaudi use an Intel image on Ubuntu 24.04 (Python 3.12), its \
+Ubuntu 22.04 image for Python 3.11 or RHEL 9.4 (1.22 has torch 2.7, 1.23 torch 2.9, 1.24 torch \
+2.10), not a plain Ubuntu 22.04 one (Python 3.10); elsewhere pass PYTHON=python3.11 or newer)
 endif
 endif
 VENV   := .venv
@@ -28,9 +28,12 @@ JS_SOURCES := package.json package-lock.json js/package.json js/build.mjs $(wild
               labextension/package.json labextension/tsconfig.json labextension/install.json \
               $(wildcard labextension/src/* labextension/style/*)
 EXTRAS ?= dev
-# Inside Intel's Gaudi container torch comes with the Habana bridge: the venv then sees the
-# system site-packages and pins that torch, so pip can never replace it.
+# Where the Python imports Intel's bridge (its container, or a host set up by Intel's
+# installer), the venv sees that Python's torch and bridge and pins that torch, so pip can
+# never replace it: scripts/gaudi_venv.py makes it (docs/gaudi.md, "Install shapes").
 GAUDI  := $(shell $(PYTHON) -c "import habana_frameworks" >/dev/null 2>&1 && echo 1)
+# The venv Intel's installer makes with --venv (HABANALABS_VIRTUAL_DIR moves it)
+HABANA_VENV := $(or $(HABANALABS_VIRTUAL_DIR),$(HOME)/habanalabs-venv)
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .PHONY: lab test check venv lint constraints clean js python rehearse slurm-up slurm-down
@@ -52,18 +55,12 @@ js: $(JS) $(LABEXT)
 python:
 	@echo "$(PYTHON): Python $(PY_VERSION)"
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt $(if $(GAUDI),$(VENV)/torch-pin.txt)
 ifeq ($(GAUDI),1)
-	$(PYTHON) -m venv --system-site-packages $(VENV)
-	$(PY) -c "import torch; print('torch==' + torch.__version__)" > $(VENV)/torch-pin.txt
-	# DeepSpeed on Gaudi is Intel's fork (HabanaAI/DeepSpeed at the release's tag; Intel: "installing
-	# public DeepSpeed packages is not supported"): a container's fork is pinned as it is, and
-	# upstream's is never installed (the dev extra is devtools + deepspeed: devtools here)
-	$(PY) -c "import importlib.metadata as m; print('deepspeed==' + m.version('deepspeed'))" \
-	  >> $(VENV)/torch-pin.txt 2>/dev/null || echo "no DeepSpeed: for ZeRO on Gaudi install Intel's fork (docs/gaudi.md)"
-	grep -v -e '^torch==' -e '^deepspeed==' constraints.txt >> $(VENV)/torch-pin.txt
 	$(PY) -m pip install -e '.[$(if $(filter dev,$(EXTRAS)),devtools,$(EXTRAS))]' -c $(VENV)/torch-pin.txt
 else
+	@if [ -x $(HABANA_VENV)/bin/python ]; then echo "$(PYTHON) has no Habana bridge, but \
+	$(HABANA_VENV) (Intel's installer, --venv) has: make $(MAKECMDGOALS) PYTHON=$(HABANA_VENV)/bin/python"; exit 1; fi
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# torch first, by pip, which reads this machine's pip configuration (where a CPU build
@@ -82,6 +79,17 @@ endif
 	# (make js) shows at the next page load, as `jupyter labextension develop` does.
 	rm -rf $(LABDIR) && mkdir -p $(dir $(LABDIR)) && ln -s $(CURDIR)/workbench/server/labextension $(LABDIR)
 	touch $(STAMP)
+
+# Gaudi: the venv (scripts/gaudi_venv.py) and the pins. DeepSpeed on Gaudi is Intel's fork
+# (HabanaAI/DeepSpeed at the release's tag; Intel: "installing public DeepSpeed packages is not
+# supported"): a fork the Python has is pinned as it is, and upstream's is never installed (the
+# dev extra is devtools + deepspeed: devtools here)
+$(VENV)/torch-pin.txt: pyproject.toml constraints.txt scripts/gaudi_venv.py
+	$(PYTHON) scripts/gaudi_venv.py $(VENV)
+	$(PY) -c "import torch; print('torch==' + torch.__version__)" > $@
+	$(PY) -c "import importlib.metadata as m; print('deepspeed==' + m.version('deepspeed'))" \
+	  >> $@ 2>/dev/null || echo "no DeepSpeed: for ZeRO on Gaudi install Intel's fork (docs/gaudi.md)"
+	grep -v -e '^torch==' -e '^deepspeed==' constraints.txt >> $@
 
 lab: $(STAMP) $(JS) $(LABEXT)
 	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG)

@@ -134,7 +134,12 @@ trap 'rm -rf "$tmp"' EXIT
 unset PYTHONPATH PT_HPU_LAZY_MODE PT_HPU_AUTOLOAD PT_HPU_RECIPE_CACHE_CONFIG HLS_MODULE_ID \
   HABANA_VISIBLE_MODULES ID RANK LOCAL_RANK WORLD_SIZE FAKE_HPU_DEVICE FAKE_HPU_COUNT \
   FAKE_HPU_RELEASE FAKE_HPU_LAYOUT FAKE_HPU_GENERATION FAKE_HPU_MEMORY WORKBENCH_DEVICE DS_ACCELERATOR ACCELERATE_TORCH_DEVICE JUPYTER_PATH
-(cd "$tmp" && env TMPDIR="$tmp" \
+# the variables Intel's PyTorch image sets (Setup_and_Install dockerfiles/pytorch/Dockerfile.ubuntu
+# @ b626de8): its PYTHONPATH (here empty folders), tcmalloc preloaded where this machine has it
+mkdir -p "$tmp/root" "$tmp/usr/lib/habanalabs"
+tcmalloc=/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4
+(cd "$tmp" && env TMPDIR="$tmp" PYTHONPATH="$tmp/root:$tmp/usr/lib/habanalabs/" PIP_NO_CACHE_DIR=on \
+  $([ -f "$tcmalloc" ] && echo "LD_PRELOAD=$tcmalloc") TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD=7516192768 \
   REHEARSE_SYSTEM_SITE="$SITE" REHEARSE_TORCH="$TORCH" FAKE_HPU_INTEL_TORCH=1 \
   FAKE_HPU_DEV_DIR="$tmp/accel" WORKBENCH_HPU_DEVICE_FILES="$tmp/accel/accel*" \
   WORKBENCH_RUNS="$tmp/runs" PATH="$R/repo/.venv/bin:$PATH" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" \

@@ -147,7 +147,8 @@ def main() -> None:
     import habana_frameworks
 
     check("the bridge is the image's distribution (not PYTHONPATH)",
-          habana_frameworks.__file__.startswith(SYSTEM) and "PYTHONPATH" not in os.environ,
+          habana_frameworks.__file__.startswith(SYSTEM)  # the image's PYTHONPATH is set (rehearse.sh)
+          and not any(habana_frameworks.__file__.startswith(p) for p in os.environ["PYTHONPATH"].split(":")),
           f"{bridge.metadata['Name']} {bridge.version} in {os.path.dirname(habana_frameworks.__file__)}")
     for mode, env in (("eager", {}), ("lazy", {"PT_HPU_LAZY_MODE": "1"})):
         t0 = time.monotonic()
