@@ -9,10 +9,12 @@ notebook holds (stop, wait, resume) on top of the read-only ``run.RunDir``.
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import sys
 import threading
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import runargs
 from ..backends import cards
@@ -25,11 +27,14 @@ from ..liblogs import quiet_libraries
 from ..rundir import run as runs
 from ..rundir.spec import RunSpec
 from ..rundir.writer import ABORTED, DiskFull, Resumption, RunWriter, disk_full_message
-from ..views.dashboard import attach
+from ..views.dashboard import Dashboard, attach
 from . import preparation
 from .interrupts import Interrupts, Terminated
 from .trainer import build, error_text, outcome, tied_keys_quiet
 from .trainer import summary as end_summary
+
+if TYPE_CHECKING:
+    from transformers import Trainer
 
 _ACTIVE: list[Run] = []  # runs training in this process, newest last (for %wb stop)
 
@@ -46,10 +51,10 @@ class Run(runs.RunDir):
         super().__init__(path)
         self.stop_flag = threading.Event()
         self.thread: threading.Thread | None = None
-        self.trainer = None  # the transformers.Trainer while this process trains the run
-        self.dashboard = None
+        self.trainer: Trainer | None = None  # while this process trains the run
+        self.dashboard: Dashboard | None = None
         self.callbacks: list = []  # extra TrainerCallbacks for this process's training
-        self.process = None  # the torchrun process of a launched run
+        self.process: subprocess.Popen | None = None  # a launched run's torchrun
         self.error: BaseException | None = None
         # whether the model's own Python files may run: the caller's decision (wb.train's
         # model, resume's argument, the worker's --trust-remote-code), never spec.json's
