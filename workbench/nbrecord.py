@@ -80,20 +80,15 @@ def parameters(path: str | Path) -> dict[str, Any] | None:
         if not line.lstrip().startswith(("%", "!"))
     ]
     for node in ast.parse("\n".join(lines)).body:  # IPython magics and shell lines left out
-        targets = (
-            node.targets
-            if isinstance(node, ast.Assign)
-            else [node.target]
-            if isinstance(node, ast.AnnAssign)
-            else []
-        )
-        for target in targets:
-            names, values = [target], [node.value]
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+            continue
+        value = node.value
+        for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+            names, values = [target], [value]
             if isinstance(target, ast.Tuple):  # A, B = 1, 2 (A, B = f(): both expressions)
-                same = isinstance(node.value, ast.Tuple) and len(target.elts) == len(
-                    node.value.elts
-                )
-                names, values = target.elts, node.value.elts if same else [None] * len(target.elts)
+                names, values = target.elts, [None] * len(target.elts)
+                if isinstance(value, ast.Tuple) and len(value.elts) == len(names):
+                    values = value.elts
             for n, v in zip(names, values):
                 if isinstance(n, ast.Name):
                     try:

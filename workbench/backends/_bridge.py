@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from .. import settings
 from .devicefiles import device_files
@@ -25,7 +26,7 @@ from .devicefiles import device_files
 MODES = ("eager", "lazy", "compile")
 
 
-def _torch():
+def _torch() -> Any:  # Any: the bridge adds torch.hpu at run time, torch's stubs lack it
     import torch  # imported on first use, never at `import workbench`
 
     return torch
@@ -411,9 +412,7 @@ def versions() -> dict[str, str | None]:
 def fused_adamw() -> type:
     """The hpex FusedAdamW class: ``(params, lr, betas, eps=1e-6, weight_decay, bias_correction,
     moments_dtype)``, no other keyword; in lazy mode it runs mark_step itself."""
-    from habana_frameworks.torch.hpex.optimizers import FusedAdamW
-
-    return FusedAdamW
+    return importlib.import_module("habana_frameworks.torch.hpex.optimizers").FusedAdamW
 
 
 # Each graph kept holds device memory: past this many, new input shapes run without one.
@@ -427,6 +426,6 @@ def inference_model(model, mode: str | None):
     if mode != "lazy":
         return model
     model = model.to("hpu")  # wrap the model where it will run (optimum-habana does the same)
-    from habana_frameworks.torch.hpu import wrap_in_hpu_graph
-
-    return wrap_in_hpu_graph(model, disable_tensor_cache=True, max_graphs=MAX_HPU_GRAPHS)
+    return importlib.import_module("habana_frameworks.torch.hpu").wrap_in_hpu_graph(
+        model, disable_tensor_cache=True, max_graphs=MAX_HPU_GRAPHS
+    )

@@ -90,7 +90,7 @@ def peak_tflops(device: str | DeviceInfo, precision: str = "bf16") -> float | No
 
 
 # --------------------------------------------------------------------------- DeviceInfo
-def fmt_bytes(n: int | None) -> str:
+def fmt_bytes(n: float | None) -> str:
     """Bytes as a short human string (GiB, MiB); "-" for none."""
     if not n:
         return "-"
@@ -344,10 +344,8 @@ def device(kind: str | DeviceInfo | None = None) -> DeviceInfo:
     if kind in (None, "auto"):
         kind = settings.device_choice()
         source = f"${ENV_DEVICE}"
-    if kind in (None, "auto"):
-        for k in ORDER:
-            if BACKENDS[k].calls.available():
-                return _info(k)
+    if kind is None or kind == "auto":
+        return _info(next(k for k in ORDER if BACKENDS[k].calls.available()))
     name, index = _parse(kind)
     info = _info(name, index)
     if not info.available:
@@ -394,8 +392,8 @@ def launch_env(dev: DeviceInfo, devices: int, mode: str | None = None) -> dict[s
 def inference_model(model, device: DeviceInfo | None = None):
     """``model`` ready for evaluation or generation: wrapped in HPU graphs in lazy mode
     (replays recorded graphs instead of re-launching every op), unchanged elsewhere."""
-    device = device or globals()["device"]()
-    return device.backend.calls.inference(model, device.mode)
+    dev = device or globals()["device"]()  # the argument hides the function
+    return dev.backend.calls.inference(model, dev.mode)
 
 
 def monitor_all() -> dict[str, Any]:

@@ -20,6 +20,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..backends.registry import DeviceInfo, backend, fmt_bytes, launch_env
 from ..backends.registry import device as pick_device
@@ -64,6 +65,12 @@ class _Visit:
     @property
     def kind(self) -> str:
         return self.dev.kind if self.dev else "-"
+
+    @property
+    def device(self) -> DeviceInfo:
+        """The device, for the checks that need one (GROUPS skips them without)."""
+        assert self.dev is not None
+        return self.dev
 
     def runs(self, name: str, **extra) -> dict:
         """wb.train arguments shared by every run the doctor makes."""
@@ -131,7 +138,7 @@ def _device(v: _Visit) -> list[Check]:
 
 
 def _memory(v: _Visit) -> list[Check]:
-    m = v.dev.memory()
+    m = v.device.memory()
     shape_ok = set(m) >= {"allocated", "peak", "total"} and all(isinstance(m[k], int) for k in m)
     if (
         not shape_ok
@@ -158,7 +165,7 @@ def _memory(v: _Visit) -> list[Check]:
                 **m,
             )
         ]
-    chip = v.dev.chip
+    chip = v.device.chip
     hbm = f" of {fmt_bytes(chip.memory)} HBM" if chip and chip.memory else ""
     return [
         passed(
@@ -171,7 +178,7 @@ def _memory(v: _Visit) -> list[Check]:
 
 
 def _compile_counter(v: _Visit) -> list[Check]:
-    n = v.dev.compiles()
+    n = v.device.compiles()
     if n is None and v.kind == "hpu":
         return [
             failed(
@@ -203,8 +210,8 @@ def _compile_counter(v: _Visit) -> list[Check]:
 def _run_checks(key: str, v: _Visit) -> list[Check]:
     model, data, extra = RUNS[key]
     names = [f"{key}.{c}" for c in RUN_CHECKS]
-    before, start = v.dev.memory(), v.dev.compiles()
-    v.dev.reset_peak_memory()
+    before, start = v.device.memory(), v.device.compiles()
+    v.device.reset_peak_memory()
     try:
         run = train(model, dataset(**data), max_steps=STEPS, **v.runs(key, **extra))
     except Exception as e:
@@ -219,11 +226,11 @@ def _run_checks(key: str, v: _Visit) -> list[Check]:
     steps = [e for e in run.events if e.get("phase") in ("warmup", "train")]
     found = [
         diagnosis.loss_falls(names[0], run, steps),
-        diagnosis.optimizer_ran(names[1], run, v.dev),
+        diagnosis.optimizer_ran(names[1], run, v.device),
         diagnosis.clip_ran(names[2], steps),
-        diagnosis.memory_moved(names[3], steps, before, v.dev),
-        diagnosis.no_recompiles(names[4], steps, v.dev, run.spec.args.padding, start),
-        diagnosis.step_counts(names[5], run.summary.get("after_warmup") or {}, v.dev),
+        diagnosis.memory_moved(names[3], steps, before, v.device),
+        diagnosis.no_recompiles(names[4], steps, v.device, run.spec.args.padding, start),
+        diagnosis.step_counts(names[5], run.summary.get("after_warmup") or {}, v.device),
     ]
     run.trainer = None  # let the model and optimizer go before the next check
     return found
@@ -246,25 +253,25 @@ def _step(model, ids, dev: DeviceInfo, bf16: bool):
 
 
 def _bf16(v: _Visit) -> list[Check]:
-    chip = v.dev.chip
-    if not (chip.bf16 if chip else v.dev.precision == "bf16"):
+    chip = v.device.chip
+    if not (chip.bf16 if chip else v.device.precision == "bf16"):
         return [
             skipped(
                 "bf16",
-                f"{chip.name if chip else v.dev.name} has no bf16 (chips.CHIPS / the backend "
+                f"{chip.name if chip else v.device.name} has no bf16 (chips.CHIPS / the backend "
                 "record)",
             )
         ]
     import torch
 
-    model, _ = model_spec("gpt2-tiny").build()
-    model.to(v.dev.torch_device).eval()  # no dropout: both passes see the same function
+    model: Any = model_spec("gpt2-tiny").build()[0]  # a transformers model
+    model.to(v.device.torch_device).eval()  # no dropout: both passes see the same function
     ids = torch.randint(
         0, model.config.vocab_size, (4, 32), generator=torch.Generator().manual_seed(0)
     )
-    ids = ids.to(v.dev.torch_device)
-    l32, g32 = _step(model, ids, v.dev, False)
-    l16, g16 = _step(model, ids, v.dev, True)
+    ids = ids.to(v.device.torch_device)
+    l32, g32 = _step(model, ids, v.device, False)
+    l16, g16 = _step(model, ids, v.device, True)
     dl, dg = abs(l16 - l32) / abs(l32), float((g16 - g32).norm() / g32.norm())
     text = (
         f"gpt2-tiny, one step: loss {l32:.4f} (fp32) vs {l16:.4f} (bf16 autocast), {dl:.1e} apart; "
@@ -290,7 +297,7 @@ def _two_devices(v: _Visit, name: str) -> Check | None:
     """A skip when two ranks cannot or should not run here; None when they should."""
     if v.kind == "cpu":
         return None if v.multi else skipped(name, f"one CPU device: {MULTI_COST}")
-    if v.dev.count < 2:
+    if v.device.count < 2:
         return skipped(name, f"one {v.kind} device visible: two ranks need two devices")
     return None
 
@@ -341,7 +348,7 @@ def _all_reduce(v: _Visit) -> list[Check]:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     try:  # two free cards (this kernel may hold one since the checks above), read from the OS
-        cards = launch_env(v.dev, 2)
+        cards = launch_env(v.device, 2)
     except RuntimeError as e:
         return [
             failed(

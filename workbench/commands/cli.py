@@ -74,8 +74,10 @@ def checked_parameters(notebook, given: dict[str, str]) -> dict:
 
     nb = Path(notebook).name
     defaults = parameters(notebook)
-    if defaults is None and given:
-        raise ValueError(f"{nb} has no cell tagged 'parameters': -p has nothing to set")
+    if defaults is None:
+        if given:
+            raise ValueError(f"{nb} has no cell tagged 'parameters': -p has nothing to set")
+        return {}
     out = {}
     for name, text in given.items():
         if name not in defaults:

@@ -20,7 +20,8 @@ def stacklevel() -> int:
     this package, dataclasses' generated code and transformers (an argument class's
     ``__post_init__`` runs inside both)."""
     inner = (str(Path(__file__).resolve().parents[1]), str(Path(transformers.__file__).parent))
-    frame, level = inspect.currentframe().f_back, 1
+    here = inspect.currentframe()
+    frame, level = here and here.f_back, 1
     while frame is not None:
         name = frame.f_code.co_filename
         if not (name.startswith(inner) or name.startswith("<") or name == dataclasses.__file__):

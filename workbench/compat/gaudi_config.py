@@ -349,6 +349,12 @@ class GaudiConfig:
     fields are refused with the known ones.
     """
 
+    # the fields read by name (__init__ sets every one of CONFIG_FIELDS)
+    use_torch_autocast: bool
+    autocast_bf16_ops: list | None
+    autocast_fp32_ops: list | None
+    use_fused_adam: bool
+
     def __init__(self, **kwargs):
         unknown = sorted(set(kwargs) - set(CONFIG_FIELDS) - set(VERSION_KEYS))
         if unknown:

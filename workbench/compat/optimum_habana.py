@@ -31,6 +31,7 @@ import contextlib
 import dataclasses
 import warnings
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import transformers
 
@@ -112,9 +113,18 @@ def _check(args) -> None:
         raise ValueError("gaudi_config_name needs use_habana=True (as in Optimum Habana)")
 
 
-class _OptimumHabanaFields:
+class _OptimumHabanaFields(transformers.TrainingArguments if TYPE_CHECKING else object):
     """What the arguments classes below add to transformers' own: Optimum Habana's fields
     checked, mapped and applied in ``__post_init__``, before the transformers class's own."""
+
+    # the fields read here that transformers 5 lacks (_arguments_class adds them)
+    gaudi_config_name: str | None
+    use_habana: bool
+    use_lazy_mode: bool
+    non_blocking_data_copy: bool
+    warmup_ratio: float
+    group_by_length: bool
+    push_to_hub_model_id: str | None
 
     def __post_init__(self):
         self._prepare()
@@ -308,6 +318,9 @@ class GaudiTrainer(transformers.Trainer):
     own decay groups (``create_optimizer``); ``save_model`` writes ``gaudi_config.json``
     next to the model, in every checkpoint too, as Optimum Habana does."""
 
+    gaudi_config: GaudiConfig  # these two set by _setup
+    _gaudi_optimizer: Any
+
     def __init__(
         self,
         model=None,
@@ -373,7 +386,7 @@ class GaudiTrainer(transformers.Trainer):
         """The Trainer's own, then ``gaudi_config.json`` beside the model (main process)."""
         super().save_model(output_dir, _internal_call)
         if self.args.should_save:
-            self.gaudi_config.save_pretrained(output_dir or self.args.output_dir)
+            self.gaudi_config.save_pretrained(output_dir or str(self.args.output_dir))
 
 
 class GaudiSeq2SeqTrainer(GaudiTrainer, transformers.Seq2SeqTrainer):

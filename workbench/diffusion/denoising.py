@@ -8,6 +8,8 @@ checkpoints and distributed launchers as the transformers.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import torch
 from torch import nn
 
@@ -21,14 +23,13 @@ class DiffusionModel(nn.Module):
 
     def __init__(self, unet: nn.Module, num_train_timesteps: int = 1000):
         super().__init__()
-        from diffusers import DDPMScheduler
+        from diffusers.schedulers.scheduling_ddpm import DDPMScheduler
 
         self.unet = unet
         self.scheduler = DDPMScheduler(num_train_timesteps=num_train_timesteps)
         self.num_train_timesteps = num_train_timesteps
-        self.conditional = hasattr(unet.config, "cross_attention_dim") and getattr(
-            unet.config, "cross_attention_dim", None
-        )
+        # a text-conditioned UNet's context width (None: unconditional)
+        self.conditional = getattr(unet.config, "cross_attention_dim", None)
 
     def _context(self, batch: int, device, dtype):
         # A text-conditioned UNet (Stable Diffusion) trains unconditionally here: a zero
@@ -37,7 +38,7 @@ class DiffusionModel(nn.Module):
             return {}
         return {
             "encoder_hidden_states": torch.zeros(
-                batch, 77, int(self.unet.config.cross_attention_dim), device=device, dtype=dtype
+                batch, 77, int(self.conditional), device=device, dtype=dtype
             )
         }
 
@@ -48,7 +49,7 @@ class DiffusionModel(nn.Module):
         t = torch.randint(
             0, self.num_train_timesteps, (pixel_values.shape[0],), device=pixel_values.device
         )
-        noisy = self.scheduler.add_noise(pixel_values, noise, t)
+        noisy = self.scheduler.add_noise(pixel_values, noise, t)  # pyright: ignore[reportArgumentType] diffusers says IntTensor; randint's int64 is what it takes
         pred = self.unet(
             noisy,
             t,
@@ -59,17 +60,17 @@ class DiffusionModel(nn.Module):
     @torch.no_grad()
     def sample(self, n: int = 16, steps: int = 50, seed: int = 0):
         """Generate ``n`` images with DDIM in ``steps`` steps; returns PIL images."""
-        from diffusers import DDIMScheduler
+        from diffusers.schedulers.scheduling_ddim import DDIMScheduler
         from PIL import Image
 
         was_training = self.training
         self.eval()
         param = next(self.unet.parameters())
-        cfg = self.unet.config
+        cfg: Any = self.unet.config  # diffusers' config: its keys as attributes
         size = cfg.sample_size if isinstance(cfg.sample_size, int) else cfg.sample_size[0]
         gen = torch.Generator(device="cpu").manual_seed(seed)
         x = torch.randn(n, cfg.in_channels, size, size, generator=gen).to(param.device, param.dtype)
-        sched = DDIMScheduler.from_config(self.scheduler.config)
+        sched = cast(DDIMScheduler, DDIMScheduler.from_config(self.scheduler.config))
         sched.set_timesteps(steps)
         ctx = self._context(n, param.device, param.dtype)
         # HPU lazy mode: run each denoising step's graph on its own, as optimum-habana's
@@ -78,7 +79,7 @@ class DiffusionModel(nn.Module):
         mark_step = step_marker(param.device)
         for t in sched.timesteps:
             eps = self.unet(x, t.to(param.device), **ctx).sample
-            x = sched.step(eps, t, x).prev_sample
+            x = sched.step(eps, t, x).prev_sample  # pyright: ignore[reportArgumentType, reportAttributeAccessIssue] diffusers: an int timestep, a tuple or an output
             mark_step()
         self.train(was_training)
         images = (

@@ -30,8 +30,9 @@ OPTIONS = {
 VAE_OPTIONS = {"kl_weight": 1e-4}  # the VAE family's: KL per latent element against MSE per pixel
 
 
-def diffusers():
-    """The diffusers module, or the pip fix."""
+def diffusers() -> Any:
+    """The diffusers module, or the pip fix (Any: its lazy top level re-exports its classes
+    in a way pyright does not count as exports)."""
     try:
         import diffusers as d
     except ImportError:
@@ -354,7 +355,7 @@ def load(source: str, sampler: str | None = None, vae: str | None = None) -> Par
     with warnings.catch_warnings():  # diffusers passes huggingface_hub an argument it deprecated
         warnings.filterwarnings("ignore", message=".*local_dir_use_symlinks", category=UserWarning)
         index = d.DiffusionPipeline.load_config(source)  # model_index.json: which parts there are
-    kw = {"use_safetensors": True}
+    kw: dict[str, Any] = {"use_safetensors": True}
     parts = Parts(
         tokenizer=transformers.AutoTokenizer.from_pretrained(source, subfolder="tokenizer"),
         text_encoder=transformers.CLIPTextModel.from_pretrained(

@@ -51,6 +51,10 @@ class TextToImage(nn.Module):
     """Stable Diffusion's parts; ``forward(pixel_values, input_ids)`` returns the loss."""
 
     main_input_name = "pixel_values"
+    snr: torch.Tensor  # buffers (register_buffer), typed for the checker; the last three
+    ema_steps: torch.Tensor  # only with ema and cached encodings (empty_pooled: SDXL's)
+    empty_context: torch.Tensor
+    empty_pooled: torch.Tensor
 
     def __init__(
         self,
@@ -122,12 +126,12 @@ class TextToImage(nn.Module):
         ]
 
     @torch.no_grad()
-    def _update_ema(self) -> None:
+    def _update_ema(self, ema_unet: nn.Module) -> None:
         # Run at the start of each training step, so it averages the weights the previous
         # optimizer step left (the last step's update is not in it). The decay warms up as
         # diffusers' EMAModel does: min(ema, (1 + n) / (10 + n)); a tensor, so no device sync.
         decay = torch.clamp((1 + self.ema_steps) / (10 + self.ema_steps), max=self.ema)
-        for e, p in zip(self.ema_unet.parameters(), self.unet.parameters()):
+        for e, p in zip(ema_unet.parameters(), self.unet.parameters()):
             e.lerp_(p.detach().to(e.dtype), (1 - decay).to(e.dtype))
         self.ema_steps.add_(1)
 
@@ -138,7 +142,9 @@ class TextToImage(nn.Module):
         return self
 
     @torch.no_grad()
-    def encode_text(self, input_ids: torch.Tensor, input_ids_2: torch.Tensor | None = None):
+    def encode_text(
+        self, input_ids: torch.Tensor, input_ids_2: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(prompt embeddings, SDXL's extra UNet inputs or None) of caption token ids."""
         if self.text_encoder_2 is None:
             return self.text_encoder(input_ids)[0], None
@@ -192,7 +198,7 @@ class TextToImage(nn.Module):
             self.register_buffer(name, value, persistent=False)
         self.latent_cache = dict(info)
 
-    def _sampled(self, mean: torch.Tensor, std: torch.Tensor, context, pooled):
+    def _sampled(self, mean: torch.Tensor, std: torch.Tensor, context: torch.Tensor, pooled):
         # as diffusers' DiagonalGaussianDistribution.sample: one randn of the mean's shape and dtype
         latents = mean + std * torch.randn(mean.shape, device=mean.device, dtype=mean.dtype)
         if self.training and self.caption_dropout:  # the same draw as _drop_captions
@@ -220,12 +226,14 @@ class TextToImage(nn.Module):
         # Images and caption ids run through the frozen VAE and text encoder; cached encodings
         # (latent_mean, latent_std, context[, pooled]) skip both.
         if self.ema_unet is not None and self.training:
-            self._update_ema()
+            self._update_ema(self.ema_unet)
         with torch.no_grad():
             if latent_mean is not None:
+                assert latent_std is not None and context is not None  # the cache keeps them
                 latents, context, pooled = self._sampled(latent_mean, latent_std, context, pooled)
                 side = latent_mean.shape[-1] * self.parts.vae_scale
             else:
+                assert pixel_values is not None  # images, else the cache's encodings
                 vae_dtype = next(self.vae.parameters()).dtype
                 latents = self.vae.encode(pixel_values.to(vae_dtype)).latent_dist.sample()
                 ids = self._drop_captions([x for x in (input_ids, input_ids_2) if x is not None])
@@ -359,6 +367,7 @@ class Autoencoder(nn.Module):
     """
 
     main_input_name = "pixel_values"
+    latent_std: torch.Tensor  # a buffer
 
     def __init__(self, vae, captions: Captions, kl_weight: float = VAE_OPTIONS["kl_weight"]):
         super().__init__()

@@ -10,7 +10,7 @@ import base64
 import html
 import io
 import weakref
-from typing import Any
+from typing import Any, cast
 
 import ipywidgets as w
 
@@ -212,6 +212,9 @@ class Composite:
     def _react(self, owner) -> None:
         """Adjust dependent controls (options, enabled state) before ``update``."""
 
+    def update(self, owner=None) -> None:
+        """Redraw from the controls (``owner``: the one that changed); each composite's own."""
+
     def show_at_cell_end(self):
         """In a Jupyter kernel, display this at the end of the cell unless the cell displays it
         (its last expression, ``display(...)``) or a form takes it in; returns self."""
@@ -236,7 +239,7 @@ class Composite:
 
     def _repr_mimebundle_(self, **kwargs):
         self.shown_elsewhere()
-        bundle = self.widget._repr_mimebundle_(**kwargs)
+        bundle = cast(dict[str, Any], self.widget._repr_mimebundle_(**kwargs))  # has a view
         # where widgets do not render (a saved notebook on GitHub): what was picked
         bundle["text/plain"] = repr(self)
         self._saved = self.saved_view()

@@ -244,6 +244,7 @@ class TrainForm(Composite):
             self.message.value, self._stale = error_html(error_text(error)), True
             return
         run, self._stale = self.run, False
+        assert run is not None  # train returned it
         self.message.value = (
             f"<div style='font:12px sans-serif'>started {html.escape(run.name)}</div>"
         )

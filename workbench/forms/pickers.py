@@ -74,7 +74,7 @@ class ModelPicker(Composite):
     ):
         if family not in FAMILIES:  # a catalog name such as "gpt2-small" (unknown: lists the known)
             spec = as_model(family)
-            family, size = spec.family, spec.source if spec.size == "custom" else spec.size
+            family, size = spec.family, spec.size if spec.size != "custom" else spec.source or size
         info = FAMILIES[family]
         self._hold, self._seq_len = (
             False,
@@ -167,7 +167,7 @@ class ModelPicker(Composite):
         )
 
     def _react(self, owner) -> None:
-        fam = self.family.value
+        fam = str(self.family.value)
         if owner is self.family:
             self.size.options = self._sizes(fam)
             self.size.value = "tiny"
@@ -186,7 +186,7 @@ class ModelPicker(Composite):
             size = self.source.value.strip()
             if not size:
                 raise ValueError("type a hub id (org/name) or a local model directory")
-        return as_model(self.family.value, size=size, task=self.task.value)
+        return as_model(str(self.family.value), size=size, task=self.task.value)
 
     def update(self, owner=None) -> None:
         """Rebuild the spec and its memory plan from the controls."""
@@ -196,7 +196,7 @@ class ModelPicker(Composite):
         try:
             spec = self._spec()
             plan = plan_memory(
-                spec, self.batch_size.value, self.seq_len.value, precision=self.precision.value
+                spec, self.batch_size.value, self.seq_len.value, precision=str(self.precision.value)
             )
             table = plan.table()
             costs = self._costs(spec, [d for d in table["device"] if d != "detected"])
@@ -222,8 +222,8 @@ class ModelPicker(Composite):
             )
         # "auto" trains each device in its own precision (bf16 on the accelerators, fp32 on
         # a CPU): the line and the table each name theirs, and the line says when they differ
-        chips = table[table["device"] != "detected"]
-        shared = chips["precision"].iloc[0] if chips["precision"].nunique() == 1 else None
+        chips = table.loc[table["device"] != "detected", "precision"]
+        shared = chips.iloc[0] if chips.nunique() == 1 else None
         other = (
             f"; the table below: {html.escape(shared)}, the accelerators' precision"
             if shared and shared != det["precision"]
@@ -236,18 +236,18 @@ class ModelPicker(Composite):
         )
         rows = [
             [
-                r.device,
-                f"{r.memory_gib:g} GiB",
-                f"{r.needs_gib:g} GiB" + ("" if shared else f" in {r.precision}"),
+                r["device"],
+                f"{r['memory_gib']:g} GiB",
+                f"{r['needs_gib']:g} GiB" + ("" if shared else f" in {r['precision']}"),
                 (
-                    f"<span style='color:{GREEN if r.fits else RED}'>"
-                    f"{'yes' if r.fits else 'no'}</span>",
+                    f"<span style='color:{GREEN if r['fits'] else RED}'>"
+                    f"{'yes' if r['fits'] else 'no'}</span>",
                 ),
-                r.suggestion,
-                *costs.get(r.device, ()),
+                r["suggestion"],
+                *costs.get(r["device"], ()),
             ]
-            for r in table.itertuples()
-            if r.device != "detected"
+            for r in table.to_dict("records")
+            if r["device"] != "detected"
         ]
         extra = [f"time for {self.tokens.value:,} tokens", "cost"] if costs else []
         self.devices.value = html_table(
@@ -268,17 +268,16 @@ class ModelPicker(Composite):
         if ident is None:
             self.hub = None
             return html.escape(f"weights: {spec.source}" if spec.source else "random init")
-        self.hub = (
-            "cached" if spec.in_hub_cache() else "offline" if offline_switch() else "download"
-        )
+        switch = offline_switch()
+        self.hub = "cached" if spec.in_hub_cache() else "offline" if switch else "download"
         if self.hub == "cached":
             return f"weights: {html.escape(ident)} (in the local hub cache)"
-        if self.hub == "download":
+        if not switch:
             return f"weights: {html.escape(ident)}: needs the hub (download)"
         return (
             f"weights: {html.escape(ident)}: <span style='color:{RED}'>needs the hub (download), "
             "but the hub is "
-            f"switched off ({html.escape(offline_switch())}): it cannot load offline</span>; use "
+            f"switched off ({html.escape(switch)}): it cannot load offline</span>; use "
             "size='tiny', a "
             f"local directory (hf download {html.escape(ident)} --local-dir DIR where you have a "
             "network), "
@@ -294,7 +293,7 @@ class ModelPicker(Composite):
             tokens=self.tokens.value,
             batch_size=self.batch_size.value,
             seq_len=self.seq_len.value,
-            precision=self.precision.value,
+            precision=str(self.precision.value),
             devices=devices,
         )
         return {
@@ -312,7 +311,7 @@ class ModelPicker(Composite):
         fits = ("fits" if self.fits else "does not fit") + {
             "offline": ", cannot load offline",
             "download": ", needs the hub",
-        }.get(self.hub, "")
+        }.get(self.hub or "", "")
         return (
             f"ModelPicker({self.value.name}, task={self.value.task}, batch "
             f"{self.batch_size.value} x "
@@ -497,7 +496,9 @@ class DataPicker(Composite):
                 field.value = spec.columns.get(role, "")
             self._image = spec.columns.get("image")
             return spec
-        cols = {role: f.value.strip() for role, f in self.columns.items() if f.value.strip()}
+        cols: dict[str, Any] = {
+            k: f.value.strip() for k, f in self.columns.items() if f.value.strip()
+        }
         if self._image:
             cols["image"] = self._image
         return as_dataset(self._source(), task=task, limit=limit, **cols)
@@ -508,7 +509,7 @@ class DataPicker(Composite):
         family = TASK_TOKENIZER.get(task)
         if family and family not in self._tokenizers:
             self._tokenizers[family] = as_model(family).load_tokenizer()
-        return self._tokenizers.get(family)
+        return self._tokenizers.get(family) if family else None
 
     def _inspect(self, spec: DataSpec) -> tuple[str, Any]:
         """(preview HTML, token lengths), cached per spec: batch and length changes reuse them."""

@@ -425,9 +425,9 @@ def _submit(
     device_arg = train_args.get("device", "auto")
     # the nodes' kind: device= names it; "auto" takes this machine's (probed: no card taken)
     kind = backend(device_arg.split(":")[0]).kind if device_arg != "auto" else probe_device().kind
-    form = dict(nodes=nodes, devices_per_node=devices, hosts=None, strategy=strategy,
-                port=29500, max_restarts=max_restarts, format="slurm", accelerator=kind,
-                partition=partition)  # fmt: skip
+    form: dict[str, Any] = dict(nodes=nodes, devices_per_node=devices, hosts=None,
+                strategy=strategy, port=29500, max_restarts=max_restarts, format="slurm",
+                accelerator=kind, partition=partition)  # fmt: skip
     slurm.check(LaunchCommand(run_dir="/run-not-written-yet", **form))  # before any write
     run = _prepare(model, data, nodes * devices, strategy, zero_stage, train_args, kind)
     hand_over(run)  # Slurm's workers claim it: this process ending is no failure

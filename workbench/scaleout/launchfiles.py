@@ -447,6 +447,7 @@ class LaunchCommand:
             return self.slurm
         if self.format == "kubernetes":
             return self.kubernetes
+        assert self.hosts is not None  # format='shell' names them (checked when made)
         if self.strategy == "deepspeed":
             nodes = "".join(
                 f"# on {h} (node {i}):\n{self.deepspeed_node(i)}\n"

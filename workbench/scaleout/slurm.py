@@ -142,6 +142,7 @@ def follow(run: Run, follower, *, say=print) -> Run:
     process's live view); Stop writes the STOP file; a second interrupt cancels the job."""
     last, asked, unknown_since = None, 0.0, None
     state = job_state(run.path)
+    assert state is not None  # submit wrote the run's job file
     try:
         with training(run), Interrupts(run):
             while True:
@@ -151,7 +152,7 @@ def follow(run: Run, follower, *, say=print) -> Run:
                     # clears a stale one as it claims the run (a Stop while the job waited)
                     (run.path / STOP_FILE).touch()
                 if time.monotonic() - asked >= ASK_EVERY:
-                    asked, state = time.monotonic(), job_state(run.path)
+                    asked, state = time.monotonic(), job_state(run.path) or state
                     if str(state) != last:
                         requeued = state.state == "PENDING" and "RUNNING" in str(last)
                         lost = _lost_tasks(run, state.job_id) if requeued else ""

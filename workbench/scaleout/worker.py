@@ -149,8 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     rank, size = world()
     ckpt, writer = restart(run, rank)
     execute(run, ckpt, writer)
-    model = run.trainer.model if run.trainer is not None else None
-    if model is not None:
+    trainer = run.trainer
+    model = trainer.model if trainer is not None else None
+    if trainer is not None and model is not None:
         out = Path(run.path) / "ranks"
         out.mkdir(exist_ok=True)
         write_json(
@@ -159,9 +160,9 @@ def main(argv: list[str] | None = None) -> int:
                 "rank": rank,
                 "host": socket.gethostname(),  # the node it ran on (multi-node tests read it)
                 "world_size": size,
-                "step": run.trainer.state.global_step,
+                "step": trainer.state.global_step,
                 "params_sha256": digest(model),
-                "device": str(run.trainer.args.device),
+                "device": str(trainer.args.device),
                 "params_device": str(next(model.parameters()).device),
                 "dist_backend": dist.get_backend() if dist.is_initialized() else None,
                 "hpu_mode": hpu_mode(),  # as this worker's bridge reports it (or None)

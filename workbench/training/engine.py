@@ -9,6 +9,7 @@ notebook holds (stop, wait, resume) on top of the read-only ``run.RunDir``.
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import sys
 import threading
 import traceback
@@ -33,6 +34,8 @@ from .trainer import build, error_text, outcome, tied_keys_quiet
 from .trainer import summary as end_summary
 
 if TYPE_CHECKING:
+    from transformers import Trainer
+
     from .overrides import TrainerOverrides  # pyright: ignore[reportMissingModuleSource]
 
 _ACTIVE: list[Run] = []  # runs training in this process, newest last (for %wb stop)
@@ -50,10 +53,10 @@ class Run(runs.RunDir):
         super().__init__(path)
         self.stop_flag = threading.Event()
         self.thread: threading.Thread | None = None
-        self.trainer: Any = None  # the transformers.Trainer while this process trains the run
+        self.trainer: Trainer | None = None  # while this process trains the run
         self.dashboard: Dashboard | None = None
         self.callbacks: list = []  # extra TrainerCallbacks for this process's training
-        self.process = None  # the torchrun process of a launched run
+        self.process: subprocess.Popen | None = None  # a launched run's torchrun
         self.error: BaseException | None = None
         # whether the model's own Python files may run: the caller's decision (wb.train's
         # model, resume's argument, the worker's --trust-remote-code), never spec.json's

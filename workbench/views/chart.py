@@ -16,6 +16,7 @@ import copy
 import io
 import json
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ def eval_metrics(events: list[dict]) -> list[str]:
     return sorted(seen)
 
 
-def panels_for(metrics: list[str] = (), spec: dict | None = None) -> list[dict[str, Any]]:
+def panels_for(metrics: Sequence[str] = (), spec: dict | None = None) -> list[dict[str, Any]]:
     """The spec's panels with a panel per eval metric after the loss (the ROUGE scores share
     one): the spec's ``metric_panels`` says where, their titles and which metrics group."""
     spec = spec or SPEC
@@ -99,7 +100,7 @@ def panels_for(metrics: list[str] = (), spec: dict | None = None) -> list[dict[s
     return [*panels[:at], *extra, *panels[at:]]
 
 
-def chart_spec(metrics: list[str] = (), spec: dict | None = None) -> dict[str, Any]:
+def chart_spec(metrics: Sequence[str] = (), spec: dict | None = None) -> dict[str, Any]:
     """What the view draws from (the ``chart`` trait): the spec, its panels with the run's
     eval metrics'; a copy, so that changing it changes no other run's."""
     spec = spec or SPEC
@@ -401,7 +402,7 @@ def eval_rows(events: list[dict]) -> tuple[list[str], list[list[Any]]]:
     metrics = eval_metrics(events)
     head = ["step", "epoch", "train loss", "eval loss", *(m.removeprefix("eval_") for m in metrics)]
     last_train: dict = {}
-    by_step: dict[int, list[Any]] = {}
+    by_step: dict[int | None, list[Any]] = {}
     for e in events:
         phase = e.get("phase")
         if phase in ("warmup", "train") and e.get("loss") is not None:

@@ -307,6 +307,7 @@ class Dashboard:
 
     def send_samples(self, event: dict) -> None:
         """One sample grid to the view: its step and prompts, the PNG as a binary buffer."""
+        assert self.widget is not None  # a live view's
         self.widget.send(
             {
                 "type": "samples",
