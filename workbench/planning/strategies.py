@@ -74,9 +74,8 @@ class Stack:
         if not self.megatron or self.replica == 1 or devices % self.replica:
             return []
         t, p, c = self.tensor or 1, self.pipeline or 1, self.context or 1
-        zeros = (0, 1) if devices // (t * p) > 1 else (0,)
         ckpts = (False, True) if checkpointing is None else (checkpointing,)
-        return [Layout(devices, t, p, z, k, mp.batch_size, 1, c) for z in zeros for k in ckpts]
+        return [Layout(devices, t, p, 1, k, mp.batch_size, 1, c) for k in ckpts]
 
 
 STACKS = {
