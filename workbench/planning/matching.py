@@ -198,8 +198,8 @@ def fp8_work(d, seq: int, flops: float, ratio: float) -> float:
     the fp8 rate: fp8 covers the transformer's linear layers (Transformer Engine's modules;
     Intel's Gaudi fork the same), while the attention's own matmuls (12 L d S) and the output
     layer run in bf16, ``ratio`` (the chip's fp8 / bf16 peak) times slower, and an embedding
-    that is not also the output layer is a lookup, no matmul (Transformer Engine's fp8 primer;
-    Intel's HabanaAI/Megatron-LM examples/llama keep attention and the head out of fp8)."""
+    that is not also the output layer is a lookup, no matmul (Transformer Engine's recipes:
+    ``fp8_dpa`` off; Megatron Core's output layer is no TE module: docs/planner-sources.md)."""
     k = 4 if "trainable" in d else 6  # LoRA: no weight gradient for the frozen table
     table = k * d["vocab"] * d["h"]
     head = table if d.get("lm_head") else 0

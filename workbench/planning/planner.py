@@ -126,33 +126,6 @@ def _mfu_asked(mfu) -> dict[str, float]:
     return out
 
 
-def _batches(batch_size, global_batch, num_devices, stack) -> None:
-    """Refuse a step's size that no layout can run: one of ``batch_size`` and
-    ``global_batch``, and a global batch that the data-parallel replicas of a stack without
-    model parallel can share evenly."""
-    if (batch_size is None) == (global_batch is None):
-        raise ValueError(
-            "pass one of batch_size= (samples a device a step, e.g. batch_size=8) and "
-            "global_batch= (samples a step over all devices, e.g. global_batch=1024), "
-            f"not {'both' if batch_size is not None else 'neither'}"
-        )
-    if batch_size is not None:
-        _positive("batch_size", batch_size)
-        return
-    _positive("global_batch", global_batch)
-    replicas = None if num_devices is None else num_devices // stack.replica
-    if replicas is None or (stack.megatron and stack.replica == 1) or global_batch % replicas == 0:
-        return
-    fewer = max(n for n in range(1, replicas) if global_batch % n == 0) * stack.replica
-    raise ValueError(
-        f"global_batch={global_batch} on num_devices={num_devices} under {stack.title}: its "
-        f"{replicas} data-parallel replicas each take the same whole samples a step, so they "
-        f"must divide the global batch: pass num_devices={fewer} (or another such count), or "
-        "strategy='megatron' (or None) for tensor, pipeline and context parallel to take the "
-        "devices the replicas cannot"
-    )
-
-
 # --------------------------------------------------------------------------- your runs
 @functools.lru_cache(maxsize=256)
 def _figures(spec_json: str, seq: int) -> tuple[str, int, int]:
@@ -647,7 +620,11 @@ def plan(
             f"replica of strategy {stack.title} takes: pass num_devices={stack.replica} x the "
             "data-parallel replicas you want"
         )
-    _batches(batch_size, global_batch, num_devices, stack)
+    if batch_size is not None:
+        _positive("batch_size", batch_size)
+    if global_batch is not None:
+        _positive("global_batch", global_batch)
+    strategies.check_batch(stack, batch_size, global_batch, num_devices)
     spec = as_model(model)
     keys = _rows_asked(devices)
     # fp8 (Transformer Engine, Intel's fp8) keeps 16-bit weights and fp32 optimizer state:
