@@ -3,6 +3,8 @@ communication and launch line."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import workbench as wb
@@ -215,3 +217,54 @@ def test_a_lora_peft_refuses_is_one_error_naming_lora_and_the_fix(lora, words):
     assert str(e.value).startswith(words), str(e.value)
     if "target_modules" in lora:
         assert "c_attn" in str(e.value), "the model's own linear layers, to pick from"
+
+
+def test_a_global_batch_below_the_device_count_plans_with_model_parallel_absorbing_devices():
+    """MLPerf's LoRA and 8B runs: global batch 8 on 64 GPUs. Tensor, pipeline and context
+    parallel take the devices the data-parallel replicas cannot; each replica's share of the
+    global batch is a whole number of samples."""
+    small = dict(tokens=1e9, seq_len=8192, precision="fp8", devices=["H100"], runs=os.devnull)
+    row = wb.plan("llama-8b", global_batch=8, num_devices=64, **small).row("H100")
+    data = row["devices"] // (
+        row["tensor_parallel"] * row["pipeline_parallel"] * row["context_parallel"]
+    )
+    assert row["devices"] == 64 and data <= 8 and 8 % data == 0, row["strategy"]
+    assert "--global-batch-size 8 " in row["launch"]
+    # a global batch that is batch_size x devices plans as that batch_size
+    same = [
+        wb.plan("llama-8b", num_devices=8, **small, **kw).row("H100")["tokens_per_s"]
+        for kw in ({"global_batch": 64}, {"batch_size": 8})
+    ]
+    assert same[0] == pytest.approx(same[1])
+
+
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        ({"global_batch": 8, "num_devices": 64, "strategy": "zero3"}, "num_devices=8"),
+        (
+            {"global_batch": 8, "num_devices": 64, "strategy": {"name": "megatron", "tp": 2}},
+            "32 data-parallel replicas",
+        ),
+        ({"global_batch": 8, "batch_size": 1}, "not both"),
+        ({}, "not neither"),
+        ({"global_batch": 0}, "global_batch must be a positive integer"),
+    ],
+)
+def test_a_step_no_layout_can_run_is_refused_at_the_door_with_the_fix(kw, words):
+    with pytest.raises(ValueError, match=words):
+        wb.plan("llama-8b", tokens=1e9, seq_len=8192, devices=["H100"], runs=os.devnull, **kw)
+
+
+def test_megatron_at_one_data_parallel_replica_plans_its_16_bit_model_not_the_trainers():
+    """NeMo's Llama 2 70B SFT on 16 H100 (TP 4 x PP 4, data parallel 1): Megatron keeps 16-bit
+    weights and gradients with the fp32 master copy in its optimizer at any data-parallel
+    degree (Megatron-LM docs/source/api-guide/dist_optimizer.md), never the Trainer's fp32 model
+    and its autocast copies."""
+    mp = wb.plan_memory("llama-70b", batch_size=1, seq_len=4096)
+    lays = layout.candidates(mp, 16)
+    one = [x for x in lays if (x.tensor, x.pipeline, x.context) == (4, 4, 1)]
+    assert one and all(x.zero == 1 for x in one)
+    plan = layout.memory_of(mp, one[0])
+    n = mp.num_params / 16
+    assert plan.weights + plan.gradients + plan.optimizer_state == pytest.approx(16 * n, rel=0.02)

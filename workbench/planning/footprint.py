@@ -375,6 +375,8 @@ def estimate(
     weights = wb * (N + lora_base) / (replicas if zero >= 3 else 1) + frozen
     if zero >= 3:
         weights += 2 * wb * layer_params  # the gathered layer and the prefetched one
+    # Megatron's layouts: 16-bit gradients (NeMo's performance recipes set grad_reduce_in_fp32
+    # False), 4 + 12 / d bytes a parameter (Megatron-LM docs/source/api-guide/dist_optimizer.md)
     grads = wb * N / (replicas if zero >= 2 else 1)
     ddp = 4 * N if (zero == 0 and replicas > 1) else 0  # DDP's gradient buckets (a second copy)
     opt_state = opt * N / (replicas if zero >= 1 else 1)

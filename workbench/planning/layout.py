@@ -172,10 +172,10 @@ def candidates(mp, devices: int, checkpointing: bool | None = None) -> list[Layo
                 # DeepSpeed-Ulysses (Gaudi's way) splits the heads over the context ranks too
                 if devices % (t * p * c) or (transformer and d["heads"] % (t * c)):
                     continue
-                replicas = devices // (t * p * c)
-                zeros = (0, 1, 2, 3) if t * p * c == 1 else (0, 1)
-                for z in zeros:
-                    if z and replicas * c == 1:
+                # Megatron's model is 16-bit with its optimizer's fp32 master copy at any data
+                # parallel degree (the distributed optimizer, which at one replica shards nothing)
+                for z in (0, 1, 2, 3) if t * p * c == 1 else (1,):
+                    if z and devices == 1:
                         continue
                     for ckpt in (False, True) if checkpointing is None else (checkpointing,):
                         out.append(Layout(devices, t, p, z, ckpt, mp.batch_size, 1, c))
@@ -199,16 +199,18 @@ def memory_of(mp, layout: Layout):
     return replace(plan, optimizer_state=0, margin=int(MARGIN[0] * peak + MARGIN[1]))
 
 
-def fitting(mp, target, layout: Layout) -> tuple[Layout, Any] | None:
-    """``layout`` at the largest micro-batch whose step fits ``target``, with its plan; None."""
-    for m in _micro_batches(mp.batch_size):
-        at = replace(
-            layout,
-            micro_batch=m,
-            # Megatron: the replica's tensor x pipeline x context devices take that many
-            # samples a step
-            accumulation=mp.batch_size // m * layout.model_parallel,
-        )
+def fitting(mp, target, layout: Layout, global_batch: int | None = None):
+    """``layout`` at the largest micro-batch whose step fits ``target``, with its plan; None.
+    ``global_batch``: the samples of a step over all devices, which its data-parallel replicas
+    must share evenly (else None); without it, ``mp.batch_size`` a device."""
+    # Megatron: the replica's tensor x pipeline x context devices take that many samples a step
+    replica = mp.batch_size * layout.model_parallel
+    if global_batch is not None:
+        if global_batch % layout.data:
+            return None
+        replica = global_batch // layout.data
+    for m in _micro_batches(mp.batch_size if global_batch is None else replica):
+        at = replace(layout, micro_batch=m, accumulation=replica // m)
         plan = memory_of(mp, at)
         if plan.fits(target):
             return at, plan
@@ -228,7 +230,9 @@ def timing(
     checkpointing; ``per_unit``: FLOPs a token (a UNet: an image); ``trainable``: parameters
     with gradients."""
     d = mp._dims
-    units = mp.batch_size * (1 if d["family"] in ("unet", "sd") else mp.seq_len)
+    # a device's share of its replica's samples (a global batch below the device count: < 1)
+    share = layout.micro_batch * layout.accumulation / layout.model_parallel
+    units = share * (1 if d["family"] in ("unet", "sd") else mp.seq_len)
     # the largest pipeline stage sets the pace (uneven stages: ceil(layers / pipeline) layers)
     stage = stage_share(d.get("layers") or 1, layout.pipeline)
     compute = units * per_unit / achieved / (RECOMPUTE if layout.checkpointing else 1.0) * stage
@@ -320,10 +324,11 @@ def best(
     trainable: int,
     checkpointing: bool | None = None,
     stack=None,
+    global_batch: int | None = None,
 ) -> dict[str, Any] | None:
     """The fastest layout of ``devices`` that fits ``target`` (None if none does): the
     layout, its MemoryPlan and its ``timing``; ``stack`` (``strategies.Stack``) keeps to the
-    layouts it runs."""
+    layouts it runs; ``global_batch``: samples a step over all devices (``fitting``)."""
     found = []
     layouts = candidates(mp, devices, checkpointing)
     if stack is not None:
@@ -334,7 +339,7 @@ def best(
             if stack.allows(lay)
         ]
     for layout in layouts:
-        fit = fitting(mp, target, layout)
+        fit = fitting(mp, target, layout, global_batch)
         if fit is None:
             continue
         at, plan = fit

@@ -23,9 +23,10 @@ from ..backends.chips import CHIPS
 from ..catalog.modelspec import ModelSpec
 from ..catalog.modelspec import model as as_model
 from . import layout
-from .flops import UNETS, flops_per_token
+from .flops import UNETS, flops_per_sample, flops_per_token
 from .footprint import traffic_per_unit
 from .memory import plan_memory
+from .strategies import stack_of
 
 SIMILAR = 4.0  # a run counts for a model within this factor of its parameter count
 
@@ -133,6 +134,7 @@ def nearest_reference(data: dict, found, precision: str, run: dict) -> dict | No
         "chip": e["chip"],
         "kind": what,
         "checkpointing": bool(e.get("checkpointing")),
+        "stack": e.get("stack"),
         "size_ratio": ratio,
         "source": f"{what}: {e['chip']}, {e['model']}, {e['measures']}{how}; {e['source']}, "
         f"{e['url']} (dated {e['date']}, read {e['read']})",
@@ -161,9 +163,55 @@ def scaling_factor(data: dict, found, n: int, got: dict | None) -> float:
 
 
 @functools.lru_cache(maxsize=256)
-def _bytes_and_flops(plan_json: str) -> tuple[float, float] | None:
-    """(bytes through HBM, FLOPs) a token of a reference's own run (its ``plan``: model and
-    sequence); None for a UNet or a run without a sequence."""
+def _own_overhead(plan_json: str, chip: str, devices: int, precision: str, stack, ckpt, rate):
+    """A reference's own run planned as ``layout.best`` lays it out (its model, batch,
+    sequence, device count and stack) at its own figure (``rate``, FLOP/s a device): its step
+    over its compute, what the planner charges for communication and the pipeline's bubble."""
+    how = json.loads(plan_json)
+    spec = spec_of({"plan": how})
+    unet = spec.family in UNETS
+    bf16 = "bf16" if precision == "fp8" else precision
+    mp = plan_memory(spec, batch_size=how["batch_size"], seq_len=how.get("seq_len"), precision=bf16)
+    per_unit = flops_per_sample(spec) if unet else flops_per_token(spec, mp.seq_len)
+    found = CHIPS[chip]
+    trainable = mp._dims.get("trainable", mp.num_params)
+    pick = layout.best(mp, chip, devices, found, per_unit, rate, trainable, ckpt, stack_of(stack))
+    return pick["timing"]["step"] / pick["timing"]["compute"] if pick else 1.0
+
+
+def own_overhead(got: dict, precision: str, achieved: float) -> float:
+    """What the reference's figure paid beyond its compute in the planner's own measure
+    (``_own_overhead``): a figure holds its own run's communication and bubble, so the planned
+    run's are charged in their place, not on top (planned from itself, a run gets its figure
+    back). ``achieved``: its rate without recompute. 1.0 where it states no run to plan."""
+    how = got.get("plan")
+    if not how or not how.get("batch_size") or got.get("chip") not in CHIPS:
+        return 1.0
+    ckpt = got.get("checkpointing") or None  # as it ran where it says; else as memory needs
+    key = json.dumps(how, sort_keys=True)
+    stack = got.get("stack")
+    return _own_overhead(key, got["chip"], got["devices"], precision, stack, ckpt, achieved)
+
+
+def fp8_work(d, seq: int, flops: float, ratio: float) -> float:
+    """A token's FLOPs (``flops``, the planner's count) as an fp8 run spends them, in FLOPs at
+    the fp8 rate: fp8 covers the transformer's linear layers (Transformer Engine's modules;
+    Intel's Gaudi fork the same), while the attention's own matmuls (12 L d S) and the output
+    layer run in bf16, ``ratio`` (the chip's fp8 / bf16 peak) times slower, and an embedding
+    that is not also the output layer is a lookup, no matmul (Transformer Engine's recipes:
+    ``fp8_dpa`` off; Megatron Core's output layer is no TE module: docs/planner-sources.md)."""
+    k = 4 if "trainable" in d else 6  # LoRA: no weight gradient for the frozen table
+    table = k * d["vocab"] * d["h"]
+    head = table if d.get("lm_head") else 0
+    lookup = 0 if (d.get("tied") and head) else table
+    slow = 12 * d["layers"] * d["h"] * seq + head
+    return flops - lookup + (ratio - 1) * slow
+
+
+@functools.lru_cache(maxsize=256)
+def _bytes_and_flops(plan_json: str, ratio: float) -> tuple[float, float, float] | None:
+    """(bytes through HBM, FLOPs, ``fp8_work`` at ``ratio``) a token of a reference's own run
+    (its ``plan``: model and sequence); None for a UNet or a run without a sequence."""
     how = json.loads(plan_json)
     if not how.get("seq_len"):
         return None
@@ -171,27 +219,36 @@ def _bytes_and_flops(plan_json: str) -> tuple[float, float] | None:
     if spec.family in UNETS:
         return None
     mp = plan_memory(spec, batch_size=1, seq_len=how["seq_len"], precision="bf16")
-    return traffic_per_unit(mp._dims, mp.seq_len, "bf16"), flops_per_token(spec, mp.seq_len)
+    flops = flops_per_token(spec, mp.seq_len)
+    work = fp8_work(mp._dims, mp.seq_len, flops, ratio) if ratio else flops
+    return traffic_per_unit(mp._dims, mp.seq_len, "bf16"), flops, work
 
 
-def carried(got: dict, found, mp, per_unit: float, peak: float | None) -> tuple[float, str]:
+def carried(
+    got: dict, found, mp, per_unit: float, peak: float | None, precision: str
+) -> tuple[float, str]:
     """(speed-up, why) of a reference's figure carried to this run: the reference's step
     splits into its memory-bound part (``traffic_per_unit`` bytes of its own model and
     sequence at its own chip's HBM bandwidth) and its matmuls (the rest, never faster than
     the peak); this run's step is its FLOPs at that matmul rate plus its own bytes at this
     chip's bandwidth. A smaller model (more bytes a FLOP) runs slower than the reference's
-    MFU says, an H200 faster than the H100 figure it takes."""
+    MFU says, an H200 faster than the H100 figure it takes. In fp8 the matmuls are counted
+    as ``fp8_work``: a model whose attention and output layer take more of its FLOPs (a long
+    sequence, a large vocabulary) runs fewer of them at the fp8 rate."""
     ref = CHIPS.get(got.get("chip") or "")
     if ref is None or not (ref.hbm_tbps and found.hbm_tbps) or not got.get("plan"):
         return 1.0, ""
-    theirs = _bytes_and_flops(json.dumps(got["plan"], sort_keys=True))
+    ratio = found.tflops["fp8"] / found.tflops["bf16"] if precision == "fp8" else 0.0
+    theirs = _bytes_and_flops(json.dumps(got["plan"], sort_keys=True), ratio)
     if theirs is None or mp._dims["family"] in ("unet", "sd"):
         return 1.0, ""
-    their_bytes, their_flops = theirs
+    their_bytes, their_flops, their_work = theirs
     their_memory = their_bytes / (ref.hbm_tbps * 1e12) / their_flops  # seconds a FLOP
-    per_flop = max(1 / got["achieved"] - their_memory, 1 / (peak * 1e12) if peak else 0.0)
+    matmul = (1 / got["achieved"] - their_memory) * their_flops / their_work  # a unit of work
+    per_work = max(matmul, 1 / (peak * 1e12) if peak else 0.0)
+    work = fp8_work(mp._dims, mp.seq_len, per_unit, ratio) if ratio else per_unit
     our_memory = traffic_per_unit(mp._dims, mp.seq_len, mp.precision) / (found.hbm_tbps * 1e12)
-    unit_s = per_unit * per_flop + our_memory
+    unit_s = work * per_work + our_memory
     speedup = per_unit / got["achieved"] / unit_s
     why = (
         f"x{speedup:.3g}: activations through HBM take {their_memory * got['achieved']:.0%} of "
@@ -199,6 +256,13 @@ def carried(got: dict, found, mp, per_unit: float, peak: float | None) -> tuple[
         f"{ref.hbm_tbps:g} TB/s on {ref.name}) and {our_memory / unit_s:.0%} of this one's "
         f"({our_memory * found.hbm_tbps * 1e12 / per_unit * 1e3:.3g} bytes a kFLOP at "
         f"{found.hbm_tbps:g} TB/s)"
+        + (
+            f"; in fp8, {work / per_unit:.3g} FLOPs at the fp8 rate a FLOP counted against "
+            f"the reference's {their_work / their_flops:.3g} (attention and the output layer "
+            "in bf16)"
+            if ratio
+            else ""
+        )
     )
     return speedup, why
 

@@ -55,6 +55,7 @@ from .matching import (
     carried,
     kind_of,
     nearest_reference,
+    own_overhead,
     scaling_factor,
     scaling_source,
 )
@@ -267,13 +268,17 @@ def _mfu_for(
 
 
 # --------------------------------------------------------------------------- layout
-def _choose(mp, target, found, asked, per_unit, achieved, trainable, scaling, ckpt, stack) -> tuple:
+def _choose(
+    mp, target, found, asked, per_unit, achieved, trainable, scaling, ckpt, stack, global_batch
+) -> tuple:
     """(the chosen ``layout.best`` result, a note): on ``asked`` devices when given and they
     hold a step, else on the fewest that do; without ``asked``, the cheapest count per token
     from the fewest that hold a step up to 8x as many (the fewer on a tie)."""
 
     def at(n):
-        return layout.best(mp, target, n, found, per_unit, achieved, trainable, ckpt, stack)
+        return layout.best(
+            mp, target, n, found, per_unit, achieved, trainable, ckpt, stack, global_batch
+        )
 
     def per_device(pick):  # tokens/s per device, up to the constant achieved/per_unit
         return pick["timing"]["units"] / pick["timing"]["step"] * scaling(pick["layout"].devices)
@@ -371,12 +376,14 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
             ctx["refs"],
             key,
         )
-    # an MFU measured with checkpointing already paid for the recompute: the rate without it
+    # an MFU measured with checkpointing already paid for the recompute, and a reference's for
+    # its own run's communication and bubble (own_overhead): the rate without them
     achieved = (
         got["achieved"] / (RECOMPUTE if got.get("checkpointing") else 1.0)
         if got is not None
         else PLACEHOLDER
     )
+    achieved *= own_overhead(got, prec, achieved) if got is not None else 1.0
     trainable = mp._dims.get("trainable", mp.num_params)
 
     def scaling(n: int) -> float:
@@ -393,6 +400,7 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
         scaling,
         ctx.get("checkpointing"),
         ctx["stack"],
+        ctx["global_batch"],
     )
     if pick is None:
         return {**row, "note": note, "sources": sources}
@@ -425,7 +433,9 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
         )
         return {**row, "note": why, "sources": sources}
     peak = found.tflops.get(prec) if found is not None else None
-    speedup, why_bw = carried(got, found, mp, per_token, peak) if found is not None else (1.0, "")
+    speedup, why_bw = (
+        carried(got, found, mp, per_token, peak, prec) if found is not None else (1.0, "")
+    )
     per_device = t["units"] / t["step"] * speedup
     total = per_device * n * scaling(n)
     warm = warmup_of(ctx["refs"], found)
@@ -500,7 +510,7 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
 def plan(
     model,
     tokens: int,
-    batch_size: int,
+    batch_size: int | None = None,
     seq_len: int | None = None,
     precision: str = "auto",
     devices=None,
@@ -512,6 +522,7 @@ def plan(
     num_devices: int | None = None,
     checkpointing: bool | None = None,
     strategy: str | dict | None = None,
+    global_batch: int | None = None,
 ) -> TrainingPlan:
     """Time and cost of training ``model`` on ``tokens`` tokens, per device, with sources.
 
@@ -523,6 +534,11 @@ def plan(
         Training tokens in all (for a UNet: samples); ``1e9`` is read as 1,000,000,000.
     batch_size, seq_len : int
         Samples per device per step and tokens per sample, as for ``wb.plan_memory``.
+    global_batch : int, optional
+        Instead of ``batch_size``: samples a step over all devices, as Megatron's
+        ``--global-batch-size`` and MLPerf's logs state it. It may be below the device count
+        (8 on 64 devices): tensor, pipeline and context parallel then take the devices the
+        data-parallel replicas cannot, for every replica takes the same whole samples a step.
     precision : {"auto", "bf16", "fp16", "fp32", "fp8"}
         ``auto``: bf16 on the accelerators, the detected device's own choice on its row.
         ``fp8``: the chips' fp8 peaks and fp8 references (memory planned as bf16); a chip
@@ -602,13 +618,18 @@ def plan(
             f"replica of strategy {stack.title} takes: pass num_devices={stack.replica} x the "
             "data-parallel replicas you want"
         )
+    if batch_size is not None:
+        _positive("batch_size", batch_size)
+    if global_batch is not None:
+        _positive("global_batch", global_batch)
+    strategies.check_batch(stack, batch_size, global_batch, num_devices)
     spec = as_model(model)
     keys = _rows_asked(devices)
     # fp8 (Transformer Engine, Intel's fp8) keeps 16-bit weights and fp32 optimizer state:
     # memory as bf16
     mp = plan_memory(
         spec,
-        batch_size=batch_size,
+        batch_size=batch_size or 1,  # a global batch: its micro-batches, from 1 (layout.fitting)
         seq_len=seq_len,
         precision="bf16" if precision == "fp8" else precision,
     )
@@ -637,6 +658,7 @@ def plan(
         "num_devices": num_devices,
         "checkpointing": checkpointing,
         "stack": stack,
+        "global_batch": global_batch,
     }
     prec = "fp8" if precision == "fp8" else mp.precision
     rows = [_row(k, spec, mp, tokens, per_unit, prec, ctx) for k in keys]
@@ -646,6 +668,7 @@ def plan(
         num_params=mp.num_params,
         tokens=tokens,
         batch_size=batch_size,
+        global_batch=global_batch,
         seq_len=mp.seq_len,
         precision=prec,
         flops_per_token=None if image else per_unit,

@@ -74,9 +74,8 @@ class Stack:
         if not self.megatron or self.replica == 1 or devices % self.replica:
             return []
         t, p, c = self.tensor or 1, self.pipeline or 1, self.context or 1
-        zeros = (0, 1) if devices // (t * p) > 1 else (0,)
         ckpts = (False, True) if checkpointing is None else (checkpointing,)
-        return [Layout(devices, t, p, z, k, mp.batch_size, 1, c) for z in zeros for k in ckpts]
+        return [Layout(devices, t, p, 1, k, mp.batch_size, 1, c) for k in ckpts]
 
 
 STACKS = {
@@ -193,3 +192,27 @@ def launch(stack: Stack, lay: Layout) -> str:
     if stack.megatron and stack.name == "megatron":
         return lay.how(megatron=True)
     return lay.how()
+
+
+def check_batch(stack: Stack, batch_size, global_batch, num_devices) -> None:
+    """Refuse a step that no layout of ``stack`` runs: one of ``batch_size`` and
+    ``global_batch``, and a global batch that its data-parallel replicas cannot share evenly
+    (tensor, pipeline and context parallel can take devices only where the stack has them)."""
+    if (batch_size is None) == (global_batch is None):
+        raise ValueError(
+            "pass one of batch_size= (samples a device a step, e.g. batch_size=8) and "
+            "global_batch= (samples a step over all devices, e.g. global_batch=1024), "
+            f"not {'both' if batch_size is not None else 'neither'}"
+        )
+    replicas = None if num_devices is None else num_devices // stack.replica
+    if replicas is None or batch_size or (stack.megatron and stack.replica == 1):
+        return
+    if global_batch % replicas:
+        fewer = max(n for n in range(1, replicas) if global_batch % n == 0) * stack.replica
+        raise ValueError(
+            f"global_batch={global_batch} on num_devices={num_devices} under {stack.title}: "
+            f"its {replicas} data-parallel replicas each take the same whole samples a step, "
+            f"so they must divide the global batch: pass num_devices={fewer} (or another "
+            "such count), or strategy='megatron' (or None) for tensor, pipeline and context "
+            "parallel to take the devices the replicas cannot"
+        )

@@ -89,8 +89,8 @@ class TrainingPlan:
 
     Attributes
     ----------
-    model, num_params, tokens, batch_size, seq_len, precision, flops_per_token
-        The inputs, and the FLOPs of one token (None for a UNet).
+    model, num_params, tokens, batch_size, global_batch, seq_len, precision, flops_per_token
+        The inputs (one of the batches), and the FLOPs of one token (None for a UNet).
     unit, flops_per_image
         ``"token"``, or ``"image"`` for a UNet: then ``tokens`` counts images, the
         ``tokens_per_s`` columns are images/s and ``flops_per_image`` is the count.
@@ -104,7 +104,7 @@ class TrainingPlan:
     model: str
     num_params: int
     tokens: int
-    batch_size: int
+    batch_size: int | None
     seq_len: int
     precision: str
     flops_per_token: int | None
@@ -112,6 +112,7 @@ class TrainingPlan:
     unit: str = "token"
     flops_per_image: int | None = None
     stack: str = "the fastest that fits (any stack)"
+    global_batch: int | None = None  # samples a step over all devices, where it was asked
 
     def table(self, sources: bool = False):
         """The rows as a DataFrame (``sources=True``: one more column, where each figure came
@@ -223,12 +224,12 @@ class TrainingPlan:
             if r.get("precision") not in (None, self.precision)
         }
         also = "".join(f" ({d}: {p})" for d, p in other.items())
-        shape = (
-            f"{self.batch_size}" if self.unit == "image" else f"{self.batch_size} x {self.seq_len}"
-        )
+        size = self.batch_size or self.global_batch
+        shape = f"{size}" if self.unit == "image" else f"{size} x {self.seq_len}"
         return (
             f"{self.model} ({self.num_params / 1e6:,.1f}M params): {self.tokens:,} {self.unit}s, "
-            f"batch {shape} per device, {self.precision}{also}"
+            f"batch {shape} {'per device' if self.batch_size else 'in all'}, "
+            f"{self.precision}{also}"
         )
 
     def __repr__(self) -> str:
