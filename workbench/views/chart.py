@@ -45,17 +45,12 @@ TRAIN_FIELDS = (
 EVAL_FIELDS = ("step", "time", *dict.fromkeys(s["field"] for s in _PLOTTED if s.get("eval")))
 
 
-def eval_metrics(events: list[dict]) -> list[str]:
-    """The eval metrics the events report besides the loss (``eval_accuracy``, ``eval_rouge1``,
-    ...)."""
-    seen = dict.fromkeys(
-        k
-        for e in events
-        if e.get("phase") == "eval"
-        for k, v in e.items()
-        if k.startswith("eval_") and k not in EVAL_FIELDS and isinstance(v, (int, float))
+def eval_metrics(seen: dict[tuple[str, str], bool]) -> list[str]:
+    """The eval metrics besides the loss (``eval_accuracy``, ``eval_rouge1``, ...) that a run
+    (its :func:`marks`) reports."""
+    return sorted(
+        f for part, f in seen if part == "eval" and f.startswith("eval_") and f not in EVAL_FIELDS
     )
-    return sorted(seen)
 
 
 def panels_for(metrics: list[str] = (), spec: dict | None = None) -> list[dict[str, Any]]:
@@ -107,10 +102,8 @@ def chart_spec(
     ``heading_log`` on a log axis), ``axis`` (the y label) and ``device_total`` (the device's
     size in the panel's unit, 0 for none). A copy: changing it changes no other run's."""
     spec, runs = spec or SPEC, runs or {}
-    metrics = {
-        f for m in runs.values() for part, f in m if part == "eval" and f.startswith("eval_")
-    }
-    panels = copy.deepcopy(panels_for(sorted(metrics - set(EVAL_FIELDS)), spec))
+    metrics = sorted({f for m in runs.values() for f in eval_metrics(m)})
+    panels = copy.deepcopy(panels_for(metrics, spec))
     notes = spec["notes"]
     for p in panels:
         p["drawn"] = {run: [s["field"] for s in drawn_series(p, m)] for run, m in runs.items()}
@@ -151,7 +144,9 @@ def _series(events: list[dict]) -> dict[str, dict[str, list]]:
     evals = [e for e in events if e.get("phase") == "eval"]
     return {
         "train": {f: [_num(e.get(f)) for e in train] for f in TRAIN_FIELDS if f != "warmup"},
-        "eval": {f: [_num(e.get(f)) for e in evals] for f in (*EVAL_FIELDS, *eval_metrics(events))},
+        "eval": {
+            f: [_num(e.get(f)) for e in evals] for f in (*EVAL_FIELDS, *eval_metrics(marks(events)))
+        },
     }
 
 
@@ -401,7 +396,7 @@ def eval_rows(events: list[dict]) -> tuple[list[str], list[list[Any]]]:
     """One row per evaluation, as Hugging Face's notebook progress table has it: step, epoch,
     the training loss last logged by then, the eval loss and each eval metric; (head, rows).
     An evaluation repeated at one step (a run's final one) is one row, the last."""
-    metrics = eval_metrics(events)
+    metrics = eval_metrics(marks(events))
     head = ["step", "epoch", "train loss", "eval loss", *(m.removeprefix("eval_") for m in metrics)]
     last_train: dict = {}
     by_step: dict[int, list[Any]] = {}

@@ -133,7 +133,6 @@ class Dashboard:
         self.max_steps = 0
         self.mem_total = 0.0
         self.summary: dict[str, Any] | None = None  # the run's summary, read once at the end
-        self.metrics: list[str] = []  # eval metrics besides the loss, as they appear
         self.marks: dict = {}  # the fields seen so far (chart.marks): what the panels draw
         self.device = ""
         # a submitted run's job as its scheduler has it ("slurm job 12: RUNNING on n[1-2]"),
@@ -270,13 +269,9 @@ class Dashboard:
         """A field seen (or non-zero) for the first time redraws the view's panels: an eval
         metric gets its panel, an optional one appears, a panel's title and series follow."""
         before = dict(self.marks)
-        if marks([event], self.marks) == before:
-            return
-        found = [m for m in eval_metrics([event]) if m not in self.metrics]
-        self.metrics = sorted({*self.metrics, *found})
-        if self.widget is not None:
-            if found:
-                self.flush()  # the points so far go with the fields they were sent with
+        if marks([event], self.marks) != before and self.widget is not None:
+            if event.get("phase") == "eval":
+                self.flush()  # a new metric's points go with its panel
             self.widget.chart = self.chart()
 
     def flush(self) -> None:
@@ -285,7 +280,7 @@ class Dashboard:
 
         if self.widget is None or not (self.pending or self.pending_eval):
             return
-        efields = (*EVAL_FIELDS, *self.metrics)
+        efields = (*EVAL_FIELDS, *eval_metrics(self.marks))
         train = downsample(self.pending, MAX_POINTS)  # keep messages small
         evals = downsample(self.pending_eval, MAX_POINTS)
         rows = [
