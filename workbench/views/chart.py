@@ -31,7 +31,6 @@ SPEC: dict[str, Any] = {
     k: v for k, v in json.loads(SPEC_PATH.read_text()).items() if not k.startswith("$")
 }
 PANELS: list[dict[str, Any]] = SPEC["panels"]
-RUN_COLOURS: list[str] = SPEC["run_colours"]
 _PLOTTED = [s for p in PANELS for s in p["series"]]
 # What each live message and the history carry: the step, the clock (for the header's
 # elapsed time, the ETA and the time axis), the warm-up flag, and every plotted field; eval
