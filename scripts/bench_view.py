@@ -43,7 +43,7 @@ window.result = times;
 
 
 def _state(points: int) -> dict:
-    from workbench.views.chart import chart_spec, history
+    from workbench.views.chart import chart_spec, history, marks
 
     def events(shift):
         out = []
@@ -56,10 +56,11 @@ def _state(points: int) -> dict:
                 out.append({"step": s, "phase": "eval", "eval_loss": 3 * math.exp(-s / 900), "time": s * 0.1})
         return out
 
+    runs = {"a": events(0), "b": events(1)}
     return {"title": "bench", "current": "a", "status": "completed", "max_steps": points, "warmup_steps": 10,
             "device": "cpu", "mem_total": 8e9, "stoppable": False, "log_scale": True, "blocking": False,
-            "kernel_id": "", "chart": chart_spec(), "summary": {},
-            "history": {"a": history(events(0)), "b": history(events(1))}}
+            "kernel_id": "", "chart": chart_spec({n: marks(e) for n, e in runs.items()}, 8e9, 10),
+            "summary": {}, "history": {n: history(e) for n, e in runs.items()}}
 
 
 def _time(page, module: Path, state: dict, repeats: int) -> list[float]:

@@ -40,7 +40,7 @@ def _events(n=12, compiles=True, tokens=True):
 def test_the_spec_is_the_chart_both_renderers_read():
     raw = json.loads(chart.SPEC_PATH.read_text())
     assert chart.SPEC == {k: v for k, v in raw.items() if not k.startswith("$")}
-    assert chart.PANELS is chart.SPEC["panels"] and chart.RUN_COLOURS is chart.SPEC["run_colours"]
+    assert chart.PANELS is chart.SPEC["panels"]
     keys = [p["key"] for p in chart.PANELS]
     assert len(set(keys)) == len(keys), "a key names one panel"
     for panel in chart.PANELS:
@@ -54,10 +54,12 @@ def test_the_spec_is_the_chart_both_renderers_read():
     assert fields <= {*chart.TRAIN_FIELDS, *chart.EVAL_FIELDS}
     # the view's state carries the spec, with the run's eval metrics' panels
     state = page.view_state({"a": _events()}, {}, title="a", status="completed", current="a")
-    assert state["chart"] == chart.chart_spec(["eval_accuracy"])
+    assert state["chart"] == chart.chart_spec({"a": chart.marks(_events())})
     assert [p["key"] for p in state["chart"]["panels"]][:2] == ["loss", "eval_accuracy"]
     state["chart"]["panels"][0]["title"] = "objective"
     assert chart.chart_spec()["panels"][0]["title"] == "loss", "a run's spec is its own copy"
+    assert chart.chart_spec(spec=state["chart"]) == chart.chart_spec(spec=chart.chart_spec(spec=state["chart"])), \
+        "reading a read spec again changes nothing"
 
 
 def _drawn(fig):
@@ -66,7 +68,7 @@ def _drawn(fig):
 
 
 def test_the_picture_draws_every_panel_and_series_of_the_spec():
-    spec = chart.chart_spec(["eval_accuracy"])
+    spec = chart.chart_spec({"a": chart.marks(_events())})
     drawn = _drawn(chart.figure({"a": _events()}, spec=spec))
     images = _drawn(chart.figure({"a": _events(tokens=False)}, spec=spec))  # throughput: samples/s
     titles = [t.split(" (")[0] for t in drawn]
@@ -142,3 +144,33 @@ def test_no_renderer_writes_a_drawing_rule_of_its_own():
             code = re.sub(r"(^|\s)//.*$", "", line) if path.suffix == ".js" else line  # comments
             found += [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for rx in literals if rx.search(code)]
     assert not found, "drawing rules belong in workbench/assets/chart.json:\n" + "\n".join(found)
+
+
+@pytest.mark.policy
+def test_what_a_panel_means_is_read_in_python_once():
+    """Which panels show, which series each run draws, the titles with their notes, the y label
+    (its ``unit``) and the device's total are chart_spec's: js/src/chart.js draws the ``shown``,
+    ``drawn``, ``heading``, ``axis`` and ``device_total`` it is handed and reads none of the
+    spec's fields they come from (once each renderer read them its own way: the view's y label
+    took a series' ``unit`` the picture ignored)."""
+    spec = chart.chart_spec({"a": chart.marks(_events())}, 8 * 2**30, 2)
+    memory = next(p for p in spec["panels"] if p["key"] == "memory")
+    assert (memory["heading"], memory["axis"], memory["device_total"]) == ("device memory (of 8 GiB total)", "GiB", 8)
+    code = re.sub(r"(^|\s)//.*", "", (ROOT / "js/src/chart.js").read_text())  # what draws the panels
+    read = [f for f in ("title", "ylabel", "unit", "notes", "one_of", "optional", "total")
+            if re.search(rf"\.{f}\b|\[[\"']{f}[\"']\]", code)]
+    assert not read, f"js/src/chart.js reads the spec's {read}: what they mean is chart_spec's"
+    for field in ("shown", "drawn", "heading", "heading_log", "axis", "device_total"):
+        assert re.search(rf"\.{field}\b", code), f"js/src/chart.js draws the {field} it is handed"
+
+
+def test_both_renderers_write_a_number_alike():
+    """The ticks' numbers: views/chart.py's _fmt_number and js/src/chart.js's fmt, run by node."""
+    values = [0, 1, 2.5, 0.1234567, 999.94, 1000, 12345.6, 1e6, 2.5e-4, -0.5, 7.450580596923828]
+    node = shutil.which("node")
+    if node is None or not any((d / "node_modules" / "uplot").exists() for d in (ROOT, ROOT / "js")):
+        pytest.skip("node and the js build's node_modules (make js) run the live view's fmt")
+    script = f"import {{fmt}} from './js/src/chart.js'; console.log(JSON.stringify({values}.map(fmt)));"
+    out = subprocess.run([node, "--input-type=module", "-e", script], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    assert json.loads(out) == [chart._fmt_number(v) for v in values]

@@ -12,6 +12,7 @@ not run the picture shows instead (checked with JavaScript off).
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 
 import pytest
@@ -123,7 +124,7 @@ def test_every_panel_and_series_of_the_spec_is_drawn_by_both_renderers(browser, 
     import copy
 
     runs = {"a": _events(compiles=True), "b": [{**e, "tokens_per_s": None} for e in _events()]}
-    spec = chart.chart_spec(["eval_accuracy"])
+    spec = chart.chart_spec({n: chart.marks(e) for n, e in runs.items()})
     with _open(browser, tmp_path, _html(runs, {"a": SUMMARY}, current=""), "view-every-series") as (pg, errors):
         pg.wait_for_selector(".wb-saved .wb-panel .u-title")
         view = _view_state_of(pg)
@@ -147,7 +148,7 @@ def test_a_changed_spec_changes_both_renderers(browser, tmp_path):
     runs = {"a": _events(compiles=True)}
     state = page.view_state(runs, {"a": SUMMARY}, title="a", status="completed", current="a", max_steps=120,
                             warmup_steps=5, device="cpu", mem_total=8 * 2**30)
-    state["chart"] = changed_spec(state["chart"])
+    state["chart"] = chart.chart_spec({"a": chart.marks(runs["a"])}, 8 * 2**30, 5, changed_spec(state["chart"]))
     out = page.saved_output(runs, {"a": SUMMARY}, state, heading="a")
     html = f"<html><body style='margin:0'><div id='host' style='width:1000px'>{out['text/html']}</div></body></html>"
     with _open(browser, tmp_path, html, "view-changed-spec") as (pg, errors):
@@ -359,8 +360,9 @@ def test_the_live_view_redraws_by_a_new_chart_spec(browser, tmp_path):
 
     state = page.view_state({"a": _events(n=45, metrics=False)}, {}, title="a", status="running", current="a",
                             max_steps=120)
-    changed = chart.chart_spec(["eval_accuracy"])
-    changed["panels"][0]["title"] = "objective"
+    spec = copy.deepcopy(chart.SPEC)
+    spec["panels"][0]["title"] = "objective"
+    changed = chart.chart_spec({"a": chart.marks(_events(n=45))}, spec=spec)
     html = _widget_page(state, (
             "window.wbSet = (k, v) => { state[k] = v; (handlers[`change:${k}`] || []).forEach((f) => f()); };"))
     keys = "() => document.querySelector('.wb-dash').wbChart.plots.map(p => p.wbPanel).join(',')"

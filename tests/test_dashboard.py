@@ -56,7 +56,9 @@ def test_widget_traits(run):
     assert (w.title, w.current, w.max_steps, w.mem_total, w.device, w.status) == (
         run.name, run.name, 100, 8e9, "cpu", "running")
     assert w.warmup_steps == 3 and w.blocking is True
-    assert w.chart == chart.chart_spec() and w.chart["panels"] == PANELS, "the view draws by the spec the PNG draws by"
+    assert w.chart == chart.chart_spec({run.name: {}}, 8e9, 3), "the view draws what the PNG draws"
+    assert [p["key"] for p in w.chart["panels"]] == [p["key"] for p in PANELS]
+    assert w.chart["panels"][4]["heading"] == "device memory (of 7.451 GiB total)"
     # the bundle built from js/ (uPlot included), loaded from the package, not from a CDN
     assert re.search(r"export\s*\{\s*\w+ as default\s*\}", w._esm) and "api/kernels/" in w._esm
     assert "uplot" in w._esm, "uPlot is bundled in"
@@ -139,12 +141,13 @@ def _hpu(events):
 
 
 def test_panels_name_their_units_and_the_fields_sent_live(run):
-    assert chart.panel_title(_panel("memory"), total=8) == "device memory (of 8 GiB total)"
-    assert chart.panel_title(_panel("loss"), log=True) == "loss (log scale)"
-    assert chart.panel_title(_panel("throughput"), warmup=True) == "throughput (warm-up shaded)"
-    tput = _panel("throughput")
-    assert chart.y_label(tput, chart.drawn_series(tput, chart.history([_event(1)]))) == "tokens/s"
-    assert chart.y_label(_panel("memory"), []) == "GiB" and chart.y_label(_panel("compiles"), []) == "compilations (total)"
+    panels = {p["key"]: p for p in chart.chart_spec({"a": chart.marks([_event(1)])}, 8 * 2**30, 3)["panels"]}
+    assert panels["memory"]["heading"] == "device memory (of 8 GiB total)"
+    assert (panels["loss"]["heading"], panels["loss"]["heading_log"]) == ("loss", "loss (log scale)")
+    assert panels["throughput"]["heading"] == "throughput (warm-up shaded)"
+    assert panels["throughput"]["axis"] == "tokens/s" and panels["throughput"]["drawn"] == {"a": ["tokens_per_s"]}
+    assert panels["memory"]["axis"] == "GiB" and panels["compiles"]["axis"] == "compilations (total)"
+    assert not panels["compiles"]["shown"] and panels["compiles"]["drawn"] == {"a": []}
     d, front = _live(run)
     d(_hpu([_event(5)])[0])
     d.flush()
@@ -153,8 +156,8 @@ def test_panels_name_their_units_and_the_fields_sent_live(run):
 
 
 def test_throughput_draws_tokens_where_there_are_tokens_else_samples():
-    lm = chart.history([_event(s) for s in (1, 2)])
-    images = chart.history([{**_event(s), "tokens_per_s": None} for s in (1, 2)])
+    lm = chart.marks([_event(s) for s in (1, 2)])
+    images = chart.marks([{**_event(s), "tokens_per_s": None} for s in (1, 2)])
     tput = _panel("throughput")
     assert [s["label"] for s in chart.drawn_series(tput, lm)] == ["tokens/s"]
     assert [s["label"] for s in chart.drawn_series(tput, images)] == ["samples/s"]
@@ -169,9 +172,9 @@ def test_the_picture_has_a_recompile_panel_when_the_run_counts_compiles():
     cpu = [_event(s) for s in range(1, 21)]  # compiles None: CPU and GPU count none
     hpu = _hpu(cpu)
     four = ["loss", "lr", "throughput", "memory"]
-    assert [p["key"] for p in chart.visible_panels([chart.history(cpu)])] == four
-    assert [p["key"] for p in chart.visible_panels([chart.history(hpu)])] == [*four, "compiles"]
-    assert [p["key"] for p in chart.visible_panels([chart.history(cpu), chart.history(hpu)])] == [*four, "compiles"]
+    def shown(*runs):
+        return [p["key"] for p in chart.chart_spec({str(i): chart.marks(r) for i, r in enumerate(runs)})["panels"] if p["shown"]]
+    assert shown(cpu) == four and shown(hpu) == shown(cpu, hpu) == [*four, "compiles"]
     two = Image.open(io.BytesIO(chart.render_png({"cpu": cpu}))).convert("RGB")
     three = Image.open(io.BytesIO(chart.render_png({"hpu": hpu}))).convert("RGB")
     assert two.width == three.width and three.height > 1.4 * two.height, "a third row of panels"

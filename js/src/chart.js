@@ -2,34 +2,16 @@
 // synced (a crosshair at one step on every panel, each legend showing its series' values
 // there), drag to zoom every panel at once, double-click to zoom back out.
 //
-// What to draw and how comes from the kernel: `spec` is the chart spec,
-// workbench/assets/chart.json with the run's eval metrics' panels (chart.py's chart_spec),
-// the one the static picture is drawn from too: panels, series, colours, line styles, the
-// notes in a title, the warm-up shading, the device's total. No drawing rule is written here
-// as a value. The helpers drawnSeries and visiblePanels mirror chart.py's functions of the
-// same names.
+// What to draw and how comes from the kernel: `spec` is workbench/views/chart.py's
+// chart_spec, the one the static picture is drawn from too: the chart spec
+// (workbench/assets/chart.json) with each panel read for these runs there, once: which
+// panels show (`shown`), which fields each run draws (`drawn`), the title with its notes
+// (`heading`, `heading_log`), the y label (`axis`), the device's total (`device_total`).
+// Nothing here decides what a panel means; no drawing rule is written here as a value.
 import uPlot from "uplot";
 
 const MIN_PANEL = 320; // px: the spec's columns a row where each gets this width, else fewer
 const HEIGHT = 190;
-
-export function drawnSeries(panel, run) {
-  // the series of `panel` this run has values for; `one_of`: the first with a non-zero value
-  const out = [];
-  for (const spec of panel.series) {
-    const values = (spec.eval ? run.eval : run.train)[spec.field] || [];
-    if (panel.one_of) {
-      if (values.some((v) => Number.isFinite(v) && v !== 0)) return [spec];
-    } else if (values.some((v) => Number.isFinite(v))) {
-      out.push(spec);
-    }
-  }
-  return out;
-}
-
-export function visiblePanels(panels, runs) {
-  return panels.filter((p) => !p.optional || Object.values(runs).some((r) => drawnSeries(p, r).length));
-}
 
 function niceIncrs(steps) {
   // ticks at the spec's steps (1, 2 and 5) times a power of ten, on every linear axis
@@ -78,15 +60,6 @@ function rgba(hex, alpha) {
   return `rgba(${(n >> 16) & 255}, ${(n >> 8) & 255}, ${n & 255}, ${alpha})`;
 }
 
-export function titleNotes(spec, panel, { log, warmup, total }) {
-  // "log scale", "warm-up shaded", "of 8 GiB total": the spec's notes, as chart.py's
-  // panel_title writes them
-  const notes = spec.notes;
-  const totalNote = notes.total.replace("{total}", fmt(total)).replace("{unit}", panel.unit || "");
-  return [log && notes.log, warmup && notes.warmup, total && totalNote]
-    .filter(Boolean).map((n) => n.split(/\s+/).filter(Boolean).join(" "));
-}
-
 export function logRange(min, max) {
   // a log axis's range: whole decades around the positive data, at least one decade wide.
   // uPlot's log-axis ticks step from decade to decade between the range's ends: an end at 0
@@ -120,23 +93,17 @@ function clean(values) {
   return (values || []).map((v) => (Number.isFinite(v) ? v : null));
 }
 
-function yLabel(panel, specs) {
-  if (panel.ylabel) return panel.ylabel;
-  if (panel.unit) return panel.unit;
-  return specs.length === 1 ? specs[0].unit || specs[0].label : panel.title;
-}
-
 // What one panel draws for these runs: uPlot series options and (x, y) tables to join.
 function panelData(panel, runs, o) {
   const names = Object.keys(runs), many = names.length > 1;
-  const series = [], tables = [], specs = [];
+  const series = [], tables = [];
   const scale = 1 / (panel.divisor || 1);
   const log = panel.scale === "log" && o.logScale;
   const line = o.spec.line, colours = o.spec.run_colours, raw = o.spec.smoothing;
   names.forEach((name, ri) => {
     const run = runs[name];
-    for (const spec of drawnSeries(panel, run)) {
-      if (!specs.includes(spec)) specs.push(spec);
+    const fields = panel.drawn[name] || [];
+    for (const spec of panel.series.filter((s) => fields.includes(s.field))) {
       const src = spec.eval ? run.eval : run.train;
       const xs = clean(o.xKey === "time" ? src.time : src.step);
       let ys = clean(src[spec.field]).map((v) => (v === null ? null : v * scale));
@@ -159,14 +126,14 @@ function panelData(panel, runs, o) {
       tables.push([x, smoothing ? smooth(y, o.smoothing) : y]);
     }
   });
-  return { series, tables, log, specs };
+  return { series, tables, log };
 }
 
 export class Chart {
   // The grid of panels for `runs` ({name: {train: {field: [...]}, eval: {...}}}).
   constructor(el, opts) {
     this.el = el;
-    this.opts = opts;  // {spec, memTotal, warmupSteps, logScale, smoothing, xKey}
+    this.opts = opts;  // {spec, warmupSteps, logScale, smoothing, xKey}
     this.plots = [];
     this.signature = "";
     this.zoom = null;  // {min, max} of the x scale while zoomed, else null
@@ -185,7 +152,7 @@ export class Chart {
   update(runs) {
     this.runs = runs;
     const o = this.opts;
-    const panels = visiblePanels(o.spec.panels, runs);
+    const panels = o.spec.panels.filter((p) => p.shown);
     const drawn = panels.map((p) => ({ panel: p, ...panelData(p, runs, o) }));
     const signature = JSON.stringify([drawn.map((d) => [d.panel.key, d.log, d.series.map((s) => s.label)]),
       o.xKey, this.layout().cols, o.emptyText]);
@@ -253,10 +220,7 @@ export class Chart {
 
   plotOptions(d, width) {
     const o = this.opts, spec = o.spec, panel = d.panel, chart = this;
-    const specs = d.specs.length ? d.specs : panel.series;
-    const total = panel.total && o.memTotal > 0 ? o.memTotal / (panel.divisor || 1) : 0;
-    const warm = panel.warmup && o.warmupSteps > 0;
-    const notes = titleNotes(spec, panel, { log: d.log, warmup: warm, total });
+    const total = panel.device_total;
     const incrs = niceIncrs(spec.tick_steps), logTicks = logFilter(spec.tick_steps);
     const xLabel = spec.x.labels[o.xKey];
     const linearRange = (min, max) => {
@@ -271,14 +235,14 @@ export class Chart {
     const yRange = (u, min, max) => (d.log ? logRange(min, max) : linearRange(min, max));
     return {
       width, height: HEIGHT,
-      title: panel.title + (notes.length ? ` (${notes.join(", ")})` : ""),
+      title: d.log ? panel.heading_log : panel.heading,
       scales: {
         x: { time: false, range: (u, min, max) => [min, max] },
         y: d.log ? { distr: 3, log: 10, range: yRange } : { range: yRange },
       },
       axes: [
         { label: xLabel, incrs: xIncrs(spec, o.xKey), size: 36, labelSize: 16, values: (u, splits) => splits.map(fmt) },
-        { label: yLabel(panel, specs), incrs, size: 56, labelSize: 16,
+        { label: panel.axis, incrs, size: 56, labelSize: 16,
           values: (u, splits) => splits.map((v) => (v === null ? "" : fmt(v))),
           ...(d.log ? { filter: logTicks, grid: { filter: logTicks }, ticks: { filter: logTicks } } : {}) },
       ],

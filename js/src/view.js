@@ -126,8 +126,8 @@ export function mountDashboard(el, model, { live }) {
   el.appendChild(root);
   const q = (s) => root.querySelector(s);
   let runs = fromHistory(model.get("history"));
-  const spec = model.get("chart");  // the chart spec: workbench/assets/chart.json, with the run's panels
-  const opts = { spec, memTotal: model.get("mem_total"), warmupSteps: model.get("warmup_steps"),
+  const spec = model.get("chart");  // what to draw: workbench/views/chart.py's chart_spec
+  const opts = { spec, warmupSteps: model.get("warmup_steps"),
     logScale: model.get("log_scale"), smoothing: spec.smoothing.default, xKey: "step" };
   const chart = new Chart(q(".wb-grid"), opts);
   root.wbChart = chart;  // for tests and the curious: the uPlot instances are chart.plots
@@ -201,7 +201,6 @@ export function mountDashboard(el, model, { live }) {
   });
   model.on("change:history", () => { runs = fromHistory(model.get("history")); schedule(); });
   model.on("change:chart", () => { opts.spec = model.get("chart"); chart.signature = ""; schedule(); });
-  model.on("change:mem_total", () => { opts.memTotal = model.get("mem_total"); chart.signature = ""; schedule(); });
   model.on("change:warmup_steps", () => { opts.warmupSteps = model.get("warmup_steps"); schedule(); });
   for (const trait of ["status", "max_steps", "current", "title", "device", "stoppable", "summary"]) {
     model.on(`change:${trait}`, schedule);

@@ -1,10 +1,11 @@
 """The chart a run is drawn as, described once, and its static rendering.
 
 The chart's drawing rules live in one spec, ``assets/chart.json`` (``SPEC``): every panel and
-series, colours, line styles, notes, shading. The live widget (``dashboard``, drawn by
-``js/src/chart.js`` with uPlot) gets it in its state (:func:`chart_spec`) and the static
-picture (``render_png``, matplotlib Agg, for papermill, nbconvert, GitHub) reads it here; both
-draw from it, and ``downsample`` thins the points both receive. ``render_table`` is the
+series, colours, line styles, notes, shading. What it means for some runs (the panels and
+series drawn, titles with their notes, axis labels) is read once, by :func:`chart_spec`; the
+live widget (``dashboard``, ``js/src/chart.js`` with uPlot) gets that in its ``chart`` trait
+and the static picture (``render_png``, matplotlib Agg, for papermill, nbconvert, GitHub)
+draws the same, and ``downsample`` thins the points both receive. ``render_table`` is the
 figures table under the picture. A text-to-image run's sample grids (``samples`` events) are
 kept by :func:`sample_grids`; the picture ends with the last one.
 """
@@ -25,18 +26,12 @@ from .. import markup
 HISTORY_POINTS = 2000  # per series in the history set at the end
 SAVED_GRIDS = 8  # sample grids a saved view keeps, evenly spaced, the last always
 
-# The chart, described once, in assets/chart.json (its fields: docs/dashboard.md, "The chart
-# spec"): the panels in their order, what each series reads and how it is drawn, the run
-# colours, the line styles, the notes in a title, the warm-up shading and the device's
-# total. The live view reads it from the ``chart`` trait (:func:`chart_spec`, read by
-# js/src/chart.js) and the static picture (render_png) here, so a new panel is one entry
-# there. The run's eval metrics get panels of their own (:func:`panels_for`).
+# its fields: docs/dashboard.md, "The chart spec"; a new panel is one entry there
 SPEC_PATH = Path(__file__).resolve().parents[1] / "assets" / "chart.json"
 SPEC: dict[str, Any] = {
     k: v for k, v in json.loads(SPEC_PATH.read_text()).items() if not k.startswith("$")
 }
 PANELS: list[dict[str, Any]] = SPEC["panels"]
-RUN_COLOURS: list[str] = SPEC["run_colours"]
 _PLOTTED = [s for p in PANELS for s in p["series"]]
 # What each live message and the history carry: the step, the clock (for the header's
 # elapsed time, the ETA and the time axis), the warm-up flag, and every plotted field; eval
@@ -50,17 +45,12 @@ TRAIN_FIELDS = (
 EVAL_FIELDS = ("step", "time", *dict.fromkeys(s["field"] for s in _PLOTTED if s.get("eval")))
 
 
-def eval_metrics(events: list[dict]) -> list[str]:
-    """The eval metrics the events report besides the loss (``eval_accuracy``, ``eval_rouge1``,
-    ...)."""
-    seen = dict.fromkeys(
-        k
-        for e in events
-        if e.get("phase") == "eval"
-        for k, v in e.items()
-        if k.startswith("eval_") and k not in EVAL_FIELDS and isinstance(v, (int, float))
+def eval_metrics(seen: dict[tuple[str, str], bool]) -> list[str]:
+    """The eval metrics besides the loss (``eval_accuracy``, ``eval_rouge1``, ...) that a run
+    (its :func:`marks`) reports."""
+    return sorted(
+        f for part, f in seen if part == "eval" and f.startswith("eval_") and f not in EVAL_FIELDS
     )
-    return sorted(seen)
 
 
 def panels_for(metrics: Sequence[str] = (), spec: dict | None = None) -> list[dict[str, Any]]:
@@ -100,11 +90,41 @@ def panels_for(metrics: Sequence[str] = (), spec: dict | None = None) -> list[di
     return [*panels[:at], *extra, *panels[at:]]
 
 
-def chart_spec(metrics: Sequence[str] = (), spec: dict | None = None) -> dict[str, Any]:
-    """What the view draws from (the ``chart`` trait): the spec, its panels with the run's
-    eval metrics'; a copy, so that changing it changes no other run's."""
-    spec = spec or SPEC
-    return copy.deepcopy({**spec, "panels": panels_for(metrics, spec)})
+def chart_spec(
+    runs: dict[str, dict] | None = None,
+    mem_total: float = 0,
+    warmup_steps: int = 0,
+    spec: dict | None = None,
+) -> dict[str, Any]:
+    """What both renderers draw from (the view's ``chart`` trait): the spec with the runs' eval
+    metrics' panels, each panel read for these runs (``runs``: each one's :func:`marks`) once,
+    here: ``drawn`` (each run's fields drawn), ``shown``, ``heading`` (the title with its notes;
+    ``heading_log`` on a log axis), ``axis`` (the y label) and ``device_total`` (the device's
+    size in the panel's unit, 0 for none). A copy: changing it changes no other run's."""
+    spec, runs = spec or SPEC, runs or {}
+    metrics = sorted({f for m in runs.values() for f in eval_metrics(m)})
+    panels = copy.deepcopy(panels_for(metrics, spec))
+    notes = spec["notes"]
+    for p in panels:
+        p["drawn"] = {run: [s["field"] for s in drawn_series(p, m)] for run, m in runs.items()}
+        p["shown"] = not p.get("optional") or any(p["drawn"].values())
+        total = p["device_total"] = mem_total / p.get("divisor", 1) if p.get("total") else 0
+        of = notes["total"].format(total=_fmt_number(total), unit=p.get("unit", ""))
+        said = [notes["warmup"] if p.get("warmup") and warmup_steps else "", of if total else ""]
+        p["heading"] = _heading(p["title"], *said)
+        if p.get("scale") == "log":
+            p["heading_log"] = _heading(p["title"], notes["log"], *said)
+        drawn = [s for s in p["series"] if any(s["field"] in f for f in p["drawn"].values())]
+        one = drawn or p["series"]
+        p["axis"] = (
+            p.get("ylabel") or p.get("unit") or (one[0]["label"] if len(one) == 1 else p["title"])
+        )
+    return copy.deepcopy({**spec, "panels": panels})
+
+
+def _heading(title: str, *notes: str) -> str:
+    shown = [" ".join(n.split()) for n in notes if n]
+    return title + (f" ({', '.join(shown)})" if shown else "")
 
 
 def downsample(values: list, limit: int) -> list:
@@ -124,7 +144,9 @@ def _series(events: list[dict]) -> dict[str, dict[str, list]]:
     evals = [e for e in events if e.get("phase") == "eval"]
     return {
         "train": {f: [_num(e.get(f)) for e in train] for f in TRAIN_FIELDS if f != "warmup"},
-        "eval": {f: [_num(e.get(f)) for e in evals] for f in (*EVAL_FIELDS, *eval_metrics(events))},
+        "eval": {
+            f: [_num(e.get(f)) for e in evals] for f in (*EVAL_FIELDS, *eval_metrics(marks(events)))
+        },
     }
 
 
@@ -153,26 +175,29 @@ def sample_grids(events: list[dict], limit: int = SAVED_GRIDS) -> list[dict[str,
 
 
 # --------------------------------------------------------------------------- the panels
-def drawn_series(panel: dict, series: dict[str, dict[str, list]]) -> list[dict]:
-    """The series of ``panel`` that one run (its ``_series``) has values for."""
+def marks(events: list[dict], into: dict | None = None) -> dict[tuple[str, str], bool]:
+    """Which fields of these events (``("train", "loss")``, ``("eval", "eval_loss")``) hold a
+    number, each True once one is non-zero; added to ``into`` when given."""
+    into = {} if into is None else into
+    for e in events:
+        part = {"warmup": "train", "train": "train", "eval": "eval"}.get(str(e.get("phase")))
+        for k, v in e.items() if part else ():
+            if isinstance(v, (int, float)):
+                into[part, k] = into.get((part, k), False) or bool(v)
+    return into
+
+
+def drawn_series(panel: dict, seen: dict[tuple[str, str], bool]) -> list[dict]:
+    """The series of ``panel`` that one run (its :func:`marks`) has values for."""
     out = []
     for spec in panel["series"]:
-        values = series["eval" if spec.get("eval") else "train"].get(spec["field"], [])
+        key = ("eval" if spec.get("eval") else "train", spec["field"])
         if panel.get("one_of"):
-            if any(values):  # the first with a non-zero value, and only that one
+            if seen.get(key):  # the first with a non-zero value, and only that one
                 return [spec]
-        elif any(v is not None for v in values):
+        elif key in seen:
             out.append(spec)
     return out
-
-
-def visible_panels(
-    runs: list[dict[str, dict[str, list]]], panels: list[dict] | None = None
-) -> list[dict]:
-    """The panels to draw for these runs: every one, except optional ones nobody reports."""
-    if panels is None:
-        panels = panels_for(sorted({f for s in runs for f in s["eval"] if f not in EVAL_FIELDS}))
-    return [p for p in panels if not p.get("optional") or any(drawn_series(p, s) for s in runs)]
 
 
 def _fmt_number(x: float) -> str:
@@ -186,28 +211,6 @@ def _fmt_number(x: float) -> str:
     if a >= 1000:
         return f"{round(x):,}"
     return f"{float(f'{x:.4g}'):g}"
-
-
-def panel_title(
-    panel: dict, log: bool = False, warmup: bool = False, total: float = 0, spec: dict | None = None
-) -> str:
-    """'loss (log scale)', 'device memory (of 8 GiB total)': the spec's ``notes``, as
-    js/src/chart.js writes them."""
-    notes = (spec or SPEC)["notes"]
-    total_note = notes["total"].format(total=_fmt_number(total), unit=panel.get("unit", ""))
-    shown = [
-        n for n, on in ((notes["log"], log), (notes["warmup"], warmup), (total_note, total)) if on
-    ]
-    return panel["title"] + (f" ({', '.join(' '.join(n.split()) for n in shown)})" if shown else "")
-
-
-def y_label(panel: dict, specs: list[dict]) -> str:
-    """The y axis label: the panel's, its unit, or its one series' label."""
-    return (
-        panel.get("ylabel")
-        or panel.get("unit")
-        or (specs[0]["label"] if len(specs) == 1 else panel["title"])
-    )
 
 
 # --------------------------------------------------------------------------- static part
@@ -235,10 +238,9 @@ def figure(
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    spec = spec or SPEC
+    spec = chart_spec({n: marks(e) for n, e in runs.items()}, mem_total, warmup_steps, spec)
     series = {name: _series(events) for name, events in runs.items()}
-    metrics = sorted({f for s in series.values() for f in s["eval"] if f not in EVAL_FIELDS})
-    panels = visible_panels(list(series.values()), panels_for(metrics, spec))
+    panels = [p for p in spec["panels"] if p["shown"]]
     cols = spec["columns"]
     rows = max(1, -(-len(panels) // cols))
     grids = (
@@ -261,7 +263,7 @@ def figure(
         default=0,
     )
     for ax, panel in zip(axes, panels):
-        _draw(ax, panel, series, mem_total, warmup_steps, spec)
+        _draw(ax, panel, series, warmup_steps, spec)
         # from step 0 to a little past the last point, so that a last point is drawn whole
         ax.set_xlim(0, xmax * (1 + spec["x"]["pad"]) if xmax > 0 else 1)
     for ax in axes[len(panels) :]:
@@ -303,9 +305,7 @@ def _line(pattern: list[float], width_px: float) -> Any:
     return "-" if not pattern else (0, tuple(d / width_px for d in pattern))
 
 
-def _draw(
-    ax, panel: dict, series: dict[str, dict], mem_total: float, warmup_steps: int, spec: dict
-) -> None:
+def _draw(ax, panel: dict, series: dict[str, dict], warmup_steps: int, spec: dict) -> None:
     """One panel on matplotlib axes, as js/src/chart.js draws it with uPlot, by the spec."""
     from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator
 
@@ -313,10 +313,9 @@ def _draw(
     line, colours = spec["line"], spec["run_colours"]
     many = len(series) > 1
     divisor = panel.get("divisor", 1)
-    positive, top, drawn = False, 0.0, []
+    positive, top = False, 0.0
     for i, (name, s) in enumerate(series.items()):
-        for one in drawn_series(panel, s):
-            drawn.append(one)
+        for one in (x for x in panel["series"] if x["field"] in panel["drawn"].get(name, ())):
             part = s["eval" if one.get("eval") else "train"]
             ys = [None if v is None else v / divisor for v in part[one["field"]]]
             positive = positive or any(v is not None and v > 0 for v in ys)
@@ -356,15 +355,13 @@ def _draw(
     if shade:
         warm = spec["warmup_shade"]
         ax.axvspan(0, warmup_steps, color=warm["colour"], alpha=warm["alpha"], lw=0)
-    total = mem_total / divisor if panel.get("total") and mem_total else 0
+    total = panel["device_total"]
     rule = spec["total_line"]
     if total and top > rule["from"] * total:  # the device's size, once usage nears it
         ax.axhline(total, color=rule["colour"], lw=pt, ls=_line(rule["dash"], 1))
-    ax.set_title(panel_title(panel, log, shade, total, spec), fontsize=10)
+    ax.set_title(panel["heading_log" if log else "heading"], fontsize=10)
     ax.set_xlabel(spec["x"]["labels"]["step"], fontsize=9)
-    ax.set_ylabel(
-        y_label(panel, list({id(d): d for d in drawn}.values()) or panel["series"]), fontsize=9
-    )
+    ax.set_ylabel(panel["axis"], fontsize=9)
     ax.tick_params(labelsize=8)
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
@@ -399,7 +396,7 @@ def eval_rows(events: list[dict]) -> tuple[list[str], list[list[Any]]]:
     """One row per evaluation, as Hugging Face's notebook progress table has it: step, epoch,
     the training loss last logged by then, the eval loss and each eval metric; (head, rows).
     An evaluation repeated at one step (a run's final one) is one row, the last."""
-    metrics = eval_metrics(events)
+    metrics = eval_metrics(marks(events))
     head = ["step", "epoch", "train loss", "eval loss", *(m.removeprefix("eval_") for m in metrics)]
     last_train: dict = {}
     by_step: dict[int | None, list[Any]] = {}

@@ -35,6 +35,7 @@ from .chart import (
     downsample,
     eval_metrics,
     history,
+    marks,
     render_png,
     render_table,
 )
@@ -101,7 +102,7 @@ def _widget_class():
         log_scale = t.Bool(True).tag(sync=True)
         history = t.Dict({}).tag(sync=True)
         summary = t.Dict({}).tag(sync=True)  # the run's summary.json, once it ended
-        # what to draw and how: the chart spec (assets/chart.json) render_png draws from
+        # what to draw and how: chart_spec, which render_png draws from too
         chart = t.Dict(chart_spec()).tag(sync=True)
 
     return LiveChart
@@ -132,7 +133,7 @@ class Dashboard:
         self.max_steps = 0
         self.mem_total = 0.0
         self.summary: dict[str, Any] | None = None  # the run's summary, read once at the end
-        self.metrics: list[str] = []  # eval metrics besides the loss, as they appear
+        self.marks: dict = {}  # the fields seen so far (chart.marks): what the panels draw
         self.device = ""
         # a submitted run's job as its scheduler has it ("slurm job 12: RUNNING on n[1-2]"),
         # shown beside the device; ``queued`` while the job waits for its nodes
@@ -237,12 +238,12 @@ class Dashboard:
                     self.device_line(),
                     "running",
                 )
+                w.chart = self.chart()
             return
         if phase in ("warmup", "train", "eval"):
             self.events.append(event)
             (self.pending_eval if phase == "eval" else self.pending).append(event)
-            if phase == "eval":
-                self._new_metrics(event)
+            self._new_fields(event)
             if self.widget is not None and time.monotonic() - self.last_send >= MIN_INTERVAL:
                 self.flush()
             if phase == "eval" and self.widget is None:
@@ -260,14 +261,18 @@ class Dashboard:
         if phase == "end":
             self.finish(event)
 
-    def _new_metrics(self, event: dict) -> None:
-        """An eval metric seen for the first time gets its panel in the view."""
-        found = [m for m in eval_metrics([event]) if m not in self.metrics]
-        if found:
-            self.metrics = sorted({*self.metrics, *found})
-            if self.widget is not None:
-                self.flush()  # the points so far go with the fields they were sent with
-                self.widget.chart = chart_spec(self.metrics)
+    def chart(self) -> dict[str, Any]:
+        """What the view draws (``chart_spec``) for the events so far."""
+        return chart_spec({self.run.name: self.marks}, self.mem_total, self.warmup_steps)
+
+    def _new_fields(self, event: dict) -> None:
+        """A field seen (or non-zero) for the first time redraws the view's panels: an eval
+        metric gets its panel, an optional one appears, a panel's title and series follow."""
+        before = dict(self.marks)
+        if marks([event], self.marks) != before and self.widget is not None:
+            if event.get("phase") == "eval":
+                self.flush()  # a new metric's points go with its panel
+            self.widget.chart = self.chart()
 
     def flush(self) -> None:
         """Send the points not yet sent: one message, float32 buffers."""
@@ -275,7 +280,7 @@ class Dashboard:
 
         if self.widget is None or not (self.pending or self.pending_eval):
             return
-        efields = (*EVAL_FIELDS, *self.metrics)
+        efields = (*EVAL_FIELDS, *eval_metrics(self.marks))
         train = downsample(self.pending, MAX_POINTS)  # keep messages small
         evals = downsample(self.pending_eval, MAX_POINTS)
         rows = [

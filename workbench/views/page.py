@@ -27,6 +27,7 @@ from ..jsonvalues import plain
 from .chart import (
     chart_spec,
     history,
+    marks,
     render_eval_table,
     render_png,
     render_table,
@@ -75,9 +76,6 @@ def view_state(
     mem_total: float = 0.0,
 ) -> dict[str, Any]:
     """The state the view draws from: what the live widget's traits hold at a run's end."""
-    from .chart import eval_metrics
-
-    metrics = sorted({m for events in runs.values() for m in eval_metrics(events)})
     return {
         "title": title,
         "current": current,
@@ -90,7 +88,7 @@ def view_state(
         "log_scale": True,
         "blocking": False,
         "kernel_id": "",
-        "chart": chart_spec(metrics),
+        "chart": chart_spec({n: marks(e) for n, e in runs.items()}, mem_total, warmup_steps),
         "history": {n: history(e) for n, e in runs.items()},
         "samples": {n: g for n, g in ((n, sample_grids(e)) for n, e in runs.items()) if g},
         "summary": summaries.get(current, {}) if current else {},
