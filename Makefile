@@ -107,13 +107,15 @@ check: $(STAMP) $(JS) $(LABEXT)
 	$(PY) -m pytest -n $(JOBS) --dist worksteal -m "not slow" $(PYTEST_ARGS)
 
 # Static checks: ruff (lint, and the package as `ruff format` writes it), the layers
-# (`lint-imports`: import-linter's contracts in pyproject.toml), then the policy tests
+# (`lint-imports`: import-linter's contracts in pyproject.toml), the types (pyright, npm's,
+# basic mode over workbench/: pyproject.toml's [tool.pyright]), then the policy tests
 # (marked `policy`: they read the source and the docs only: README shape, docs tables,
 # what the contracts cannot say, the environment variables, writes into library objects).
-lint: $(STAMP)
+lint: $(STAMP) $(JS)
 	$(VENV)/bin/ruff check workbench benchmarks tests scripts
 	$(VENV)/bin/ruff format --check workbench benchmarks
 	$(VENV)/bin/lint-imports
+	node_modules/.bin/pyright
 	$(PY) -m pytest -n 0 -q -m policy -p no:cacheprovider
 
 # Intel's Gaudi container, rehearsed (scripts/rehearse.sh): an image-like Python holding torch

@@ -37,7 +37,7 @@ from . import launchfiles
 from .launchfiles import LaunchCommand, worker_args
 
 if TYPE_CHECKING:
-    from ..training.overrides import TrainerOverrides  # pyright: ignore[reportMissingModuleSource]
+    from ..training.overrides import TrainerOverrides  # pyright: ignore[reportMissingModuleSource] a stub only
 
 STRATEGIES = ("ddp", "deepspeed")
 POLL = 0.25  # seconds between looks at rank 0's event log

@@ -14,7 +14,7 @@ import sys
 import threading
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Unpack
 
 from .. import runargs
 from ..backends import cards
@@ -36,7 +36,7 @@ from .trainer import summary as end_summary
 if TYPE_CHECKING:
     from transformers import Trainer
 
-    from .overrides import TrainerOverrides  # pyright: ignore[reportMissingModuleSource]
+    from .overrides import TrainerOverrides  # pyright: ignore[reportMissingModuleSource] a stub only
 
 _ACTIVE: list[Run] = []  # runs training in this process, newest last (for %wb stop)
 

@@ -21,7 +21,7 @@ from ..backends.registry import backend
 from ..liblogs import native_stderr_without
 
 if TYPE_CHECKING:
-    from .overrides import TrainerOverrides  # pyright: ignore[reportMissingModuleSource]
+    from .overrides import TrainerOverrides  # pyright: ignore[reportMissingModuleSource] a stub only
 
 # What torch's profiler (kineto, c10) prints straight to file descriptor 2 on every profile,
 # whatever KINETO_LOG_LEVEL says: its start and stop markers, and that memory allocated
