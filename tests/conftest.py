@@ -130,6 +130,9 @@ def _drop_fake_modules():
     profiler = sys.modules.get("habana_frameworks.torch.activity_profiler.activity_profiler")
     if profiler is not None:  # the double replaced torch.profiler's enum and profile: undo it
         profiler.undo()
+    overwrites = sys.modules.get("habana_frameworks.torch.core.torch_overwrites")
+    if overwrites is not None:  # in lazy mode it wrapped torch.save, torch.load, nn.Module's
+        overwrites.undo()
     for name in [m for m in sys.modules if m == "habana_frameworks" or m.startswith("habana_frameworks.")]:
         del sys.modules[name]
     if hasattr(torch, "hpu") and getattr(torch.hpu, "__file__", "").startswith(str(FAKES)):

@@ -1,8 +1,9 @@
 """TEST DOUBLE of habana_frameworks.torch.core: ``mark_step``, ``torch.hpu``, ``hpu_backend``.
 
 Source: gaudi-pytorch-bridge python_packages/habana_frameworks/torch/core/__init__.py @ 5a56187:
-it registers ``habana_frameworks.torch.hpu`` as ``torch.hpu`` and imports the torch.compile
-backend ``hpu_backend``.
+it registers ``habana_frameworks.torch.hpu`` as ``torch.hpu``, changes torch's functions
+(``torch_overwrites``: in lazy mode, module hooks, ``torch.save`` and ``torch.load``) and
+imports the torch.compile backend ``hpu_backend``.
 """
 
 import sys
@@ -13,6 +14,7 @@ from habana_frameworks.torch import hpu
 from habana_frameworks.torch.utils.internal import is_lazy
 
 from .step_closure import MARKS, mark_step  # noqa: F401
+from .torch_overwrites import overwrite_torch_functions
 
 COMPILED: list = []  # test hook (not bridge API): every graph hpu_backend was handed
 
@@ -20,6 +22,8 @@ if getattr(torch, "hpu", None) is not hpu:
     if hasattr(torch, "hpu"):  # a previous copy of the double (tests reload it)
         delattr(torch, "hpu")
     torch._register_device_module("hpu", hpu)
+
+overwrite_torch_functions()  # core/__init__.py:49 @ 5a56187
 
 
 def _hpu_backend(graph_module, example_inputs, **kwargs):
