@@ -33,10 +33,10 @@ def folder() -> Path:
 
 def started(pid: int, proc: Path) -> int | None:
     """When process ``pid`` started (clock ticks after boot, ``/proc/<pid>/stat`` field 22,
-    readable by every user); None once it is gone."""
+    readable by every user); None once it is gone, or has exited and not been reaped yet."""
     try:
         after_name = (proc / str(pid) / "stat").read_bytes().rsplit(b")", 1)[1].split()
-        return int(after_name[19])
+        return None if after_name[0] == b"Z" else int(after_name[19])
     except (OSError, IndexError, ValueError):
         return None
 
@@ -76,22 +76,28 @@ def _records(fd: int) -> dict[str, tuple[int, dict]]:
             continue
         finally:
             os.close(f)
-        if isinstance(record, dict) and record.get("pid") == int(name[:-5]):
+        if isinstance(record, dict) and _whole(record.get("pid")) == int(name[:-5]):
             out[name] = (st.st_uid, record)
     return out
+
+
+def _whole(value: object) -> int | None:
+    """``value`` where it is a whole number (JSON's ``true`` is not one), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _cards(record: dict) -> list[str]:
     """The device files a record names (nothing, where it names them wrongly)."""
     cards = record.get("cards")
-    ok = isinstance(cards, list) and all(isinstance(c, str) for c in cards)
-    return cards if ok else []
+    if not isinstance(cards, list) or not all(isinstance(c, str) for c in cards):
+        return []
+    return cards
 
 
 def _alive(uid: int, record: dict, proc: Path) -> bool:
     """Whether the record's process runs now, as ``uid``, since the time the record says."""
-    pid, start = record.get("pid"), record.get("start")
-    if not isinstance(pid, int) or not isinstance(start, int):
+    pid, start = _whole(record.get("pid")), _whole(record.get("start"))
+    if pid is None or start is None:
         return False
     try:
         owner = (proc / str(pid)).stat().st_uid
