@@ -150,10 +150,13 @@ def _write(fd: int, record: dict) -> None:
     """``record`` as ``<pid>.json`` in folder ``fd``, replaced whole (a reader never sees half
     of one), readable by every user; unchanged records are left alone."""
     name, text = f"{record['pid']}.json", json.dumps(record)
-    try:
-        with open(os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)) as f:
-            if f.read() == text:
+    try:  # never blocking on a FIFO someone put there, nor reading more than a record
+        f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+        try:
+            if os.read(f, _MAX_BYTES) == text.encode():
                 return
+        finally:
+            os.close(f)
     except OSError:
         pass
     # a fresh file of this user's (O_EXCL), then one rename: a name another user put there
