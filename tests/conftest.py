@@ -165,6 +165,8 @@ def fake_hpu(monkeypatch, tmp_path_factory):
     # the workbench finds the emulated cards' device files there (docs/devices.md), and HLML
     # (the pyhlml double, tests/fakes/pyhlml) lists the same FAKE_HPU_COUNT cards
     monkeypatch.setenv("WORKBENCH_HPU_DEVICE_FILES", str(dev_dir / "accel*"))
+    # the holds its processes record for other users (backends/holds.py) stay in the test's
+    monkeypatch.setenv("WORKBENCH_HOLDS", str(tmp_path_factory.mktemp("holds") / "holds"))
     monkeypatch.delitem(sys.modules, "pyhlml", raising=False)
     # the Python API only: the emulated device would make "hpu" this process's accelerator
     # for every later test (tests/fakes/README.md); tests that need it use a subprocess
@@ -195,6 +197,7 @@ def fake_env(tmp_path_factory):
     env = dict(os.environ)
     env["FAKE_HPU_DEV_DIR"] = str(tmp_path_factory.mktemp("accel"))
     env["WORKBENCH_HPU_DEVICE_FILES"] = os.path.join(env["FAKE_HPU_DEV_DIR"], "accel*")
+    env["WORKBENCH_HOLDS"] = str(tmp_path_factory.mktemp("holds") / "holds")
     env["PYTHONPATH"] = os.pathsep.join([str(FAKES), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["FAKE_HPU_INTEL_TORCH"] = "1"  # as in Intel's container (see fake_hpu)
     return env

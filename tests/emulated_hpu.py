@@ -40,6 +40,7 @@ def environment(tmp_path: Path, **env: str) -> dict[str, str]:
                 FAKE_HPU_INTEL_TORCH="1",
                 # the workbench reads who holds each card from these files (docs/devices.md)
                 WORKBENCH_HPU_DEVICE_FILES=str(tmp_path / "accel" / "accel*"),
+                WORKBENCH_HOLDS=str(tmp_path / "holds"),  # records of the holds (holds.py)
                 WORKBENCH_RUNS=str(tmp_path / "runs"))
     base.update(env)
     return base

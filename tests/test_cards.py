@@ -9,6 +9,7 @@ exits, so the pytest process itself never takes one.
 import json
 import os
 import pwd
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -275,3 +276,95 @@ def test_the_room_names_each_holders_run_and_step(tmp_path, make_run):
                        "status": "completed", "max_steps": 6}
     finally:
         child.communicate(b"\n", timeout=60)
+
+
+# ------------------------------------------------------------------ 3. other users' holds
+def test_this_users_holds_are_recorded_for_others_and_dropped_when_gone(process):
+    """Listing the cards records this user's holds (``WORKBENCH_HOLDS``, one file per holding
+    process, readable by all, in a folder made with /tmp's mode) and removes the record once
+    that process holds nothing."""
+    from workbench.backends import holds
+
+    folder = holds.folder()
+    pid = process(TAKE)
+    assert not wb.device("hpu").cards[0].free
+    assert folder.stat().st_mode & 0o7777 == 0o1777
+    record = json.loads((folder / f"{pid}.json").read_text())
+    assert record == {"pid": pid, "start": holds.started(pid, Path("/proc")),
+                      "cards": [os.path.realpath(wb.device("hpu").cards[0].path)]}
+    assert (folder / f"{pid}.json").stat().st_mode & 0o444 == 0o444
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)  # gone, its card freed
+    assert wb.device("hpu").cards[0].free
+    assert not (folder / f"{pid}.json").exists(), "its user's next listing removed it"
+
+
+@pytest.mark.slow
+def test_a_user_sees_who_holds_the_cards_of_others_and_no_forged_record():
+    """Two real Unix users: Linux hides alice's open files from bob, so her card reaches him
+    through her hold record, named by the record's owner. Records that name another user's
+    process, or a process under a start time not its own, or a process gone, show nothing."""
+    import tempfile
+
+    import unix_users
+
+    if os.geteuid() != 0 or not shutil.which("useradd"):
+        pytest.skip("needs root and useradd (it makes two users)")
+    top = Path(tempfile.mkdtemp(prefix="wb-holds-"))
+    top.chmod(0o755)
+    (top / "accel").mkdir(mode=0o755)
+    (top / "holds").mkdir()
+    (top / "holds").chmod(0o1777)  # as /tmp, or as the teacher makes it (docs/classroom.md)
+    for i in range(2):
+        (top / "accel" / f"accel{i}").touch()
+        (top / "accel" / f"accel{i}").chmod(0o666)
+    python, extra = unix_users.python()
+    names = unix_users.users(2, top / "homes")
+    alice, bob = names
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": os.pathsep.join([str(FAKES), ROOT]),
+           "FAKE_HPU_DEV_DIR": str(top / "accel"), "FAKE_HPU_COUNT": "2",
+           "WORKBENCH_HOLDS": str(top / "holds"), **extra}
+    listing = ("import json\nfrom workbench.backends.cards import Card, with_holders\n"
+               f"cards = with_holders([Card('hpu', i, 'Gaudi2', 'Gaudi', path={str(top)!r} + "
+               "f'/accel/accel{i}') for i in range(2)])\n"
+               "print(json.dumps([[[h.pid, h.user] for h in c.holders] for c in cards]), flush=True)\n")
+    take = ("import importlib.util\nspec = importlib.util.spec_from_file_location('card', "
+            f"{str(FAKES / 'habana_frameworks' / 'torch' / '_card.py')!r})\n"
+            "card = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(card)\n"
+            "card.acquire()\n" + listing
+            + "import sys; sys.stdin.readline()\n")
+
+    def seen_by(user: str) -> list:
+        done = subprocess.run([str(python), "-c", listing], env=env, user=user, cwd=top,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout)
+
+    holder = subprocess.Popen([str(python), "-c", take], env=env, user=alice, cwd=top,
+                              text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    try:
+        assert json.loads(holder.stdout.readline()) == [[[holder.pid, alice]], []]
+        me = os.getpid()
+        forged = {me: (pwd.getpwnam(bob).pw_uid, holds_started(me)),  # root's process, by bob
+                  os.getppid(): (0, holds_started(os.getppid()) + 1)}  # pid reused since
+        for pid, (uid, start) in forged.items():
+            path = top / "holds" / f"{pid}.json"
+            path.write_text(json.dumps({"pid": pid, "start": start,
+                                        "cards": [str(top / "accel" / "accel1")]}))
+            os.chown(path, uid, -1)
+        assert seen_by(bob) == [[[holder.pid, alice]], []], "alice's card, by her name; no forgery"
+        holder.communicate("\n", timeout=60)
+        assert (top / "holds" / f"{holder.pid}.json").exists(), "her record stays behind"
+        assert seen_by(bob) == [[], []], "and shows nothing once its process is gone"
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        unix_users.remove(names)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def holds_started(pid: int) -> int:
+    from workbench.backends.holds import started
+
+    return started(pid, Path("/proc"))

@@ -27,10 +27,15 @@ TRAIN = ("import workbench as wb\n"
 
 
 @pytest.fixture
-def jp_server_config():
-    return {"ServerApp": {"jpserver_extensions": {"workbench.server": True,
-                                                  "jupyter_server_terminals": False},
-                          "allow_unauthenticated_access": False}}
+def jp_server_config(request):
+    """The server with the extension; with the classroom's kernel culler where a test asks
+    for it (``indirect`` parameter ``"culler"``), its timers cut to seconds."""
+    config = {"ServerApp": {"jpserver_extensions": {"workbench.server": True,
+                                                    "jupyter_server_terminals": False},
+                            "allow_unauthenticated_access": False}}
+    if getattr(request, "param", None) == "culler":
+        config["MappingKernelManager"] = _culler(cull_idle_timeout=4, cull_interval=1)
+    return config
 
 
 @pytest.fixture
@@ -134,3 +139,33 @@ def test_two_notebooks_share_a_node_and_the_panel_names_their_cards(node, http, 
     http("api", "kernels", kid_a, method="DELETE")  # what the panel's button does
     index = held[kid_a][0]
     wait_for(lambda: http("workbench", "cards")["cards"][index]["free"], 60, "its card freed")
+
+
+def _culler(**short) -> dict:
+    """The kernel culler's settings of the classroom's config (its single-user servers'
+    arguments, jupyter-config/classroom/jupyterhub_config.py), with ``short`` timers."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = ROOT / "jupyter-config" / "classroom" / "jupyterhub_config.py"
+    args = PyFileConfigLoader(config.name, str(config.parent)).load_config().Spawner.args
+    shipped = dict(a.removeprefix("--MappingKernelManager.").split("=", 1) for a in args
+                   if a.startswith("--MappingKernelManager."))
+    assert {"cull_idle_timeout", "cull_interval", "cull_connected"} <= set(shipped), args
+    typed = {k: v == "True" if v in ("True", "False") else int(v) for k, v in shipped.items()}
+    return {**typed, **short}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("jp_server_config", ["culler"], indirect=True)
+def test_an_idle_kernel_is_culled_and_its_card_freed(node, http, notebook):
+    """The classroom's kernel culler, its timers cut to seconds: a kernel that trained and
+    then idles is shut down by jupyter_server, and its card is free again."""
+    kid, run = notebook("course/01_quickstart.ipynb")
+    _, err = run(TRAIN)
+    assert err is None, err
+    held = [h["kernel_id"] for c in http("workbench", "cards")["cards"] for h in c["holders"]]
+    assert held == [kid], "the kernel holds its card while it idles"
+    wait_for(lambda: kid not in {k["id"] for k in http("api", "kernels")}, 120,
+             "the culler to shut the idle kernel down")
+    wait_for(lambda: all(c["free"] for c in http("workbench", "cards")["cards"]), 60,
+             "its card freed")

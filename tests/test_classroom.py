@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+import unix_users
 from conftest import FAKES, ROOT
 
 ARTIFACTS = ROOT / "test-artifacts"
@@ -174,62 +175,6 @@ print("@@" + _json.dumps({"module": _dev.held.module if _dev.held else None, "ru
 """
 
 
-def _students(n: int, home_root: Path) -> list[str]:
-    """``n`` new system users, their homes under ``home_root``."""
-    tag = secrets.token_hex(3)
-    names = [f"wbc{tag}s{i}" for i in range(n)]
-    for name in names:
-        subprocess.run(["useradd", "--create-home", "--home-dir", str(home_root / name),
-                        "--shell", "/bin/sh", name], check=True, capture_output=True)
-    return names
-
-
-def _remove(names: list[str]) -> None:
-    for name in names:
-        subprocess.run(["userdel", "--force", name], capture_output=True)
-
-
-def _reachable(path: Path) -> bool:
-    """Whether every folder above ``path`` lets other users through."""
-    return all(p.stat().st_mode & 0o001 for p in path.parents)
-
-
-def _student_python() -> tuple[Path, dict[str, str]]:
-    """This venv's Python as the students can run it, and the variables it needs. Where its
-    interpreter sits under a private folder (this machine's pyenv under /root), a copy of the
-    interpreter, its standard library and headers, with a venv over this venv's site-packages,
-    etc and share (a teacher installs Python where every user can read it). Kept between runs
-    in /var/tmp (the emulated device is built for it there too)."""
-    real = Path(os.path.realpath(sys.executable))
-    if _reachable(real) and _reachable(Path(sys.base_prefix) / "lib"):
-        return Path(sys.executable), {}
-    base, ver = Path(sys.base_prefix), f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    key = hashlib.sha256(f"{real}|{sys.version}|{sys.prefix}".encode()).hexdigest()[:12]
-    home = Path("/var/tmp") / f"wb-classroom-python-{key}"
-    py, venv = home / "python", home / "venv"
-    if not (home / "done").exists():
-        shutil.rmtree(home, ignore_errors=True)
-        (py / "bin").mkdir(parents=True)
-        shutil.copy2(real, py / "bin" / ver)
-        shutil.copytree(base / "lib" / ver, py / "lib" / ver,
-                        ignore=shutil.ignore_patterns("site-packages", "test"))
-        shutil.copytree(base / "include", py / "include")  # Python.h: the device's build
-        for lib in (base / "lib").glob("libpython*"):
-            shutil.copy2(lib, py / "lib" / lib.name)
-        (venv / "bin").mkdir(parents=True)
-        (venv / "pyvenv.cfg").write_text(f"home = {py / 'bin'}\ninclude-system-site-packages = false\n")
-        (venv / "bin" / "python").symlink_to(py / "bin" / ver)
-        (venv / "lib" / ver).mkdir(parents=True)
-        (venv / "lib" / ver / "site-packages").symlink_to(Path(sys.prefix) / "lib" / ver / "site-packages")
-        for name in ("etc", "share"):
-            (venv / name).symlink_to(Path(sys.prefix) / name)
-        for p in [home, *home.rglob("*")]:
-            if not p.is_symlink():
-                p.chmod(p.stat().st_mode | 0o755 if p.is_dir() else p.stat().st_mode | 0o444)
-        (home / "done").touch()
-    return venv / "bin" / "python", {"LD_LIBRARY_PATH": str(py / "lib")}
-
-
 def _built_device(python: Path, env: dict) -> Path:
     """The emulated device, built (once: kept by its sources' digest) with the students' Python
     as root, where every student may load it (torch's build lock is a file in its folder)."""
@@ -271,7 +216,7 @@ def room():
                     "make_node()"], env=root_env, check=True, timeout=60)
     for p in [accel, *accel.rglob("*")]:  # the driver's device files are open to every user
         p.chmod(0o777 if p.is_dir() else 0o666)
-    python, python_env = _student_python()
+    python, python_env = unix_users.python()
     emulated.update(python_env)
     root_env.update(python_env)
     emulated["FAKE_HPU_BUILD_DIR"] = str(_built_device(python, root_env))
@@ -313,7 +258,7 @@ c.Spawner.start_timeout = {START_S}
             hub_proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
             hub_proc.kill()
-        _remove(names)
+        unix_users.remove(names)
         ARTIFACTS.mkdir(exist_ok=True)
         shutil.copy(log, ARTIFACTS / "classroom-hub.log")  # what the hub and servers said
         shutil.rmtree(top, ignore_errors=True)
@@ -334,7 +279,7 @@ def _holds(env: dict) -> dict[int, str]:
 
 def test_three_students_each_train_on_their_own_card(room):
     hub, top, root_env, names, (python, student_env) = room
-    names += _students(9, top / "homes")
+    names += unix_users.users(9, top / "homes")
     students, fillers, ninth = names[:3], names[3:8], names[8]
     t0 = time.monotonic()
 
@@ -372,6 +317,11 @@ def test_three_students_each_train_on_their_own_card(room):
         assert "01_quickstart.ipynb" in row and said[n]["run"] in row, teacher
         assert f"{SMOKE['MAX_STEPS']}/{SMOKE['MAX_STEPS']} completed" in row, teacher
     assert sorted(set(_holds(root_env).values())) == sorted(students), teacher
+    # a student's panel (the server extension's workbench/cards, through the hub) names the
+    # other students' cards by their users: /proc hides them, their kernels' hold records do not
+    seen = hub.call("GET", f"/user/{students[0]}/workbench/cards")["cards"]
+    held = {h["user"]: c["module"] for c in seen for h in c["holders"]}
+    assert held == {n: said[n]["module"] for n in students}, seen
 
     # five more holders fill the node (cheap: each takes a card as the bridge double does)
     take = (f"import importlib.util, sys\nsys.path.insert(0, {str(FAKES)!r})\n"
@@ -393,8 +343,8 @@ def test_three_students_each_train_on_their_own_card(room):
             asyncio.run(hub.execute(ninth, kernel, _notebook_01()))
         message = str(refused.value)
         assert "no free Gaudi card for this process: all 8 are held" in message, message
-        assert "8 are held by other users' processes" in message, message
-        assert all(n in message for n in students), "it names the users of the other kernels"
+        assert "5 are held by other users' processes" in message, "the 5 without a record"
+        assert all(f"({n}), kernel " in message for n in students), "the students' cards by name"
         assert "device='cpu'" in message and "sudo workbench devices" in message, message
         assert "Device acquire failed" in message, "and the bridge's own words"
     finally:

@@ -327,11 +327,13 @@ def check_overrides(overrides: dict[str, Any], new_run: bool = False) -> tuple[d
     import dataclasses
     import difflib
 
-    import transformers
-
     split = RunArgs.from_options(overrides)  # checks fields and aliases
     check_refused(split.trainer_overrides)
-    fields = {f.name for f in dataclasses.fields(transformers.TrainingArguments)}
+    fields: set[str] = set()
+    if split.trainer_overrides:  # importing TrainingArguments takes seconds (peft, if installed)
+        import transformers
+
+        fields = {f.name for f in dataclasses.fields(transformers.TrainingArguments)}
     bad = sorted(k for k in split.trainer_overrides if k not in fields)
     if bad:
         names = sorted(fields | set(FIELDS) | set(ALIASES))

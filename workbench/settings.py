@@ -1,4 +1,4 @@
-"""The environment variables the workbench reads: its own five, with their readers, and the
+"""The environment variables the workbench reads: its own six, with their readers, and the
 ones other tools set that it also reads (each with who sets it).
 
 Every module reads a variable here: through ``get`` and ``is_set`` (which refuse a name
@@ -19,6 +19,7 @@ CACHE = "WORKBENCH_CACHE"
 DEVICE = "WORKBENCH_DEVICE"
 HPU_DEVICE_FILES = "WORKBENCH_HPU_DEVICE_FILES"
 HPU_SYSFS = "WORKBENCH_HPU_SYSFS"
+HOLDS = "WORKBENCH_HOLDS"
 
 DEFAULT_RUNS = "runs"  # relative: under the notebook's (the process's) working directory
 
@@ -30,6 +31,8 @@ VARIABLES: dict[str, str] = {
     DEVICE: "the device wb.device() picks when asked for 'auto' (hpu, cuda, cpu, cuda:1...)",
     HPU_DEVICE_FILES: "a glob of the Gaudi device files to read instead of /dev/accel/accel*",
     HPU_SYSFS: "the folder to read the Gaudi cards' module ids from instead of /sys/class/accel",
+    HOLDS: "the folder where users' processes record the cards they hold, for the node's other "
+    "users (default /tmp/workbench-holds; mode 1777)",
     # Habana's bridge (read by the workbench, set by it only where the docs say so)
     "PT_HPU_LAZY_MODE": "the bridge's execution mode: 1 lazy, 0 eager (Intel's docs)",
     "PT_HPU_RECIPE_CACHE_CONFIG": "the bridge's on-disk cache of compiled graphs",

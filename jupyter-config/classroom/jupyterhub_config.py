@@ -7,7 +7,8 @@ Started as root (it runs each student's server as that student):
 - Who logs in: the node's system users of the group ``gaudi-class``, with their own password
   (PAM). Another authenticator is one line (docs/classroom.md, "Other logins").
 - Each student gets one single-user JupyterLab, run as that user, in their home folder, with
-  their runs under ``~/runs`` (``WORKBENCH_RUNS``): the workbench panel lists them, and only them.
+  their runs under ``~/runs`` (``WORKBENCH_RUNS``): the workbench panel lists them, and only them,
+  and every card of the node with the user who holds it (``WORKBENCH_HOLDS``).
 - Cards: nothing here hands them out. A Gaudi card belongs to the first process that touches
   it (docs/devices.md), so a student's kernel takes one free card when it first trains and
   keeps it until it stops. A kernel idle for ``KERNEL_IDLE_S`` is culled (its card freed), and
@@ -19,6 +20,7 @@ ports, a test token and the emulated node's variables).
 
 from __future__ import annotations
 
+import os
 import pwd
 import sys
 from pathlib import Path
@@ -29,6 +31,12 @@ REPO = Path(__file__).resolve().parents[2]
 GROUP = "gaudi-class"  # the students' Unix group
 KERNEL_IDLE_S = 30 * 60  # a kernel idle this long is shut down: its card goes back
 SERVER_IDLE_S = 60 * 60  # a server idle this long is stopped (its kernels with it)
+# each student's kernels record here which card they hold, so every student sees whose each
+# card is (Linux shows a process's open files to its owner only): made by root, mode 1777
+HOLDS = Path("/var/lib/gaudi-workbench/holds")
+if os.geteuid() == 0:  # as the hub runs (a test reads this file's settings as any user)
+    HOLDS.mkdir(parents=True, exist_ok=True)
+    HOLDS.chmod(0o1777)
 
 # --------------------------------------------------------------------------- who logs in
 c.JupyterHub.authenticator_class = "pam"
@@ -47,7 +55,7 @@ def runs_folder(spawner) -> str:
     return str(Path(pwd.getpwnam(spawner.user.name).pw_dir) / "runs")
 
 
-c.Spawner.environment = {"WORKBENCH_RUNS": runs_folder}
+c.Spawner.environment = {"WORKBENCH_RUNS": runs_folder, "WORKBENCH_HOLDS": str(HOLDS)}
 # jupyter_server's kernel culler (MappingKernelManager): an idle kernel is shut down, even
 # with its notebook open in a tab, so a card left idle goes back to the room
 c.Spawner.args = [

@@ -11,7 +11,8 @@ Its user is the owner of ``/proc/<pid>`` (the process's real uid), named from th
 database: on a node shared by a room of students, who holds each card.
 
 Processes of other users cannot be read without privileges (``/proc/<pid>/fd`` is the
-owner's and root's): their holds do not show, and :func:`unseen` says so.
+owner's and root's): their holds show through the hold records their users' processes leave
+(``holds``), and :func:`no_card` counts the ones that left none.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import settings
+from . import holds
 
 PROC = Path("/proc")
 _KERNEL_FILE = re.compile(r"kernel-([0-9a-f-]{36})\.json")
@@ -159,9 +161,8 @@ def holder(pid: int, proc: Path = PROC) -> Holder:
 def owner(pid: int, proc: Path = PROC) -> str | None:
     """The user name of process ``pid`` (the owner of ``/proc/<pid>``, its real uid); its
     ``uid N`` where the password database has no name for it; None once the process is gone."""
-    try:
-        uid = (proc / str(pid)).stat().st_uid
-    except OSError:
+    uid = _uid(pid, proc)
+    if uid is None:
         return None
     try:
         return pwd.getpwuid(uid).pw_name
@@ -170,13 +171,32 @@ def owner(pid: int, proc: Path = PROC) -> str | None:
 
 
 def with_holders(cards: list[Card], proc: Path = PROC) -> list[Card]:
-    """``cards`` with their holders filled in from the processes' open files."""
+    """``cards`` with their holders filled in from the processes' open files, and from the
+    other users' hold records (``holds``: the holds ``/proc`` hides from this user); this
+    user's holds are recorded for the others in turn."""
     opened = openers([c.path for c in cards if c.path], proc)
+    paths = {os.path.realpath(c.path): c.path for c in cards if c.path}
+    me, mine = os.getuid(), {}
+    for real, path in paths.items():
+        for pid in opened[path]:
+            if _uid(pid, proc) == me:
+                mine.setdefault(pid, []).append(real)
+    holds.publish(mine, set(paths), proc)
+    told = holds.reported(set(paths), proc)
     for c in cards:
-        c.holders = [holder(pid, proc) for pid in opened.get(c.path or "", [])]
+        seen = opened.get(c.path or "", [])
+        others = [p for p in told.get(os.path.realpath(c.path or ""), []) if p not in seen]
+        c.holders = [holder(pid, proc) for pid in seen + others]
         if c.held_here():
             _first_seen.setdefault(os.path.realpath(c.path or ""), time.time())
     return cards
+
+
+def _uid(pid: int, proc: Path) -> int | None:
+    try:
+        return (proc / str(pid)).stat().st_uid
+    except OSError:
+        return None
 
 
 def since(card: Card) -> float | None:
@@ -237,8 +257,8 @@ def no_card(cards: list[Card], error: BaseException, proc: Path = PROC) -> Runti
     text += "".join(f" {c.describe()}." for c in seen)
     if hidden:
         text += (
-            f" {hidden} {'is' if hidden == 1 else 'are'} held by other users' processes, which"
-            " only root can see"
+            f" {hidden} {'is' if hidden == 1 else 'are'} held by other users' processes without a"
+            " hold record, which only root can see"
         )
         users = kernel_users(proc)
         text += f" (Jupyter kernels here are run by {', '.join(users)})." if users else "."

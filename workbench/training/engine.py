@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Unpack
 
 from .. import runargs
 from ..backends import cards
+from ..backends.monitor import Unavailable
 from ..backends.registry import DeviceInfo, backend
 from ..backends.registry import device as pick_device
 from ..backends.torchrun import local_rank, world
@@ -189,6 +190,8 @@ def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: i
         device = _device_for(run.spec, size)
         if writer is not None:
             writer.begin_on(device, size)  # the first device call: on Gaudi it takes a card
+            with contextlib.suppress(Unavailable):  # listing the holders records this hold
+                device.backend.monitoring.cards()  # for the node's other users (backends.holds)
     except BaseException as e:  # before training: the run ends failed, and says why
         e = _no_card(e)
         if writer is None:
