@@ -179,6 +179,11 @@ def _results(out: Path, kind: str) -> dict[str, dict]:
     for split, metrics in found.items():
         numbers = [v for v in metrics.values() if isinstance(v, (int, float))]
         assert numbers and all(map(math.isfinite, numbers)), (split, metrics)
+    if kind == "clm":  # the use_cache edit keeps what the script's own field saved: True
+        (config,) = out.glob("checkpoint-*/config.json")  # save_last_ckpt, on by default
+        assert json.loads(config.read_text())["use_cache"] is True
+    if kind == "summarization":  # a random T5 may generate nothing but special tokens
+        assert (out / "generated_predictions.txt").is_file()
     return found
 
 
@@ -199,3 +204,26 @@ def test_optimum_habanas_script_on_the_cpu(tmp_path, kind):
         assert (work / "out" / "predict_results_None.txt").read_text().count("\n") == test + 1
     (path,) = wb.runs()["path"]
     assert wb.Run.open(path).status == "completed"
+
+
+@pytest.mark.parametrize(("kind", "ranks"), [(k, 1) for k in SCRIPTS] + [("glue", 2)])
+def test_optimum_habanas_script_on_the_emulated_gaudi(on_hpu, tmp_path, kind, ranks):
+    """In eager mode, the bridge's default since 1.22; two cards over hccl under torchrun."""
+    pytest.importorskip("evaluate", reason="the examples' requirements.txt: pip install evaluate")
+    work, args = prepared(tmp_path, kind)
+    launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    cmd = [sys.executable, *(launcher if ranks == 2 else []), Path(SCRIPTS[kind]).name, *args,
+           "--use_lazy_mode", "False"]
+    result = on_hpu(f"""
+        import os, subprocess
+        import workbench as wb
+        env = {{**os.environ, **{nltk_data(work) if kind == "summarization" else {}!r}}}
+        done = subprocess.run({cmd!r}, cwd={str(work)!r}, env=env, capture_output=True,
+                              text=True, timeout=600)
+        out["rc"], out["log"] = done.returncode, done.stdout[-3000:] + done.stderr[-6000:]
+        out["runs"] = [[r.status, r.summary["device"]["kind"], r.summary.get("world_size")]
+                       for r in map(wb.Run.open, wb.runs()["path"])]
+    """)
+    assert result["rc"] == 0, result["log"]
+    _results(work / "out", kind)
+    assert result["runs"] == [["completed", "hpu", ranks]], result["runs"]
