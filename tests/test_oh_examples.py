@@ -81,7 +81,7 @@ METRICS = {
               f'{{"id": {STRING}, "answers": datasets.Sequence({{"text": {STRING}, '
               '"answer_start": datasets.Value("int32")})}',
               '{"exact_match": 100 * sum(p["prediction_text"] in r["answers"]["text"] for p, r '
-              'in zip(predictions, references)) / len(predictions), "f1": 0.0}'),
+              'in zip(predictions, references)) / len(predictions)}'),
 }
 
 
@@ -159,6 +159,13 @@ def prepared(tmp_path: Path, kind: str) -> tuple[Path, list[str]]:
     return work, args
 
 
+def requirements() -> None:
+    """Skip unless the examples' requirements.txt (the parts these families import) is there."""
+    for name in ("evaluate", "nltk"):
+        pytest.importorskip(name, reason="the examples' requirements.txt: pip install evaluate "
+                                         "nltk (or pip install --target DIR; DIR on PYTHONPATH)")
+
+
 def nltk_data(work: Path) -> dict[str, str]:
     """run_summarization.py looks for nltk's punkt files and sentence-splits with them: empty
     parameter files (no abbreviations) stand in for the download."""
@@ -171,37 +178,35 @@ def nltk_data(work: Path) -> dict[str, str]:
     return {"NLTK_DATA": str(work / "nltk_data")}
 
 
-def _results(out: Path, kind: str) -> dict[str, dict]:
-    """The metrics files the script saved, each with finite numbers."""
-    splits = ["train", "eval"] + (["predict"] if kind in ("glue", "qa", "summarization") else [])
-    found = {s: json.loads((out / f"{s}_results.json").read_text()) for s in splits
-             if s != "predict" or kind != "glue"}
+def _results(out: Path, kind: str) -> None:
+    """The metrics files the script saved, each with finite numbers, and its outputs."""
+    splits = ["train", "eval"] + (["predict"] if kind in ("qa", "summarization") else [])
+    found = {s: json.loads((out / f"{s}_results.json").read_text()) for s in splits}
     for split, metrics in found.items():
         numbers = [v for v in metrics.values() if isinstance(v, (int, float))]
         assert numbers and all(map(math.isfinite, numbers)), (split, metrics)
+    if kind == "glue":  # its predictions file: a header and a line per test row
+        assert "eval_accuracy" in found["eval"]
+        rows = (out.parent / "test.json").read_text().count("\n")
+        assert (out / "predict_results_None.txt").read_text().count("\n") == rows + 1
     if kind == "clm":  # the use_cache edit keeps what the script's own field saved: True
         (config,) = out.glob("checkpoint-*/config.json")  # save_last_ckpt, on by default
         assert json.loads(config.read_text())["use_cache"] is True
     if kind == "summarization":  # a random T5 may generate nothing but special tokens
         assert (out / "generated_predictions.txt").is_file()
-    return found
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", list(SCRIPTS))
 def test_optimum_habanas_script_on_the_cpu(tmp_path, kind):
-    pytest.importorskip("evaluate", reason="the examples' requirements.txt: pip install evaluate")
+    requirements()
     work, args = prepared(tmp_path, kind)
     env = {**_env(), **(nltk_data(work) if kind == "summarization" else {})}
     done = subprocess.run([sys.executable, Path(SCRIPTS[kind]).name, *args, "--use_lazy_mode",
                            "True"], cwd=work, env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
-    results = _results(work / "out", kind)
-    if kind == "glue":
-        assert "eval_accuracy" in results["eval"]
-        test = (work / "test.json").read_text().count("\n")
-        assert (work / "out" / "predict_results_None.txt").read_text().count("\n") == test + 1
+    _results(work / "out", kind)
     (path,) = wb.runs()["path"]
     assert wb.Run.open(path).status == "completed"
 
@@ -209,7 +214,7 @@ def test_optimum_habanas_script_on_the_cpu(tmp_path, kind):
 @pytest.mark.parametrize(("kind", "ranks"), [(k, 1) for k in SCRIPTS] + [("glue", 2)])
 def test_optimum_habanas_script_on_the_emulated_gaudi(on_hpu, tmp_path, kind, ranks):
     """In eager mode, the bridge's default since 1.22; two cards over hccl under torchrun."""
-    pytest.importorskip("evaluate", reason="the examples' requirements.txt: pip install evaluate")
+    requirements()
     work, args = prepared(tmp_path, kind)
     launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     cmd = [sys.executable, *(launcher if ranks == 2 else []), Path(SCRIPTS[kind]).name, *args,
