@@ -37,12 +37,12 @@ pytestmark = [
 ]
 
 # docs/optimum-habana.md's edits, as (pattern, replacement); each must match at least once
-FIRST = (r"\n(import |from )", r"\nimport workbench\n\1")  # "import workbench" first, on Gaudi
+FIRST = (r"(?s)\A(.*?\n)(import |from )", r"\1import workbench\n\2")  # "import workbench" first, on Gaudi
 IMPORTS = (r"from optimum\.habana(?:\.utils|\.transformers\.modeling_utils)? import",
            "from workbench.compat.optimum_habana import")
 TELEMETRY = [(r"(from transformers\.utils import check_min_version.*), send_example_telemetry",
               r"\1"), (r"\n *send_example_telemetry\(.*\)", "")]
-USE_CACHE = [(r"\n    use_cache: bool = field\(.*?\n    \)", ""),
+USE_CACHE = [(r"(?s)\n    use_cache: bool = field\(.*?\n    \)", ""),
              (r"model_args\.use_cache", "training_args.use_cache")]
 OFFLINE = (r"(from transformers\.utils import check_min_version), is_offline_mode",
            r"\1\nfrom huggingface_hub import is_offline_mode")
@@ -90,8 +90,7 @@ def edited(work: Path, name: str) -> None:
     path = work / Path(name).name
     text = path.read_text()
     for pattern, new in EDITS[name]:
-        text, n = re.subn(pattern, new, text, count=1 if pattern == FIRST[0] else 0,
-                          flags=re.DOTALL if "field" in pattern else 0)
+        text, n = re.subn(pattern, new, text)
         assert n, f"{name}: docs/optimum-habana.md's edit {pattern!r} found nothing to change"
     path.write_text(text)
 
