@@ -32,11 +32,11 @@ site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("pureli
 echo "import ctypes, sys; ctypes.CDLL(sys.prefix + '/no_cuda_hooks.so', mode=ctypes.RTLD_GLOBAL)" \
   >"$site/zz_no_cuda_hooks.pth"
 export FAKE_HPU_BUILD_DIR=$venv.fake_hpu_build PYTHONPATH=$PWD
-files=("$@")
-[ ${#files[@]} -gt 0 ] || files=(tests/test_hpu.py tests/test_emulated_*.py tests/test_counts.py
-                                 tests/test_compat.py tests/test_attach_ranks.py)
-for f in "${files[@]}"; do
+run() { "$venv/bin/python" -m pytest -n 0 -p no:cacheprovider -q --timeout=1800 "$@" 2>&1 | tail -30; }
+if [ $# -gt 0 ]; then run "$@"; exit; fi  # pytest's own arguments: files, -k ...
+for f in tests/test_hpu.py tests/test_emulated_*.py tests/test_counts.py tests/test_compat.py \
+         tests/test_attach_ranks.py; do
   echo "=== $f $(date +%T)"
-  "$venv/bin/python" -m pytest -n 0 -p no:cacheprovider -q --timeout=1800 "$f" 2>&1 | tail -30
+  run "$f"
 done
 echo "=== done $(date +%T)"
