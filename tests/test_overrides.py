@@ -8,6 +8,7 @@ tests/test_inputs.py's.)
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import subprocess
@@ -45,6 +46,17 @@ def test_the_stub_lists_every_training_argument_the_doors_pass_through_with_its_
     assert stub.__required_keys__ == frozenset() and set(ALIASES) <= stub.__optional_keys__
 
 
+def test_the_stubs_run_options_are_the_records_fields_with_their_types_in_order():
+    """``RunOptions`` adds the run's own arguments to ``TrainerOverrides``: the names, order
+    and types of ``runargs.RunArgs`` (what ``wb.train``'s ``**options`` takes)."""
+    tree = ast.parse(STUB.read_text())
+    node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "RunOptions")
+    assert [ast.unparse(b) for b in node.bases] == ["TrainerOverrides"]
+    own = {n.target.id: ast.unparse(n.annotation) for n in node.body if isinstance(n, ast.AnnAssign)}
+    assert own == {name: str(f.annotation) for name, f in FIELDS.items()}
+    assert list(own) == list(FIELDS)
+
+
 CALLER = """\
 import workbench as wb
 wb.train("bert-tiny", "docstrings-topic", bach_size=8)
@@ -52,6 +64,7 @@ wb.launch("bert-tiny", "docstrings-topic", devices=2, bach_size=8)
 wb.launch_command("bert-tiny", "docstrings-topic", nodes=1, devices_per_node=2, bach_size=8)
 wb.profile("bert-tiny", "docstrings-topic", bach_size=8)
 wb.train("bert-tiny", "docstrings-topic", max_grad_norm="high")
+wb.launch("bert-tiny", "docstrings-topic", devices=2, batch_size="8")
 wb.train("bert-tiny", "docstrings-topic", batch_size=8, max_grad_norm=1.0, learning_rate=3e-4)
 wb.launch("bert-tiny", "docstrings-topic", devices=2, batch_size=8, max_grad_norm=1.0)
 wb.launch_command("bert-tiny", "docstrings-topic", nodes=1, devices_per_node=2, batch_size=8, warmup_steps=10, fp16=True)
@@ -81,4 +94,6 @@ def test_pyright_flags_a_misspelt_keyword_and_passes_real_training_arguments(tmp
         line: [True] for line in (2, 3, 4, 5)}, errors
     assert len(errors.get(6, [])) == 1 and 'parameter "max_grad_norm" of type "float"' in errors[6][0], (
         errors)
-    assert not [line for line in errors if line > 6], errors
+    assert len(errors.get(7, [])) == 1 and 'parameter "batch_size" of type "int"' in errors[7][0], (
+        errors)  # a run argument is typed too (RunOptions)
+    assert not [line for line in errors if line > 7], errors

@@ -1,9 +1,11 @@
 """The run's arguments as keywords a reader, an editor and a type checker can see.
 
-``wb.train``, ``wb.launch``, ``wb.launch_command`` and ``wb.profile`` spell every field of
-``runargs.FIELDS`` in their own ``def`` (no synthesised ``__signature__``): these tests hold
-the names, their order, defaults and annotations to the record, so the record stays the one
-home of each default, and check that what a caller passes arrives as it did before.
+``wb.train``, ``wb.launch``, ``wb.launch_command`` and ``wb.profile`` take them as
+``**options: Unpack[RunOptions]`` (what a type checker reads: training/overrides.pyi, held to
+``runargs.FIELDS`` by tests/test_overrides.py) and show them, through ``runargs.spelled_out``,
+in the signature ``help()``, ``inspect`` and IPython's completion read. These tests hold that
+signature to the record (names, order, defaults, types) and check that what a caller passes
+arrives as it did before.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from pathlib import Path
 import pytest
 
 import workbench as wb
-from workbench import runargs
 from workbench.runargs import FIELDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,9 +31,8 @@ OWN = {
 
 
 @pytest.mark.parametrize("name", sorted(OWN))
-def test_every_run_argument_is_a_keyword_of_the_function_with_the_records_default(name):
+def test_every_run_argument_is_a_keyword_of_the_signature_with_the_records_default(name):
     func = getattr(wb, name)
-    assert "__signature__" not in vars(func), f"wb.{name} synthesises its signature"
     params = inspect.signature(func).parameters
     run_params = [p for p in params if p in FIELDS]
     expected = [f for f in FIELDS if f not in OWN[name]]
@@ -43,15 +43,10 @@ def test_every_run_argument_is_a_keyword_of_the_function_with_the_records_defaul
         want = FIELDS[field].default
         assert p.default == want and type(p.default) is type(want), (
             f"wb.{name}({field}=) defaults to {p.default!r}; runargs.FIELDS says {want!r}")
-        assert p.annotation.replace("pathlib.", "") == _text(FIELDS[field].annotation), field
+        assert p.annotation == FIELDS[field].annotation, field
     tail = list(params.values())[-1]
     assert tail.kind is inspect.Parameter.VAR_KEYWORD and tail.name == "trainer_overrides"
-
-
-def _text(annotation) -> str:
-    """An annotation as the source spells it (``from __future__ import annotations``)."""
-    return annotation.__name__ if isinstance(annotation, type) else str(annotation).replace(
-        "pathlib.", "").replace("typing.", "")
+    assert "batch_size" in (func.__doc__ or "") or "wb.train" in func.__doc__
 
 
 @pytest.mark.parametrize("module, func", [
@@ -60,21 +55,21 @@ def _text(annotation) -> str:
     ("workbench/scaleout/launcher.py", "launch_command"),
     ("workbench/training/profiler.py", "profile"),
 ])
-def test_the_keywords_are_in_the_source_where_a_type_checker_reads_them(module, func):
-    """What pyright and an editor read is the ``def`` itself: the keywords are written there."""
+def test_the_source_hands_a_type_checker_the_typed_options(module, func):
+    """What pyright and an editor read is the ``def``: ``**options: Unpack[RunOptions]``, and no
+    run argument written out a second time beside it."""
     tree = ast.parse((ROOT / module).read_text())
     node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == func)
-    written = [a.arg for a in node.args.kwonlyargs]
-    assert [f for f in FIELDS if f not in OWN[func]] == [w for w in written if w in FIELDS]
-    assert not any(isinstance(n, ast.Assign) and "__signature__" in ast.unparse(n)
-                   for n in tree.body), f"{module} assigns a __signature__"
+    assert node.args.kwarg is not None and node.args.kwarg.arg == "options"
+    assert ast.unparse(node.args.kwarg.annotation) == "Unpack[RunOptions]"
+    assert not {a.arg for a in node.args.kwonlyargs} & set(FIELDS)
 
 
-def test_given_keeps_what_the_caller_chose_and_drops_defaults():
-    chosen = runargs.given(wb.train, {"lr": 1e-3, "batch_size": 16, "max_length": 64, "padding": "auto",
-                            "model": "bert-tiny", "live": False, "seed": 0.0})
-    # 16 and "auto" are the defaults; 0.0 is not the int default 0 (and is refused later)
-    assert chosen == {"lr": 1e-3, "max_length": 64, "seed": 0.0}
+def test_profile_refuses_what_it_sets_itself(runs_in_tmp):
+    for own in OWN["profile"]:
+        with pytest.raises(ValueError, match=f"wb.profile sets {own}= itself"):
+            wb.profile("bert-tiny", "docstrings-topic", live=False, **{own: 3})
+    assert not runs_in_tmp.exists() or not any(runs_in_tmp.iterdir())
 
 
 def test_an_alias_still_reaches_its_field_through_the_keywords(runs_in_tmp):
@@ -115,3 +110,21 @@ def test_the_front_door_serves_exactly_the_names_of_its_stub_each_from_its_modul
         "write `from .m import x as x`: the explicit re-export form")
     with pytest.raises(AttributeError):
         workbench.trian  # noqa: B018
+
+
+def test_a_notebooks_completion_offers_the_run_arguments():
+    """What a user sees typing ``wb.train(model, data, bat<Tab>`` in a notebook: IPython's
+    completer (with jedi and without) reads the signature ``spelled_out`` gives."""
+    from IPython.core.completer import provisionalcompleter
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_cell("import workbench as wb")
+    for jedi in (True, False):
+        shell.Completer.use_jedi = jedi
+        for line, want in [("wb.train('bert-tiny', 'd', bat", "batch_size="),
+                           ("wb.launch('bert-tiny', 'd', pad", "padding="),
+                           ("wb.profile('bert-tiny', 'd', max_l", "max_length=")]:
+            with provisionalcompleter():
+                offered = [c.text for c in shell.Completer.completions(line, len(line))]
+            assert want in offered, (jedi, line, offered)

@@ -1,9 +1,10 @@
 """A run's arguments: every name ``wb.train`` takes, its default and its check, stated once.
 
 ``RunArgs`` is the record ``wb.train``, ``wb.launch``, ``wb.launch_command``, ``wb.profile``,
-the pickers and the train form share, a frozen dataclass whose fields are typed: they read
-their defaults from ``FIELDS`` (drawn from its fields) when they are called, so a default
-changed here is a default changed everywhere. A name transformers'
+the pickers and the train form share, a frozen dataclass whose fields are typed: the doors
+take them as ``**options`` and show them in their signatures (``spelled_out``), the forms
+read their defaults from ``FIELDS`` (drawn from its fields), so a default changed here is a
+default changed everywhere. A name transformers'
 ``TrainingArguments`` spells differently (``learning_rate`` for ``lr``) is an alias of the
 record's field: it is checked as the field is, never passed through unchecked.
 
@@ -14,14 +15,13 @@ Checks here need only the values; the ones that need the model, the data or the 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
 import math
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .backends.hpu import MODES
 from .backends.registry import PRECISIONS
@@ -31,6 +31,7 @@ from .shapes.batching import PACKINGS
 PADDINGS = ("auto", "longest", "max_length", "bucketed", "packed")
 
 Check = Callable[[str, Any], None]  # check(name, value) raises with the fix
+Door = TypeVar("Door", bound=Callable)  # wb.train and its kin, their type kept
 
 
 def _optional(check):
@@ -360,27 +361,24 @@ def check_overrides(overrides: dict[str, Any], new_run: bool = False) -> tuple[d
     return {k: split.values[k] for k in given}, split.trainer_overrides
 
 
-def given(func, values: dict[str, Any]) -> dict[str, Any]:
-    """The run arguments among ``values`` (``func``'s keywords, its ``locals()``) that the
-    caller chose: those that differ from ``func``'s own default.
+def spelled_out(*leave_out: str) -> Callable[[Door], Door]:
+    """Decorate a door that takes the run's arguments as ``**options``: the signature
+    ``help()``, ``inspect`` and IPython's completion read spells out each of ``FIELDS`` (but
+    ``leave_out``) as a keyword with its default and type, then ``**trainer_overrides``.
+    Type checkers read ``Unpack[RunOptions]`` (training/overrides.pyi) instead;
+    tests/test_signatures.py holds the two to ``FIELDS``."""
 
-    ``wb.train``, ``wb.launch``, ``wb.launch_command`` and ``wb.profile`` spell every field
-    as a keyword, so that editors and type checkers see them; tests/test_signatures.py holds
-    each signature to ``FIELDS``. They hand on only what the caller chose: the record fills
-    in the rest (``RunArgs.from_options``), so its defaults are the ones that count, and an
-    alias (``learning_rate=``) is not met by its field's default (``lr=None``)."""
-    defaults = _keyword_defaults(func)
-    return {
-        k: v
-        for k, v in values.items()
-        if k in FIELDS and not (type(v) is type(defaults[k]) and v == defaults[k])
-    }
+    def decorate(func: Door) -> Door:
+        sig = inspect.signature(func)
+        own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        run = [
+            inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                              annotation=f.annotation)
+            for n, f in FIELDS.items()
+            if n not in leave_out
+        ]  # fmt: skip
+        rest = inspect.Parameter("trainer_overrides", inspect.Parameter.VAR_KEYWORD)
+        func.__signature__ = sig.replace(parameters=[*own, *run, rest])  # pyright: ignore[reportFunctionMemberAccess] read by inspect
+        return func
 
-
-@functools.cache
-def _keyword_defaults(func) -> dict[str, Any]:
-    return {
-        name: p.default
-        for name, p in inspect.signature(func).parameters.items()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY
-    }
+    return decorate

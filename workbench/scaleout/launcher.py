@@ -37,7 +37,7 @@ from . import launchfiles
 from .launchfiles import LaunchCommand, worker_args
 
 if TYPE_CHECKING:
-    from ..training.overrides import TrainerOverrides  # pyright: ignore[reportMissingModuleSource] a stub only
+    from ..training.overrides import RunOptions  # pyright: ignore[reportMissingModuleSource] a stub only
 
 STRATEGIES = ("ddp", "deepspeed")
 POLL = 0.25  # seconds between looks at rank 0's event log
@@ -267,6 +267,7 @@ def _supervise(run: Run, proc: subprocess.Popen, log_path: Path) -> Run:
 SCHEDULERS = ("slurm",)
 
 
+@runargs.spelled_out()
 def launch(
     model,
     data,
@@ -278,33 +279,9 @@ def launch(
     nodes: int = 1,
     scheduler: str | None = None,
     partition: str | None = None,
-    max_steps: int | None = None,
-    epochs: float | None = None,
-    batch_size: int = 16,
-    lr: float | None = None,
-    precision: str = "auto",
-    device: str = "auto",
-    eval_every: int | None = None,
-    save_every: int | None = None,
-    log_every: int | None = None,
-    run_dir: str | Path | None = None,
-    name: str | None = None,
-    max_length: int = 128,
-    padding: str = "auto",
-    buckets: int = 8,
-    packing: str = "concat",
-    seed: int = 0,
-    compile: bool | None = None,
-    mode: str | None = None,
-    throughput_warmup_steps: int | None = None,
-    report_to: str | list | None = None,
-    sample_prompts: list | None = None,
-    sample_every: int | None = None,
-    sample_steps: int = 10,
-    cache_latents: bool = False,
     live: str | bool = "auto",
     background: bool = False,
-    **trainer_overrides: Unpack[TrainerOverrides],
+    **options: Unpack[RunOptions],
 ) -> Run:
     """Train with ``devices`` worker processes under ``torchrun`` on this machine.
 
@@ -347,7 +324,7 @@ def launch(
     if not isinstance(max_restarts, int) or max_restarts < 0:
         raise ValueError(f"max_restarts must be 0 or more; got {max_restarts!r}")
     runargs.check_live(live)
-    train_args = {**runargs.given(launch, locals()), **trainer_overrides}
+    train_args = dict(options)
     if scheduler is not None or nodes != 1 or partition is not None:
         return _submit(
             model, data, devices, strategy, zero_stage, max_restarts, nodes, scheduler,
@@ -455,6 +432,7 @@ def _submit(
     return run
 
 
+@runargs.spelled_out()
 def launch_command(
     model,
     data,
@@ -469,31 +447,7 @@ def launch_command(
     format: str = "shell",
     accelerator: str | None = None,
     image: str | None = None,
-    max_steps: int | None = None,
-    epochs: float | None = None,
-    batch_size: int = 16,
-    lr: float | None = None,
-    precision: str = "auto",
-    device: str = "auto",
-    eval_every: int | None = None,
-    save_every: int | None = None,
-    log_every: int | None = None,
-    run_dir: str | Path | None = None,
-    name: str | None = None,
-    max_length: int = 128,
-    padding: str = "auto",
-    buckets: int = 8,
-    packing: str = "concat",
-    seed: int = 0,
-    compile: bool | None = None,
-    mode: str | None = None,
-    throughput_warmup_steps: int | None = None,
-    report_to: str | list | None = None,
-    sample_prompts: list | None = None,
-    sample_every: int | None = None,
-    sample_steps: int = 10,
-    cache_latents: bool = False,
-    **trainer_overrides: Unpack[TrainerOverrides],
+    **options: Unpack[RunOptions],
 ) -> LaunchCommand:
     """Prepare a run directory and render what starts it on ``nodes`` machines with
     ``devices_per_node`` devices each; nothing is run.
@@ -509,11 +463,13 @@ def launch_command(
     accelerator : {"hpu", "cuda", "cpu"}, optional
         The nodes' devices (default: this machine's): the resources the job files request,
         and the device the run's workers train on.
+    strategy, zero_stage, max_steps, batch_size, lr, ...
+        As for ``wb.launch`` and ``wb.train`` (``batch_size`` per device).
 
     The run directory must be on a filesystem every node sees (or copied to the same path
     on each): the workers read their specs from it and rank 0 writes the events there.
     """
-    train_args = {**runargs.given(launch_command, locals()), **trainer_overrides}
+    train_args = dict(options)
     launchfiles.check(nodes, devices_per_node, hosts, format, strategy, max_restarts, image)
     kind = backend(accelerator).kind if accelerator is not None else None
     # the nodes' devices, not this machine's: the workers train on what the job files request

@@ -37,7 +37,7 @@ from .trainer import summary as end_summary
 if TYPE_CHECKING:
     from transformers import Trainer
 
-    from .overrides import TrainerOverrides  # pyright: ignore[reportMissingModuleSource] a stub only
+    from .overrides import RunOptions  # pyright: ignore[reportMissingModuleSource] a stub only
 
 _ACTIVE: list[Run] = []  # runs training in this process, newest last (for %wb stop)
 
@@ -331,38 +331,15 @@ def _start(
     return run
 
 
+@runargs.spelled_out()
 def train(
     model: str | ModelSpec,
     data: str | DataSpec,
     *,
-    max_steps: int | None = None,
-    epochs: float | None = None,
-    batch_size: int = 16,
-    lr: float | None = None,
-    precision: str = "auto",
-    device: str = "auto",
-    eval_every: int | None = None,
-    save_every: int | None = None,
-    log_every: int | None = None,
-    run_dir: str | Path | None = None,
-    name: str | None = None,
-    max_length: int = 128,
-    padding: str = "auto",
-    buckets: int = 8,
-    packing: str = "concat",
-    seed: int = 0,
-    compile: bool | None = None,
-    mode: str | None = None,
-    throughput_warmup_steps: int | None = None,
-    report_to: str | list | None = None,
-    sample_prompts: list | None = None,
-    sample_every: int | None = None,
-    sample_steps: int = 10,
-    cache_latents: bool = False,
     live: str | bool = "auto",
     background: bool = False,
     callbacks: list | None = None,
-    **trainer_overrides: Unpack[TrainerOverrides],
+    **options: Unpack[RunOptions],
 ) -> Run:
     """Train ``model`` on ``data`` with transformers' Trainer; returns the Run.
 
@@ -446,9 +423,7 @@ def train(
     >>> run.status  # doctest: +SKIP
     'completed'
     """
-    # the run's arguments the caller chose (the keywords above are runargs.FIELDS, in order)
     runargs.check_live(live)
-    options = {**runargs.given(train, locals()), **trainer_overrides}
     if "resume_from_checkpoint" in options:
         raise ValueError(
             "wb.train(resume_from_checkpoint=...) would be ignored: continue a run "

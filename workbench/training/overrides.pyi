@@ -1,14 +1,18 @@
-"""What ``**trainer_overrides`` takes in ``wb.train``, ``wb.launch``, ``wb.launch_command`` and
-``wb.profile``: the fields of the installed ``transformers.TrainingArguments``, with its types,
-so that a type checker flags a misspelt keyword (``bach_size=8``) and checks each value.
+"""What ``**options`` takes in ``wb.train``, ``wb.launch``, ``wb.launch_command`` and
+``wb.profile`` (``RunOptions``): the run's arguments, with ``runargs.RunArgs``' types, and the
+fields of the installed ``transformers.TrainingArguments`` (``TrainerOverrides``), with its
+types, so that a type checker flags a misspelt keyword (``bach_size=8``) and checks each value.
 
 A stub only (nothing imports it at run time: the doors' annotations are never evaluated). Left
-out: the names the doors take as their own keywords (``max_steps``, ``seed``, ``report_to``) and
-the ones every door refuses (``runargs.REFUSED``, ``resume_from_checkpoint``). The aliases
-(``learning_rate`` for ``lr``, ...) stay: the doors take them. tests/test_overrides.py holds this
-list, and each type, equal to ``dataclasses.fields(transformers.TrainingArguments)``.
+out of ``TrainerOverrides``: the run's own arguments (``max_steps``, ``seed``, ``report_to``:
+``RunOptions`` types them) and the names every door refuses (``runargs.REFUSED``,
+``resume_from_checkpoint``). The aliases (``learning_rate`` for ``lr``, ...) stay: the doors
+take them. tests/test_overrides.py holds this list, and each type, equal to
+``dataclasses.fields(transformers.TrainingArguments)``, and ``RunOptions``' own names and types
+equal to ``RunArgs``' (in ``wb.train``'s order).
 """
 
+from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 from accelerate.parallelism_config import ParallelismConfig
@@ -125,3 +129,29 @@ class TrainerOverrides(TypedDict, total=False):
     do_eval: bool
     do_predict: bool
     local_rank: int
+
+class RunOptions(TrainerOverrides, total=False):
+    max_steps: int | None
+    epochs: float | None
+    batch_size: int
+    lr: float | None
+    precision: str
+    device: str
+    eval_every: int | None
+    save_every: int | None
+    log_every: int | None
+    run_dir: str | Path | None
+    name: str | None
+    max_length: int
+    padding: str
+    buckets: int
+    packing: str
+    seed: int
+    compile: bool | None
+    mode: str | None
+    throughput_warmup_steps: int | None
+    report_to: str | list | None
+    sample_prompts: list | None
+    sample_every: int | None
+    sample_steps: int
+    cache_latents: bool

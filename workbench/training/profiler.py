@@ -21,7 +21,7 @@ from ..backends.registry import backend
 from ..liblogs import native_stderr_without
 
 if TYPE_CHECKING:
-    from .overrides import TrainerOverrides  # pyright: ignore[reportMissingModuleSource] a stub only
+    from .overrides import RunOptions  # pyright: ignore[reportMissingModuleSource] a stub only
 
 # What torch's profiler (kineto, c10) prints straight to file descriptor 2 on every profile,
 # whatever KINETO_LOG_LEVEL says: its start and stop markers, and that memory allocated
@@ -167,6 +167,7 @@ def top_ops(prof, n: int = 15, device_kind: str = "cpu"):
     return df.sort_values("self_ms", ascending=False).head(n).reset_index(drop=True)
 
 
+@runargs.spelled_out("max_steps", "eval_every")  # the profile sets them
 def profile(
     model,
     data,
@@ -174,30 +175,8 @@ def profile(
     steps: int = 5,
     warmup: int = 2,
     top: int = 15,
-    epochs: float | None = None,
-    batch_size: int = 16,
-    lr: float | None = None,
-    precision: str = "auto",
-    device: str = "auto",
-    save_every: int | None = None,
-    log_every: int | None = None,
-    run_dir: str | Path | None = None,
-    name: str | None = None,
-    max_length: int = 128,
-    padding: str = "auto",
-    buckets: int = 8,
-    packing: str = "concat",
-    seed: int = 0,
-    compile: bool | None = None,
-    mode: str | None = None,
-    throughput_warmup_steps: int | None = None,
-    report_to: str | list | None = None,
-    sample_prompts: list | None = None,
-    sample_every: int | None = None,
-    sample_steps: int = 10,
-    cache_latents: bool = False,
     live: str | bool = "auto",
-    **trainer_overrides: Unpack[TrainerOverrides],
+    **options: Unpack[RunOptions],
 ) -> Profile:
     """Profile ``steps`` training steps after ``warmup`` steps of ``wb.train(model, data)``.
 
@@ -220,9 +199,11 @@ def profile(
 
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
-    train_args = {**runargs.given(profile, locals()), **trainer_overrides}
-    train_args["name"] = name or "profile"
-    kind = pick_device(device).kind
+    for own in ("max_steps", "eval_every"):
+        if own in options:
+            raise ValueError(f"wb.profile sets {own}= itself: leave it out (steps=, warmup=)")
+    train_args = {**options, "name": options.get("name") or "profile"}
+    kind = pick_device(options.get("device", runargs.default("device"))).kind
     steps_cb = _ProfileSteps(kind, warmup, steps)
     try:
         run = train(
