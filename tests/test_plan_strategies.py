@@ -145,6 +145,34 @@ def test_intels_mlperf_llama_2_70b_lora_on_8_gaudi2_plans_within_15_percent_with
     assert "Optimum Habana" in plan.stack and "Optimum Habana" in repr(plan)
 
 
+def test_intels_llama_3_1_8b_fp8_plans_with_its_recipes_tensor_parallel_and_selective_recompute():
+    """HabanaAI/Megatron-LM 1.19.0 examples/llama: TP 2 x DP 4, HL_CKP_ACT=2 (selective). The
+    held-out result states it, and selective recompute costs the attention core's forward,
+    4 L d S FLOPs a token, over the same layout without it (Korthikanti et al. 2022)."""
+    (e,) = [r for r in refs.references()["held_out"]["results"]
+            if r["chip"] == "Gaudi2" and r["model"] == "LLaMA V3.1 8B pretraining"]
+    assert e["checkpointing"] == "selective" and e["stack"] == {"name": "megatron", "tp": 2, "pp": 1}
+    kw = dict(tokens=1e9, batch_size=16, seq_len=8192, precision="fp8", devices=["Gaudi2"],
+              num_devices=8, strategy=e["stack"])
+    sel = wb.plan("llama-8b", checkpointing="selective", **kw).row("Gaudi2")
+    none = wb.plan("llama-8b", checkpointing=False, **kw).row("Gaudi2")
+    full = wb.plan("llama-8b", checkpointing=True, **kw).row("Gaudi2")
+    assert "tensor parallel 2" in sel["strategy"] and sel["strategy"].endswith("selective recompute")
+    assert "--recompute-granularity selective" in sel["launch"]
+    assert "--recompute-granularity full" in full["launch"] and "selective" not in full["launch"]
+    per_token = flops_per_token(wb.model("llama", size="8b"), 8192)
+    extra = 4 * 32 * 4096 * 8192 / per_token
+
+    def compute(row):
+        return float(row["sources"]["layout"].split("compute ")[1].split(" s")[0])
+
+    assert compute(sel) / compute(none) == pytest.approx(1 + extra, abs=0.01)  # 3 digits printed
+    assert full["tokens_per_s_device"] < sel["tokens_per_s_device"] < none["tokens_per_s_device"]
+    # the search never picks selective by itself: its memory is planned as none's
+    fastest = wb.plan("llama-8b", **{**kw, "strategy": "megatron"}).row("Gaudi2")
+    assert "selective" not in fastest["strategy"]
+
+
 def test_the_default_is_the_fastest_that_fits_and_says_which_stack_it_took():
     plan = wb.plan("gpt2-xl", **PLANNED)
     row = plan.row("H100")
@@ -188,6 +216,8 @@ def test_row_takes_the_names_devices_takes():
         (dict(strategy={"name": "megatron", "tp": 0}), "tp must be a positive integer"),
         (dict(strategy="optimum-habana", checkpointing=False), "checkpointing=False contradicts"),
         (dict(strategy={"name": "megatron", "tp": 4, "pp": 4}), "num_devices=8 is not a multiple"),
+        (dict(strategy="zero3", checkpointing="selective"), "pass strategy='megatron' (or None)"),
+        (dict(checkpointing="attention"), "True, False, None or 'selective'"),
     ],
 )
 def test_a_bad_strategy_is_one_clear_error_naming_the_argument(kwargs, words):

@@ -37,7 +37,7 @@ def _lookup_mfu(data: dict, target: dict) -> dict | None:
     got = nearest_reference(data, found, target["precision"], run)
     if got is None:
         return None
-    recompute = (RECOMPUTE if target.get("checkpointing") else 1.0) / (
+    recompute = (RECOMPUTE if target.get("checkpointing") is True else 1.0) / (
         RECOMPUTE if got["checkpointing"] else 1.0
     )
     return {"mfu": got["mfu"] * recompute, "from": got["source"]}
@@ -281,7 +281,9 @@ def plan_accuracy(references: str | Path | None = None, summary: bool = False):
         for e in data["mfu"] + data.get("held_out", {}).get("results", [])
     }
     stacks = {
-        (e["chip"], e["precision"], e["model"]): e.get("stack")
+        (e["chip"], e["precision"], e["model"]): e["stack"]["name"]
+        if isinstance(e.get("stack"), dict)
+        else e.get("stack")
         for e in data["mfu"] + data.get("held_out", {}).get("results", [])
     }
     rows = []

@@ -10,6 +10,12 @@ Every layout of a count takes the same samples a step (``batch_size`` per device
 so they differ only in memory and in the time their overheads add (``timing``):
 
 * **recompute**: gradient checkpointing runs the forward twice, 8N instead of 6N FLOPs a token;
+  selective recompute (Megatron's ``--recompute-granularity selective``, Korthikanti et al.
+  2022) reruns only the attention's core (Q K^T, softmax, dropout, scores x V): the forward of
+  its two score matmuls, 4 L d S a token, a third of the 12 L d S attention term. Its memory
+  is planned as none: the fused attention the memory model assumes never stores the scores it
+  drops (Megatron Bridge's "Activation Recomputation" page: with fused or Flash attention the
+  backend already rematerializes them), so it is planned where asked or where a run states it;
 * **tensor parallel**: 4 collectives of the hidden state per layer and token (2 forward, 2
   backward; 2 more under checkpointing), each moving 2 (t - 1) / t x the bytes, over the
   server's links (NVLink, Gaudi's RoCE ports), not overlapped (Megatron-LM,
@@ -65,6 +71,7 @@ class Layout:
     accumulation: int = 1
     context: int = 1
     offload: bool = False  # the optimizer state (fp32 weights, Adam's moments) on the host
+    selective: bool = False  # Megatron's selective recompute (the attention's core only)
 
     @property
     def model_parallel(self) -> int:
@@ -101,7 +108,11 @@ class Layout:
             text += f", micro-batch {self.micro_batch}, {self.accumulation} micro-batches a step"
         elif self.accumulation > 1:
             text += f", micro-batch {self.micro_batch} x {self.accumulation} accumulation steps"
-        return text + (", gradient checkpointing" if self.checkpointing else "")
+        return (
+            text
+            + (", gradient checkpointing" if self.checkpointing else "")
+            + (", selective recompute" if self.selective else "")
+        )
 
     def how(self, megatron: bool = False) -> str:
         """What to run it with: ``wb.launch`` arguments, or Megatron's for tensor/pipeline (or
@@ -123,7 +134,14 @@ class Layout:
                 + (" --sequence-parallel" if self.tensor > 1 else "")
                 + f" --micro-batch-size {self.micro_batch} --global-batch-size {glob}"
                 + (" --use-distributed-optimizer" if self.zero else "")
-                + (" --recompute-activations" if self.checkpointing else "")
+                # Megatron-LM's --recompute-activations is the selective one (arguments.py)
+                + (
+                    " --recompute-granularity full --recompute-method uniform "
+                    "--recompute-num-layers 1"
+                    if self.checkpointing
+                    else ""
+                )
+                + (" --recompute-granularity selective" if self.selective else "")
             )
         args = [f"batch_size={self.micro_batch}"]
         if self.accumulation > 1:
@@ -148,10 +166,18 @@ def _micro_batches(batch: int) -> list[int]:
     return [m for m in range(batch, 0, -1) if batch % m == 0]
 
 
-def candidates(mp, devices: int, checkpointing: bool | None = None) -> list[Layout]:
+def recomputes(checkpointing) -> list[tuple[bool, bool]]:
+    """(gradient checkpointing, selective recompute) pairs that ``checkpointing`` (None, True,
+    False or ``"selective"``) allows; selective only where asked (its memory is none's)."""
+    if checkpointing == "selective":
+        return [(False, True)]
+    return [(False, False), (True, False)] if checkpointing is None else [(checkpointing, False)]
+
+
+def candidates(mp, devices: int, checkpointing: bool | str | None = None) -> list[Layout]:
     """Every layout of ``devices`` for the model of MemoryPlan ``mp``, at its largest
-    micro-batch (the caller shrinks it until it fits); ``checkpointing`` True or False keeps
-    to it."""
+    micro-batch (the caller shrinks it until it fits); ``checkpointing`` True, False or
+    ``"selective"`` (Megatron layouts only) keeps to it."""
     d = mp._dims
     transformer = d["family"] not in ("unet", "sd")
     out = []
@@ -177,8 +203,10 @@ def candidates(mp, devices: int, checkpointing: bool | None = None) -> list[Layo
                 for z in (0, 1, 2, 3) if t * p * c == 1 else (1,):
                     if z and devices == 1:
                         continue
-                    for ckpt in (False, True) if checkpointing is None else (checkpointing,):
-                        out.append(Layout(devices, t, p, z, ckpt, mp.batch_size, 1, c))
+                    for ckpt, sel in recomputes(checkpointing):
+                        if not sel or t * p * c > 1:
+                            lay = Layout(devices, t, p, z, ckpt, mp.batch_size, 1, c)
+                            out.append(replace(lay, selective=sel))
     return out
 
 
@@ -236,6 +264,8 @@ def timing(
     # the largest pipeline stage sets the pace (uneven stages: ceil(layers / pipeline) layers)
     stage = stage_share(d.get("layers") or 1, layout.pipeline)
     compute = units * per_unit / achieved / (RECOMPUTE if layout.checkpointing else 1.0) * stage
+    if layout.selective:  # the attention core's forward again: 4 L d S a token (flops.py's d)
+        compute *= 1 + 4 * d["layers"] * d["h"] * mp.seq_len / per_unit
     link = getattr(chip, "link_gbs", None)
     out = {"compute": compute, "tensor": 0.0, "context": 0.0, "bubble": 0.0, "data": 0.0}
     out["host"] = 0.0

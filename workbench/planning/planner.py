@@ -463,6 +463,9 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
             f"{'needed here' if lay.checkpointing else 'not needed here'}"
             f"{', already in the reference' if got.get('checkpointing') else ''}"
         )
+    if lay.selective:
+        sources["recompute"] = "selective recompute: the attention core's forward, 4·L·d·S a token"
+
     low, high, why_range = _error_band(ctx["refs"], found)
     row.update(
         tokens_per_s_device=per_device,
@@ -556,9 +559,10 @@ def plan(
         plan without them. A path that is not a directory is refused.
     references : path or dict, optional
         A references file (or its content) in the form of ``workbench/assets/plan_references.json``.
-    checkpointing : bool, optional
+    checkpointing : bool or "selective", optional
         Gradient checkpointing as you will run it: True or False keeps every layout to it;
-        None (default) lets the planner turn it on only where memory needs it.
+        ``"selective"``: Megatron's selective recompute (the attention's core only); None
+        (default) lets the planner turn it on only where memory needs it.
     strategy : str or dict, optional
         The stack you will run: ``"ddp"``, ``"zero1"``, ``"zero2"``, ``"zero3"``,
         ``"zero2-offload"``, ``"zero3-offload"``, ``"fsdp"``, ``"megatron"`` (a dict pins
@@ -596,8 +600,10 @@ def plan(
             f"e.g. tokens=1e9, got {tokens!r}"
         )
     tokens = int(tokens)  # 1e9 reads as well as 10**9
-    if checkpointing not in (None, True, False):
-        raise ValueError(f"checkpointing must be True, False or None, got {checkpointing!r}")
+    if checkpointing not in (None, True, False, "selective"):
+        raise ValueError(
+            f"checkpointing must be True, False, None or 'selective', got {checkpointing!r}"
+        )
     if num_devices is not None and _positive("num_devices", num_devices) > MAX_DEVICES:
         raise ValueError(
             f"num_devices={num_devices} is past what the planner models (at most "
@@ -611,6 +617,11 @@ def plan(
             f"checkpointing={checkpointing} contradicts strategy={stack.name!r}, whose recipe "
             f"runs with gradient checkpointing {'on' if stack.checkpointing else 'off'}: leave "
             "checkpointing out, or pick another strategy"
+        )
+    if checkpointing == "selective" and not stack.megatron:
+        raise ValueError(
+            f"checkpointing='selective' is Megatron's selective recompute, which {stack.title} "
+            "does not run: pass strategy='megatron' (or None), or checkpointing=True or False"
         )
     if num_devices is not None and num_devices % stack.replica:
         raise ValueError(

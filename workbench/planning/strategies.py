@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .layout import Layout
+from .layout import Layout, recomputes
 
 
 @dataclass(frozen=True)
@@ -68,14 +68,16 @@ class Stack:
             return self.replica == 1 and lay.zero in (0, 1)
         return lay.zero in self.zero
 
-    def extra(self, mp, devices: int, checkpointing: bool | None) -> list[Layout]:
+    def extra(self, mp, devices: int, checkpointing: bool | str | None) -> list[Layout]:
         """Megatron layouts of pinned degrees that the general search does not try (context
         parallel below 8K tokens, degrees past its grid); none where they do not divide."""
         if not self.megatron or self.replica == 1 or devices % self.replica:
             return []
         t, p, c = self.tensor or 1, self.pipeline or 1, self.context or 1
-        ckpts = (False, True) if checkpointing is None else (checkpointing,)
-        return [Layout(devices, t, p, 1, k, mp.batch_size, 1, c) for k in ckpts]
+        return [
+            Layout(devices, t, p, 1, k, mp.batch_size, 1, c, selective=sel)
+            for k, sel in recomputes(checkpointing)
+        ]
 
 
 STACKS = {
