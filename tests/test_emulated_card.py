@@ -133,13 +133,13 @@ def test_a_build_killed_mid_way_does_not_hang_the_next_import(tmp_path, on_hpu):
     from emulated_hpu import ROOT, environment
 
     # the shared cache exists (built once, by this or an earlier process)
-    on_hpu("import habana_frameworks.torch.hpu as hpu\nout['cards'] = hpu.device_count()")
+    built = on_hpu("import habana_frameworks.torch.hpu as hpu, habana_frameworks._device as d\n"
+                   "out['folder'] = d.build_dir().name")["folder"]  # this torch's build
     builds = tmp_path / "build"
-    shutil.copytree(Path(os.environ.get("FAKE_HPU_BUILD_DIR") or ROOT / ".fake_hpu_build"),
-                    builds)
-    for folder in builds.iterdir():
-        (folder / "build.lock").unlink(missing_ok=True)
-        (folder / "lock").write_text("")  # what torch's FileBaton leaves when killed
+    shutil.copytree(Path(os.environ.get("FAKE_HPU_BUILD_DIR") or ROOT / ".fake_hpu_build") / built,
+                    builds / built)
+    (builds / built / "build.lock").unlink(missing_ok=True)
+    (builds / built / "lock").write_text("")  # what torch's FileBaton leaves when killed
     env = environment(tmp_path, FAKE_HPU_BUILD_DIR=str(builds))
     done = subprocess.run(
         [sys.executable, "-c", "import torch, habana_frameworks.torch.hpu as hpu; "

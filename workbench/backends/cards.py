@@ -181,8 +181,7 @@ def with_holders(cards: list[Card], proc: Path = PROC) -> list[Card]:
         for pid in opened[path]:
             if _uid(pid, proc) == me:
                 mine.setdefault(pid, []).append(real)
-    holds.publish(mine, set(paths), proc)
-    told = holds.reported(set(paths), proc)
+    told = holds.exchange(mine, set(paths), proc)
     for c in cards:
         seen = opened.get(c.path or "", [])
         others = [p for p in told.get(os.path.realpath(c.path or ""), []) if p not in seen]

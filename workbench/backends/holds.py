@@ -106,42 +106,30 @@ def _alive(uid: int, record: dict, proc: Path) -> bool:
     return owner == uid and started(pid, proc) == start
 
 
-def reported(paths: set[str], proc: Path) -> dict[str, list[int]]:
-    """For each device file of ``paths`` (resolved), the pids that other users' live records
-    say hold it."""
-    fd = _open(create=False)
+def exchange(held: dict[int, list[str]], looked_at: set[str], proc: Path) -> dict[str, list[int]]:
+    """Tell and hear, in one reading of the folder. Record, for each process of this user in
+    ``held`` (pid -> the device files it holds, resolved), its holds; remove this user's
+    records of processes that have exited, or that hold none of ``looked_at`` (the cards
+    whose holders were just read) and name no other. Returns, for each card of
+    ``looked_at``, the pids that other users' live records say hold it."""
+    me, found = os.getuid(), {}
+    fd = _open(create=bool(held))
     if fd is None:
         return {}
     try:
-        found: dict[str, list[int]] = {}
-        for uid, record in _records(fd).values():
-            if _alive(uid, record, proc):
-                for card in set(_cards(record)) & paths:
-                    found.setdefault(card, []).append(record["pid"])
-        return found
-    finally:
-        os.close(fd)
-
-
-def publish(held: dict[int, list[str]], looked_at: set[str], proc: Path) -> None:
-    """Record, for each process of this user in ``held`` (pid -> the device files it holds,
-    resolved), its holds; remove this user's records of processes that have exited, or that
-    hold none of ``looked_at`` (the cards whose holders were just read) and name no other."""
-    me = os.getuid()
-    fd = _open(create=bool(held))
-    if fd is None:
-        return
-    try:
         for name, (uid, record) in _records(fd).items():
-            if uid != me or record["pid"] in held:
-                continue
-            if not _alive(uid, record, proc) or set(_cards(record)) <= looked_at:
+            alive = _alive(uid, record, proc)
+            if uid != me:
+                for card in set(_cards(record)) & looked_at if alive else ():
+                    found.setdefault(card, []).append(record["pid"])
+            elif record["pid"] not in held and (not alive or set(_cards(record)) <= looked_at):
                 try:
                     os.unlink(name, dir_fd=fd)
                 except OSError:
                     pass
         for pid, cards in held.items():
             _write(fd, {"pid": pid, "start": started(pid, proc), "cards": sorted(cards)})
+        return found
     finally:
         os.close(fd)
 
