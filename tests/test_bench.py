@@ -27,15 +27,15 @@ def test_engine_bench_measures_three_ways_side_by_side(tmp_path):
         result["results"]["workbench"]["steps_per_s"] / result["results"]["raw"]["steps_per_s"])
     assert "wb_vs_raw" in proc.stdout
     # a result brought back from another machine becomes that device's baseline, under a key
-    proc = subprocess.run([sys.executable, "-m", "benchmarks", "engine", "--from-json", str(out),
-                           "--save-baseline", "engine-bert-mini"], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    # (the command line's main, in-process: `python -m benchmarks` ran just above)
+    from benchmarks.cli import main
+
+    assert main(["engine", "--from-json", str(out), "--save-baseline", "engine-bert-mini"]) == 0
     (saved,) = (tmp_path / "benchmarks" / "baselines").glob("cpu-*.json")
     baseline = json.loads(saved.read_text())["engine-bert-mini"]
     assert baseline["ratios"] == result["ratios"] and "all" not in baseline["results"]["raw"]
-    proc = subprocess.run([sys.executable, "-m", "benchmarks", "mfu", "--from-json", str(out)],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode != 0 and "not 'mfu'" in proc.stderr
+    with pytest.raises(SystemExit, match="not 'mfu'"):
+        main(["mfu", "--from-json", str(out)])
 
 
 @pytest.mark.slow
@@ -165,22 +165,20 @@ def test_mfu_bench_times_the_compiled_trainer_beside_compiled_wb_train(training_
 
 
 @pytest.mark.slow
-def test_mfu_bench_refuses_a_model_that_cannot_be_packed():
+def test_mfu_bench_refuses_a_model_that_cannot_be_packed(capsys):
     from benchmarks import mfu
+    from benchmarks.cli import main  # `python -m benchmarks` is sys.exit(main()): in-process here
 
     with pytest.raises(ValueError, match="gpt2-124m"):
         mfu.run(model="bert-mini", device="cpu")
     with pytest.raises(ValueError, match="compiled ways need compile=True"):
         mfu.run(model="gpt2-mini", device="cpu", contenders=["workbench_compiled"])
-    proc = subprocess.run([sys.executable, "-m", "benchmarks", "engine", "--config", "n_layer=2"],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "mfu benchmark only" in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "benchmarks", "engine", "--size", "base"],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "shapes benchmark only" in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "benchmarks", "mfu", "--train-arg", "max_grad_norm"],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "--train-arg takes KEY=VALUE" in proc.stderr
+    for argv, said in ((["engine", "--config", "n_layer=2"], "mfu benchmark only"),
+                       (["engine", "--size", "base"], "shapes benchmark only"),
+                       (["mfu", "--train-arg", "max_grad_norm"], "--train-arg takes KEY=VALUE")):
+        with pytest.raises(SystemExit) as exited:
+            main(argv)
+        assert exited.value.code == 2 and said in capsys.readouterr().err, argv
 
 
 def test_gpu_check_script_stages_are_valid_bench_command_lines():

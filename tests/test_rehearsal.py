@@ -4,8 +4,9 @@ distributions, runs the README's setup on it and then the HPU smoke (scripts/reh
 in that venv. The image and the venv are cached outside the checkout, keyed by the setup's
 files (docs/tests.md has the times, cold and cached).
 
-The whole-doctor run, notebooks 01 and 12 on the emulated HPU and notebook 13's node run are
-the smoke's: they ran in tests of their own before, and would run twice."""
+The whole-doctor run (its two-card launch checked rank by rank), notebooks 01 and 12 on the
+emulated HPU and notebook 13's node run are the smoke's: they ran in tests of their own before,
+and would run twice (tests/test_emulated_notebooks.py skips 01 and 13 beside this test)."""
 
 import os
 import subprocess

@@ -13,6 +13,7 @@ storage would be.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -317,6 +318,9 @@ def test_deepspeeds_launcher_reaches_both_nodes_over_ssh_and_trains_zero2(cluste
     work = tmp_path / "work"  # where the user keeps the hostfile and types the command
     work.mkdir()
     (work / "hostfile").write_text(printed.split("# hostfile\n")[1].split("\n\n")[0] + "\n")
+    # DeepSpeed's CPU op, JIT-built, comes from the session's build (tests/conftest.py), which
+    # ssh would not pass on: its launcher exports what `.deepspeed_env` lists (runner.py)
+    (work / ".deepspeed_env").write_text(f"TORCH_EXTENSIONS_DIR={os.environ['TORCH_EXTENSIONS_DIR']}\n")
     line = printed.split("(reaching the others over ssh):\n")[1].splitlines()[0]
     assert line.startswith("deepspeed --hostfile hostfile ") and "--no_ssh" not in line
     done = cluster.on("n1", f"cd {work} && {line}", timeout=400)
