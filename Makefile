@@ -70,9 +70,12 @@ else
 	# constraint; it reads no pip configuration: a mirror is UV_DEFAULT_INDEX (docs/install.md).
 	$(PY) -m pip install -c constraints.txt torch==2.13.0 uv
 	# DeepSpeed ships only as source and its build imports torch: build it against the torch
-	# just installed (an isolated build would fetch a CUDA torch), with its ops JIT-compiled
-	DS_BUILD_OPS=0 $(UV) pip install --python $(PY) --no-build-isolation -c constraints.txt setuptools deepspeed==0.19.8
-	$(UV) pip install --python $(PY) -c constraints.txt -e '.[$(EXTRAS)]'
+	# just installed (an isolated build would fetch a CUDA torch), with its ops JIT-compiled.
+	# --compile-bytecode: uv compiles nothing by default, pip does; without bytecode, and where
+	# PYTHONDONTWRITEBYTECODE is set, every process compiled transformers, peft and datasets
+	# again (6.5 CPU s more each; docs/course.md)
+	DS_BUILD_OPS=0 $(UV) pip install --python $(PY) --no-build-isolation --compile-bytecode -c constraints.txt setuptools deepspeed==0.19.8
+	$(UV) pip install --python $(PY) --compile-bytecode -c constraints.txt -e '.[$(EXTRAS)]'
 endif
 	# The editable install enabled the server extension (etc/jupyter/jupyter_server_config.d)
 	# and copied the built JupyterLab extension into the venv: link it instead, so a rebuild

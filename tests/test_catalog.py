@@ -132,6 +132,24 @@ def test_tokenizer_larger_than_the_vocabulary_is_caught_before_training():
         spec.build()
 
 
+def test_a_tiny_config_reads_a_shipped_tokenizer_once_and_ones_own_as_it_is_now(tmp_path, monkeypatch):
+    tok = wb.model("t5").load_tokenizer()
+    loads = []
+    real = ModelSpec.load_tokenizer
+    monkeypatch.setattr(ModelSpec, "load_tokenizer", lambda spec: loads.append(spec.name) or real(spec))
+    for _ in range(3):  # the planner builds tiny-based configs hundreds of times
+        cfg = wb.model("t5", d_model=64).config()
+    rounded = -(-len(tok) // 64) * 64
+    assert (cfg.vocab_size, cfg.eos_token_id, cfg.decoder_start_token_id) == (rounded, tok.eos_token_id, tok.pad_token_id)
+    assert len(loads) <= 1, loads  # none where an earlier test already read it
+    sizes = []
+    for words in (100, 200):  # a tokenizer directory of one's own may be saved again
+        tok.add_tokens([f"word{words}_{i}" for i in range(words)])
+        tok.save_pretrained(tmp_path)
+        sizes.append((wb.model("t5", tokenizer=str(tmp_path)).config().vocab_size, -(-len(tok) // 64) * 64))
+    assert [got for got, _ in sizes] == [want for _, want in sizes] == [rounded + 128, rounded + 320]
+
+
 # ---------------------------------------------------------------- tokenizers
 def test_bundled_tokenizers_are_small_and_load_with_autotokenizer():
     from transformers import AutoTokenizer

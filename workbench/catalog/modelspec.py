@@ -57,9 +57,11 @@ def minilm_path() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
-# Parameter counts by (family, task, config): a count follows from the config alone, and the
-# planner asks for the same few models hundreds of times (wb.plan_accuracy: 440 asks).
+# Parameter counts by (family, task, config), a tiny config's vocabulary size and special ids by
+# (shipped tokenizer, task): the planner asks for the same few models hundreds of times
+# (wb.plan_accuracy: 440 counts; 430 tokenizer loads took 8 of its 14 CPU s before this cache).
 _PARAM_COUNTS: dict[tuple[str, str, str], int] = {}
+_TOKEN_FIELDS: dict[tuple[str, str], dict[str, int]] = {}
 
 
 def _config_key(cfg) -> str:
@@ -141,11 +143,8 @@ class ModelSpec:
 
     def in_hub_cache(self) -> bool:
         """Whether the local hub cache already holds ``hub_id``'s config and weights."""
-        sub = (
-            self.unet_config().get("subfolder")
-            if self.family == "unet" and self.size in self.info["sizes"]
-            else None
-        )
+        catalog_unet = self.family == "unet" and self.size in self.info["sizes"]
+        sub = self.unet_config().get("subfolder") if catalog_unet else None
         return self.hub_id is not None and hub.in_cache(self.hub_id, sub)
 
     # ----------------------------------------------------------------- config
@@ -164,14 +163,9 @@ class ModelSpec:
         src = self._tokenizer_source()
         if src is None:
             return None
-        here = (
-            sorted(p.name for p in Path(src).expanduser().iterdir())
-            if Path(src).expanduser().is_dir()
-            else None
-        )
-        if (
-            here is not None and not set(here) & TOKENIZER_FILES
-        ):  # else transformers hints at sentencepiece
+        path = Path(src).expanduser()
+        here = sorted(p.name for p in path.iterdir()) if path.is_dir() else None
+        if here is not None and not set(here) & TOKENIZER_FILES:  # else: a sentencepiece hint
             raise FileNotFoundError(
                 f"no tokenizer files in {src!r} (it holds: {', '.join(here) or 'nothing'}): save "
                 f"the tokenizer there too (tokenizer.save_pretrained(dir)), or pass "
@@ -211,14 +205,11 @@ class ModelSpec:
         else:
             fields = dict(self.info["tiny"])
             if self.size == "tiny":
-                tok = self.load_tokenizer()
-                assert tok is not None  # every transformer family ships a tokenizer
-                fields["vocab_size"] = _round_up(len(tok), 64)
-                for name in ("bos", "eos", "pad"):  # the bundled tokenizer's special ids
-                    if getattr(tok, f"{name}_token_id", None) is not None:
-                        fields[f"{name}_token_id"] = getattr(tok, f"{name}_token_id")
-                if self.task == "seq2seq":  # T5 starts decoding from the pad token
-                    fields["decoder_start_token_id"] = tok.pad_token_id
+                key = (str(self._tokenizer_source()), self.task)
+                token_fields = _TOKEN_FIELDS.get(key) or self._token_fields()
+                if Path(key[0]).parent == TOKENIZERS:  # a shipped tokenizer never changes
+                    _TOKEN_FIELDS[key] = token_fields
+                fields.update(token_fields)
             else:
                 fields.update(self.info["sizes"][self.size][1])
             cfg = AutoConfig.for_model(self.info["model_type"], **fields)
@@ -229,6 +220,16 @@ class ModelSpec:
         if self.task == "classification":
             cfg.num_labels = self.num_labels or 2
         return cfg
+
+    def _token_fields(self) -> dict[str, int]:
+        """A tiny config's vocabulary size and special ids, from its tokenizer."""
+        tok = self.load_tokenizer()
+        assert tok is not None  # every transformer family ships a tokenizer
+        names = [f"{name}_token_id" for name in ("bos", "eos", "pad")]
+        fields = {n: getattr(tok, n) for n in names if getattr(tok, n, None) is not None}
+        if self.task == "seq2seq":  # T5 starts decoding from the pad token
+            fields["decoder_start_token_id"] = tok.pad_token_id
+        return {"vocab_size": _round_up(len(tok), 64), **fields}
 
     def unet_config(self, full: bool = False) -> dict[str, Any]:
         """The UNet's config; ``full`` fills in diffusers' defaults (builds no model)."""
@@ -266,13 +267,13 @@ class ModelSpec:
         """Parameter count from the config, on the meta device (no weights, no hub)."""
         import torch
 
-        if self.family in LATENT:
-            return pipeline.num_params(
-                self.sd_configs(), self.load_tokenizer() if self.size == "tiny" else None
-            )
-        cfg = self.config()
+        if self.family in LATENT and self.size == "tiny":  # its text encoder fits its tokenizer
+            return pipeline.num_params(self.sd_configs(), self.load_tokenizer())
+        cfg = self.sd_configs() if self.family in LATENT else self.config()
         key = (self.family, self.task, _config_key(cfg))
-        if key not in _PARAM_COUNTS:  # a meta model of a 7B config takes 0.1 s to build
+        if key not in _PARAM_COUNTS and self.family in LATENT:  # SD's meta parts: 0.4 s
+            _PARAM_COUNTS[key] = pipeline.num_params(self.sd_configs())
+        elif key not in _PARAM_COUNTS:  # a meta model of a 7B config takes 0.1 s to build
             with torch.device("meta"):
                 model = new_unet(cfg) if isinstance(cfg, dict) else self._from_config(cfg)
             _PARAM_COUNTS[key] = sum(p.numel() for p in model.parameters())
