@@ -102,6 +102,16 @@ def _is_local(address) -> bool:
         return False
 
 
+@pytest.fixture(scope="session")
+def ipython():
+    """IPython's test shell, shared by the tests that need one: IPython keeps one shell a
+    process (a singleton), and ``start_ipython`` makes it only on its first call."""
+    from IPython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
+
+    return start_ipython() or get_ipython()
+
+
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch):
     """Refuse every connection that leaves this machine."""

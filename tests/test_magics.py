@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from IPython.testing.globalipapp import start_ipython
 
 import workbench as wb
 
@@ -11,10 +10,9 @@ from conftest import wait_for
 
 
 @pytest.fixture(scope="module")
-def ip():
-    shell = start_ipython()
-    shell.run_line_magic("load_ext", "workbench")
-    return shell
+def ip(ipython):
+    ipython.run_line_magic("load_ext", "workbench")
+    return ipython
 
 
 def test_device_and_unknown_command(ip):

@@ -112,13 +112,13 @@ def test_the_front_door_serves_exactly_the_names_of_its_stub_each_from_its_modul
         workbench.trian  # noqa: B018
 
 
-def test_a_notebooks_completion_offers_the_run_arguments():
+def test_a_notebooks_completion_offers_the_run_arguments(ipython):
     """What a user sees typing ``wb.train(model, data, bat<Tab>`` in a notebook: IPython's
     completer (with jedi and without) reads the signature ``spelled_out`` gives."""
     from IPython.core.completer import provisionalcompleter
-    from IPython.core.interactiveshell import InteractiveShell
 
-    shell = InteractiveShell.instance()
+    shell = ipython
+    jedi_before = shell.Completer.use_jedi
     shell.run_cell("import workbench as wb")
     for jedi in (True, False):
         shell.Completer.use_jedi = jedi
@@ -128,3 +128,4 @@ def test_a_notebooks_completion_offers_the_run_arguments():
             with provisionalcompleter():
                 offered = [c.text for c in shell.Completer.completions(line, len(line))]
             assert want in offered, (jedi, line, offered)
+    shell.Completer.use_jedi = jedi_before
