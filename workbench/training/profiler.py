@@ -167,7 +167,10 @@ def top_ops(prof, n: int = 15, device_kind: str = "cpu"):
     return df.sort_values("self_ms", ascending=False).head(n).reset_index(drop=True)
 
 
-@runargs.spelled_out("max_steps", "eval_every")  # the profile sets them
+SET_BY_PROFILE = ("max_steps", "eval_every")  # warmup + steps, and no evaluation
+
+
+@runargs.spelled_out(*SET_BY_PROFILE)
 def profile(
     model,
     data,
@@ -199,7 +202,7 @@ def profile(
 
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
-    for own in ("max_steps", "eval_every"):
+    for own in SET_BY_PROFILE:
         if own in options:
             raise ValueError(f"wb.profile sets {own}= itself: leave it out (steps=, warmup=)")
     train_args = {**options, "name": options.get("name") or "profile"}
