@@ -17,16 +17,17 @@
 # Run by `make rehearse` and, inside `make test`, by tests/test_rehearsal.py. Cached between
 # runs on one machine outside the checkout (CI starts from a clean clone), under
 # ${XDG_CACHE_HOME:-~/.cache}/gaudi-workbench/rehearse/<key> (REHEARSE_DIR= elsewhere), the key
-# a hash of constraints.txt, pyproject.toml and the Python: the image's Python with its torch,
-# the setup's venv (remade when the key changes, as `make` remakes .venv when those files
-# change) and the emulated device's extension. One rehearsal at a time per cache (a lock).
+# a hash of constraints.txt, pyproject.toml, scripts/gaudi_venv.py and the Python: the image's
+# Python with its torch, the setup's venv (remade when the key changes, as `make` remakes .venv
+# when those files change) and the emulated device's extension. One rehearsal at a time per
+# cache (a lock).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 PYTHON=${PYTHON:-python3}
 BASE=$("$PYTHON" -c 'import sys; print(sys.base_prefix)')
 PYV=$("$PYTHON" -c 'import sys; print("python%d.%d" % sys.version_info[:2])')
-KEY=$({ cat constraints.txt pyproject.toml; echo "$BASE/bin/$PYV"; } | sha256sum | cut -c1-16)
+KEY=$({ cat constraints.txt pyproject.toml scripts/gaudi_venv.py; echo "$BASE/bin/$PYV"; } | sha256sum | cut -c1-16)
 R=${REHEARSE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gaudi-workbench/rehearse/$KEY}
 SYS=$R/image
 mkdir -p "$R"
@@ -96,7 +97,9 @@ say "copied this checkout's $(wc -l <"$R/files") files"
 # files made: the key says they are the same
 if [ -f "$R/repo/.venv/.installed" ] && [ "$(cat "$R/repo/.venv/key" 2>/dev/null)" = "$KEY" ]; then
   say "the venv is the cached one (key $KEY)"
-  touch "$R/repo/.venv/.installed"
+  # its pins first, then the stamp: make's Gaudi branch would otherwise remake both (the pins
+  # depend on scripts/gaudi_venv.py, in the key) and run pip's install again (144 s)
+  touch "$R/repo/.venv/torch-pin.txt" && touch "$R/repo/.venv/.installed"
   fresh=0
 else  # from nothing
   rm -rf "$R/repo/.venv" "$R/repo/workbench/assets/build" "$R/repo/workbench/server/labextension"
