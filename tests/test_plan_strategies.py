@@ -145,6 +145,31 @@ def test_intels_mlperf_llama_2_70b_lora_on_8_gaudi2_plans_within_15_percent_with
     assert "Optimum Habana" in plan.stack and "Optimum Habana" in repr(plan)
 
 
+def test_intels_mlperf_gpt3_runs_plan_with_their_own_layout_micro_batch_and_recompute():
+    """training_results_v3.1 Intel-HabanaLabs run_gpt.sh: TP 8 x PP 8 (6 on 384 cards),
+    micro-batch 2 (v3.0: 1), selective recompute, global batch 2,048 (v3.0: 1,536); the
+    micro-batch pin ("mb") keeps the plan to it, where the planner would take the largest."""
+    from workbench.planning.matching import spec_of
+
+    rows = [r for r in refs.references()["held_out"]["results"]
+            if r["chip"] == "Gaudi2" and r["model"].startswith("GPT-3 175B")]
+    assert len(rows) == 4
+    for e in rows:
+        mb = 2 if "v3.1" in e["model"] else 1
+        assert e["checkpointing"] == "selective" and e["stack"]["mb"] == mb and e["stack"]["tp"] == 8
+        kw = dict(tokens=1e9, global_batch=e["plan"]["global_batch"], seq_len=2048,
+                  precision=e["precision"], devices=["Gaudi2"], num_devices=e["devices"],
+                  checkpointing="selective", runs=os.devnull)
+        row = wb.plan(spec_of(e), strategy=e["stack"], **kw).row("Gaudi2")
+        pp = e["stack"]["pp"]
+        assert f"tensor parallel 8 x pipeline parallel {pp} x" in row["strategy"], row["strategy"]
+        assert f"micro-batch {mb}," in row["strategy"] and f"--micro-batch-size {mb} " in row["launch"]
+        free = wb.plan(spec_of(e), strategy={"name": "megatron", "tp": 8, "pp": pp}, **kw).row("Gaudi2")
+        assert f"micro-batch {mb}," not in free["strategy"]  # the largest that fits: another
+    with pytest.raises(ValueError, match="'mb' \\(micro-batch\\)"):
+        wb.plan("gpt2", tokens=1e9, batch_size=8, strategy={"name": "megatron", "micro": 2})
+
+
 def test_intels_llama_3_1_8b_fp8_plans_with_its_recipes_tensor_parallel_and_selective_recompute():
     """HabanaAI/Megatron-LM 1.19.0 examples/llama: TP 2 x DP 4, HL_CKP_ACT=2 (selective). The
     held-out result states it, and selective recompute costs the attention core's forward,

@@ -566,7 +566,7 @@ def plan(
     strategy : str or dict, optional
         The stack you will run: ``"ddp"``, ``"zero1"``, ``"zero2"``, ``"zero3"``,
         ``"zero2-offload"``, ``"zero3-offload"``, ``"fsdp"``, ``"megatron"`` (a dict pins
-        its degrees: ``{"name": "megatron", "tp": 4, "pp": 4, "cp": 1}``),
+        its degrees and micro-batch: ``{"name": "megatron", "tp": 4, "pp": 4, "mb": 1}``),
         ``"optimum-habana"`` (ZeRO-3 + gradient checkpointing) or ``"deepspeed"``
         (``wb.launch``'s, ZeRO-2). Each row plans the fastest layout that stack runs, with its
         memory, communication and launch line (the MFU is the nearest reference's, whatever
