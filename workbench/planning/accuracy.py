@@ -38,7 +38,7 @@ def _lookup_mfu(data: dict, target: dict) -> dict | None:
     if got is None:
         return None
     recompute = (RECOMPUTE if target.get("checkpointing") is True else 1.0) / (
-        RECOMPUTE if got["checkpointing"] else 1.0
+        RECOMPUTE if got["checkpointing"] is True else 1.0
     )
     return {"mfu": got["mfu"] * recompute, "from": got["source"]}
 
