@@ -168,6 +168,8 @@ def test_intels_mlperf_gpt3_runs_plan_with_their_own_layout_micro_batch_and_reco
         assert f"micro-batch {mb}," not in free["strategy"]  # the largest that fits: another
     with pytest.raises(ValueError, match="'mb' \\(micro-batch\\)"):
         wb.plan("gpt2", tokens=1e9, batch_size=8, strategy={"name": "megatron", "micro": 2})
+    with pytest.raises(ValueError, match="mb=3 does not divide batch_size=8"):
+        wb.plan("gpt2", tokens=1e9, batch_size=8, strategy={"name": "megatron", "mb": 3})
 
 
 def test_a_reference_run_with_selective_recompute_plans_back_near_its_own_figure():

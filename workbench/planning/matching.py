@@ -180,10 +180,10 @@ def _own_overhead(plan_json: str, chip: str, devices: int, precision: str, stack
     pick = layout.best(mp, chip, devices, found, per_unit, rate, trainable, ckpt, stack_of(stack))
     if not pick:
         return 1.0
-    d, sel = mp._dims, pick["layout"].selective  # layout.timing's selective term
-    return pick["timing"]["step"] / pick["timing"]["compute"] * (
-        1 + 4 * d["layers"] * d["h"] * mp.seq_len / per_unit if sel else 1
-    )
+    t, d = pick["timing"], mp._dims
+    if pick["layout"].selective:  # layout.timing's selective term, paid by the figure too
+        return t["step"] / t["compute"] * (1 + 4 * d["layers"] * d["h"] * mp.seq_len / per_unit)
+    return t["step"] / t["compute"]
 
 
 def own_overhead(got: dict, precision: str, achieved: float) -> float:

@@ -209,6 +209,11 @@ def check_batch(stack: Stack, batch_size, global_batch, num_devices) -> None:
             "global_batch= (samples a step over all devices, e.g. global_batch=1024), "
             f"not {'both' if batch_size is not None else 'neither'}"
         )
+    if stack.micro and batch_size and batch_size % stack.micro:
+        raise ValueError(
+            f"strategy: mb={stack.micro} does not divide batch_size={batch_size}, a device's "
+            "samples a step, which run in micro-batches of mb: pass a batch_size it divides"
+        )
     replicas = None if num_devices is None else num_devices // stack.replica
     if replicas is None or batch_size or (stack.megatron and stack.replica == 1):
         return
