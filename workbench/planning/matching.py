@@ -176,8 +176,8 @@ def _own_overhead(plan_json: str, chip: str, devices: int, precision: str, stack
     per_unit = flops_per_sample(spec) if unet else flops_per_token(spec, mp.seq_len)
     found = CHIPS[chip]
     trainable = mp._dims.get("trainable", mp.num_params)
-    stack = dict(stack) if isinstance(stack, tuple) else stack
-    pick = layout.best(mp, chip, devices, found, per_unit, rate, trainable, ckpt, stack_of(stack))
+    stack = stack_of(json.loads(stack))
+    pick = layout.best(mp, chip, devices, found, per_unit, rate, trainable, ckpt, stack)
     if not pick:
         return 1.0
     t, d = pick["timing"], mp._dims
@@ -196,8 +196,7 @@ def own_overhead(got: dict, precision: str, achieved: float) -> float:
         return 1.0
     ckpt = got.get("checkpointing") or None  # as it ran where it says; else as memory needs
     key = json.dumps(how, sort_keys=True)
-    stack = got.get("stack")  # a dict pins Megatron's degrees: hashable as a tuple
-    stack = tuple(stack.items()) if isinstance(stack, dict) else stack
+    stack = json.dumps(got.get("stack"))  # a dict (Megatron's pins) is no cache key
     return _own_overhead(key, got["chip"], got["devices"], precision, stack, ckpt, achieved)
 
 
