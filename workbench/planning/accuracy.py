@@ -38,7 +38,7 @@ def _lookup_mfu(data: dict, target: dict) -> dict | None:
     if got is None:
         return None
     recompute = (RECOMPUTE if target.get("checkpointing") is True else 1.0) / (
-        RECOMPUTE if got["checkpointing"] else 1.0
+        RECOMPUTE if got["checkpointing"] is True else 1.0
     )
     return {"mfu": got["mfu"] * recompute, "from": got["source"]}
 
@@ -57,7 +57,8 @@ def _through_plan(data: dict, target: dict) -> dict[str, Any]:
     got = plan(
         spec_of(target),
         tokens=tokens,
-        batch_size=how["batch_size"],
+        batch_size=None if how.get("global_batch") else how["batch_size"],
+        global_batch=how.get("global_batch"),  # as the run states its step, where it does
         seq_len=how.get("seq_len"),
         precision=target["precision"],
         devices=[target["chip"]],

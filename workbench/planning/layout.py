@@ -227,17 +227,19 @@ def memory_of(mp, layout: Layout):
     return replace(plan, optimizer_state=0, margin=int(MARGIN[0] * peak + MARGIN[1]))
 
 
-def fitting(mp, target, layout: Layout, global_batch: int | None = None):
+def fitting(mp, target, layout: Layout, global_batch: int | None = None, micro=None):
     """``layout`` at the largest micro-batch whose step fits ``target``, with its plan; None.
     ``global_batch``: the samples of a step over all devices, which its data-parallel replicas
-    must share evenly (else None); without it, ``mp.batch_size`` a device."""
+    must share evenly (else None); without it, ``mp.batch_size`` a device. ``micro``: that
+    micro-batch only (a stack's pin), where it divides a replica's samples."""
     # Megatron: the replica's tensor x pipeline x context devices take that many samples a step
     replica = mp.batch_size * layout.model_parallel
     if global_batch is not None:
         if global_batch % layout.data:
             return None
         replica = global_batch // layout.data
-    for m in _micro_batches(mp.batch_size if global_batch is None else replica):
+    ms = _micro_batches(mp.batch_size if global_batch is None else replica)
+    for m in [m for m in ms if m == micro] if micro else ms:
         at = replace(layout, micro_batch=m, accumulation=replica // m)
         plan = memory_of(mp, at)
         if plan.fits(target):
@@ -369,7 +371,7 @@ def best(
             if stack.allows(lay)
         ]
     for layout in layouts:
-        fit = fitting(mp, target, layout, global_batch)
+        fit = fitting(mp, target, layout, global_batch, getattr(stack, "micro", None))
         if fit is None:
             continue
         at, plan = fit

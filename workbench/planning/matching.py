@@ -133,7 +133,7 @@ def nearest_reference(data: dict, found, precision: str, run: dict) -> dict | No
         "devices": e.get("devices") or 1,
         "chip": e["chip"],
         "kind": what,
-        "checkpointing": bool(e.get("checkpointing")),
+        "checkpointing": e.get("checkpointing") or False,  # True, False or "selective"
         "stack": e.get("stack"),
         "size_ratio": ratio,
         "source": f"{what}: {e['chip']}, {e['model']}, {e['measures']}{how}; {e['source']}, "
@@ -166,7 +166,8 @@ def scaling_factor(data: dict, found, n: int, got: dict | None) -> float:
 def _own_overhead(plan_json: str, chip: str, devices: int, precision: str, stack, ckpt, rate):
     """A reference's own run planned as ``layout.best`` lays it out (its model, batch,
     sequence, device count and stack) at its own figure (``rate``, FLOP/s a device): its step
-    over its compute, what the planner charges for communication and the pipeline's bubble."""
+    over its compute, what the planner charges for communication and the pipeline's bubble (and
+    selective recompute, which a figure in model FLOPs has paid too)."""
     how = json.loads(plan_json)
     spec = spec_of({"plan": how})
     unet = spec.family in UNETS
@@ -175,8 +176,14 @@ def _own_overhead(plan_json: str, chip: str, devices: int, precision: str, stack
     per_unit = flops_per_sample(spec) if unet else flops_per_token(spec, mp.seq_len)
     found = CHIPS[chip]
     trainable = mp._dims.get("trainable", mp.num_params)
-    pick = layout.best(mp, chip, devices, found, per_unit, rate, trainable, ckpt, stack_of(stack))
-    return pick["timing"]["step"] / pick["timing"]["compute"] if pick else 1.0
+    stack = stack_of(json.loads(stack))
+    pick = layout.best(mp, chip, devices, found, per_unit, rate, trainable, ckpt, stack)
+    if not pick:
+        return 1.0
+    t, d = pick["timing"], mp._dims
+    if pick["layout"].selective:  # layout.timing's selective term, paid by the figure too
+        return t["step"] / t["compute"] * (1 + 4 * d["layers"] * d["h"] * mp.seq_len / per_unit)
+    return t["step"] / t["compute"]
 
 
 def own_overhead(got: dict, precision: str, achieved: float) -> float:
@@ -189,7 +196,7 @@ def own_overhead(got: dict, precision: str, achieved: float) -> float:
         return 1.0
     ckpt = got.get("checkpointing") or None  # as it ran where it says; else as memory needs
     key = json.dumps(how, sort_keys=True)
-    stack = got.get("stack")
+    stack = json.dumps(got.get("stack"))  # a dict (Megatron's pins) is no cache key
     return _own_overhead(key, got["chip"], got["devices"], precision, stack, ckpt, achieved)
 
 

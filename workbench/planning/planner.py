@@ -379,7 +379,7 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
     # an MFU measured with checkpointing already paid for the recompute, and a reference's for
     # its own run's communication and bubble (own_overhead): the rate without them
     achieved = (
-        got["achieved"] / (RECOMPUTE if got.get("checkpointing") else 1.0)
+        got["achieved"] / (RECOMPUTE if got.get("checkpointing") is True else 1.0)
         if got is not None
         else PLACEHOLDER
     )
@@ -457,11 +457,11 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
         sources["warmup"] = warm["source"]
     if scaling(n) != 1.0:
         sources["scaling"] = scaling_source(ctx["refs"], found, n, got, scaling(n))
-    if lay.checkpointing or got.get("checkpointing"):
+    if lay.checkpointing or got.get("checkpointing") is True:
         sources["recompute"] = (
             f"gradient checkpointing recomputes the forward pass (6N of 8N FLOPs): "
             f"{'needed here' if lay.checkpointing else 'not needed here'}"
-            f"{', already in the reference' if got.get('checkpointing') else ''}"
+            f"{', already in the reference' if got.get('checkpointing') is True else ''}"
         )
     if lay.selective:
         sources["recompute"] = "selective recompute: the attention core's forward, 4·L·d·S a token"
@@ -566,7 +566,7 @@ def plan(
     strategy : str or dict, optional
         The stack you will run: ``"ddp"``, ``"zero1"``, ``"zero2"``, ``"zero3"``,
         ``"zero2-offload"``, ``"zero3-offload"``, ``"fsdp"``, ``"megatron"`` (a dict pins
-        its degrees: ``{"name": "megatron", "tp": 4, "pp": 4, "cp": 1}``),
+        its degrees and micro-batch: ``{"name": "megatron", "tp": 4, "pp": 4, "mb": 1}``),
         ``"optimum-habana"`` (ZeRO-3 + gradient checkpointing) or ``"deepspeed"``
         (``wb.launch``'s, ZeRO-2). Each row plans the fastest layout that stack runs, with its
         memory, communication and launch line (the MFU is the nearest reference's, whatever

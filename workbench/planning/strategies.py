@@ -13,7 +13,8 @@ A stack keeps the layout search to the layouts it can run, and says how to launc
 * ``"fsdp"``: PyTorch FSDP full shard, planned as ZeRO-3 (the same shards, the same
   all-gathers of the weights in the forward and the backward: Zhao et al., "PyTorch FSDP", 2023);
 * ``"megatron"``: Megatron-LM / NeMo's tensor x pipeline x context x data parallel with the
-  distributed optimizer; a dict pins the degrees: ``{"name": "megatron", "tp": 4, "pp": 4}``;
+  distributed optimizer; a dict pins the degrees and the micro-batch (``--micro-batch-size``):
+  ``{"name": "megatron", "tp": 4, "pp": 4}``, ``{"name": "megatron", "tp": 8, "pp": 8, "mb": 2}``;
 * ``"optimum-habana"``: Optimum Habana's LoRA recipe as Intel ran it for MLPerf Training v4.0
   (Llama 2 70B LoRA: DeepSpeed ZeRO-3 with gradient checkpointing, per-device batch 1);
 * ``None``: the fastest of all of them that fits (the row says which it took).
@@ -41,6 +42,7 @@ class Stack:
     tensor: int | None = None  # pinned degrees (megatron); None: searched
     pipeline: int | None = None
     context: int | None = None
+    micro: int | None = None  # pinned micro-batch (megatron); None: the largest that fits
 
     @property
     def replica(self) -> int:
@@ -102,7 +104,7 @@ STACKS = {
     ),
 }
 FASTEST = Stack("fastest", "the fastest that fits (any stack)", megatron=True)
-PINS = {"tp": "tensor", "pp": "pipeline", "cp": "context"}
+PINS = {"tp": "tensor", "pp": "pipeline", "cp": "context", "mb": "micro"}
 
 
 def stack_of(strategy) -> Stack:
@@ -132,7 +134,8 @@ def stack_of(strategy) -> Stack:
     if unknown:
         raise ValueError(
             f"strategy: unknown key(s) {', '.join(map(repr, unknown))}; a megatron strategy "
-            "takes 'name', 'tp', 'pp' and 'cp' (tensor, pipeline, context parallel degrees)"
+            "takes 'name', 'tp', 'pp', 'cp' (tensor, pipeline, context parallel degrees) and "
+            "'mb' (micro-batch)"
         )
     for key, value in pins.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -205,6 +208,11 @@ def check_batch(stack: Stack, batch_size, global_batch, num_devices) -> None:
             "pass one of batch_size= (samples a device a step, e.g. batch_size=8) and "
             "global_batch= (samples a step over all devices, e.g. global_batch=1024), "
             f"not {'both' if batch_size is not None else 'neither'}"
+        )
+    if stack.micro and batch_size and batch_size % stack.micro:
+        raise ValueError(
+            f"strategy: mb={stack.micro} does not divide batch_size={batch_size}, a device's "
+            "samples a step, which run in micro-batches of mb: pass a batch_size it divides"
         )
     replicas = None if num_devices is None else num_devices // stack.replica
     if replicas is None or batch_size or (stack.megatron and stack.replica == 1):
