@@ -197,39 +197,56 @@ def _quantile(errors: list[float], q: float) -> float:
     return errors[lo] + (errors[hi] - errors[lo]) * (at - lo)
 
 
+def _measured(row: dict) -> bool:
+    """A row with an error that measures the planner (not one planned from the default MFU)."""
+    return row.get("error") is not None and not row.get("assumption")
+
+
+def _band(loo: list[dict], family: str, level: float, without: int | None = None):
+    """``intervals``' (low, high) for ``family`` from the ``loo`` rows, row ``without`` left
+    out; the family's own errors where it has ``ENOUGH``, else every family's."""
+    rows = [r for i, r in enumerate(loo) if i != without and _measured(r)]
+    own = [r["error"] for r in rows if family_of(r["chip"]) == family]
+    basis = own if len(own) >= ENOUGH else [r["error"] for r in rows]
+    return _quantile(basis, (1 - level) / 2), _quantile(basis, (1 + level) / 2), len(own), len(rows)
+
+
+def inside_without_itself(loo: list[dict], level: float = LEVEL) -> list[bool | None]:
+    """For each leave-one-out row, whether its error lies in the interval made from the other
+    rows (a jackknife): the interval's coverage on the errors it is made from, each left out of
+    its own interval. None for a row that measures no planner (see ``_measured``)."""
+    out: list[bool | None] = []
+    for i, r in enumerate(loo):
+        low, high, *_ = _band(loo, family_of(r["chip"]), level, without=i)
+        out.append(low <= r["error"] <= high if _measured(r) else None)
+    return out
+
+
 def intervals(loo: list[dict], held: list[dict], level: float = LEVEL) -> dict[str, Any]:
     """Per chip family, the interval that holds ``level`` of ``wb.plan``'s leave-one-out errors
     (the (1 - level) / 2 and (1 + level) / 2 quantiles; a family with fewer than ``ENOUGH``
     takes the pooled errors of every family, and says so), and its coverage measured on the
-    held-out results, which the interval never saw. Rows planned from the default MFU are
-    left out of both: they measure an assumption."""
-
-    def errors(rows, family=None):
-        return [
-            r["error"]
-            for r in rows
-            if r.get("error") is not None
-            and not r.get("assumption")
-            and (family is None or family_of(r["chip"]) == family)
-        ]
-
-    pooled = errors(loo)
+    held-out results, which the interval never saw, and on the leave-one-out ones, each left
+    out of its own interval (``inside_without_itself``). Rows planned from the default MFU are
+    left out: they measure an assumption."""
+    jackknife = inside_without_itself(loo, level)
     out: dict[str, Any] = {"level": level}
     for family in FAMILIES:
-        own = errors(loo, family)
-        basis = own if len(own) >= ENOUGH else pooled
-        low = _quantile(basis, (1 - level) / 2)
-        high = _quantile(basis, (1 + level) / 2)
-        test = errors(held, family)
+        low, high, n_own, n_all = _band(loo, family, level)
+        test = [r["error"] for r in held if _measured(r) and family_of(r["chip"]) == family]
         inside = sum(low <= e <= high for e in test)
+        mine = [
+            j for j, r in zip(jackknife, loo) if j is not None and family_of(r["chip"]) == family
+        ]
         out[family] = {
             "low": round(low, 4),
             "high": round(high, 4),
-            "from": f"{family} leave-one-out ({len(own)})"
-            if basis is own
-            else f"pooled leave-one-out of every family ({len(pooled)}): {family} has {len(own)}",
+            "from": f"{family} leave-one-out ({n_own})"
+            if n_own >= ENOUGH
+            else f"pooled leave-one-out of every family ({n_all}): {family} has {n_own}",
             "held_out": len(test),
             "coverage": round(inside / len(test), 4) if test else None,
+            "leave_one_out_coverage": round(sum(mine) / len(mine), 4) if mine else None,
         }
     return out
 
@@ -265,7 +282,8 @@ def plan_accuracy(references: str | Path | None = None, summary: bool = False):
     ``summary=True``: per check, chip family and stack, the results (``n``), the median and
     worst absolute error, and the family's interval at ``level`` (80%, from the leave-one-out
     errors: ``low``, ``high``) with its ``coverage``: the share of the held-out results of
-    that family and stack inside it.
+    that family and stack inside it, and of the leave-one-out ones, each inside the interval
+    made without it (``accuracy.inside_without_itself``).
 
     Examples
     --------
@@ -313,6 +331,8 @@ def _summary(df):
     loo = df[df.check == "leave-one-out"].to_dict("records")
     held = df[df.check == "held-out"].to_dict("records")
     bands = intervals(loo, held)
+    df = df.assign(jackknife=None)
+    df.loc[df.check == "leave-one-out", "jackknife"] = inside_without_itself(loo)
     out = []
     for (check, family, stack), g in df.fillna({"stack": "not stated"}).groupby(
         ["check", "family", "stack"]
@@ -320,7 +340,11 @@ def _summary(df):
         measured = g[g.error.notna() & ~g.assumption.fillna(False).astype(bool)]
         e = measured.error.abs()
         band = bands[family]
-        inside = measured.error.between(band["low"], band["high"])
+        inside = (
+            measured.error.between(band["low"], band["high"])
+            if check == "held-out"
+            else measured.jackknife.astype(bool)
+        )
         out.append(
             {
                 "check": check,
@@ -333,7 +357,7 @@ def _summary(df):
                 "level": bands["level"],
                 "low": band["low"],
                 "high": band["high"],
-                "coverage": inside.mean() if check == "held-out" and len(e) else None,
+                "coverage": inside.mean() if len(e) else None,
             }
         )
     return pd.DataFrame(out)

@@ -309,9 +309,10 @@ def _error_band(data: dict, found) -> tuple[float, float, str]:
     """(low, high, why): the interval that holds 80% (the recorded level) of ``wb.plan``'s
     leave-one-out errors on published results of this chip's family (``accuracy.intervals``;
     pooled over every family where one has too few), with its coverage measured on held-out
-    results: the time of a run lies between hours x (1 + low) and hours x (1 + high) that
-    often (error = planned / published tokens/s - 1, so the true time is the planned x (1 +
-    error)). A references file without intervals: its interquartile range, said so."""
+    results and on the leave-one-out ones, each without itself: the time of a run lies between
+    hours x (1 + low) and hours x (1 + high) that often (error = planned / published tokens/s
+    - 1, so the true time is the planned x (1 + error)). A references file without intervals:
+    its interquartile range, said so."""
     family = refs.family_of(found.name) if found is not None else "other"
     record = data.get("accuracy") or {}
     band = (record.get("intervals") or {}).get(family)
@@ -321,6 +322,11 @@ def _error_band(data: dict, found) -> tuple[float, float, str]:
             f"; it held {band['coverage']:.0%} of {band['held_out']} held-out results"
             if band.get("coverage") is not None
             else "; no held-out result to measure its coverage"
+        ) + (
+            f" and {band['leave_one_out_coverage']:.0%} of the leave-one-out ones, each left out"
+            " of its own interval"
+            if band.get("leave_one_out_coverage") is not None
+            else ""
         )
         why = (
             f"{family}: the {level:.0%} interval of wb.plan's error, {band['low']:+.0%} to "
