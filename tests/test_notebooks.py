@@ -51,8 +51,8 @@ CHECKS = {
     and r["gaudi_rows_priced"] and r["sd15_hours_h100"] > 0 and r["lora_70b_gaudi2_devices"] == 8
     and max(r["loo_median_by_family"].values()) <= 0.30 and r["detected_from"] == "your runs"
     # each run's "which chip?" answered with the planner's error: Gaudi 2 against Gaudi 3 on
-    # Llama 2 7B is within it (the README says so)
-    and len(r["fastest"]) == len(r["cheapest"]) == 6 and r["cheapest"]["Llama 2 7B"] == ["Gaudi2", "Gaudi3"],
+    # Llama 2 7B is within it (the README says so; the 80% intervals put more rows within it)
+    and len(r["fastest"]) == len(r["cheapest"]) == 6 and r["cheapest"]["Llama 2 7B"][:2] == ["Gaudi2", "Gaudi3"],
     "12_your_own_trainer": lambda r: r["status"] == r["fast_status"] == r["optimum_habana_status"]
     == "completed" and 0 <= r["accuracy"] <= 1 and r["optimum_habana_bf16"] is True
     # more than one shape and no more than the buckets: the smoke run shows bucketing at work

@@ -926,10 +926,10 @@ def test_the_answer_for_a_model_far_from_every_reference_says_the_measured_error
 
 
 def test_an_interval_holds_its_level_of_the_leave_one_out_errors_and_is_tested_on_held_out_ones():
-    """accuracy.intervals: the 10th to 90th percentile of a family's leave-one-out errors
-    (pooled where it has too few, and it says so), its coverage counted on held-out rows and,
-    each without itself, on the leave-one-out rows, and rows planned from the default MFU left
-    out of all."""
+    """accuracy.intervals: split conformal's interval of a family's leave-one-out errors, the
+    k-th smallest to the k-th largest, k = floor((n + 1)(1 - level) / 2) (pooled where it has
+    too few, and it says so), its coverage counted on held-out rows and, each without itself,
+    on the leave-one-out rows, and rows planned from the default MFU left out of all."""
     from workbench.planning.accuracy import ENOUGH, intervals
 
     loo = [{"chip": "H100 SXM", "error": e / 100} for e in range(-10, 11)]  # -10% .. +10%
@@ -938,12 +938,13 @@ def test_an_interval_holds_its_level_of_the_leave_one_out_errors_and_is_tested_o
     held.append({"chip": "H100 SXM", "error": 0.0, "assumption": True})
     got = intervals(loo, held, level=0.8)
     h = got["H100/H200"]
-    assert (h["low"], h["high"]) == (pytest.approx(-0.08), pytest.approx(0.08))
+    # 21 errors: k = floor(22 x 0.1) = 2, the second smallest and the second largest
+    assert (h["low"], h["high"]) == (pytest.approx(-0.09), pytest.approx(0.09))
     assert h["held_out"] == 5 and h["coverage"] == pytest.approx(3 / 5)
-    # each leave-one-out row against the band made without it: -10..-8% and +8..+10% fall out
-    # (without -8%, the 10th percentile of the other twenty is -7.2%); the assumption counts not
-    assert h["leave_one_out_coverage"] == pytest.approx(15 / 21, abs=1e-4)
-    assert got["A100"]["leave_one_out_coverage"] == 0  # +50% against the pooled -8% to +8%
+    # each leave-one-out row against the band made from the other twenty (k = 2 again): -10%,
+    # -9%, +9% and +10% fall out; the assumption counts not
+    assert h["leave_one_out_coverage"] == pytest.approx(17 / 21, abs=1e-4)
+    assert got["A100"]["leave_one_out_coverage"] == 0  # +50% against the pooled -9% to +9%
     assert got["A100"]["from"].startswith("pooled") and ENOUGH > 1
     assert got["Gaudi"]["coverage"] is None
 

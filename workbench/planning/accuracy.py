@@ -6,6 +6,7 @@ and the record of it that ``assets/plan_references.json`` keeps for every plan r
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 from pathlib import Path
@@ -188,13 +189,15 @@ LEVEL = 0.8  # the stated level of every plan row's interval
 ENOUGH = 10  # leave-one-out errors a family needs for its own interval; fewer: pooled
 
 
-def _quantile(errors: list[float], q: float) -> float:
-    """The ``q`` quantile of ``errors`` (linear between order statistics)."""
+def _conformal(errors: list[float], level: float) -> tuple[float, float]:
+    """The k-th smallest and k-th largest of n errors, k = floor((n + 1)(1 - level) / 2), at
+    least 1: split conformal prediction's finite-sample interval (Lei et al., "Distribution-Free
+    Predictive Inference for Regression", JASA 2018, section 2.2), which holds a new error
+    exchangeable with these at least 1 - 2k / (n + 1) of the time (>= ``level``, or n / (n + 1)
+    where n is too small for it); the plain quantiles of n errors hold less."""
     errors = sorted(errors)
-    at = q * (len(errors) - 1)
-    lo = int(at)
-    hi = min(lo + 1, len(errors) - 1)
-    return errors[lo] + (errors[hi] - errors[lo]) * (at - lo)
+    k = max(1, math.floor((len(errors) + 1) * (1 - level) / 2 + 1e-9))
+    return errors[k - 1], errors[-k]
 
 
 def _measured(row: dict) -> bool:
@@ -208,7 +211,7 @@ def _band(loo: list[dict], family: str, level: float, without: int | None = None
     rows = [r for i, r in enumerate(loo) if i != without and _measured(r)]
     own = [r["error"] for r in rows if family_of(r["chip"]) == family]
     basis = own if len(own) >= ENOUGH else [r["error"] for r in rows]
-    return _quantile(basis, (1 - level) / 2), _quantile(basis, (1 + level) / 2), len(own), len(rows)
+    return *_conformal(basis, level), len(own), len(rows)
 
 
 def inside_without_itself(loo: list[dict], level: float = LEVEL) -> list[bool | None]:
