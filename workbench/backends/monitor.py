@@ -86,9 +86,8 @@ def _start(v: Vendor) -> Any:
     module = v.module
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter(
-                "ignore", DeprecationWarning
-            )  # pyhlml 1.24 imports its own deprecated module
+            # pyhlml 1.24 imports its own deprecated module
+            warnings.simplefilter("ignore", DeprecationWarning)
             lib = importlib.import_module(module)
     except ImportError:
         raise Unavailable(

@@ -82,9 +82,8 @@ def wrap_model(model, lora: dict | None, task: str, name: str):
             target_modules=cfg.pop("target_modules", None),
             **cfg,
         )
-        with (
-            warnings.catch_warnings()
-        ):  # peft reads transformers' deprecated name; nothing for you to change
+        # peft reads transformers' deprecated name; nothing for you to change
+        with warnings.catch_warnings():
             warnings.filterwarnings(
                 "ignore", r"`is_gradient_checkpointing` is deprecated", FutureWarning
             )

@@ -206,9 +206,8 @@ class DataSpec:
             if split is not None:
                 self._check_kinds(split)
         (raw, eval_split), dropped = self._drop_blank(raw, eval_split)
-        eval_split = (
-            eval_split if eval_split is None or len(eval_split) else None
-        )  # unlabelled: split train
+        # unlabelled: split train
+        eval_split = eval_split if eval_split is None or len(eval_split) else None
         if self.limit:
             raw = raw.shuffle(seed=self.seed).select(range(min(self.limit, len(raw))))
         label = self.columns.get("label")
@@ -398,9 +397,8 @@ class DataSpec:
         c = self.columns
         if self.task == "diffusion":
             fn, fp = images.pixels(c["image"]), _fingerprint(self.to_dict(), "pixels")
-        elif (
-            self.task == "text_to_image"
-        ):  # `tokenizer`: the model's Captions (tokenizers, resolution)
+        # `tokenizer`: the model's Captions (tokenizers, resolution)
+        elif self.task == "text_to_image":
             fn, fp = (
                 images.captioned(c, tokenizer, self.crop),
                 _fingerprint(self.to_dict(), images.signature(tokenizer)),
@@ -575,9 +573,8 @@ def _guess_columns(spec: DataSpec) -> dict[str, str]:
             if name in found and name not in cols.values():
                 cols[role] = name
                 break
-    if (
-        "image" in cols and "text" in cols and "caption" not in cols
-    ):  # an image's text is its caption
+    # an image's text is its caption
+    if "image" in cols and "text" in cols and "caption" not in cols:
         cols["caption"] = cols.pop("text")
     if not cols:
         raise ValueError(

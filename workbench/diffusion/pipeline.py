@@ -109,9 +109,8 @@ def configs(size: str, overrides: dict[str, Any], family: str = "sd") -> dict[st
             f"num_params needs their configs: use size='tiny' or one of {', '.join(info['sizes'])}"
         )
     cfgs = dict(info["tiny"] if size == "tiny" else info["sizes"][size][1])
-    cfgs.update(
-        {k: {} for k in PARTS if k in overrides and k not in cfgs}
-    )  # e.g. a second text encoder
+    # e.g. a second text encoder
+    cfgs.update({k: {} for k in PARTS if k in overrides and k not in cfgs})
     if isinstance(overrides.get("vae"), str):
         return {**cfgs, "vae": vae_config(overrides["vae"]), "vae_path": overrides["vae"]}
     return {
@@ -173,9 +172,8 @@ class Parts:
 
     def pipeline(self, unet=None):
         """diffusers' StableDiffusion(XL)Pipeline over these parts (``unet``: another UNet)."""
-        with (
-            transformers_errors_only()
-        ):  # importing the pipelines warns about image processors it never uses
+        # importing the pipelines warns about image processors it never uses
+        with transformers_errors_only():
             d = diffusers()
             d.StableDiffusionPipeline  # noqa: B018  (diffusers imports its pipelines lazily)
         common = {
@@ -242,9 +240,8 @@ def _text_encoder(cfg: dict, tok, projection: bool = False):
 def build(configs: dict[str, Any], tokenizer) -> Parts:
     """Random-init parts from ``configs`` (one dict per part) around ``tokenizer``."""
     d = diffusers()
-    tokenizer.model_max_length = configs["text_encoder"][
-        "max_position_embeddings"
-    ]  # fixed caption length
+    # fixed caption length
+    tokenizer.model_max_length = configs["text_encoder"]["max_position_embeddings"]
     two = "text_encoder_2" in configs
     parts = Parts(
         tokenizer=tokenizer,
@@ -336,9 +333,8 @@ def load_vae(path: str):
     state = load_file(str(_vae_checkpoint(p)))
     vae = d.AutoencoderKL.from_config(vae_config(path))
     vae.load_state_dict({k[len("vae.") :]: v for k, v in state.items() if k.startswith("vae.")})
-    if (
-        float(state.get("latent_std", 0)) > 0
-    ):  # measured while the VAE trained (the latent diffusion paper's 1 / std)
+    # measured while the VAE trained (the latent diffusion paper's 1 / std)
+    if float(state.get("latent_std", 0)) > 0:
         vae.register_to_config(scaling_factor=float(1 / state["latent_std"]))
     return vae
 

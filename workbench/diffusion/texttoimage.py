@@ -249,9 +249,8 @@ class TextToImage(nn.Module):
         # format (a CPU's VAE convolution returns channels-last), so that latents from the
         # cache and from images draw the same noise for a seed
         noise = torch.randn(latents.shape, device=latents.device, dtype=latents.dtype)
-        if (
-            self.noise_offset
-        ):  # a per-channel shift: lets the model learn very dark and bright images
+        # a per-channel shift: lets the model learn very dark and bright images
+        if self.noise_offset:
             noise = noise + self.noise_offset * torch.randn(
                 latents.shape[0], latents.shape[1], 1, 1, device=latents.device
             )
@@ -265,9 +264,8 @@ class TextToImage(nn.Module):
             else self.scheduler.get_velocity(latents, noise, t)
         )
         extra = None
-        if (
-            pooled is not None
-        ):  # SDXL's size and crop conditioning: (original, crop top-left, target)
+        # SDXL's size and crop conditioning: (original, crop top-left, target)
+        if pooled is not None:
             time_ids = torch.tensor([side, side, 0.0, 0.0, side, side], device=latents.device)
             extra = {"text_embeds": pooled, "time_ids": time_ids.expand(latents.shape[0], 6)}
         unet_dtype = next(self.unet.parameters()).dtype

@@ -59,9 +59,8 @@ def load_checkpoint(spec: ModelSpec, ckpt: Path, base: Path | None = None):
     denoising module and no tokenizer. ``spec.trust_remote_code`` says whether Python files
     that the checkpoint's or the source's config names may run.
     """
-    if (
-        spec.task == "text_to_image"
-    ):  # the parts rebuilt (LoRA added), then every weight the run saved
+    # the parts rebuilt (LoRA added), then every weight the run saved
+    if spec.task == "text_to_image":
         from safetensors.torch import load_file
 
         from ..diffusion.texttoimage import from_spec

@@ -76,9 +76,8 @@ class EventLog:
                 while view:  # an unbuffered write may take part of the line
                     view = view[f.write(view) :]
             except OSError as e:
-                os.truncate(
-                    self.path, start
-                )  # never half a line: the next one would be lost with it
+                # never half a line: the next one would be lost with it
+                os.truncate(self.path, start)
                 e.filename = e.filename or str(self.path)
                 failed = e
         for fn in list(self.subscribers):
@@ -221,9 +220,8 @@ class RunDir:
         path = Path(path)
         if not (path / "spec.json").exists() and not (path / "summary.json").exists():
             raise FileNotFoundError(f"{str(path)!r} is not a run directory (no spec.json)")
-        return cls(
-            path
-        )  # a summary without a spec: a run killed as it was created (it reads failed)
+        # a summary without a spec: a run killed as it was created (it reads failed)
+        return cls(path)
 
     @property
     def name(self) -> str:

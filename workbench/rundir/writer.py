@@ -306,9 +306,8 @@ def disk_full_message(error: BaseException, run: RunDir) -> str | None:
     if e is None:
         return None
     broken = [run.path / "checkpoints" / name for name in run.broken_checkpoints]
-    where = getattr(e, "filename", None) or (
-        broken[-1] if broken else run.path
-    )  # the file, else the checkpoint
+    # the file, else the checkpoint
+    where = getattr(e, "filename", None) or (broken[-1] if broken else run.path)
     good = run.last_checkpoint
     last = f"the last good checkpoint is {good.name}" if good else "there is no good checkpoint yet"
     then = f"wb.Run.open({str(run.path)!r}).resume()" if good else "train again"

@@ -183,9 +183,8 @@ def _error_files(run: Run) -> dict[int, dict]:
     attempts = [
         p.name for p in run.path.glob("logs/**/attempt_*") if p.name.split("_")[-1].isdigit()
     ]
-    last = max(
-        attempts, key=lambda name: int(name.split("_")[-1]), default="attempt_0"
-    )  # torchrun's last try
+    # torchrun's last try
+    last = max(attempts, key=lambda name: int(name.split("_")[-1]), default="attempt_0")
     for path in sorted(run.path.glob(f"logs/**/{last}/*/error.json")):
         try:
             message = json.loads(path.read_text())["message"]

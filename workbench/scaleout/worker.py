@@ -111,9 +111,8 @@ def restart(run, rank: int):
     writer = _claim_again(run)
     step = int(ckpt.name.split("-")[-1]) if ckpt is not None else 0
     attempt = 1 + sum(e.get("phase") == "restart" for e in before)
-    run.log.truncate_after(
-        step
-    )  # as resume() does: the steps after the checkpoint are trained again
+    # as resume() does: the steps after the checkpoint are trained again
+    run.log.truncate_after(step)
     run.log.emit(
         {
             "phase": "restart",

@@ -134,9 +134,8 @@ def _pack_ids(
     if tail == "pad" and n < len(ids):
         extra = block_length - (len(ids) - n)
         ids = np.concatenate([ids, np.full(extra, pad_token_id)])
-        start = np.concatenate(
-            [start, np.ones(extra, dtype=bool)]
-        )  # padding: label -100, position 0
+        # padding: label -100, position 0
+        start = np.concatenate([start, np.ones(extra, dtype=bool)])
         mask = np.concatenate([mask, np.zeros(extra, dtype=np.int64)])
         n = len(ids)
     ids, start, mask = ids[:n], start[:n], mask[:n]

@@ -340,9 +340,8 @@ def padding_stats(
     else:
         stream = int(raw.sum() + len(raw))  # one EOS after each document
         blocks = stream // max_length
-        shapes = [(batch_size, max_length)] * math.ceil(
-            blocks / batch_size
-        )  # dummy rows fill the last
+        # dummy rows fill the last
+        shapes = [(batch_size, max_length)] * math.ceil(blocks / batch_size)
         computed = len(shapes) * batch_size * max_length
         useful = blocks * max_length
         extra["lost_tokens"] = stream - useful

@@ -209,15 +209,8 @@ def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: i
     run.stop_flag.clear()
     run.error = None
     t0 = runs.monotonic()
-    status, error, tb, events, restore, raised, lost = (
-        "completed",
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-    )
+    status, error, tb = "completed", None, None
+    events = restore = raised = lost = None
     with training(run), quiet_libraries():
         try:
             trainer, events, restore = build(
@@ -253,9 +246,8 @@ def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: i
             run.error = raised = e
             if isinstance(e, KeyboardInterrupt):
                 status = "stopped"
-        if (
-            restore is not None
-        ):  # the model leaves as it came (generation pads prompts: masks needed)
+        # the model leaves as it came (generation pads prompts: masks needed)
+        if restore is not None:
             restore()
         if writer is not None and status != "completed" and _nothing_trained(run):
             lost = _take_back(run, writer, error or status)
@@ -508,9 +500,8 @@ def resume(
                 )
         spec = preparation.resume_spec(run, ckpt, max_steps, overrides)
         run.callbacks = list(callbacks or [])
-        run.dashboard = attach(
-            run, live, background
-        )  # before the writes: a display that fails changes nothing
+        # before the writes: a display that fails changes nothing
+        run.dashboard = attach(run, live, background)
         before = run.summary, run.spec
         # "running" first: a kill from here on leaves a run that reads failed (its lock free),
         # never its old end (completed at step 6) under a spec that asks for more (60)

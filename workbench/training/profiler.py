@@ -147,9 +147,8 @@ def top_ops(prof, n: int = 15, device_kind: str = "cpu"):
     import pandas as pd
 
     rows = []
-    on_device = (
-        len(backend(device_kind).policy.profiler_activities) > 1
-    )  # a device activity beside the CPU
+    # a device activity beside the CPU
+    on_device = len(backend(device_kind).policy.profiler_activities) > 1
     for e in prof.key_averages(group_by_input_shape=True):
         if e.key.startswith("ProfilerStep"):  # the profiler's own per-step marker, not an op
             continue

@@ -243,13 +243,11 @@ def figure(
     panels = [p for p in spec["panels"] if p["shown"]]
     cols = spec["columns"]
     rows = max(1, -(-len(panels) // cols))
-    grids = (
-        sample_grids(next(iter(runs.values())), 1) if len(runs) == 1 else []
-    )  # one run's last grid
+    # one run's last grid
+    grids = sample_grids(next(iter(runs.values())), 1) if len(runs) == 1 else []
     image = _decode(grids[0]["image"]) if grids else None
-    extra = (
-        min(max(10 * image.height / image.width, 1.0), 4.0) + 0.8 if image is not None else 0
-    )  # inches
+    # inches
+    extra = min(max(10 * image.height / image.width, 1.0), 4.0) + 0.8 if image is not None else 0
     fig = Figure(figsize=(10, 2.6 * rows + extra), dpi=80)
     FigureCanvasAgg(fig)
     layout = fig.add_gridspec(

@@ -249,9 +249,8 @@ class Dashboard:
             if phase == "eval" and self.widget is None:
                 self.refresh()
             return
-        if (
-            phase == "samples"
-        ):  # kept for the picture and the saved view; the live view gets it once
+        # kept for the picture and the saved view; the live view gets it once
+        if phase == "samples":
             self.events.append(event)
             if self.widget is not None:
                 self.send_samples(event)
