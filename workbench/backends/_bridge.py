@@ -1,9 +1,6 @@
-"""The one module that imports the Habana bridge (``habana_frameworks``).
-
-``hpu.py`` builds the HPU backend record from these functions, and the Trainer gets
-FusedAdamW from here, so no other module imports the bridge. Nothing
-here imports ``torch`` or the bridge at module import time: the bridge loads on the first
-probe (``bridge()``), after the execution mode and the recipe cache have been chosen.
+"""The one module that imports the Habana bridge (``habana_frameworks``), never at module import
+time: the bridge loads on the first probe (``bridge()``), after the execution mode and the
+recipe cache have been chosen.
 """
 
 from __future__ import annotations
@@ -115,12 +112,9 @@ def set_hpu_mode(mode: str) -> None:
 def mode_for_probe(mode: str | None) -> Iterator[None]:
     """Gaudi's execution mode ``mode`` (None: as it is) for the device probe in the block.
 
-    The probe loads the bridge, which reads ``PT_HPU_LAZY_MODE`` once, as it loads: where the
-    block loaded it the mode is this process's for good and the variable stays (``bridge()``
-    sets it to the mode the bridge took); where it did not (no Gaudi here) or raised, the
-    variable is put back as it was. A bridge loaded already keeps its mode (another one is
-    refused, with the fixes). Not accelerate's ``patch_environment``: importing accelerate
-    imports torch, which loads the bridge, in eager mode, before the variable is set.
+    The bridge reads ``PT_HPU_LAZY_MODE`` once, as it loads: where the block loaded it the
+    variable stays, else it is put back. Not accelerate's ``patch_environment``: importing
+    accelerate imports torch, which loads the bridge in eager mode before the variable is set.
     """
     if mode is None or loaded():
         if mode is not None:
@@ -162,13 +156,9 @@ def _recipe_value() -> str:
 
 def prepare_recipe_cache() -> None:
     """Keep compiled HPU graphs (recipes) on disk between runs and processes: set
-    ``PT_HPU_RECIPE_CACHE_CONFIG`` (unless it is set) where a Habana bridge is installed and
-    not loaded yet.
-
-    ``import workbench`` calls this, because the bridge reads the variable as it loads, and in
-    eager mode ``import torch`` loads it (a ``torch.backends`` entry point): a notebook that
-    imports workbench first keeps the cache, one that imported torch first is told it has none.
-    Workers inherit the variable, so all ranks share one cache.
+    ``PT_HPU_RECIPE_CACHE_CONFIG`` (unless set) where a bridge is installed and not loaded yet.
+    ``import workbench`` calls this: the bridge reads the variable as it loads, which in eager
+    mode ``import torch`` does. Workers inherit the variable, so all ranks share one cache.
     """
     if not has_bridge() or settings.is_set(RECIPE_VARIABLE):
         return

@@ -1,9 +1,6 @@
-"""Intel Gaudi: the HPU backend record, built from the bridge's functions (``_bridge``, the
-one module that imports ``habana_frameworks``) and Habana's management library (HLML).
-
-Also the public face of Gaudi's execution modes (``MODES``, ``hpu_mode``, ``set_hpu_mode``,
-``mode_for_probe``)
-and of the recipe cache's place (``recipe_cache``).
+"""Intel Gaudi: the HPU backend record, from the bridge's functions (``_bridge``) and HLML; also
+the execution modes (``MODES``, ``hpu_mode``, ``set_hpu_mode``, ``mode_for_probe``) and the
+recipe cache's place (``recipe_cache``).
 """
 
 from __future__ import annotations

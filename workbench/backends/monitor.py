@@ -1,16 +1,9 @@
 """Device readings for the side panel: utilisation, memory, power and temperature, per device.
 
-One reader for the management libraries shaped like NVML (HLML is NVML's counterpart for
-Gaudi), driven by each backend's ``Vendor`` record (``hlml.HLML``, ``cuda.NVML``); the CPU's
-reader is in ``cpu.py``. Readings go through the vendor's management library, never
-through torch (a panel that polls every few seconds must not load a framework, nor touch
-a device a training process is using): HLML (``pyhlml``, PyPI ``habana-pyhlml``) on
-Gaudi, NVML (``pynvml``, PyPI ``nvidia-ml-py``) on NVIDIA GPUs, psutil on the CPU.
-
-Each reader returns one dict per device with the keys in ``FIELDS``; a metric a device
-does not report is None. A reader that cannot run here raises ``Unavailable`` with the
-reason and the fix. The management libraries are started once per process (starting
-one loads a driver library), the first time a reader needs them.
+One reader for the NVML-shaped management libraries (HLML on Gaudi, NVML on NVIDIA), driven by
+each backend's ``Vendor`` record; never torch (a panel polling every few seconds must not load
+a framework nor touch a device in use). Each reading has the keys in ``FIELDS`` (None: not
+reported); a reader that cannot run raises ``Unavailable`` with the reason and the fix.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """The backend table and the devices: one record per device kind (``hpu``, ``cuda``, ``cpu``),
 each built in its own file, and ``DeviceInfo``, what ``wb.device()`` says of one of them.
-
-Every choice that depends on the device (precision, fused optimizer, compile backend and
-default, static shapes, distributed backend, profiler activities, how to read memory,
-``mark_step``) reads a record from ``BACKENDS``; every hardware figure (HBM, peak TFLOP/s,
-which precisions run) comes from ``chips.CHIPS``, and ``chip()`` finds a device's record
-there. Nothing here imports ``torch`` or ``habana_frameworks`` at module import time; the
-Habana bridge lives in ``_bridge``.
+Nothing here imports ``torch`` or ``habana_frameworks`` at module import time.
 """
 
 from __future__ import annotations
@@ -38,10 +32,8 @@ def backend(kind: str) -> Backend:
 
 
 def step_marker(torch_device) -> Callable[[], None]:
-    """The ``mark_step`` of the backend a tensor or module sits on (``torch_device``: a
-    ``torch.device`` or its string): in HPU lazy mode it runs the graph accumulated so far, on
-    every other device it does nothing. Loops that are not training steps (sampling,
-    generation) call it once per step, as optimum-habana's pipelines do."""
+    """The ``mark_step`` of the backend ``torch_device`` (a device or its string) is on: in HPU
+    lazy mode it runs the graph so far, elsewhere nothing (as optimum-habana's pipelines do)."""
     kind = str(torch_device).split(":")[0]
     found = BACKENDS.get(kind)
     return found.calls.mark_step if found is not None else _no_step
@@ -377,11 +369,8 @@ def device_in_mode(kind: str = "auto", mode: str | None = None) -> DeviceInfo:
 
 
 def launch_env(dev: DeviceInfo, devices: int, mode: str | None = None) -> dict[str, str]:
-    """The environment that puts ``devices`` workers on free cards of ``dev``'s kind (read
-    again now): ``{}`` when none is held; a refusal naming the holders and the fixes when
-    fewer than ``devices`` are free. On Gaudi it also carries the workers' execution mode
-    when ``mode`` names one: each worker's bridge reads it as it loads, which current bridges
-    do at ``import torch``. Reads the OS, starts nothing."""
+    """The environment that puts ``devices`` workers on free cards of ``dev``'s kind
+    (``cards.placement``), with the workers' execution mode on Gaudi when ``mode`` names one."""
     b = dev.backend
     env = cards.placement(b.monitoring.cards(), devices, b.deploy.visible_env)
     if mode is not None and dev.kind == "hpu":
