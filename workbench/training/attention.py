@@ -1,10 +1,6 @@
 """Attention for packed causal blocks: no mask at all (concat), or one per document (isolated).
-
-Packed blocks are right-padded and causal, so a mask changes no loss; handing SDPA no mask
-and ``is_causal=True`` lets it take its flash kernel. transformers builds a mask for its
-``"sdpa"`` implementation whenever it can, so the run switches the model to an alias of
-transformers' own SDPA function that has no mask function registered (transformers'
-documented ``AttentionInterface``), and back when the run ends.
+The run switches the model to an alias of transformers' SDPA (its documented
+``AttentionInterface``), and back when the run ends.
 """
 
 from __future__ import annotations
@@ -20,9 +16,8 @@ CAUSAL_SDPA = "workbench_causal_sdpa"
 
 
 def causal_sdpa(model):
-    """Switch a model that uses SDPA to CAUSAL_SDPA, for batches that need no mask
-    (packed blocks: right-padded, causal). Returns the function that switches it back,
-    or None where the model uses another attention (eager, flash-attention: left as is)."""
+    """Switch a model that uses SDPA to CAUSAL_SDPA; returns the function that switches it
+    back, or None where the model uses another attention (left as is)."""
     from transformers import AttentionInterface
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -36,9 +31,7 @@ def causal_sdpa(model):
 
 
 class NoMaskAdvice(logging.Filter):
-    """Drops transformers' advice to pass an attention mask (given when a pad id appears at
-    a row's edge): packed blocks go without one on purpose, and the advice would suggest a
-    problem in every packed run's output."""
+    """Drops transformers' advice to pass an attention mask: packed blocks go without one."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "passing in an `attention_mask`" not in record.getMessage()
@@ -108,9 +101,8 @@ def _built_mask(*args, **kwargs):
 
 
 def masked_sdpa(model):
-    """Switch a model that uses SDPA to MASKED_SDPA (static-shape devices: no host read to
-    decide on a mask, one graph whatever the padding). Returns the function that switches
-    it back, or None where the model uses another attention (left as is)."""
+    """Switch a model that uses SDPA to MASKED_SDPA (static-shape devices); returns the
+    function that switches it back, or None where the model uses another attention."""
     from transformers import AttentionInterface, AttentionMaskInterface
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 

@@ -1,9 +1,6 @@
 """A run's spec made: the arguments checked against the model, the data and the device, and
-the run directory written; the spec of a resume and of a run prepared for other machines.
-
-``prepare`` is what ``wb.train``, ``wb.launch`` and ``wb.launch_command`` share: it trains
-nothing. The engine turns its result into a live ``Run``; torchrun workers rebuild the run
-from the directory it writes. Everything is checked before anything is written.
+the run directory written (``wb.train``, ``wb.launch``, ``wb.launch_command``); the spec of a
+resume. Everything is checked before anything is written.
 """
 
 from __future__ import annotations

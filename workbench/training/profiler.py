@@ -1,9 +1,5 @@
-"""``wb.profile``: torch.profiler over a few training steps of the real engine.
-
-The profiler follows the backend table's activities (CPU, plus CUDA or HPU), skips the
-warm-up steps (compilation, allocator growth), and leaves in the run directory a Chrome /
-Perfetto trace (``profile/trace.json``, open it at ui.perfetto.dev or chrome://tracing) and
-TensorBoard profile files (``profile/tensorboard/``, ``tensorboard --logdir`` on it).
+"""``wb.profile``: torch.profiler over a few training steps of the real engine, after warm-up;
+it leaves ``profile/trace.json`` (Perfetto, chrome://tracing) and ``profile/tensorboard/``.
 """
 
 from __future__ import annotations
@@ -141,9 +137,8 @@ def top_ops(prof, n: int = 15, device_kind: str = "cpu"):
     """The ``n`` ops with the most self time, by op and input shapes (a DataFrame).
 
     ``self_ms`` is device time where the backend has a device activity. On Gaudi the bridge
-    merges its device events into the exported trace file only (``export_chrome_trace``),
-    not into the profiler's averages, so there ``self_ms`` is likely zero: read the device
-    time in ``profile/trace.json`` (Perfetto) or TensorBoard instead."""
+    merges its device events into the trace file only, so ``self_ms`` is likely zero there:
+    read ``profile/trace.json`` or TensorBoard instead."""
     import pandas as pd
 
     rows = []

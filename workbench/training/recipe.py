@@ -17,12 +17,9 @@ from ..runargs import RunArgs
 
 
 def default_padding(task: str, device_kind: str) -> str:
-    """The batching a task gets on a backend when the user does not choose.
-
-    Causal LM packs documents into full blocks everywhere (no padding at all, one shape).
-    Classification is bucketed everywhere: at most k static shapes, little padding. On
-    Gaudi every new shape compiles a graph, so what cannot be bucketed there (seq2seq) pads
-    to max_length; elsewhere it pads each batch to its longest row.
+    """The batching a task gets on a backend when the user does not choose: causal LM packs,
+    classification is bucketed; seq2seq pads to max_length on Gaudi (a graph per new shape),
+    else to each batch's longest row.
     """
     if task == "causal_lm":
         return "packed"
@@ -41,11 +38,8 @@ def auto_steps(total: int) -> tuple[int, int]:
     return log_every, save_every
 
 
-# The default cadence also logs when the last event is this old (the chart gets a point
-# every few seconds however slow a step is: a CPU run of 25-step intervals looked stuck), or
-# LIVE_GAP_SHARE of the time trained so far when that is longer, so that a long run adds
-# only about 50 events per tenfold of its length. Deciding costs a clock read per step on
-# the host; the event it adds reads the loss once, as every logged event does.
+# The default cadence also logs when the last event is this old, or LIVE_GAP_SHARE of the time
+# trained so far when that is longer: about 50 events per tenfold of a run's length.
 LIVE_GAP_S = 2.0
 LIVE_GAP_SHARE = 0.02
 
@@ -218,9 +212,8 @@ def total_steps(
 
 
 def log_interval(args: RunArgs, device, world_size: int) -> float:
-    """Seconds at least between events (0: log at every logging step). The spec's
-    ``log_interval_s`` is None for the default cadence: the backend table's interval, in
-    one process only (ranks must log at the same steps: the loss is gathered across them)."""
+    """Seconds at least between events (0: every logging step): the spec's, else the backend
+    table's in one process only (ranks must log at the same steps)."""
     interval = args.log_interval_s
     if interval is None:
         interval = device.backend.policy.log_interval_s
