@@ -14,12 +14,8 @@ from ..catalog.modelspec import TASK_CLASSES, ModelSpec
 
 
 def problem(ckpt: Path) -> str | None:
-    """Why checkpoint directory ``ckpt`` cannot be resumed from, or None when its files parse.
-
-    A process killed while saving (transformers writes ``trainer_state.json`` in place)
-    leaves a directory that looks like a checkpoint: its state must parse as JSON and every
-    safetensors file must have a whole header.
-    """
+    """Why checkpoint directory ``ckpt`` cannot be resumed from (a save killed half-way: its
+    state must parse and every safetensors file have a whole header), or None."""
     try:
         return _problem(ckpt)
     except FileNotFoundError as e:  # removed as it was read (rank 0 removes a save cut short)

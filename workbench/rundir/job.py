@@ -1,9 +1,6 @@
-"""The scheduler job a run was submitted as: its id, kept in the run directory as data, and
-its state, asked of the scheduler's own commands (Slurm: ``squeue``, then ``scontrol``).
-
-A run submitted with ``wb.launch(..., scheduler="slurm")`` has ``slurm-job.json`` (the job
-id, where and when it was submitted). Nothing in it is run: the id must be a whole number,
-and the cluster asked is the caller's (``SLURM_CONF``, the login node's configuration).
+"""The scheduler job a run was submitted as: its id, kept in the run directory as data
+(``slurm-job.json``; the id must be a whole number), and its state, asked of the caller's
+cluster through Slurm's own commands (``squeue``, then ``scontrol``).
 """
 
 from __future__ import annotations

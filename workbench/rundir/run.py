@@ -154,11 +154,8 @@ def check_root(run_dir: str | Path | None = None) -> Path:
 
 
 def new_run_dir(name: str, root: str | Path | None = None) -> Path:
-    """A fresh directory ``<root>/<timestamp>-<name>``; never reuses an existing one.
-
-    A name longer than the filesystem allows in a directory name is shortened (with a
-    warning), keeping its start and a hash of the whole, so distinct names stay distinct.
-    """
+    """A fresh directory ``<root>/<timestamp>-<name>``; a name too long for the filesystem is
+    shortened (with a warning) to its start and a hash of the whole."""
     root = runs_root(root)
     root.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -269,13 +266,9 @@ class RunDir:
         """``prepared`` (written, never started), ``running``, ``completed``, ``stopped`` or
         ``failed``.
 
-        A run is ``running`` only while a process holds its write lock: one that says
-        ``running`` with nobody holding the lock died without writing its end (SIGKILL,
-        power loss, a full disk) and reads ``failed``. So does one still ``prepared`` that was
-        started: its lock file shows that a trainer claimed it (then died, or found the disk
-        too full for the ``running`` summary), or the process that prepared it to start it
-        (``wb.train``) is gone. A run prepared for others to start (``wb.launch_command``)
-        names no process and stays ``prepared``.
+        A run is ``running`` only while a process holds its write lock: ``running`` with the
+        lock free, or ``prepared`` once a trainer claimed it or its preparing process is gone,
+        reads ``failed``. A run prepared for others (``wb.launch_command``) stays ``prepared``.
         """
         summary = self.summary
         status = summary.get("status", "running")
@@ -409,11 +402,8 @@ class RunDir:
         runs); ``options`` go to transformers' ``generate`` (``do_sample=True``,
         ``temperature``, ``top_k``, ...). Returns the decoded texts, one per prompt.
 
-        In HPU lazy mode each new token ends its graph with ``mark_step``, as optimum-habana's
-        generation loop does; elsewhere that is a no-op. There a causal model generates with
-        static shapes (``rundir.generation``: the prompt padded to a bucket, one compiled graph
-        per bucket instead of one per token) when ``options`` are only ``do_sample``,
-        ``temperature``, ``top_k``, ``top_p``.
+        In HPU lazy mode a causal model generates with static shapes (``rundir.generation``)
+        when ``options`` are only ``do_sample``, ``temperature``, ``top_k``, ``top_p``.
         """
         import torch
         from transformers import StoppingCriteria, StoppingCriteriaList
