@@ -1,9 +1,7 @@
 """Scale-out from a notebook: ``torchrun`` workers (DDP or DeepSpeed), never a home-made engine.
 
-``wb.launch`` writes the run directory (specs, not live objects, cross the process
-boundary), starts ``torchrun`` with N workers that each rebuild the model and data from the
-specs and run the same engine as ``wb.train``, and follows rank 0's events into the
-notebook's dashboard. ``wb.launch_command`` renders the multi-node commands.
+``wb.launch`` writes the run directory (specs cross the process boundary, not live objects),
+starts ``torchrun``, and follows rank 0's events into the dashboard.
 """
 
 from __future__ import annotations
@@ -128,12 +126,8 @@ def _digest(line: str) -> int:
 
 
 class _Follower:
-    """Replays the events rank 0 appends to ``events.jsonl`` to this process's subscribers.
-
-    A restarted rank 0 rewrites the log (events past the checkpoint it resumes from are
-    dropped, as on ``resume()``): then the follower reads the new file from its start and
-    replays only what it had not replayed yet.
-    """
+    """Replays the events rank 0 appends to ``events.jsonl`` to this process's subscribers;
+    from a log a restarted rank 0 rewrote, only what it had not replayed yet."""
 
     def __init__(self, run: Run):
         self.run, self.reader = run, EventReader(run.log.path)
@@ -159,10 +153,8 @@ class _Follower:
 
 
 def _die_with_parent() -> None:
-    """In the torchrun child, before it starts: SIGTERM it when this process dies, however
-    it dies, so that torchrun stops its workers instead of training on orphaned (Linux
-    prctl PR_SET_PDEATHSIG; it fires when the thread that started torchrun ends, and
-    ``launch`` starts it from the caller's thread)."""
+    """In the torchrun child: SIGTERM it when this process dies, however it dies (Linux prctl
+    PR_SET_PDEATHSIG: it fires when the thread that started torchrun ends)."""
     import ctypes
 
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
@@ -196,10 +188,8 @@ def _error_files(run: Run) -> dict[int, dict]:
 
 
 def _failure(run: Run, launcher_log: str) -> tuple[int | None, str]:
-    """(rank, message) of the failure that caused the others. When one rank fails, torchrun
-    ends the others with SIGTERM, so a rank killed by another signal comes first (SIGKILL,
-    SIGSEGV: it could record nothing), then the rank whose recorded exception came first,
-    with that exception as the message, not a line from its log."""
+    """(rank, message) of the failure that caused the others (torchrun SIGTERMs the rest): a
+    rank killed by another signal first, then the rank whose recorded exception came first."""
     codes, errors = _exit_codes(launcher_log), _error_files(run)
     killed = sorted(r for r, c in codes.items() if c < 0 and -c != signal.SIGTERM)
     if killed:

@@ -1,12 +1,7 @@
-"""Launch files: what starts one run on several machines, rendered as text (run nowhere here).
-
-``LaunchCommand`` renders, for a prepared run directory, the ``torchrun`` line every node
-starts (c10d rendezvous on the first host), DeepSpeed's hostfile and command, a Slurm
-``sbatch`` script (one torchrun per node through ``srun``), and Kubernetes manifests for
-the two operators clusters use: Kubeflow's PyTorchJob (``kubeflow.org/v1``) and the MPI
-operator's MPIJob (``kubeflow.org/v2beta1``, the form Intel's Gaudi-on-Kubernetes guide
-uses). Device resources (``habana.ai/gaudi``, ``nvidia.com/gpu``) come from the backend
-table. Every form runs the same worker, ``python -m workbench.scaleout.worker RUN_DIR``.
+"""Launch files: what starts one run on several machines, rendered as text (run nowhere here):
+the ``torchrun`` line, DeepSpeed's hostfile and command, a Slurm script, and Kubeflow's
+PyTorchJob and the MPI operator's MPIJob (the form Intel's Gaudi-on-Kubernetes guide uses).
+Every form runs the same worker, ``python -m workbench.scaleout.worker RUN_DIR``.
 """
 
 from __future__ import annotations
@@ -39,10 +34,8 @@ def worker_args(run_dir: str | Path, trust_remote_code: bool = False) -> list[st
 def restart_env(max_restarts: int) -> dict[str, str]:
     """The environment torchrun needs for restarts that work (none without restarts).
 
-    torchrun 2.x shares its rendezvous store with the workers and keeps it across restarts
-    (dynamic_rendezvous.py builds the bootstrap store once), so a restarted group reads the
-    dead workers' keys: gloo's connectFullMesh then dials a dead rank's port ("Connection
-    refused") whenever the new rank 0 publishes later than the others read. Opting out
+    torchrun 2.x keeps its rendezvous store across restarts (dynamic_rendezvous.py), so a
+    restarted group could read the dead workers' keys and dial a dead rank's port; opting out
     gives every attempt a fresh store hosted by its rank 0.
     """
     return {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"} if max_restarts else {}
