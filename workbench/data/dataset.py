@@ -172,12 +172,9 @@ class DataSpec:
             raise hub_error("dataset", self.source, e) from e
 
     def load(self, *, warn: bool | None = True):
-        """A ``DatasetDict`` with ``train`` and ``eval`` splits (deterministic).
-
-        Read once per spec (again when a field or the local file changes). Rows dropped as
-        blank are said (``BlankRows``) with ``warn=True``; ``None``: only when read now (the
-        spec's own properties and ``prepare``, so that one call says it once); ``False``:
-        never (a run rebuilt from its spec: the call that made the run said it)."""
+        """A ``DatasetDict`` with ``train`` and ``eval`` splits (deterministic), read once per
+        spec. Rows dropped as blank are said (``BlankRows``) with ``warn=True``; ``None``: only
+        when read now; ``False``: never (a run rebuilt from its spec)."""
         key = json.dumps([self.to_dict(), _stamp(self.source)], sort_keys=True, default=str)
         cached = self.__dict__.get("_loaded")
         if cached is None or cached[0] != key:

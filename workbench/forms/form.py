@@ -248,9 +248,8 @@ class TrainForm(Composite):
         self.message.value = (
             f"<div style='font:12px sans-serif'>started {html.escape(run.name)}</div>"
         )
-        # The run ends on its own thread: its "end" event (emitted once summary.json holds
-        # the outcome) tells the form. A run that failed at once may have ended before
-        # the subscription: then its summary already says so.
+        # The run ends on its own thread; its "end" event tells the form (one that failed
+        # before the subscription: its summary says so already)
         run.subscribe(lambda event: self._ended(run) if event.get("phase") == "end" else None)
         if run.summary.get("ended"):
             self._ended(run)
