@@ -1,13 +1,10 @@
-"""Optimum Habana 1.21's configuration, as the workbench reads it: every field Optimum Habana
-added to ``TrainingArguments`` (``FIELDS``; ``REMOVED``: transformers 4.55's fields its
-scripts still pass or read; ``CHANGED``: transformers 5 fields kept at the scripts' value)
-and to ``gaudi_config.json`` (``CONFIG_FIELDS``, read by ``GaudiConfig``), each with what
-the workbench makes of it (mapped, warned or refused, and why); ``table()`` is the docs'
-table of them. ``optimum_habana`` (the arguments and the Trainer) reads these.
+"""Optimum Habana 1.21's configuration, as the workbench reads it: every field it added to
+``TrainingArguments`` (``FIELDS``; ``REMOVED``: transformers 4.55's fields its scripts still use;
+``CHANGED``: transformers 5 fields kept at the scripts' value) and to ``gaudi_config.json``
+(``CONFIG_FIELDS``), each with what the workbench makes of it; ``table()`` is the docs' table.
 
 Facts from huggingface/optimum-habana at 1d8504c6c (version 1.21.0.dev0):
-optimum/habana/transformers/training_args.py (the fields and their defaults) and
-gaudi_configuration.py (``GaudiConfig``).
+optimum/habana/transformers/training_args.py and gaudi_configuration.py.
 """
 
 from __future__ import annotations
@@ -280,12 +277,9 @@ REMOVED = {
 }
 
 # transformers 5 fields whose default changes what Optimum Habana's scripts did: kept at the
-# scripts' value. use_cache was the scripts' own ModelArguments field (default True, False
-# under gradient checkpointing; examples/language-modeling/run_clm.py and 7 more), put in
-# the model's config; transformers 5's TrainingArguments.use_cache (default False) now
-# clashes with it, and its Trainer writes it into model.config.use_cache
-# (transformers@5.24.0:src/transformers/trainer.py, "Finalize"), so a saved config.json
-# would read use_cache: false where Optimum Habana's read true
+# scripts' value. use_cache was the scripts' ModelArguments field (default True; run_clm.py and
+# 7 more); transformers 5's TrainingArguments.use_cache (default False) is written into
+# model.config.use_cache (transformers@5.24.0 trainer.py, "Finalize")
 CHANGED = {
     "use_cache": Field(
         bool,

@@ -1,13 +1,9 @@
 """The chart a run is drawn as, described once, and its static rendering.
 
-The chart's drawing rules live in one spec, ``assets/chart.json`` (``SPEC``): every panel and
-series, colours, line styles, notes, shading. What it means for some runs (the panels and
-series drawn, titles with their notes, axis labels) is read once, by :func:`chart_spec`; the
-live widget (``dashboard``, ``js/src/chart.js`` with uPlot) gets that in its ``chart`` trait
-and the static picture (``render_png``, matplotlib Agg, for papermill, nbconvert, GitHub)
-draws the same, and ``downsample`` thins the points both receive. ``render_table`` is the
-figures table under the picture. A text-to-image run's sample grids (``samples`` events) are
-kept by :func:`sample_grids`; the picture ends with the last one.
+The drawing rules live in ``assets/chart.json`` (``SPEC``); what it means for some runs is read
+once, by :func:`chart_spec`, and both the live widget (``js/src/chart.js``, uPlot) and the
+static picture (``render_png``, matplotlib Agg) draw that. ``render_table`` is the figures
+table; a text-to-image run's sample grids are kept by :func:`sample_grids`.
 """
 
 from __future__ import annotations
@@ -128,11 +124,8 @@ def _heading(title: str, *notes: str) -> str:
 
 
 def downsample(values: list, limit: int) -> list:
-    """At most ``limit`` evenly spaced items of ``values``, always keeping the last (newest).
-
-    The dashboard's one thinning, for each live message and for the history: the browser
-    draws what it receives and thins nothing itself.
-    """
+    """At most ``limit`` evenly spaced items of ``values``, always keeping the last (newest):
+    the dashboard's one thinning (the browser thins nothing itself)."""
     if len(values) <= limit:
         return values
     stride = len(values) / limit
