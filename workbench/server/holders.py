@@ -1,7 +1,5 @@
-"""Who holds each device card, as this Jupyter server sees it: the holders the OS reports
-(``backends.cards``: processes with the card's device file open, NVML's process list on
-NVIDIA), and for a holder that is one of this server's kernels, the kernel's id and its
-notebook (the kernel manager knows each kernel's process, the session manager its notebook).
+"""Who holds each device card, as this Jupyter server sees it: the OS's holders
+(``backends.cards``), and for one of this server's kernels its id and notebook.
 """
 
 from __future__ import annotations
@@ -71,11 +69,9 @@ async def server_cards(kernel_manager: Any, session_manager: Any) -> dict[str, A
 def with_allocator_memory(
     readings: dict[str, Any], by_pid: Callable[[], dict[int, tuple[int, int | None]]]
 ) -> dict[str, Any]:
-    """``readings`` (``monitor_all``) with each held Gaudi's memory in use taken from the run
-    its holder writes (``by_pid()``: pid -> (in use, total), ``RunTable.memory_by_writer``,
-    asked only where a Gaudi is listed).
-    HLML's "used" is the bridge's reservation, nearly the whole HBM once a card is held, so the
-    HPU backend leaves it out; a card whose holder writes no run here stays "not reported"."""
+    """``readings`` (``monitor_all``) with each held Gaudi's memory in use from the run its
+    holder writes (``by_pid()``: pid -> (in use, total)): HLML's "used" is the bridge's
+    reservation, nearly the whole HBM. A card whose holder writes no run stays "not reported"."""
     rows = [r for r in readings["devices"] if r["kind"] == "hpu" and r["mem_used"] is None]
     writers = by_pid() if rows else {}
     if not writers:

@@ -1,9 +1,5 @@
-"""A run's event log read incrementally, and the running figures the side panel shows.
-
-The panel polls every run every few seconds; a run's ``events.jsonl`` only grows while it
-trains, so each poll reads only the bytes added since the last one, and a poll of a log
-that did not change costs one ``stat``. A resume rewrites the log (``EventLog.truncate_after``
-replaces the file: a new inode) and anything may shorten it: then the reader starts over.
+"""A run's event log read incrementally (a poll of an unchanged log costs one ``stat``), and
+the running figures the side panel shows.
 """
 
 from __future__ import annotations
