@@ -1,9 +1,5 @@
-"""Denoising diffusion through the ordinary Trainer: a module that returns ``{"loss": mse}``.
-
-The Trainer needs a model whose forward returns a loss; a diffusers UNet predicts noise.
-``DiffusionModel`` adds DDPM noise at random timesteps and returns the MSE between the
-predicted and the true noise, so the UNet trains with the same engine, callbacks,
-checkpoints and distributed launchers as the transformers.
+"""Denoising diffusion through the ordinary Trainer: ``DiffusionModel`` adds DDPM noise at random
+timesteps and returns ``{"loss": mse}`` of the UNet's predicted against the true noise.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Image data: image folders, decoding, resize and crop, captions to token ids, augmenting collator.
 
-Images arrive as PIL images (``datasets``' Image feature: image folders, hub datasets),
-``{"bytes": ...}`` rows (a parquet table of encoded images), raw bytes, or pixel arrays
-(the bundled digits). Every image is made RGB, its shorter side resized to the model's
-resolution and (``crop="center"``) cut to a square; ``crop="random"`` and ``flip`` happen
-per batch in ``Augment``, so every epoch sees other crops while the shapes stay static.
+Every image is made RGB, its shorter side resized to the model's resolution and
+(``crop="center"``) cut to a square; ``crop="random"`` and ``flip`` happen per batch in
+``Augment``, so every epoch sees other crops while the shapes stay static.
 """
 
 from __future__ import annotations

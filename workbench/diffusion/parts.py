@@ -1,8 +1,5 @@
 """Stable Diffusion's and its VAE's entries of the model table: each part's config (tiny and
-named sizes), the schedulers', and the family's tokenizer.
-
-Plain data. The diffusion pipeline builds its parts from it; ``families`` puts the two
-entries into the table the catalog and the pickers read.
+named sizes), the schedulers', and the family's tokenizer. Plain data.
 """
 
 from __future__ import annotations

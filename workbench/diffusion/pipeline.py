@@ -1,10 +1,6 @@
-"""Stable Diffusion's parts: tokenizer(s), text encoder(s), VAE, UNet and two schedulers.
-
-Built from small configs (random init: ``tiny``) or loaded from a diffusers-format
-directory or hub id (each part from its ``subfolder``, weights from safetensors only).
-``Parts`` holds them and assembles diffusers' ``StableDiffusionPipeline`` (or the SDXL
-one) for sampling. Errors are the libraries' own (``OSError`` for a missing file):
-``catalog`` names them with the fix.
+"""Stable Diffusion's parts: tokenizer(s), text encoder(s), VAE, UNet and two schedulers, built
+from small configs or loaded from a diffusers-format directory or hub id (safetensors only).
+Errors are the libraries' own: ``catalog`` names them with the fix.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Text-to-image latent diffusion through the ordinary Trainer.
 
-A module returning ``{"loss": mse}``.
-
 ``TextToImage`` holds Stable Diffusion's parts (``pipeline.Parts``) and trains the UNet as
-diffusers' train_text_to_image script does: the VAE and the text encoder(s) frozen, image
-latents scaled by the VAE's factor, noise at random timesteps, the target (noise, or the
-velocity for v-prediction) from the scheduler's config, MSE, optional min-SNR weighting and
-noise offset, and a share of captions replaced by the empty prompt so that sampling can
-use classifier-free guidance. ``forward`` also takes what the frozen parts made of a batch
-(``encode``: the latent distribution and the caption embeddings, kept by ``latentcache``)
-and then runs neither of them. LoRA adapters (peft) on the UNet's attention and an
-exponential moving average of the UNet's weights (sampled from when kept) are optional.
+diffusers' train_text_to_image script does (frozen VAE and text encoders, scaled latents, the
+scheduler's target, optional min-SNR weighting, noise offset, caption dropout for
+classifier-free guidance, LoRA, EMA); ``forward`` also takes cached encodings
+(``latentcache``) and then runs neither frozen part.
 """
 
 from __future__ import annotations
