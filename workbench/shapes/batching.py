@@ -253,19 +253,13 @@ def chunk_tokens(ds, column: str, tokenizer, block_length: int, map_batch_size: 
 # --------------------------------------------------------------------------- counting
 class CountingCollator:
     """Wraps a collator; counts training samples, non-pad tokens, computed tokens and the
-    distinct batch shapes, on the CPU.
+    distinct batch shapes on the CPU, with no device sync (the Trainer's
+    ``include_num_input_tokens_seen`` syncs every step).
 
-    Counting here, on the batch the collator has just built, needs no device sync; the
-    Trainer's own ``include_num_input_tokens_seen`` calls ``.item()`` every step. The
-    dataloader collates a batch ahead of the step that uses it, so each batch's counts wait
-    in a queue until ``consume`` credits them at the end of their step. Evaluation batches
-    are collated while the model is in eval mode and are not counted; the training batches
-    fetched right after an evaluation are too, before the Trainer's next ``training_step``
-    sets train mode again: ``evaluated`` (at the evaluation's end) has them counted until the
-    next step ends (a step after each evaluation read 0 samples/s).
-
-    ``drop`` names batch keys that are left out of the batch once counted: packed blocks
-    go to the model without ``attention_mask`` (see ``_build``).
+    The dataloader collates ahead, so counts wait in a queue until ``consume`` credits them
+    at the end of their step; batches collated in eval mode are not counted, except those
+    fetched right after an evaluation (``evaluated``). ``drop`` names keys left out of the
+    batch once counted (packed blocks go without ``attention_mask``).
     """
 
     def __init__(self, inner, model, drop: tuple[str, ...] = ()):
@@ -339,10 +333,8 @@ def collator(
     """The transformers collator for ``task`` (``padding``: ``longest`` or ``max_length``).
 
     ``label_length`` (seq2seq with ``max_length``): the longest target of the data; every
-    batch's labels are padded to it rounded up to a multiple of ``max_length``, as the
-    inputs are padded to ``max_length``: one static shape (targets are truncated at their
-    own limit, ``DataSpec.prepare``'s ``target_max_length``, so without it a batch's labels
-    took one of several lengths and, on Gaudi, a graph each)."""
+    batch's labels are padded to it rounded up to a multiple of ``max_length``: one static
+    shape, not a graph per target length on Gaudi."""
     import transformers
 
     # Sequences are truncated at max_length, so padding to a multiple of it pads every

@@ -1,16 +1,9 @@
 """Static-shape batching: length buckets, batch-dimension padding and packing.
 
-On Gaudi every new input shape compiles a new graph (seconds each, cached afterwards), so
-dynamic padding, whose batch shape follows the longest sequence of each random batch,
-keeps compiling; padding everything to ``max_length`` compiles once but computes mostly
-padding. This module takes the middle road:
-
-- ``buckets`` picks at most ``k`` sequence lengths that minimise padding (exact dynamic
-  programming over the length histogram);
-- ``BucketBatchSampler`` groups examples of similar length into batches (the collators
-  that pad each batch to its bucket, and packing, are in ``batching``);
-- ``padding_stats`` (for a dataset: ``data.lengths(tok).padding(...)``) and ``tradeoff``
-  measure what each strategy wastes (``python -m benchmarks shapes`` times it).
+On Gaudi every new input shape compiles a graph, so dynamic padding keeps compiling and
+padding to ``max_length`` computes mostly padding. ``buckets`` picks at most ``k`` lengths that
+minimise padding (exact dynamic programming over the length histogram); ``BucketBatchSampler``
+groups examples of similar length; ``padding_stats`` and ``tradeoff`` measure the waste.
 """
 
 from __future__ import annotations
@@ -258,12 +251,9 @@ class BucketBatchSampler:
         return self.boundaries[min(i, len(self.boundaries) - 1)]
 
     def one_per_shape(self) -> list[list[int]]:
-        """One batch of each sequence length an epoch's batches are padded to, longest first.
-
-        Which lengths occur does not depend on the shuffle (a batch spans two buckets at the
-        same places in every epoch), so a static-shape device can compile each of them before
-        the first step (``loaders.BatchSamplerTrainer``) and none after. Every replica gets
-        the same batches (a shape may occur on one replica only)."""
+        """One batch of each sequence length an epoch's batches are padded to, longest first,
+        for a static-shape device to compile before the first step (the lengths do not depend
+        on the shuffle). Every replica gets the same batches."""
         first: dict[int, list[int]] = {}
         for batch in self.batches(0):
             first.setdefault(self.length_of(batch), batch)
