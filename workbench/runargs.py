@@ -1,15 +1,9 @@
 """A run's arguments: every name ``wb.train`` takes, its default and its check, stated once.
 
-``RunArgs`` is the record ``wb.train``, ``wb.launch``, ``wb.launch_command``, ``wb.profile``,
-the pickers and the train form share, a frozen dataclass whose fields are typed: the doors
-take them as ``**options`` and show them in their signatures (``spelled_out``), the forms
-read their defaults from ``FIELDS`` (drawn from its fields), so a default changed here is a
-default changed everywhere. A name transformers'
-``TrainingArguments`` spells differently (``learning_rate`` for ``lr``) is an alias of the
-record's field: it is checked as the field is, never passed through unchecked.
-
-Checks here need only the values; the ones that need the model, the data or the device
-(a task the data does not have, a precision the chip cannot run) live in ``recipe``.
+``RunArgs`` is the frozen, typed record every door (``spelled_out``), the pickers and the
+train form share (``FIELDS``). A name TrainingArguments spells differently (``learning_rate``
+for ``lr``) is an alias, checked as the field is. Checks that need the model, the data or the
+device live in ``recipe``.
 """
 
 from __future__ import annotations
