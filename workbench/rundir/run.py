@@ -41,11 +41,16 @@ def _clean(value: Any) -> Any:
 
 
 def write_json(path: Path, data: dict) -> None:
-    """Write atomically, so a killed process never leaves half a file (nor, on a full
-    disk, an empty temporary one)."""
+    """Write atomically (``write_whole``)."""
+    write_whole(path, json.dumps(_clean(data), indent=2, sort_keys=True, default=str) + "\n")
+
+
+def write_whole(path: Path, text: str | bytes) -> None:
+    """Write ``path`` whole through a temporary file and ``os.replace``, so a killed process
+    never leaves half a file (nor, on a full disk, an empty temporary one)."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        tmp.write_text(json.dumps(_clean(data), indent=2, sort_keys=True, default=str) + "\n")
+        tmp.write_bytes(text.encode() if isinstance(text, str) else text)
         os.replace(tmp, path)
     except BaseException as e:
         tmp.unlink(missing_ok=True)
@@ -96,24 +101,12 @@ class EventLog:
 
     def restore(self, data: bytes) -> None:
         """Put back the log's lines as ``data`` (a failed resume's: as read before it began)."""
-        tmp = self.path.with_name(".events.tmp")
-        try:
-            tmp.write_bytes(data)
-            os.replace(tmp, self.path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        write_whole(self.path, data)
 
     def truncate_after(self, step: int) -> None:
         """Drop events past ``step`` (those logged after the checkpoint a resume starts from)."""
         keep = [e for e in self.read() if e.get("step", 0) <= step]
-        tmp = self.path.with_name(".events.tmp")
-        try:
-            tmp.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in keep))
-            os.replace(tmp, self.path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        write_whole(self.path, "".join(json.dumps(e, sort_keys=True) + "\n" for e in keep))
 
 
 class NullLog(EventLog):
