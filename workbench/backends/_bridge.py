@@ -57,11 +57,8 @@ def holds_card() -> bool:
 
 def hpu_mode() -> str | None:
     """The HPU execution mode of this process, ``"lazy"`` or ``"eager"``, as the bridge
-    reports it (``utils.internal.is_lazy()``); None without a bridge.
-
-    The bridge reads ``PT_HPU_LAZY_MODE`` once and keeps its answer, so the variable can
-    disagree with the real mode afterwards; anything but "0" means lazy to it.
-    """
+    reports it (``utils.internal.is_lazy()``: it reads ``PT_HPU_LAZY_MODE`` once, so the
+    variable can disagree later); None without a bridge."""
     if bridge() is None:
         return None
     return "lazy" if _is_lazy() else "eager"
@@ -83,12 +80,10 @@ def mode_env(mode: str) -> dict[str, str]:
 
 
 def set_hpu_mode(mode: str) -> None:
-    """Choose Gaudi's execution mode for this process, before the bridge loads.
-
-    ``lazy`` sets ``PT_HPU_LAZY_MODE=1``; ``eager`` and ``compile`` set 0 (compile adds
-    ``torch.compile`` at train time). The bridge fixes the mode when it loads, which current
-    bridges do on ``import torch`` (a ``torch.backends`` entry point, unless lazy mode is
-    chosen): asking for another mode afterwards raises an error that says to restart.
+    """Choose Gaudi's execution mode for this process, before the bridge loads: ``lazy`` sets
+    ``PT_HPU_LAZY_MODE=1``; ``eager`` and ``compile`` set 0. The bridge fixes the mode as it
+    loads (current bridges on ``import torch``): another mode afterwards raises, saying to
+    restart.
     """
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
@@ -347,10 +342,8 @@ def _metric_stats(name: str) -> dict | None:
 
 def compiles() -> int | None:
     """Graphs the bridge has compiled so far; None when the counter is unreadable."""
-    # graph_compilation counts the graphs the bridge compiles for lazy mode and torch.compile
-    # (a new input shape is a new graph, the main Gaudi performance trap); graphs compiled
-    # for single ops in eager mode are not counted, so eager mode without compile stays near
-    # 0.
+    # graph_compilation counts the graphs compiled for lazy mode and torch.compile (a new input
+    # shape is a new graph); not eager mode's single-op graphs
     stats = _metric_stats("graph_compilation")
     if stats is None:
         return None
@@ -373,12 +366,10 @@ def fallbacks() -> dict[str, int] | None:
 def host_syncs() -> int | None:
     """Host round trips the bridge reports so far (one per CPU fallback); None when
     unreadable."""
-    # The bridge's boxed fallback hands the op to at::native::cpu_fallback, which copies
-    # every HPU input to the host and the results back (hpu_ops/cpu_fallback.cpp:86-115 @
-    # 5a56187): the host waits for the device, and in lazy mode the graph accumulated so far
-    # runs first ("step marker due to cpu fallback", habana_kernels/fallback_helper.h:50).
-    # cpu_fallback's TotalNumber counts those runs. The bridge counts no other host sync (no
-    # metric for .item() or .cpu()), so reads the code asks for are not in this count.
+    # The boxed fallback copies every HPU input to the host and back (hpu_ops/cpu_fallback.cpp:
+    # 86-115 @ 5a56187): a host sync, and in lazy mode the graph so far runs first
+    # (habana_kernels/fallback_helper.h:50). The bridge counts no other host sync (.item(),
+    # .cpu()), so reads the code asks for are not in this count.
     stats = _metric_stats("cpu_fallback")
     if stats is None:
         return None

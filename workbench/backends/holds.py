@@ -102,11 +102,9 @@ def _alive(uid: int, record: dict, proc: Path) -> bool:
 
 
 def exchange(held: dict[int, list[str]], looked_at: set[str], proc: Path) -> dict[str, list[int]]:
-    """Tell and hear, in one reading of the folder. Record, for each process of this user in
-    ``held`` (pid -> the device files it holds, resolved), its holds; remove this user's
-    records of processes that have exited, or that hold none of ``looked_at`` (the cards
-    whose holders were just read) and name no other. Returns, for each card of
-    ``looked_at``, the pids that other users' live records say hold it."""
+    """Tell and hear, in one reading of the folder: record the holds of this user's processes
+    in ``held`` (pid -> device files), remove this user's stale records, and return, for each
+    card of ``looked_at``, the pids other users' live records say hold it."""
     me, found = os.getuid(), {}
     fd = _open(create=bool(held))
     if fd is None:

@@ -51,11 +51,8 @@ def compiles_per_shape(torch_device) -> bool:
 
 # --------------------------------------------------------------------------- chips
 def chip(device: str | DeviceInfo) -> Chip | None:
-    """The ``CHIPS`` record of a name (``"H100"``, ``"NVIDIA A100-SXM4-40GB"``) or a DeviceInfo.
-
-    A DeviceInfo of a model the table does not know gives None; a name that matches no
-    chip raises an error that lists the known ones.
-    """
+    """The ``CHIPS`` record of a name (``"H100"``, ``"NVIDIA A100-SXM4-40GB"``) or a DeviceInfo:
+    None for a DeviceInfo the table does not know; a name that matches none raises."""
     if isinstance(device, DeviceInfo):
         return (
             match(device.generation, device.kind)
@@ -69,10 +66,8 @@ def chip(device: str | DeviceInfo) -> Chip | None:
 
 
 def peak_tflops(device: str | DeviceInfo, precision: str = "bf16") -> float | None:
-    """Dense peak TFLOP/s of ``device`` in ``precision``; None where unknown (CPUs, Gaudi1).
-
-    ``precision="auto"`` is the device's own choice (a DeviceInfo) or bf16 (a name).
-    """
+    """Dense peak TFLOP/s of ``device`` in ``precision`` (``"auto"``: the device's choice, or
+    bf16 for a name); None where unknown (CPUs, Gaudi1)."""
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
     if precision == "auto":
@@ -173,10 +168,7 @@ class DeviceInfo:
             raise RuntimeError(f"device {self.kind!r} is not available in this process")
 
     def memory(self) -> dict[str, int]:
-        """Memory in bytes with the same keys everywhere: allocated, peak, total.
-
-        On CPU, allocated is the process RSS, peak the peak RSS, total the system memory.
-        """
+        """Memory in bytes, keys allocated, peak, total (CPU: the RSS, its peak, the system)."""
         self._require()
         return self.backend.calls.memory(self.index)
 
