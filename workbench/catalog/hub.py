@@ -23,11 +23,8 @@ WEIGHTS = (
 
 
 def offline_switch(what: str = "model") -> str | None:
-    """The variable that switches the hub off for a ``what`` (``HF_HUB_OFFLINE=1``), or None.
-
-    huggingface_hub reads ``HF_HUB_OFFLINE`` once, when it is imported: a variable set later
-    changes nothing for it, so once imported its own reading counts too.
-    """
+    """The variable that switches the hub off for a ``what`` (``HF_HUB_OFFLINE=1``), or None
+    (huggingface_hub reads it once, at import: after that its own reading counts too)."""
     names = ["HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"] + (
         ["HF_DATASETS_OFFLINE"] if what == "dataset" else []
     )

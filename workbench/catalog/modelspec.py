@@ -57,7 +57,6 @@ def minilm_path() -> Path:
 
 # Parameter counts by (family, task, config), a tiny config's vocabulary size and special ids by
 # (shipped tokenizer, task): the planner asks for the same few models hundreds of times
-# (wb.plan_accuracy: 440 counts; 430 tokenizer loads took 8 of its 14 CPU s before this cache).
 _PARAM_COUNTS: dict[tuple[str, str, str], int] = {}
 _TOKEN_FIELDS: dict[tuple[str, str], dict[str, int]] = {}
 
@@ -333,10 +332,8 @@ class ModelSpec:
         return model, tok
 
     def new_head(self, num_labels: int | None) -> str | None:
-        """Why a pretrained classifier gets a new classification head for ``num_labels``
-        classes (it was saved with another number: the head is replaced, randomly
-        initialised, through transformers' ``ignore_mismatched_sizes``; the body's weights
-        are kept); None when its head fits, or it has none (transformers adds one anyway)."""
+        """Why a pretrained classifier saved with another number of classes gets a new, random
+        head (transformers' ``ignore_mismatched_sizes``); None when its head fits or it has none."""
         if self.task != "classification" or self.source is None or num_labels is None:
             return None
         from transformers import AutoConfig
@@ -427,11 +424,9 @@ def _check_model_dir(path: Path, size: str, index: str = "config.json") -> None:
 
 
 def _follow_head_width(cfg, before: tuple, overrides: dict) -> None:
-    """A head width that the config derived from its width and head count (transformers sets
-    ``head_dim = hidden_size // num_attention_heads`` once, when the config is built) follows
-    an override of either; one the config states apart (Gemma, Qwen3) or the overrides name
-    stays. Without this, ``wb.model("llama", hidden_size=4096, num_attention_heads=32)`` kept
-    the tiny config's 32-wide heads: a model of another shape, and planned FLOPs with it."""
+    """A head width the config derived (``head_dim = hidden_size // num_attention_heads``,
+    once, when built) follows an override of either; one the config states apart (Gemma,
+    Qwen3) or the overrides name stays."""
     width, heads = before
     now = (getattr(cfg, "hidden_size", None), getattr(cfg, "num_attention_heads", None))
     if "head_dim" in overrides or not (width and heads) or now == before:
