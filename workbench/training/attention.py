@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import logging
 
-# An alias of transformers' own SDPA attention under a name of ours. transformers builds
-# no mask for an attention implementation that has no mask function registered (its way
-# for backends that need none), so the model calls SDPA with is_causal=True and no mask,
-# and SDPA can take its flash kernel. Under "sdpa" a mask tensor is built: always under
-# torch.compile (torch before 2.14), and whenever position_ids come without a mask.
+# An alias of transformers' own SDPA attention under a name of ours: transformers builds no
+# mask for an implementation without a registered mask function, so SDPA gets is_causal=True
+# and no mask, and can take its flash kernel (under "sdpa" a mask is built under compile).
 CAUSAL_SDPA = "workbench_causal_sdpa"
 
 
@@ -45,13 +43,10 @@ def quiet_missing_mask_warning() -> None:
 
 
 def without_padding_check(model):
-    """Skip transformers' check for padding without a mask on a packed run's model (each of
-    its PreTrainedModel parts, this model object only); returns the function that restores it.
-
-    The check (``warn_if_padding_and_no_attention_mask``, transformers 5.24
-    ``modeling_utils.py:4701``) reads two token ids to the host every forward that has no
-    mask: a host sync per step (in Gaudi's lazy mode a cut graph) only to give the advice
-    ``NoMaskAdvice`` drops. Skipped under torch.compile already (``is_tracing``)."""
+    """Skip transformers' check for padding without a mask on a packed run's model (its
+    PreTrainedModel parts); returns the function that restores it. The check
+    (``warn_if_padding_and_no_attention_mask``, transformers 5.24 ``modeling_utils.py:4701``)
+    reads two token ids to the host every forward: a sync per step for advice we drop."""
     from transformers import PreTrainedModel
 
     parts = [m for m in model.modules() if isinstance(m, PreTrainedModel)]
@@ -82,13 +77,11 @@ def without_cache(model):
 
 
 # An alias of transformers' own SDPA attention whose mask function always builds the mask.
-# Under "sdpa", transformers 5.24 decides whether an encoder's mask can be left out by
-# reading it (``masking_utils.py:354``, ``padding_mask.all()``; the causal check likewise,
-# ``fast_all`` at line 292): a host read every forward, and in Gaudi's lazy mode a cut graph,
-# and a batch without padding then runs another graph than one with. Under torch.compile it
-# never reads (``is_tracing``) and always builds the mask: this alias does the same without
-# compiling, through transformers' documented ``AttentionInterface`` and
-# ``AttentionMaskInterface``. The mask built is the one "sdpa" builds when it cannot skip.
+# Under "sdpa", transformers 5.24 reads the mask to decide whether to leave it out
+# (``masking_utils.py:354``, ``padding_mask.all()``; ``fast_all`` at line 292): a host read
+# every forward, and another graph for a batch without padding. Under torch.compile it always
+# builds it (``is_tracing``): this alias does the same without compiling, through
+# transformers' documented ``AttentionInterface`` and ``AttentionMaskInterface``.
 MASKED_SDPA = "workbench_masked_sdpa"
 
 

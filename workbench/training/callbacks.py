@@ -44,10 +44,8 @@ class Events(TrainerCallback):
         # as its own arguments say, and on a stop request
         self.save_last = save_last
         self.stop_file = stop_file  # another process asks this one to stop by creating it
-        # Reading the loss at a logging step waits for the device to finish every queued
-        # step. With ``min_interval`` (seconds) a logging step that comes sooner after the
-        # previous event is skipped, unless it ends the run or checkpoints; the Trainer
-        # then averages the loss over the steps since its last log.
+        # Reading the loss waits for every queued step: with ``min_interval`` (s) a logging
+        # step sooner after the last event is skipped unless it ends the run or checkpoints
         self.min_interval = min_interval
         # ``gap(elapsed)``: seconds without an event after which a step logs however far the
         # next logging step is (None: only at logging steps). A clock read per step, no sync.

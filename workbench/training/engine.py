@@ -43,11 +43,9 @@ _ACTIVE: list[Run] = []  # runs training in this process, newest last (for %wb s
 
 
 class Run(runs.RunDir):
-    """A run directory plus, in the process that trains it, the live handle.
-
-    ``wb.Run.open(path)`` reopens any run (after a kernel restart too); ``stop``, ``wait``
-    and ``resume`` act on it. See ``run.RunDir`` for the read side (status, summary,
-    events, metrics, checkpoints, model).
+    """A run directory plus, in the process that trains it, the live handle: ``stop``,
+    ``wait`` and ``resume``. ``wb.Run.open(path)`` reopens any run; ``run.RunDir`` is the
+    read side.
     """
 
     def __init__(self, path: str | Path):
@@ -166,10 +164,9 @@ def _no_card(error: BaseException) -> BaseException:
 def execute(run: Run, resume_from: Path | None = None, writer: RunWriter | None = None) -> Run:
     """Train ``run`` from its spec in this process (a torchrun worker calls this too).
 
-    Rank 0 is the run's one writer: it holds the run's lock (``writer``, if the caller
-    claimed it already) until the end and writes the summary and events. However the run
-    ends, its summary says so and the lock is released; a full disk raises ``DiskFull``.
-    From a checkpoint, rank 0 first removes the saves cut short after it."""
+    Rank 0 is the run's one writer: it holds the lock (``writer``, if the caller claimed it)
+    until the end. However the run ends, its summary says so and the lock is released; a
+    full disk raises ``DiskFull``."""
     rank, size = world()
     if rank == 0:
         writer = writer or RunWriter(run).claim()
@@ -464,10 +461,8 @@ def resume(
     trust_remote_code: bool = False,
     **overrides,
 ) -> Run:
-    """Continue ``run`` from its last checkpoint (``Run.resume`` documents the arguments).
-
-    Everything is checked before anything is written: the run's lock (one writer at a
-    time), a checkpoint whose files parse, and the overrides (names and values).
+    """Continue ``run`` from its last checkpoint (``Run.resume`` documents the arguments);
+    the lock, the checkpoint and the overrides are checked before anything is written.
     """
     attached = run.spec.attached if (run.path / "spec.json").exists() else None
     if attached:  # a run of the user's own Trainer (wb.attach): its spec cannot rebuild it

@@ -34,11 +34,8 @@ def prepare(
     **options,
 ) -> Path:
     """Check the arguments (``wb.train`` documents them), create the run directory with its
-    spec.json and a "prepared" summary; its path.
-
-    ``target`` is the device kind of the machines that will train it (``wb.launch_command``
-    for other nodes): the spec's device and its defaults are that kind's, and this
-    machine's devices are not asked about it.
+    spec.json and a "prepared" summary; its path. ``target``: the device kind of the machines
+    that will train it (``wb.launch_command``), whose defaults the spec takes.
     """
     a = RunArgs.from_options(options)
     mspec, dspec = as_model(model), as_dataset(data)

@@ -37,11 +37,9 @@ def _activities(kind: str) -> list:
     from torch._C._profiler import ProfilerActivity  # torch's own, where the enum is defined
 
     # Read at call time: the 1.19 bridge replaces torch.profiler.ProfilerActivity with its own
-    # Enum (CPU, CUDA, HPU) and torch.profiler.profile with a subclass that takes it, starts
-    # its HPU profiler when HPU is asked for and hands CPU and CUDA on to torch
-    # (gaudi-pytorch-bridge @ 5a56187, activity_profiler/activity_profiler.py). Its members are
-    # never in supported_activities(), which lists torch's own: compare by name, and take HPU
-    # as recordable when the bridge's enum is the one in place.
+    # Enum and torch.profiler.profile with a subclass (gaudi-pytorch-bridge @ 5a56187,
+    # activity_profiler/activity_profiler.py) whose members supported_activities() never
+    # lists: compare by name, and take HPU as recordable when the bridge's enum is in place.
     enum = torch.profiler.ProfilerActivity
     have = {a.name for a in torch.profiler.supported_activities()}
     if enum is not ProfilerActivity and hasattr(enum, "HPU"):

@@ -188,10 +188,8 @@ def check_padding(padding: str, task: str, model_name: str) -> None:
 
 
 def cadence(total: int, log_every: int | None, save_every: int | None) -> dict[str, Any]:
-    """log_every, save_every and log_interval_s for a run of ``total`` steps.
-
-    ``log_interval_s`` is None for the device's default throttle; an explicit ``log_every``
-    is kept exactly (0). Checkpoints land on logging steps, where NaN is checked.
+    """log_every, save_every and log_interval_s for a run of ``total`` steps (None: the
+    device's default throttle; an explicit ``log_every``: 0). Checkpoints land on logging steps.
     """
     auto_log, auto_save = auto_steps(total)
     interval = 0.0 if log_every else None

@@ -182,11 +182,8 @@ def build(
     *,
     trust_remote_code: bool = False,
 ):
-    """(trainer, events callback, attention restore or None) for ``run``'s spec on ``device``.
-
-    ``stop`` is the run's stop flag (set: stop after this step with a checkpoint);
-    ``extra_callbacks`` are the caller's own TrainerCallbacks; ``trust_remote_code`` is the
-    caller's (``wb.train``'s model, ``resume``'s argument), never the spec's.
+    """(trainer, events callback, attention restore or None) for ``run``'s spec on ``device``;
+    ``stop`` is the run's stop flag, ``trust_remote_code`` the caller's, never the spec's.
     """
     import transformers
 
