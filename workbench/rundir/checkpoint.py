@@ -48,12 +48,9 @@ def _problem(ckpt: Path) -> str | None:
 
 
 def load_checkpoint(spec: ModelSpec, ckpt: Path, base: Path | None = None):
-    """(model, tokenizer) of ``spec`` from checkpoint directory ``ckpt``.
-
-    ``base`` is where a LoRA run kept the random-init base weights its adapters sit on
-    (pretrained bases are rebuilt from their source instead). Diffusion runs return the
-    denoising module and no tokenizer. ``spec.trust_remote_code`` says whether Python files
-    that the checkpoint's or the source's config names may run.
+    """(model, tokenizer) of ``spec`` from checkpoint directory ``ckpt`` (diffusion: the
+    denoising module and None). ``base``: a LoRA run's random-init base weights.
+    ``spec.trust_remote_code`` says whether the configs' Python files may run.
     """
     # the parts rebuilt (LoRA added), then every weight the run saved
     if spec.task == "text_to_image":

@@ -37,9 +37,8 @@ class EventReader:
 
     def read(self, *, final: bool = False) -> tuple[list[dict], bool]:
         """(the events appended since the last read, whether the log was replaced, shortened or
-        removed since then: the events are then the new file's from its start). One ``stat``
-        when nothing changed. ``final`` also reads a last line without its newline (for a
-        log whose writer is done)."""
+        removed: then the new file's from its start); ``final`` also reads a last line
+        without its newline."""
         try:
             st = os.stat(self.path)
         except FileNotFoundError:

@@ -43,10 +43,8 @@ def generate(
     top_k: int = 0,
     top_p: float = 1.0,
 ):
-    """``ids`` (a 1 x prompt tensor on the host) continued by up to ``max_new_tokens`` tokens
-    (greedy, or sampled with ``temperature`` / ``top_k`` / ``top_p``), stopping at
-    ``eos_token_id``; runs a ``mark_step`` after each step. Returns 1 x (prompt + new) on
-    the host."""
+    """``ids`` (1 x prompt, on the host) continued by up to ``max_new_tokens`` tokens (greedy or
+    sampled), stopping at ``eos_token_id``, a ``mark_step`` after each; 1 x (prompt + new)."""
     import torch
     from transformers.generation.logits_process import (
         LogitsProcessorList,

@@ -21,10 +21,8 @@ ASK_TIMEOUT = 10.0  # seconds for one squeue/scontrol answer
 
 @dataclass(frozen=True)
 class JobState:
-    """A Slurm job as its controller reports it now: ``state`` (``PENDING``, ``RUNNING``,
-    ``COMPLETED``, ...; ``UNKNOWN`` when the controller no longer knows it or cannot be
-    asked), ``reason`` (why it waits or ended: ``Resources``, ``Priority``, ...) and
-    ``nodes`` (its allocation)."""
+    """A Slurm job as its controller reports it now: ``state`` (``PENDING``, ``RUNNING``, ...;
+    ``UNKNOWN``: not known or not asked), ``reason`` and ``nodes``."""
 
     job_id: int
     state: str

@@ -563,10 +563,8 @@ def runs(root: str | Path | None = None):
 
 
 def compare(*runs_: RunDir | str | Path):
-    """Runs side by side.
-
-    Returns a ``Comparison``: ``.table`` is a DataFrame (one column per run, one row per
-    summary figure); in a notebook it displays as one chart overlaying the runs.
+    """Runs side by side: a ``Comparison`` whose ``.table`` is a DataFrame (a column per run, a
+    row per summary figure); in a notebook one chart overlaying the runs.
     """
     import pandas as pd
 
