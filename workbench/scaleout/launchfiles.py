@@ -32,12 +32,9 @@ def worker_args(run_dir: str | Path, trust_remote_code: bool = False) -> list[st
 
 
 def restart_env(max_restarts: int) -> dict[str, str]:
-    """The environment torchrun needs for restarts that work (none without restarts).
-
-    torchrun 2.x keeps its rendezvous store across restarts (dynamic_rendezvous.py), so a
-    restarted group could read the dead workers' keys and dial a dead rank's port; opting out
-    gives every attempt a fresh store hosted by its rank 0.
-    """
+    """The environment torchrun needs for restarts that work (none without restarts): torchrun
+    2.x keeps its rendezvous store across restarts (dynamic_rendezvous.py), so a restarted
+    group could dial a dead rank's port; opting out gives every attempt a fresh store."""
     return {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"} if max_restarts else {}
 
 
@@ -114,11 +111,9 @@ def _yaml(doc: dict) -> str:
 
 @dataclass
 class LaunchCommand:
-    """The commands and job files that run one training job on several machines.
-
-    ``str()`` is the chosen ``format``; every form is also an attribute: ``torchrun``,
-    ``hostfile``/``deepspeed``, ``slurm``, ``pytorchjob()``/``mpijob()`` (dicts) and
-    ``kubernetes`` (both manifests as YAML). Nothing is run here.
+    """The commands and job files that run one training job on several machines: ``str()`` is
+    the chosen ``format``, every form an attribute (``torchrun``, ``hostfile``/``deepspeed``,
+    ``slurm``, ``pytorchjob()``/``mpijob()``, ``kubernetes``). Nothing is run here.
     """
 
     run_dir: str
@@ -313,9 +308,8 @@ class LaunchCommand:
 
     def pytorchjob(self) -> dict[str, Any]:
         """A Kubeflow training-operator PyTorchJob (kubeflow.org/v1): one Master and
-        ``nodes - 1`` Workers, each pod one torchrun agent, meeting at a c10d rendezvous on
-        the master pod (the operator gives every pod PET_MASTER_ADDR and PET_MASTER_PORT;
-        Kubernetes expands ``$(VAR)`` in a command from the container's environment)."""
+        ``nodes - 1`` Workers, one torchrun agent a pod, meeting at a c10d rendezvous on the
+        master (the operator sets PET_MASTER_ADDR and PET_MASTER_PORT in every pod)."""
         name = _dns_label(Path(self.run_dir).name, len("-worker-") + 5)
         command = self.torchrun_args(endpoint="$(PET_MASTER_ADDR):$(PET_MASTER_PORT)", rdzv_id=name)
 
@@ -353,10 +347,9 @@ class LaunchCommand:
         }
 
     def mpijob(self) -> dict[str, Any]:
-        """An MPI-operator MPIJob (kubeflow.org/v2beta1): ``nodes`` Worker pods with the
-        devices (running sshd, as the operator's images do) and a Launcher whose ``mpirun``
-        starts one torchrun agent per Worker; they meet at a c10d rendezvous hosted by the
-        agent Open MPI ranks 0, on Worker 0 (``<job>-worker-0.<job>`` in the job's Service)."""
+        """An MPI-operator MPIJob (kubeflow.org/v2beta1): ``nodes`` Worker pods running sshd
+        and a Launcher whose ``mpirun`` starts one torchrun agent per Worker, meeting at a c10d
+        rendezvous on Worker 0 (``<job>-worker-0.<job>`` in the job's Service)."""
         name = _dns_label(Path(self.run_dir).name, len("-worker-") + len(str(self.nodes - 1)))
         args = self.torchrun_args(
             endpoint=f"{name}-worker-0.{name}:{self.port}", rdzv_id=name, conf="is_host=IS_HOST"

@@ -32,12 +32,9 @@ def digest(model) -> str:
 
 
 class WholeErrorFile(ErrorHandler):
-    """torch elastic's error handler, writing the error file whole or not at all.
-
-    torch's ``record_exception`` dumps JSON into ``TORCHELASTIC_ERROR_FILE``, which the agent
-    parses once the worker is gone: a worker stopped mid-write left it empty and the agent
-    died in ``json.load``. This override (the method the handler's docstring names) writes
-    beside the file and renames it into place.
+    """torch elastic's error handler, writing the error file whole or not at all: a worker
+    stopped while ``record_exception`` wrote left it empty, and the agent died in
+    ``json.load``. This override writes beside the file and renames it into place.
     """
 
     _partial: str | None = None
