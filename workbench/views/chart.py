@@ -93,10 +93,8 @@ def chart_spec(
     spec: dict | None = None,
 ) -> dict[str, Any]:
     """What both renderers draw from (the view's ``chart`` trait): the spec with the runs' eval
-    metrics' panels, each panel read for these runs (``runs``: each one's :func:`marks`) once,
-    here: ``drawn`` (each run's fields drawn), ``shown``, ``heading`` (the title with its notes;
-    ``heading_log`` on a log axis), ``axis`` (the y label) and ``device_total`` (the device's
-    size in the panel's unit, 0 for none). A copy: changing it changes no other run's."""
+    metrics' panels, each read once for these runs: ``drawn``, ``shown``, ``heading``
+    (``heading_log`` on a log axis), ``axis`` and ``device_total`` (0: none). A copy."""
     spec, runs = spec or SPEC, runs or {}
     metrics = sorted({f for m in runs.values() for f in eval_metrics(m)})
     panels = copy.deepcopy(panels_for(metrics, spec))
