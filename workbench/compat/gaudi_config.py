@@ -336,11 +336,8 @@ VERSION_KEYS = ("optimum_version", "transformers_version")
 
 
 class GaudiConfig:
-    """Optimum Habana's ``gaudi_config.json``: mixed precision and fused ops for a model.
-
-    ``GaudiConfig.from_pretrained(path)`` reads a file or a directory holding one, or a hub
-    name already in the local Hugging Face cache; keywords set fields directly. Unknown
-    fields are refused with the known ones.
+    """Optimum Habana's ``gaudi_config.json``: mixed precision and fused ops for a model;
+    keywords set fields directly, unknown fields are refused with the known ones.
     """
 
     # the fields read by name (__init__ sets every one of CONFIG_FIELDS)
@@ -376,10 +373,9 @@ class GaudiConfig:
         subfolder: str = "",
         **fields,
     ) -> GaudiConfig:
-        """Read ``gaudi_config.json``: a file, a directory that holds one, or a hub name
-        (``Habana/bert-base-uncased``) whose file is in the local Hugging Face cache
-        (``cache_dir``, ``revision``, ``token`` as for the hub; nothing is downloaded at run
-        time). ``fields`` override the file's, as in Optimum Habana."""
+        """Read ``gaudi_config.json``: a file, a directory holding one, or a hub name whose file
+        is in the local Hugging Face cache (nothing is downloaded). ``fields`` override the
+        file's, as in Optimum Habana."""
         if name_or_path is None:
             raise ValueError(
                 "gaudi_config_name is not set: pass --gaudi_config_name PATH (a "
