@@ -119,11 +119,8 @@ def pixels(column: str):
 
 
 class Augment:
-    """Collates captioned images with a random square crop and/or a random horizontal flip.
-
-    Crops and flips are drawn from the dataloader's torch RNG (seeded by the Trainer), so a
-    resumed run draws as the original would.
-    """
+    """Collates captioned images with a random square crop and/or horizontal flip, drawn from
+    the dataloader's torch RNG (seeded by the Trainer: a resumed run draws as the original)."""
 
     def __init__(self, resolution: int, crop: str = "center", flip: bool = False):
         self.resolution, self.crop, self.flip = resolution, crop, flip

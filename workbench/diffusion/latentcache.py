@@ -153,9 +153,8 @@ def read(path: Path, splits) -> dict[str, torch.Tensor] | None:
 
 
 def cached(model, dspec, prepared, device, precision: str) -> tuple[dict[str, Encoded], dict]:
-    """(split -> ``Encoded`` rows, info) for ``model`` trained on ``prepared``: read from the
-    cache, or encoded now and written there. ``model.use_cache`` is told, so its forward
-    takes the cached rows; ``info`` (path, key, hit, build_s, rows, bytes) goes into the
+    """(split -> ``Encoded`` rows, info) for ``model`` trained on ``prepared``, from the cache
+    or encoded now and written there; ``model.use_cache`` is told. ``info`` goes into the
     run's summary."""
     key = cache_key(model, dspec, prepared, precision)
     path = cache_path(key)

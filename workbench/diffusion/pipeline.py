@@ -336,10 +336,8 @@ def load_vae(path: str):
 
 
 def load(source: str, sampler: str | None = None, vae: str | None = None) -> Parts:
-    """The parts of a diffusers-format directory or hub id, each from its subfolder.
-
-    ``sampler``: the scheduler class that samples (default: the one the source names);
-    ``vae``: a diffusers-format VAE directory to use instead of the source's.
+    """The parts of a diffusers-format directory or hub id, each from its subfolder;
+    ``sampler``: the sampling scheduler class (default: the source's); ``vae``: a VAE directory.
     """
     import transformers
 

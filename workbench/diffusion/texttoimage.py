@@ -350,12 +350,9 @@ def sample_grid(
 
 
 class Autoencoder(nn.Module):
-    """A VAE that trains on its own: ``forward(pixel_values)`` returns MSE reconstruction + KL.
-
-    ``kl_weight`` weighs the KL divergence per latent element against the squared error per
-    pixel: small, so that latents keep the image's detail while staying near a unit Gaussian.
-    A running estimate of the latents' standard deviation is kept (``latent_std``, saved with
-    the weights): Stable Diffusion scales latents by its inverse.
+    """A VAE that trains on its own: ``forward(pixel_values)`` returns MSE reconstruction +
+    ``kl_weight`` x KL (per latent element against per pixel: small, to keep detail). A
+    running ``latent_std`` is saved with the weights: Stable Diffusion scales by its inverse.
     """
 
     main_input_name = "pixel_values"
