@@ -237,9 +237,8 @@ def pack(
 
 def chunk_tokens(ds, column: str, tokenizer, block_length: int, map_batch_size: int = 1000):
     """The tokens ``pack`` gets from each chunk of ``map_batch_size`` rows of ``ds``'s text
-    ``column`` (tokenized as ``DataSpec.prepare`` does: truncated to ``block_length``; an EOS
-    after each), up to the first chunk that fills a block: when the last is under
-    ``block_length``, packing makes no block at all (each chunk drops its tail)."""
+    ``column`` (tokenized as ``DataSpec.prepare`` does), up to the first chunk that fills a
+    block: each chunk drops its tail, so none may make no block at all."""
     counts = []
     for start in range(0, ds.num_rows, map_batch_size):
         texts = ds[start : start + map_batch_size][column]
@@ -311,10 +310,9 @@ class CountingCollator:
 
 
 class LabelsTo:
-    """Pads every row's ``labels`` (a list of ids) with ``label_pad`` up to ``length`` before
-    the inner collator sees them: a seq2seq collator then pads every batch's labels (and the
-    decoder inputs made from them) to that one length, not to each batch's longest target.
-    Rows longer than ``length`` are left as they are (the inner collator's padding decides)."""
+    """Pads every row's ``labels`` with ``label_pad`` up to ``length`` before the inner
+    collator sees them, so every batch's labels (and decoder inputs) take that one length.
+    Longer rows are left as they are."""
 
     def __init__(self, inner, length: int, label_pad: int = LABEL_PAD):
         self.inner, self.length, self.label_pad = inner, int(length), int(label_pad)
