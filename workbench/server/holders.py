@@ -36,10 +36,8 @@ def kernel_pids(kernel_manager: Any) -> dict[int, str]:
 def card_rows(
     kernels: dict[int, str], notebooks: dict[str, str], known: set[str]
 ) -> dict[str, Any]:
-    """Every card of every kind, each free or with its holders: pid, command line, and where
-    the holder is a kernel of this server (``kernels`` pid -> id, or its connection file
-    names one of ``known``), its ``kernel_id`` and ``notebook`` (``notebooks``: kernel id ->
-    path)."""
+    """Every card of every kind, free or with its holders (pid, command line, and for a kernel
+    of this server its ``kernel_id`` and ``notebook``)."""
     cards, notes = [], []
     for kind in ORDER:
         try:
@@ -104,10 +102,8 @@ def _runs_home(pid: int, proc: Path = PROC) -> Path | None:
 
 
 def room(cards: list[Card], proc: Path = PROC) -> list[dict[str, Any]]:
-    """The teacher's view of a shared node: for each held card, each holder's user, notebook,
-    and the run it trains or last trained, with its step and status (the run whose lock names
-    the holder, under the holder's runs folder). Complete for root; another user sees their
-    own holds."""
+    """The teacher's view of a shared node: each held card's holders with their user, notebook
+    and the run they train or last trained. Complete for root; others see their own holds."""
     pids = {h.pid for c in cards for h in c.holders}
     tables: dict[Path, dict[int, dict[str, Any]]] = {}
     rows = []
