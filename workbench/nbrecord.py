@@ -25,10 +25,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def record(name: str, value: Any) -> None:
-    """Show ``value`` under ``name`` and keep it in the notebook's outputs.
-
-    Returns None, so a record at the end of a cell is not shown twice.
-    """
+    """Show ``value`` under ``name`` and keep it in the notebook's outputs; returns None."""
     value = _jsonable(value)
     text = f"{name} = {value!r}"
     try:

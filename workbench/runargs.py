@@ -123,11 +123,9 @@ def _resolved() -> Any:
 @dataclass(frozen=True, kw_only=True)
 class RunArgs:
     """The arguments of one run, in ``wb.train``'s order: each one's name, type, default and
-    check written once, here; the TrainingArguments overrides beside them.
-
-    ``RunArgs.from_options(options)`` takes the keywords a user passed to ``wb.train`` (every
-    value checked); ``to_dict`` / ``from_dict`` round-trip it as a run's spec.json keeps it
-    under ``"args"``. Frozen: ``replace(...)`` makes a checked copy.
+    check written once, here; the TrainingArguments overrides beside them. ``from_options``
+    checks a user's keywords; ``to_dict`` / ``from_dict`` round-trip spec.json's ``"args"``;
+    frozen: ``replace(...)`` makes a checked copy.
     """
 
     max_steps: int | None = _arg(None, _optional(_positive_int))
@@ -251,13 +249,10 @@ def _alias_used(field: str, options: dict[str, Any]) -> str:
     return next(a for a in FIELDS[field].aliases if a in options)
 
 
-# TrainingArguments fields a run's spec.json may carry into ``resume()``: how the model
-# trains (optimizer, schedule, batches, precision, compilation, evaluation and saving
-# cadence, distributed settings). Every other field is the caller's to state at each call,
-# never a run directory's (docs/runs.md: a run directory is data): where results and
-# metrics go (push_to_hub, hub_*, report_to, run_name, project, trackio_*) and the files a
-# run reads (deepspeed, fsdp_config, accelerator_config paths). An allow-list: a field a
-# later transformers adds is refused from a spec until it is read and added here.
+# TrainingArguments fields a run's spec.json may carry into ``resume()``: how the model trains.
+# Every other field is the caller's to state at each call, never a run directory's (docs/runs.md):
+# where results go (push_to_hub, hub_*, report_to, ...) and the files a run reads (deepspeed,
+# fsdp_config, ...). An allow-list: a field a later transformers adds is refused until added.
 RESUMABLE = frozenset(
     {
         "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay", "max_grad_norm",
@@ -314,11 +309,9 @@ def caller_only(args: RunArgs) -> dict[str, Any]:
 
 
 def check_overrides(overrides: dict[str, Any], new_run: bool = False) -> tuple[dict, dict]:
-    """Check a new run's options (``new_run``) or a resume's overrides: run fields (and their
-    aliases) by their checks, every other name must be a TrainingArguments field; one error
-    naming the bad ones, each with the nearest name of either kind (``bach_size``: did you
-    mean batch_size?), before anything is written. A resume's model and data are fixed: a
-    new run takes new ones. Returns (fields, TrainingArguments overrides)."""
+    """Check a new run's options (``new_run``) or a resume's overrides: run fields by their
+    checks, every other name a TrainingArguments field; one error naming the bad ones, each
+    with the nearest name. Returns (fields, TrainingArguments overrides)."""
     import dataclasses
     import difflib
 
@@ -356,11 +349,9 @@ def check_overrides(overrides: dict[str, Any], new_run: bool = False) -> tuple[d
 
 
 def spelled_out(*leave_out: str) -> Callable[[Door], Door]:
-    """Decorate a door that takes the run's arguments as ``**options``: the signature
-    ``help()``, ``inspect`` and IPython's completion read spells out each of ``FIELDS`` (but
-    ``leave_out``) as a keyword with its default and type, then ``**trainer_overrides``.
-    Type checkers read ``Unpack[RunOptions]`` (training/overrides.pyi) instead;
-    tests/test_signatures.py holds the two to ``FIELDS``."""
+    """Decorate a door that takes the run's arguments as ``**options``: its signature (for
+    ``help()``, ``inspect``, completion) spells out ``FIELDS`` but ``leave_out``, then
+    ``**trainer_overrides``; type checkers read ``Unpack[RunOptions]`` (training/overrides.pyi)."""
 
     def decorate(func: Door) -> Door:
         sig = inspect.signature(func)
