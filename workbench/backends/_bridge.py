@@ -193,8 +193,7 @@ def bridge():
 
 
 # The bridge's own check (habana_frameworks/torch/__init__.py @ 5a56187): torch's major.minor
-# must be the one it was built against, so a `pip install torch` (or a package that pulls
-# another torch in) over the container's breaks it.
+# must be the one it was built against (a `pip install torch` over the container's breaks it)
 _BROKEN = (
     "the Habana bridge (habana_frameworks.torch) failed to import on a machine with Gaudi cards "
     "({seen}): {error}. Without it nothing would run on the cards. The usual cause is a torch "
@@ -241,9 +240,8 @@ def filesystem(path, mounts="/proc/mounts") -> str | None:
 
 
 def _warn_if_nfs(path: str) -> None:
-    # The bridge's disk cache serialises processes with flock() on files in this directory
-    # (cache_file_handler.cpp in the bridge): on NFS such locks depend on the server's lock
-    # manager, and every graph load crosses the network.
+    # The bridge's disk cache serialises processes with flock() (cache_file_handler.cpp): on
+    # NFS such locks depend on the server's lock manager, and every graph load crosses the network
     if (filesystem(path) or "").startswith("nfs"):
         warnings.warn(
             f"the HPU recipe cache {path} is on NFS: the bridge locks its files with "

@@ -82,8 +82,7 @@ class Card:
     @property
     def select(self) -> int | None:
         """The number a child's environment names this card by: the module id, else (a GPU)
-        the index; None for a Gaudi whose module id is unknown (without HLML or the driver's
-        sysfs), since its index and device-file number need not be its module id."""
+        the index; None for a Gaudi whose module id is unknown (its index need not be it)."""
         if self.module is not None:
             return self.module
         return None if self.kind == "hpu" else self.index
@@ -217,9 +216,8 @@ NO_CARD_FIXES = (
 
 
 def kernel_users(proc: Path = PROC) -> list[str]:
-    """The users of this machine's other Jupyter kernels (a process whose command line names a
-    ``kernel-<id>.json`` connection file), this process's user left out: command lines and
-    owners are readable by every user, open files are not."""
+    """The users of this machine's other Jupyter kernels (a command line naming a
+    ``kernel-<id>.json``), this process's user left out: command lines are readable by all."""
     me, found = os.getuid(), set()
     for entry in os.listdir(proc):
         if not entry.isdigit():

@@ -37,9 +37,8 @@ def device_files() -> dict[int, str]:
 
 
 def module_ids(minors) -> dict[int, int]:
-    """The module id of each card (by its minor) whose driver says it in sysfs; a card the
-    driver does not describe (older drivers, or sysfs not mounted in a container) is left
-    out."""
+    """The module id of each card (by its minor) whose driver says it in sysfs (older drivers,
+    or a container without sysfs, leave cards out)."""
     root = settings.get(SYSFS_ENV, "").strip() or SYSFS
     out: dict[int, int] = {}
     for minor in minors:

@@ -211,8 +211,7 @@ def inventory(v: Vendor) -> list[dict[str, Any]]:
 
 def driver_from_tool(command: tuple[str, ...], v: Vendor) -> tuple[str | None, str]:
     """(driver version or None, where it was read or why not): the vendor's command-line tool
-    when it is on PATH, else the management library (started once per process, as the
-    readers start it)."""
+    when it is on PATH, else the management library."""
     if shutil.which(command[0]):
         try:
             out = subprocess.run(list(command), capture_output=True, text=True, timeout=20)

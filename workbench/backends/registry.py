@@ -191,9 +191,8 @@ class DeviceInfo:
         return self.backend.calls.compiles() if self.available else None
 
     def dynamo_graphs(self) -> int | None:
-        """Graphs ``torch.compile`` has traced so far in this process, on any device (a
-        count that keeps rising after warm-up means recompiles); None before anything was
-        compiled."""
+        """Graphs ``torch.compile`` has traced in this process, on any device (rising after
+        warm-up: recompiles); None before anything was compiled."""
         # dynamo's own counters (torch._dynamo.utils.counters["stats"]["unique_graphs"]):
         # every traced graph, recompiles for new shapes included. Never imports dynamo.
         utils = sys.modules.get("torch._dynamo.utils")
@@ -207,8 +206,7 @@ class DeviceInfo:
 
     def host_syncs(self) -> int | None:
         """Times the host has waited for the device's data so far, as the device reports them
-        (HPU: the round trips of its CPU fallbacks); None where the backend does not count
-        them."""
+        (HPU: its CPU fallbacks' round trips); None where the backend does not count them."""
         return self.backend.calls.host_syncs() if self.available else None
 
     def graph_breaks(self) -> int | None:
