@@ -337,8 +337,7 @@ VERSION_KEYS = ("optimum_version", "transformers_version")
 
 class GaudiConfig:
     """Optimum Habana's ``gaudi_config.json``: mixed precision and fused ops for a model;
-    keywords set fields directly, unknown fields are refused with the known ones.
-    """
+    keywords set fields directly, unknown fields are refused with the known ones."""
 
     # the fields read by name (__init__ sets every one of CONFIG_FIELDS)
     use_torch_autocast: bool

@@ -242,9 +242,8 @@ GaudiSeq2SeqTrainingArguments = _arguments_class(
 # --------------------------------------------------------------------------- the trainer
 @contextlib.contextmanager
 def _torch_settings(args) -> Iterator[None]:
-    """The process-wide torch settings the arguments name (``sdp_on_bf16``, the dynamo
-    fields), held while the Trainer trains, evaluates or predicts, and put back after it
-    however it ends: Optimum Habana set them for good; a notebook's next cell finds its own."""
+    """The process-wide torch settings the arguments name (``sdp_on_bf16``, the dynamo fields),
+    held while the Trainer trains, evaluates or predicts, and put back after it."""
     names = ("cache_size_limit", "inline_inbuilt_nn_modules", "allow_unspec_int_on_nn_module")
     dynamo = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
     with contextlib.ExitStack() as scope:
@@ -377,9 +376,8 @@ class GaudiTrainer(transformers.Trainer):
 
 
 class GaudiSeq2SeqTrainer(GaudiTrainer, transformers.Seq2SeqTrainer):
-    """``GaudiTrainer`` for sequence-to-sequence models: also a
-    ``transformers.Seq2SeqTrainer`` (generation in evaluation and prediction), in Optimum
-    Habana's argument order (which has no ``optimizer_cls_and_kwargs``)."""
+    """``GaudiTrainer`` for sequence-to-sequence models: also a ``transformers.Seq2SeqTrainer``,
+    in Optimum Habana's argument order (which has no ``optimizer_cls_and_kwargs``)."""
 
     def __init__(
         self,
@@ -440,9 +438,8 @@ def adapt_transformers_to_gaudi() -> None:
 
 
 def check_optimum_habana_min_version(min_version: str) -> None:
-    """``optimum.habana.utils.check_optimum_habana_min_version``: passes. The workbench
-    carries 1.21's training API; transformers' own ``check_min_version`` still checks
-    transformers."""
+    """``optimum.habana.utils.check_optimum_habana_min_version``: passes (the workbench carries
+    1.21's training API)."""
 
 
 def warn0(message, *args, **kwargs) -> None:
