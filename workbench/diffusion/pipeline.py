@@ -336,9 +336,8 @@ def load_vae(path: str):
 
 
 def load(source: str, sampler: str | None = None, vae: str | None = None) -> Parts:
-    """The parts of a diffusers-format directory or hub id, each from its subfolder;
-    ``sampler``: the sampling scheduler class (default: the source's); ``vae``: a VAE directory.
-    """
+    """The parts of a diffusers-format directory or hub id, each from its subfolder; ``sampler``:
+    the sampling scheduler class (default: the source's); ``vae``: a VAE directory."""
     import transformers
 
     d = diffusers()

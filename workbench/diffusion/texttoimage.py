@@ -185,9 +185,8 @@ class TextToImage(nn.Module):
         )
 
     def use_cache(self, empty: dict[str, torch.Tensor], info: dict) -> None:
-        """Train from cached encodings (``encode``'s rows); ``empty``: ``encode_empty()``'s,
-        kept as buffers that move with the model (not saved: the checkpoint stays the same);
-        ``info``: the cache's path and whether it was found (the run's summary records it)."""
+        """Train from cached encodings; ``empty``: ``encode_empty()``'s, kept as buffers that
+        move with the model, not saved; ``info``: the cache's path and whether it was found."""
         for name, value in empty.items():
             self.register_buffer(name, value, persistent=False)
         self.latent_cache = dict(info)
