@@ -121,8 +121,7 @@ class NullLog(EventLog):
 
 def check_root(run_dir: str | Path | None = None) -> Path:
     """The directory new runs go under (``run_dir``, else ``$WORKBENCH_RUNS``, else ``./runs``),
-    checked before anything is written: it is a directory this process can create directories
-    in, or can be made one. Else one error naming the argument, the path and why."""
+    checked to be one this process can create directories in before anything is written."""
     root = runs_root(run_dir)
     base = root.absolute()
     while not base.exists() and base != base.parent:  # the part of the path that exists
@@ -331,9 +330,8 @@ class RunDir:
         self._spec = self._summary = None
 
     def subscribe(self, fn: Callable[[dict], None]) -> None:
-        """Call ``fn(event)`` for every event this process emits from now on (and, for a
-        run submitted to Slurm, ``{"phase": "job", "job": line, "waiting": bool}`` as the
-        job's state changes: shown, never written to the run's events)."""
+        """Call ``fn(event)`` for every event this process emits from now on (and, for a Slurm
+        run, ``{"phase": "job", "job": line, "waiting": bool}`` as the job's state changes)."""
         self.log.subscribers.append(fn)
 
     # ----------------------------------------------------------------- results
@@ -564,8 +562,7 @@ def runs(root: str | Path | None = None):
 
 def compare(*runs_: RunDir | str | Path):
     """Runs side by side: a ``Comparison`` whose ``.table`` is a DataFrame (a column per run, a
-    row per summary figure); in a notebook one chart overlaying the runs.
-    """
+    row per summary figure); in a notebook one chart overlaying the runs."""
     import pandas as pd
 
     from ..views.dashboard import Comparison

@@ -57,9 +57,8 @@ class Resume:
 
 @dataclass(frozen=True, kw_only=True)
 class RunSpec:
-    """A run's spec.json: the model's and the data's specs (``ModelSpec.to_dict`` /
-    ``DataSpec.to_dict``, or what an attached Trainer's model and data say), the run's
-    arguments, its launch and its resumes. ``to_dict`` is what the file holds."""
+    """A run's spec.json: the model's and the data's specs, the run's arguments, its launch
+    and its resumes. ``to_dict`` is what the file holds."""
 
     model: dict[str, Any]
     data: dict[str, Any]

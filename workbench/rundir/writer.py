@@ -134,9 +134,8 @@ class RunWriter:
             self.respec(spec)
 
     def take_back(self, before: Resumption, error: str, log) -> OSError | None:
-        """A resume that failed before it trained a step: the run as the resume found it
-        (summary, spec, event log), its spec's ``resumes`` list recording the failure; then
-        the lock released. Returns the error of a write that failed (as ``finish``)."""
+        """A resume that failed before it trained a step: the run as the resume found it, the
+        failure in its spec's ``resumes``, the lock released; returns a failed write's error."""
         entry = dataclasses.replace(before.entry, failed=error, ended=now())
         spec = before.spec.resumed(entry)
         failed = None
