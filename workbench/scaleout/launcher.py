@@ -65,8 +65,7 @@ def deepspeed_config(
         "train_micro_batch_size_per_gpu": "auto",
         "gradient_accumulation_steps": "auto",
         # "auto" is the run's max_grad_norm: DeepSpeed clips. No "optimizer" section: ZeRO wraps
-        # the Trainer's own optimizer, with its parameter groups (on Gaudi torch's AdamW, not
-        # hpex's)
+        # the Trainer's own optimizer, with its parameter groups (on Gaudi torch's AdamW)
         "gradient_clipping": "auto",
         "zero_optimization": zero,
         "bf16": {"enabled": "auto"},

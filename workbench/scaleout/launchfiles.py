@@ -26,8 +26,7 @@ TORCHRUN_PORT = 23456  # the PyTorchJob operator's default port (PyTorchJobDefau
 
 def worker_args(run_dir: str | Path, trust_remote_code: bool = False) -> list[str]:
     """The arguments after ``python``/``torchrun`` that run one worker of ``run_dir``;
-    ``trust_remote_code`` (the caller's, never read back from the run directory) lets the
-    model's own Python files run in the workers."""
+    ``trust_remote_code`` is the caller's, never read back from the run directory."""
     return [*WORKER, str(run_dir), *(["--trust-remote-code"] if trust_remote_code else [])]
 
 
@@ -138,8 +137,7 @@ class LaunchCommand:
         self, endpoint: str | None = None, rdzv_id: str | None = None, conf: str | None = None
     ) -> list[str]:
         """torchrun's argv for one node: c10d rendezvous at ``endpoint`` (default: the first
-        host), restarts, each rank's output kept under the run's ``logs/``. No node rank:
-        with c10d, torchrun ignores it and ranks are assigned at the rendezvous."""
+        host), restarts, each rank's output under ``logs/`` (no node rank: c10d assigns them)."""
         endpoint = endpoint or f"{(self.hosts or ['localhost'])[0]}:{self.port}"
         extra = [f"--rdzv_conf={conf}"] if conf else []
         extra += [f"--max_restarts={self.max_restarts}"] if self.max_restarts else []

@@ -42,8 +42,7 @@ def _sbatch() -> str:
 
 def check(cmd: LaunchCommand) -> None:
     """Refuse, before anything is written, a job this cluster would not run: Slurm's own
-    answer to ``sbatch --test-only`` of the script's directives (an unknown partition, more
-    nodes than the partition has, a GRES it does not know), with the fix."""
+    answer to ``sbatch --test-only`` of the script's directives, with the fix."""
     script = "\n".join(line for line in cmd.slurm.splitlines() if line.startswith("#")) + "\ntrue\n"
     done = subprocess.run(
         [_sbatch(), "--test-only"],

@@ -62,9 +62,8 @@ CLAIM_WAIT = 60.0  # seconds a restarted rank 0 waits for the run's lock
 
 
 def _claim_again(run):
-    """The run's writer, its lock claimed by this restarted rank 0. The lock is free once the
-    previous rank 0 has exited; torchrun restarts only after that, but a process it forked
-    may hold the lock a moment longer, so this waits, within a deadline."""
+    """The run's writer, its lock claimed by this restarted rank 0, waiting within a deadline:
+    a process the previous rank 0 forked may hold the lock a moment after it exited."""
     from ..rundir.lock import RunBusy
     from ..rundir.writer import RunWriter
 
