@@ -87,9 +87,8 @@ def with_allocator_memory(
 
 
 def _runs_home(pid: int, proc: Path = PROC) -> Path | None:
-    """Where process ``pid`` keeps its runs, looked up as ``RunTable`` lists them: the folder
-    above its ``WORKBENCH_RUNS``, else its working folder (``./runs``); None where this process
-    may not read it (another user's process, to anyone but root)."""
+    """Where process ``pid`` keeps its runs (the folder above its ``WORKBENCH_RUNS``, else its
+    working folder); None where this process may not read it (another user's, but to root)."""
     try:
         for entry in (proc / str(pid) / "environ").read_bytes().split(b"\0"):
             if entry.startswith(settings.RUNS.encode() + b"="):
