@@ -80,9 +80,8 @@ def lengths_of(dataset, column: str = "input_ids") -> np.ndarray:
 
 
 def _chunk_ends(total: np.ndarray, n: int, batch_size: int) -> np.ndarray:
-    """How many batches end among the first ``total`` rows of the bucket-sorted order: the
-    partial batch (``r = n % batch_size`` rows) comes first, so at rows ``r - 1 + i * batch_size``.
-    """
+    """How many batches end among the first ``total`` rows of the bucket-sorted order (the
+    partial batch, ``r = n % batch_size`` rows, first: at rows ``r - 1 + i * batch_size``)."""
     first_end = (n % batch_size - 1) % batch_size
     return (total - first_end - 1 + batch_size) // batch_size
 
