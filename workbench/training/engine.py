@@ -289,8 +289,7 @@ def _take_back(run: Run, writer: RunWriter, error: str) -> OSError | None:
 
 def _ending(cause: BaseException, lost: OSError | None, error: str | None) -> BaseException:
     """What ended a run, to raise: ``DiskFull`` (from ``cause``) if the disk filled, else
-    ``cause``: the error, or ``lost``: the final summary could not be written (the disk filled
-    at the very end)."""
+    ``cause`` (the error, or ``lost``: the final summary could not be written)."""
     if error is not None and error.startswith("disk full"):
         full = DiskFull(error)
         full.__cause__, full.__suppress_context__ = cause, True  # as `raise full from cause`
@@ -428,8 +427,7 @@ def train(
 
 def prepare(model: str | ModelSpec, data: str | DataSpec, **options) -> Run:
     """Check the arguments, create the run directory and its spec.json; train nothing
-    (``preparation.prepare`` checks; ``wb.train`` runs the result here, ``wb.launch`` in
-    torchrun workers)."""
+    (``wb.train`` runs the result here, ``wb.launch`` in torchrun workers)."""
     runs.check_root(options.get("run_dir"))  # before the data is read
     return Run(preparation.prepare(model, data, **options))
 
@@ -462,8 +460,7 @@ def resume(
     **overrides,
 ) -> Run:
     """Continue ``run`` from its last checkpoint (``Run.resume`` documents the arguments);
-    the lock, the checkpoint and the overrides are checked before anything is written.
-    """
+    the lock, the checkpoint and the overrides are checked before anything is written."""
     attached = run.spec.attached if (run.path / "spec.json").exists() else None
     if attached:  # a run of the user's own Trainer (wb.attach): its spec cannot rebuild it
         raise ValueError(

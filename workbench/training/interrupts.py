@@ -21,9 +21,8 @@ class Terminated(BaseException):
 
 
 class Interrupts:
-    """While training in the main thread, the first SIGINT stops after the current step with
-    a checkpoint; a second raises KeyboardInterrupt. SIGTERM raises ``Terminated``: the run ends
-    now, its summary saying why."""
+    """While training in the main thread, the first SIGINT stops after the current step with a
+    checkpoint, a second raises KeyboardInterrupt; SIGTERM raises ``Terminated``."""
 
     def __init__(self, run):
         self.run, self.previous = run, None

@@ -122,9 +122,8 @@ def prepare(
 
 
 def resume_spec(run: runs.RunDir, ckpt: Path, max_steps: int | None, overrides: dict) -> RunSpec:
-    """The run's spec for a resume from ``ckpt``, every override checked as ``wb.train``
-    checks it (names and values) before anything is written; the previous arguments stay in
-    the spec's ``resumes`` list."""
+    """The run's spec for a resume from ``ckpt``, every override checked as ``wb.train`` checks
+    it before anything is written; the previous arguments stay in its ``resumes``."""
     import transformers
 
     spec = run.spec

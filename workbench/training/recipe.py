@@ -189,8 +189,7 @@ def check_padding(padding: str, task: str, model_name: str) -> None:
 
 def cadence(total: int, log_every: int | None, save_every: int | None) -> dict[str, Any]:
     """log_every, save_every and log_interval_s for a run of ``total`` steps (None: the
-    device's default throttle; an explicit ``log_every``: 0). Checkpoints land on logging steps.
-    """
+    device's throttle; an explicit ``log_every``: 0). Checkpoints land on logging steps."""
     auto_log, auto_save = auto_steps(total)
     interval = 0.0 if log_every else None
     log_every = log_every or auto_log
@@ -289,9 +288,8 @@ def optim_name(device) -> str:
 
 
 def device_fields(device, precision: str, compile_: bool) -> dict[str, Any]:
-    """The TrainingArguments fields the backend record decides, for ``wb.train`` and for a
-    user's own arguments (``wb.training_args``): the precision, the CPU, torch.compile with
-    the backend's compiler, and the DDP settings when several processes train."""
+    """The TrainingArguments fields the backend record decides (``wb.train``,
+    ``wb.training_args``): precision, CPU, torch.compile, and DDP for several processes."""
     targs: dict[str, Any] = dict(
         bf16=precision == "bf16",
         fp16=precision == "fp16",

@@ -183,8 +183,7 @@ def build(
     trust_remote_code: bool = False,
 ):
     """(trainer, events callback, attention restore or None) for ``run``'s spec on ``device``;
-    ``stop`` is the run's stop flag, ``trust_remote_code`` the caller's, never the spec's.
-    """
+    ``stop`` is the run's stop flag, ``trust_remote_code`` the caller's, never the spec's."""
     import transformers
 
     from .callbacks import DistStop, Events, MarkStep, Samples
