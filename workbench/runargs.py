@@ -100,9 +100,8 @@ def _anything(name: str, value) -> None:
 
 @dataclass(frozen=True)
 class Field:
-    """One argument of a run as the doors see it: its default, its check, the
-    TrainingArguments names that mean the same thing, and its type (as the source spells it).
-    Read from ``RunArgs``' own fields, where each is written once."""
+    """One argument of a run as the doors see it: its default, its check, the TrainingArguments
+    names that mean the same, and its type (as the source spells it), read from ``RunArgs``."""
 
     default: Any
     check: Check = _anything  # check(name, value) raises with the fix; None is the default's

@@ -64,9 +64,8 @@ def get(name: str) -> str | None: ...
 @overload
 def get(name: str, default: str) -> str: ...
 def get(name: str, default: str | None = None) -> str | None:
-    """The value of the listed variable ``name``, else ``default`` (None: unset stays None,
-    as a caller that restores the environment needs). Every lookup of the package's goes
-    through here or the readers below; a name not in ``VARIABLES`` is a KeyError."""
+    """The value of the listed variable ``name``, else ``default`` (None: unset stays None); a
+    name not in ``VARIABLES`` is a KeyError."""
     return os.environ.get(_listed(name), default)
 
 
