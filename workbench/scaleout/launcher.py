@@ -290,13 +290,10 @@ def launch(
     nodes : int
         Machines, each with ``devices`` workers: more than one needs ``scheduler``.
     scheduler : {"slurm"}, optional
-        Submit the run to Slurm (``sbatch`` from this machine: the cluster's login node)
-        instead of starting torchrun here: the script ``wb.launch_command(format="slurm")``
-        renders, checked with ``sbatch --test-only`` before anything is written. The run
-        reads ``prepared`` while the job waits; this process prints the job's state as Slurm
-        moves it and follows the run live; Stop asks every rank to stop with a checkpoint;
-        a job that ends without ending its run (``scancel``, a lost node) fails the run with
-        Slurm's state and reason. The run directory must be on storage every node mounts.
+        Submit the script ``wb.launch_command(format="slurm")`` renders with ``sbatch`` from
+        this machine (the cluster's login node) instead of starting torchrun here; this
+        process follows the job and the run live. The run directory must be on storage every
+        node mounts.
     partition : str, optional
         Slurm's partition (default: the cluster's default).
     max_steps, batch_size, lr, ...
@@ -304,10 +301,8 @@ def launch(
     **trainer_overrides
         TrainingArguments fields, as for ``wb.train``.
 
-    Rank 0 writes the run's events; this process shows them live. Each rank's stdout and
-    stderr are kept under ``run.path / "logs"``. Stop (button, ``run.stop()``, an
-    interrupt) stops all ranks at the same step with a checkpoint; a crashed rank stops
-    the others and the run is marked ``failed`` naming the rank and its error.
+    Each rank's stdout and stderr are kept under ``run.path / "logs"``. Stop stops all ranks
+    at the same step with a checkpoint; a crashed rank fails the run, named with its error.
     """
     if not isinstance(max_restarts, int) or max_restarts < 0:
         raise ValueError(f"max_restarts must be 0 or more; got {max_restarts!r}")

@@ -349,11 +349,8 @@ def train(
         ``auto``, ``hpu``, ``cuda``, ``cpu``.
     eval_every, save_every, log_every : int, optional
         Steps between evaluations (default: only at the end), checkpoints and events.
-        Without ``log_every``, about 50 events per run (at most 25 steps apart), and in
-        one process one whenever the last is 2 s old (2% of the time trained once that is
-        longer), so a slow run's chart still moves; on one GPU or HPU, none sooner than
-        0.5 s after the last (reading the loss makes the host wait for the device), but
-        for checkpoints and the last step.
+        Without ``log_every``, about 50 events per run, one at least every 2 s in one
+        process, and (on one GPU or HPU) none sooner than 0.5 s after the last.
     run_dir : path, optional
         Where the run directory is created (default ``./runs``).
     live : {"auto", True, False} or callable
@@ -365,14 +362,12 @@ def train(
     max_length : int
         Sequences are truncated to this many tokens.
     padding : {"auto", "longest", "max_length", "bucketed", "packed"}
-        How batches are shaped. ``bucketed``: sequences grouped into at most ``buckets``
-        length buckets chosen to minimise padding, every batch padded to its bucket and to
-        full size (few static shapes: on Gaudi, few graph compiles). ``packed`` (causal LM):
-        documents concatenated into full ``max_length`` blocks, one shape, no padding
-        (``packing`` says what the blocks mean). ``longest``: each batch
-        padded to its longest row (dynamic shapes). ``max_length``: one static shape,
-        much padding. ``auto``: packed for causal LM, bucketed for classification, else
-        longest (max_length on Gaudi).
+        How batches are shaped. ``bucketed``: at most ``buckets`` length buckets chosen to
+        minimise padding, every batch padded to its bucket and to full size (few static
+        shapes). ``packed`` (causal LM): documents concatenated into full ``max_length``
+        blocks. ``longest``: each batch padded to its longest row. ``max_length``: one static
+        shape. ``auto``: packed for causal LM, bucketed for classification, else longest
+        (max_length on Gaudi).
     buckets : int
         Most distinct sequence lengths with ``padding="bucketed"``.
     packing : {"concat", "isolated"}
@@ -389,18 +384,15 @@ def train(
     report_to : str or list, optional
         ``"tensorboard"`` or ``"mlflow"``; nothing by default.
     cache_latents : bool
-        Text to image: encode every image (the VAE's latent distribution) and caption (the
-        text encoders' embeddings) once, keep them under ``$WORKBENCH_CACHE/latents``, and
-        train the UNet from them without running the VAE encoder or text encoder per step.
-        Reused by any run with the same data, parts, resolution and precision; refused
-        with ``crop="random"`` or ``flip=True``.
+        Text to image: encode every image and caption once (under
+        ``$WORKBENCH_CACHE/latents``, reused by runs with the same data, parts, resolution and
+        precision) and train the UNet alone; refused with ``crop="random"`` or ``flip=True``.
     callbacks : list of transformers.TrainerCallback, optional
         Extra callbacks for the Trainer (not saved in the run; pass them again to resume).
     sample_prompts, sample_every, sample_steps
-        Text-to-image runs: every ``sample_every`` steps (default ``eval_every``; always
-        the last step) the prompts are sampled with the run's ``seed`` in ``sample_steps``
-        steps (few: it pauses training) into one grid, a ``samples`` event that the
-        dashboard shows and the saved output keeps. No prompts (the default): no grids.
+        Text-to-image runs: every ``sample_every`` steps (default ``eval_every``) and at the
+        last, the prompts sampled with the run's ``seed`` in ``sample_steps`` steps into one
+        grid, shown by the dashboard. No prompts (the default): no grids.
     **trainer_overrides
         Any ``transformers.TrainingArguments`` field (e.g. ``max_grad_norm=1.0``).
 
