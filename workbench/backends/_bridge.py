@@ -298,8 +298,7 @@ def one_device(index: int) -> int:
 
 def memory(index: int) -> dict[str, int]:
     """allocated / peak / total bytes of one HPU."""
-    # memory_stats() is the source of truth on Gaudi: hl-smi does not see tensor
-    # allocations. Keys: InUse, MaxInUse, Limit (bytes).
+    # memory_stats() is the truth on Gaudi (hl-smi sees no tensors): InUse, MaxInUse, Limit
     stats = torch_hpu().memory_stats(one_device(index))
     allocated = int(stats.get("InUse", 0))
     return {
@@ -322,8 +321,7 @@ def synchronize(index: int) -> None:
 
 def mark_step() -> None:
     """Run the graph accumulated so far (lazy mode only)."""
-    # Lazy mode accumulates ops into a graph that runs at mark_step; in eager mode the
-    # bridge's mark_step is a no-op (it warned once when the bridge loaded), so we skip it.
+    # the graph so far runs at mark_step in lazy mode; eager mode's mark_step is a no-op
     if hpu_mode() == "lazy":
         importlib.import_module("habana_frameworks.torch.core").mark_step()
 

@@ -19,8 +19,7 @@ TASK_CLASSES = {
     "seq2seq": "AutoModelForSeq2SeqLM",
 }
 
-# family -> its default task, the tasks it supports, its tiny config, and named sizes
-# (hub id + the architecture fields that differ from the tiny config).
+# family -> its tasks (the first the default), tiny config and named sizes (hub id, fields)
 FAMILIES: dict[str, dict[str, Any]] = {
     "bert": {
         "about": "encoder (BERT), sequence classification",

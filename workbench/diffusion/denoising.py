@@ -39,8 +39,7 @@ class DiffusionModel(nn.Module):
         }
 
     def forward(self, pixel_values: torch.Tensor, return_loss: bool = True, **_unused):
-        # `return_loss=True` in the signature tells the Trainer that this model computes
-        # its loss without labels, so evaluation reports eval_loss too.
+        # `return_loss=True` in the signature: a loss without labels (eval_loss is reported)
         noise = torch.randn_like(pixel_values)
         t = torch.randint(
             0, self.num_train_timesteps, (pixel_values.shape[0],), device=pixel_values.device

@@ -142,8 +142,7 @@ class TextToImage(nn.Module):
         """(prompt embeddings, SDXL's extra UNet inputs or None) of caption token ids."""
         if self.text_encoder_2 is None:
             return self.text_encoder(input_ids)[0], None
-        # SDXL: both encoders' penultimate hidden states side by side, the second's
-        # pooled projection
+        # SDXL: both encoders' penultimate hidden states side by side, the second's pooled
         one = self.text_encoder(input_ids, output_hidden_states=True).hidden_states[-2]
         out = self.text_encoder_2(input_ids_2, output_hidden_states=True)
         return torch.cat([one, out.hidden_states[-2]], dim=-1), out.text_embeds

@@ -88,8 +88,7 @@ class EventTail:
             self.mem_total = event.get("mem_total", self.mem_total)
             self._pace.clear()
         elif phase in ("train", "warmup") and isinstance(step, int):
-            # an event without a throughput (or 0: an interval that counted nothing) keeps
-            # the last one measured
+            # an event without a throughput (or 0) keeps the last one measured
             self.tokens_per_s = _number(event.get("tokens_per_s")) or self.tokens_per_s
             self.samples_per_s = _number(event.get("samples_per_s")) or self.samples_per_s
             loss = _number(event.get("loss"))

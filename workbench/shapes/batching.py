@@ -335,8 +335,7 @@ def collator(
     shape, not a graph per target length on Gaudi."""
     import transformers
 
-    # Sequences are truncated at max_length, so padding to a multiple of it pads every
-    # batch to exactly max_length: one static shape.
+    # rows are truncated at max_length: a multiple of it pads every batch to exactly max_length
     multiple = max_length if padding == "max_length" else None
     if task == "classification":
         return transformers.DataCollatorWithPadding(tokenizer, pad_to_multiple_of=multiple)

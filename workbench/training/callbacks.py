@@ -40,8 +40,7 @@ class Events(TrainerCallback):
         gap=None,
     ):
         self.log, self.stop, self.task, self.device, self.counter = log, stop, task, device, counter
-        # wb.train checkpoints its last step; an attached Trainer (training.attachment) saves
-        # as its own arguments say, and on a stop request
+        # wb.train checkpoints its last step; an attached Trainer as its arguments say, and on stop
         self.save_last = save_last
         self.stop_file = stop_file  # another process asks this one to stop by creating it
         # Reading the loss waits for every queued step: with ``min_interval`` (s) a logging
