@@ -154,11 +154,8 @@ def read_vendor(v: Vendor) -> list[dict[str, Any]]:
         raise Unavailable(f"{v.library} started but could not list the {v.what}: {e}") from None
     out = []
     for i, h in enumerate(handles):
-        util, memory, power = (
-            call("GetUtilizationRates", h),
-            call("GetMemoryInfo", h),
-            call("GetPowerUsage", h),
-        )
+        util, memory = call("GetUtilizationRates", h), call("GetMemoryInfo", h)
+        power = call("GetPowerUsage", h)
         out.append(
             reading(
                 v.kind,

@@ -504,10 +504,8 @@ def model(
                     size,
                     "model_index.json" if fam == "sd" else "config.json",
                 )
-            source, size = (
-                (str(Path(size).expanduser().resolve()) if is_local(size) else size),
-                "custom",
-            )
+            source = str(Path(size).expanduser().resolve()) if is_local(size) else size
+            size = "custom"
         else:
             raise _known(
                 f"size for {fam}",

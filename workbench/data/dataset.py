@@ -349,11 +349,8 @@ class DataSpec:
         import pandas as pd
 
         train = self.load(warn=None)["train"]
-        ds, image, label = (
-            train.select(range(min(n, train.num_rows))),
-            self.columns.get("image"),
-            self.columns.get("label"),
-        )
+        ds = train.select(range(min(n, train.num_rows)))
+        image, label = self.columns.get("image"), self.columns.get("label")
 
         def cell(key, value):
             if key == image:
@@ -396,10 +393,8 @@ class DataSpec:
             fn, fp = images.pixels(c["image"]), _fingerprint(self.to_dict(), "pixels")
         # `tokenizer`: the model's Captions (tokenizers, resolution)
         elif self.task == "text_to_image":
-            fn, fp = (
-                images.captioned(c, tokenizer, self.crop),
-                _fingerprint(self.to_dict(), images.signature(tokenizer)),
-            )
+            fn = images.captioned(c, tokenizer, self.crop)
+            fp = _fingerprint(self.to_dict(), images.signature(tokenizer))
         else:
             if tokenizer is None:
                 raise ValueError(f"task {self.task!r} needs a tokenizer: spec.prepare(tokenizer)")

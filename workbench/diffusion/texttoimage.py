@@ -70,11 +70,8 @@ class TextToImage(nn.Module):
             self.scheduler.register_to_config(prediction_type=prediction_type)
             parts.sampler.register_to_config(prediction_type=prediction_type)
         self.prediction_type = self.scheduler.config.prediction_type
-        self.snr_gamma, self.noise_offset, self.caption_dropout = (
-            snr_gamma,
-            noise_offset,
-            caption_dropout,
-        )
+        self.snr_gamma, self.noise_offset = snr_gamma, noise_offset
+        self.caption_dropout = caption_dropout
         self.ema, self.ema_unet = ema, None
         self.latent_cache: dict | None = None  # set by use_cache: where the cached encodings are
         if ema:  # a frozen copy the Trainer's optimizer never sees; saved with the weights

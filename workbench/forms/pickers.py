@@ -72,10 +72,8 @@ class ModelPicker(Composite):
             spec = as_model(family)
             family, size = spec.family, spec.size if spec.size != "custom" else spec.source or size
         info = FAMILIES[family]
-        self._hold, self._seq_len = (
-            False,
-            seq_len or default("max_length"),
-        )  # the text length, kept across the UNet
+        self._hold = False
+        self._seq_len = seq_len or default("max_length")  # the text length, kept across the UNet
         self.value: ModelSpec | None = None
         self.plan = None
         self.fits: bool | None = None

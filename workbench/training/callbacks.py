@@ -269,13 +269,8 @@ class Samples(TrainerCallback):
         device,
         exclude=None,
     ):
-        self.log, self.prompts, self.every, self.steps, self.seed = (
-            log,
-            list(prompts),
-            every,
-            steps,
-            seed,
-        )
+        self.log, self.prompts, self.every = log, list(prompts), every
+        self.steps, self.seed = steps, seed
         self.device, self.exclude = device, exclude
         self.t_start = monotonic()
         self.done: set[int] = set()  # steps sampled already (a stop request can repeat the last)

@@ -219,11 +219,8 @@ def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: i
                     trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
                 except KeyboardInterrupt:
                     status, error = "stopped", ABORTED
-                status, error = (
-                    outcome(run, run.stop_flag, events, status)
-                    if error is None
-                    else (status, error)
-                )
+                if error is None:
+                    status, error = outcome(run, run.stop_flag, events, status)
                 # the final evaluation, unless the last step has just had one (eval_every)
                 if (
                     status != "failed"
@@ -235,11 +232,8 @@ def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: i
                     except Terminated as e:  # after the run's end (and its checkpoint): it stands
                         run.error = raised = e
         except BaseException as e:  # recorded, then raised
-            status, error, tb = (
-                "failed",
-                disk_full_message(e, run) or error_text(e, device),
-                traceback.format_exc(),
-            )
+            status, tb = "failed", traceback.format_exc()
+            error = disk_full_message(e, run) or error_text(e, device)
             run.error = raised = e
             if isinstance(e, KeyboardInterrupt):
                 status = "stopped"

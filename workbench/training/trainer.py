@@ -190,11 +190,8 @@ def build(
     from .loaders import BatchSamplerTrainer
 
     spec = run.spec
-    mspec, dspec, args = (
-        run.model_spec(trust_remote_code),
-        DataSpec.from_dict(spec.data),
-        spec.args,
-    )
+    mspec, dspec = run.model_spec(trust_remote_code), DataSpec.from_dict(spec.data)
+    args = spec.args
     # read once for all below, quietly: the call that made the run said what it dropped
     dspec.load(warn=False)
     transformers.set_seed(args.seed)

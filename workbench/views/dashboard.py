@@ -221,12 +221,8 @@ class Dashboard:
             self.queued = False
             if self.widget is not None:
                 w = self.widget
-                w.max_steps, w.mem_total, w.device, w.status = (
-                    self.max_steps,
-                    self.mem_total,
-                    self.device_line(),
-                    "running",
-                )
+                w.max_steps, w.mem_total = self.max_steps, self.mem_total
+                w.device, w.status = self.device_line(), "running"
                 w.chart = self.chart()
             return
         if phase in ("warmup", "train", "eval"):
