@@ -1,8 +1,5 @@
-"""Checkpoints: the trained model back from a run's checkpoint directory.
-
-Weights load from safetensors only. Remote code never runs because a file says so: whether
-``trust_remote_code`` is on is the caller's decision at load time (the ``ModelSpec`` handed
-in: ``RunDir.model_spec`` sets it from its caller), never the run's spec.json.
+"""Checkpoints: the trained model back from a run's checkpoint directory, from safetensors only;
+``trust_remote_code`` is the caller's (the ``ModelSpec`` handed in), never the run's spec.json.
 """
 
 from __future__ import annotations

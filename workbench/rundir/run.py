@@ -1,9 +1,5 @@
-"""Runs: a directory per training run that outlives the kernel, and the event log.
-
-``runs/<timestamp>-<name>/`` holds ``spec.json`` (model spec, data spec, arguments),
-``events.jsonl`` (one plain-dict event per line, flushed as it happens), ``summary.json``
-(status, final metrics, throughput, memory, device, versions) and ``checkpoints/``
-(transformers checkpoints with safetensors weights).
+"""Runs: a directory per training run that outlives the kernel (``spec.json``, ``events.jsonl``,
+``summary.json``, ``checkpoints/``; docs/runs.md), and the event log.
 """
 
 from __future__ import annotations
