@@ -1,9 +1,5 @@
 """``wb.train``: transformers' Trainer, composed (never subclassed) with device-aware defaults.
-
-The Trainer is the engine. ``prepare`` checks the arguments and writes the run directory;
-``execute`` builds the Trainer from the run's spec (arguments from ``recipe``, batches from
-``batching``, callbacks from ``callbacks``) and trains; ``Run`` is the live handle a
-notebook holds (stop, wait, resume) on top of the read-only ``run.RunDir``.
+``execute`` builds the Trainer from the run's spec and trains; ``Run`` is the live handle.
 """
 
 from __future__ import annotations

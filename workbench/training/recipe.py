@@ -1,7 +1,5 @@
-"""Recipes: the arguments of a run, checked and completed, and the TrainingArguments they make.
-
-Pure functions of a run's arguments and the device's backend record: nothing here builds a
-model, touches a device or writes a file, so every choice can be tested on its own.
+"""Recipes: the arguments of a run, checked and completed, and the TrainingArguments they make:
+pure functions of the arguments and the backend record (no model, device or file touched).
 """
 
 from __future__ import annotations
