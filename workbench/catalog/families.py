@@ -1,7 +1,5 @@
-"""The catalog's data: model families, their tasks, tiny configs and named sizes.
-
-Plain data, no imports of torch or transformers: ``catalog`` builds specs from it and the
-pickers list it.
+"""The catalog's data: model families, their tasks, tiny configs and named sizes. Plain data,
+no imports of torch or transformers.
 """
 
 from __future__ import annotations

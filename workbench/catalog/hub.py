@@ -1,8 +1,5 @@
-"""The Hugging Face hub, seen from here: is it switched off, is a repo in the local cache,
-and the one message for an id that could not be fetched (why, and each way to fix it).
-
-Nothing here reaches the network: the offline switch is an environment variable (or the
-hub library's own reading of it), the cache is a directory on disk.
+"""The Hugging Face hub, seen from here without the network: is it switched off, is a repo in
+the local cache, and the one message for an id that could not be fetched (why, and the fixes).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""The model catalog: families, sizes and tasks, and serialisable ``ModelSpec``s.
-
-``tiny`` models are random-initialised from small configs with the tokenizers that ship in
-``workbench/assets/tokenizers`` and need no hub. Named sizes map to hub ids and carry their
-architecture so that ``num_params`` works offline; any hub id or local directory works too.
+"""The model catalog's specs: ``ModelSpec``, ``model()`` and ``models()``. ``tiny`` models are
+random-initialised with the shipped tokenizers (no hub); named sizes carry their architecture
+so that ``num_params`` works offline; any hub id or local directory works too.
 """
 
 from __future__ import annotations
