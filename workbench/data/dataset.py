@@ -1,8 +1,5 @@
-"""Datasets: bundled, local files or hub ids, described by a serialisable ``DataSpec``.
-
-``spec.load()`` gives a ``datasets.DatasetDict`` with a deterministic ``train``/``eval``
-split; ``spec.prepare(tokenizer)`` runs the task's preprocessing through a batched,
-cached ``map``.
+"""Datasets: bundled, local files or hub ids, described by a serialisable ``DataSpec``
+(``load()``: a deterministic ``train``/``eval`` split; ``prepare(tokenizer)``: cached ``map``).
 """
 
 from __future__ import annotations
