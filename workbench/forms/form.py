@@ -1,8 +1,5 @@
-"""The training form: settings linked to the pickers, a Train button and Show code.
-
-``train_form`` starts ``wb.train(..., background=True)`` with its live dashboard below the
-form, and prints the same call as Python to paste into a cell. Bad input is shown as the
-library's own message in the form; nothing raises out of a callback.
+"""The training form: settings linked to the pickers, a Train button (``wb.train(...,
+background=True)`` with its dashboard below) and Show code. Nothing raises out of a callback.
 """
 
 from __future__ import annotations
