@@ -14,9 +14,8 @@ from .backends.registry import device as device
 from .backends.registry import devices as devices
 from .version import __version__ as __version__
 
-# The Habana bridge reads PT_HPU_RECIPE_CACHE_CONFIG as it loads, and in eager mode
-# `import torch` loads it: this line runs before a notebook that imports workbench first
-# imports torch (a no-op without a bridge, or when it is loaded already).
+# The Habana bridge reads PT_HPU_RECIPE_CACHE_CONFIG as it loads, which in eager mode
+# `import torch` does: this line runs before a notebook that imports workbench first does
 prepare_recipe_cache()
 del prepare_recipe_cache
 

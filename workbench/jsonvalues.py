@@ -21,8 +21,7 @@ NONFINITE = ("text", "null", "refuse")
 
 def plain(value: Any, nonfinite: Literal["text", "null", "refuse"]) -> Any:
     """``value`` with dicts, lists and tuples walked, 0-d scalars made Python numbers and
-    non-finite floats handled by the ``nonfinite`` rule (the module docstring says which
-    writer uses which)."""
+    non-finite floats handled by the ``nonfinite`` rule (the module docstring's)."""
     if nonfinite not in NONFINITE:
         raise ValueError(f"unknown nonfinite rule {nonfinite!r}; known: {', '.join(NONFINITE)}")
     return _plain(value, nonfinite)

@@ -23,15 +23,10 @@ class _Drop(logging.Filter):
         return not self.noise(record)
 
 
-# Library log records that say nothing to a user of the workbench, by logger. DeepSpeed,
-# merely installed, is imported by accelerate and transformers during a run and detects
-# its accelerator, warning "Setting accelerator to CPU" on machines without a GPU (its
-# logger writes to stdout itself and does not propagate: a filter on it is the only switch
-# that is not process-wide). transformers warns that the config's loss_type is None, the
-# default of every config, then uses the right loss anyway; and, when two checkpoints are
-# saved within a second, that it orders them by step number instead of file time (right).
-# And it reports a pretrained body loaded under a new task head as a LOAD REPORT of the
-# head's MISSING weights: what fine-tuning is (any other finding in a report still shows).
+# Library log records that say nothing to a user, by logger: DeepSpeed's "Setting accelerator
+# to CPU" (its logger writes to stdout and does not propagate: a filter is the only switch that
+# is not process-wide); transformers' loss_type None and same-second checkpoint ordering, and
+# a LOAD REPORT of a new task head's MISSING weights (what fine-tuning is; other findings show).
 NOISE = {
     "DeepSpeed": lambda r: (
         r.levelno < logging.ERROR and f"{os.sep}accelerator{os.sep}" in r.pathname

@@ -1,8 +1,5 @@
-"""The HTML the notebook displays share: one palette and one table builder.
-
-Every ``_repr_html_`` of the package (a device, a run, a comparison, a memory plan, a
-training plan, the doctor's report, the pickers) draws its tables here, so they look alike
-and escape alike: a cell is text and is escaped, unless it is ``Html`` (markup already made).
+"""The HTML the notebook displays share: one palette and one table builder, so every
+``_repr_html_`` looks and escapes alike (a cell is text, escaped, unless it is ``Html``).
 """
 
 from __future__ import annotations

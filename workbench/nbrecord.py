@@ -1,9 +1,6 @@
-"""Results a notebook records for tests: ``wb.record(name, value)`` and ``wb.records(path)``;
-and a notebook's ``parameters`` cell read back (``parameters(path)``).
-
-A record is a display output with the mime type ``application/vnd.workbench.record+json``
-and a text/plain twin, so it is saved in the notebook, survives papermill, and reads back
-without executing anything.
+"""Results a notebook records for tests (``wb.record``, ``wb.records``), and its ``parameters``
+cell read back: a record is a display output (``application/vnd.workbench.record+json`` and a
+text/plain twin), saved in the notebook and read back without executing anything.
 """
 
 from __future__ import annotations
@@ -25,10 +22,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def record(name: str, value: Any) -> None:
-    """Show ``value`` under ``name`` and keep it in the notebook's outputs.
-
-    Returns None, so a record at the end of a cell is not shown twice.
-    """
+    """Show ``value`` under ``name`` and keep it in the notebook's outputs; returns None."""
     value = _jsonable(value)
     text = f"{name} = {value!r}"
     try:

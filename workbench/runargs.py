@@ -1,15 +1,9 @@
 """A run's arguments: every name ``wb.train`` takes, its default and its check, stated once.
 
-``RunArgs`` is the record ``wb.train``, ``wb.launch``, ``wb.launch_command``, ``wb.profile``,
-the pickers and the train form share, a frozen dataclass whose fields are typed: the doors
-take them as ``**options`` and show them in their signatures (``spelled_out``), the forms
-read their defaults from ``FIELDS`` (drawn from its fields), so a default changed here is a
-default changed everywhere. A name transformers'
-``TrainingArguments`` spells differently (``learning_rate`` for ``lr``) is an alias of the
-record's field: it is checked as the field is, never passed through unchecked.
-
-Checks here need only the values; the ones that need the model, the data or the device
-(a task the data does not have, a precision the chip cannot run) live in ``recipe``.
+``RunArgs`` is the frozen, typed record every door (``spelled_out``), the pickers and the
+train form share (``FIELDS``). A name TrainingArguments spells differently (``learning_rate``
+for ``lr``) is an alias, checked as the field is. Checks that need the model, the data or the
+device live in ``recipe``.
 """
 
 from __future__ import annotations
@@ -106,9 +100,8 @@ def _anything(name: str, value) -> None:
 
 @dataclass(frozen=True)
 class Field:
-    """One argument of a run as the doors see it: its default, its check, the
-    TrainingArguments names that mean the same thing, and its type (as the source spells it).
-    Read from ``RunArgs``' own fields, where each is written once."""
+    """One argument of a run as the doors see it: its default, its check, the TrainingArguments
+    names that mean the same, and its type (as the source spells it), read from ``RunArgs``."""
 
     default: Any
     check: Check = _anything  # check(name, value) raises with the fix; None is the default's
@@ -129,11 +122,9 @@ def _resolved() -> Any:
 @dataclass(frozen=True, kw_only=True)
 class RunArgs:
     """The arguments of one run, in ``wb.train``'s order: each one's name, type, default and
-    check written once, here; the TrainingArguments overrides beside them.
-
-    ``RunArgs.from_options(options)`` takes the keywords a user passed to ``wb.train`` (every
-    value checked); ``to_dict`` / ``from_dict`` round-trip it as a run's spec.json keeps it
-    under ``"args"``. Frozen: ``replace(...)`` makes a checked copy.
+    check written once, here; the TrainingArguments overrides beside them. ``from_options``
+    checks a user's keywords; ``to_dict`` / ``from_dict`` round-trip spec.json's ``"args"``;
+    frozen: ``replace(...)`` makes a checked copy.
     """
 
     max_steps: int | None = _arg(None, _optional(_positive_int))
@@ -257,13 +248,10 @@ def _alias_used(field: str, options: dict[str, Any]) -> str:
     return next(a for a in FIELDS[field].aliases if a in options)
 
 
-# TrainingArguments fields a run's spec.json may carry into ``resume()``: how the model
-# trains (optimizer, schedule, batches, precision, compilation, evaluation and saving
-# cadence, distributed settings). Every other field is the caller's to state at each call,
-# never a run directory's (docs/runs.md: a run directory is data): where results and
-# metrics go (push_to_hub, hub_*, report_to, run_name, project, trackio_*) and the files a
-# run reads (deepspeed, fsdp_config, accelerator_config paths). An allow-list: a field a
-# later transformers adds is refused from a spec until it is read and added here.
+# TrainingArguments fields a run's spec.json may carry into ``resume()``: how the model trains.
+# Every other field is the caller's to state at each call, never a run directory's (docs/runs.md):
+# where results go (push_to_hub, hub_*, report_to, ...) and the files a run reads (deepspeed,
+# fsdp_config, ...). An allow-list: a field a later transformers adds is refused until added.
 RESUMABLE = frozenset(
     {
         "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay", "max_grad_norm",
@@ -320,11 +308,9 @@ def caller_only(args: RunArgs) -> dict[str, Any]:
 
 
 def check_overrides(overrides: dict[str, Any], new_run: bool = False) -> tuple[dict, dict]:
-    """Check a new run's options (``new_run``) or a resume's overrides: run fields (and their
-    aliases) by their checks, every other name must be a TrainingArguments field; one error
-    naming the bad ones, each with the nearest name of either kind (``bach_size``: did you
-    mean batch_size?), before anything is written. A resume's model and data are fixed: a
-    new run takes new ones. Returns (fields, TrainingArguments overrides)."""
+    """Check a new run's options (``new_run``) or a resume's overrides: run fields by their
+    checks, every other name a TrainingArguments field; one error naming the bad ones, each
+    with the nearest name. Returns (fields, TrainingArguments overrides)."""
     import dataclasses
     import difflib
 
@@ -362,11 +348,9 @@ def check_overrides(overrides: dict[str, Any], new_run: bool = False) -> tuple[d
 
 
 def spelled_out(*leave_out: str) -> Callable[[Door], Door]:
-    """Decorate a door that takes the run's arguments as ``**options``: the signature
-    ``help()``, ``inspect`` and IPython's completion read spells out each of ``FIELDS`` (but
-    ``leave_out``) as a keyword with its default and type, then ``**trainer_overrides``.
-    Type checkers read ``Unpack[RunOptions]`` (training/overrides.pyi) instead;
-    tests/test_signatures.py holds the two to ``FIELDS``."""
+    """Decorate a door that takes the run's arguments as ``**options``: its signature (for
+    ``help()``, ``inspect``, completion) spells out ``FIELDS`` but ``leave_out``, then
+    ``**trainer_overrides``; type checkers read ``Unpack[RunOptions]`` (training/overrides.pyi)."""
 
     def decorate(func: Door) -> Door:
         sig = inspect.signature(func)

@@ -1,11 +1,6 @@
-"""The environment variables the workbench reads: its own six, with their readers, and the
-ones other tools set that it also reads (each with who sets it).
-
-Every module reads a variable here: through ``get`` and ``is_set`` (which refuse a name
-``VARIABLES`` does not list) or a reader below (``runs_root``, ``cache_root``...).
-``tests/test_layers.py`` fails on an ``os.environ`` / ``os.getenv`` lookup anywhere else and
-on a variable missing from the table: this table is the one list. Light: imports nothing but
-the standard library.
+"""The environment variables the workbench reads: its own, with their readers, and the ones
+other tools set that it also reads. The one list: ``tests/test_layers.py`` fails on an
+``os.environ`` lookup anywhere else. Imports nothing but the standard library.
 """
 
 from __future__ import annotations
@@ -69,9 +64,8 @@ def get(name: str) -> str | None: ...
 @overload
 def get(name: str, default: str) -> str: ...
 def get(name: str, default: str | None = None) -> str | None:
-    """The value of the listed variable ``name``, else ``default`` (None: unset stays None,
-    as a caller that restores the environment needs). Every lookup of the package's goes
-    through here or the readers below; a name not in ``VARIABLES`` is a KeyError."""
+    """The value of the listed variable ``name``, else ``default`` (None: unset stays None); a
+    name not in ``VARIABLES`` is a KeyError."""
     return os.environ.get(_listed(name), default)
 
 

@@ -1,9 +1,6 @@
-"""The one module that imports the Habana bridge (``habana_frameworks``).
-
-``hpu.py`` builds the HPU backend record from these functions, and the Trainer gets
-FusedAdamW from here, so no other module imports the bridge. Nothing
-here imports ``torch`` or the bridge at module import time: the bridge loads on the first
-probe (``bridge()``), after the execution mode and the recipe cache have been chosen.
+"""The one module that imports the Habana bridge (``habana_frameworks``), never at module import
+time: the bridge loads on the first probe (``bridge()``), after the execution mode and the
+recipe cache have been chosen.
 """
 
 from __future__ import annotations
@@ -60,11 +57,8 @@ def holds_card() -> bool:
 
 def hpu_mode() -> str | None:
     """The HPU execution mode of this process, ``"lazy"`` or ``"eager"``, as the bridge
-    reports it (``utils.internal.is_lazy()``); None without a bridge.
-
-    The bridge reads ``PT_HPU_LAZY_MODE`` once and keeps its answer, so the variable can
-    disagree with the real mode afterwards; anything but "0" means lazy to it.
-    """
+    reports it (``utils.internal.is_lazy()``: it reads ``PT_HPU_LAZY_MODE`` once, so the
+    variable can disagree later); None without a bridge."""
     if bridge() is None:
         return None
     return "lazy" if _is_lazy() else "eager"
@@ -86,12 +80,10 @@ def mode_env(mode: str) -> dict[str, str]:
 
 
 def set_hpu_mode(mode: str) -> None:
-    """Choose Gaudi's execution mode for this process, before the bridge loads.
-
-    ``lazy`` sets ``PT_HPU_LAZY_MODE=1``; ``eager`` and ``compile`` set 0 (compile adds
-    ``torch.compile`` at train time). The bridge fixes the mode when it loads, which current
-    bridges do on ``import torch`` (a ``torch.backends`` entry point, unless lazy mode is
-    chosen): asking for another mode afterwards raises an error that says to restart.
+    """Choose Gaudi's execution mode for this process, before the bridge loads: ``lazy`` sets
+    ``PT_HPU_LAZY_MODE=1``; ``eager`` and ``compile`` set 0. The bridge fixes the mode as it
+    loads (current bridges on ``import torch``): another mode afterwards raises, saying to
+    restart.
     """
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
@@ -115,12 +107,9 @@ def set_hpu_mode(mode: str) -> None:
 def mode_for_probe(mode: str | None) -> Iterator[None]:
     """Gaudi's execution mode ``mode`` (None: as it is) for the device probe in the block.
 
-    The probe loads the bridge, which reads ``PT_HPU_LAZY_MODE`` once, as it loads: where the
-    block loaded it the mode is this process's for good and the variable stays (``bridge()``
-    sets it to the mode the bridge took); where it did not (no Gaudi here) or raised, the
-    variable is put back as it was. A bridge loaded already keeps its mode (another one is
-    refused, with the fixes). Not accelerate's ``patch_environment``: importing accelerate
-    imports torch, which loads the bridge, in eager mode, before the variable is set.
+    The bridge reads ``PT_HPU_LAZY_MODE`` once, as it loads: where the block loaded it the
+    variable stays, else it is put back. Not accelerate's ``patch_environment``: importing
+    accelerate imports torch, which loads the bridge in eager mode before the variable is set.
     """
     if mode is None or loaded():
         if mode is not None:
@@ -162,13 +151,9 @@ def _recipe_value() -> str:
 
 def prepare_recipe_cache() -> None:
     """Keep compiled HPU graphs (recipes) on disk between runs and processes: set
-    ``PT_HPU_RECIPE_CACHE_CONFIG`` (unless it is set) where a Habana bridge is installed and
-    not loaded yet.
-
-    ``import workbench`` calls this, because the bridge reads the variable as it loads, and in
-    eager mode ``import torch`` loads it (a ``torch.backends`` entry point): a notebook that
-    imports workbench first keeps the cache, one that imported torch first is told it has none.
-    Workers inherit the variable, so all ranks share one cache.
+    ``PT_HPU_RECIPE_CACHE_CONFIG`` (unless set) where a bridge is installed and not loaded yet.
+    ``import workbench`` calls this: the bridge reads the variable as it loads, which in eager
+    mode ``import torch`` does. Workers inherit the variable, so all ranks share one cache.
     """
     if not has_bridge() or settings.is_set(RECIPE_VARIABLE):
         return
@@ -208,8 +193,7 @@ def bridge():
 
 
 # The bridge's own check (habana_frameworks/torch/__init__.py @ 5a56187): torch's major.minor
-# must be the one it was built against, so a `pip install torch` (or a package that pulls
-# another torch in) over the container's breaks it.
+# must be the one it was built against (a `pip install torch` over the container's breaks it)
 _BROKEN = (
     "the Habana bridge (habana_frameworks.torch) failed to import on a machine with Gaudi cards "
     "({seen}): {error}. Without it nothing would run on the cards. The usual cause is a torch "
@@ -256,9 +240,8 @@ def filesystem(path, mounts="/proc/mounts") -> str | None:
 
 
 def _warn_if_nfs(path: str) -> None:
-    # The bridge's disk cache serialises processes with flock() on files in this directory
-    # (cache_file_handler.cpp in the bridge): on NFS such locks depend on the server's lock
-    # manager, and every graph load crosses the network.
+    # The bridge's disk cache serialises processes with flock() (cache_file_handler.cpp): on
+    # NFS such locks depend on the server's lock manager, and every graph load crosses the network
     if (filesystem(path) or "").startswith("nfs"):
         warnings.warn(
             f"the HPU recipe cache {path} is on NFS: the bridge locks its files with "
@@ -315,8 +298,7 @@ def one_device(index: int) -> int:
 
 def memory(index: int) -> dict[str, int]:
     """allocated / peak / total bytes of one HPU."""
-    # memory_stats() is the source of truth on Gaudi: hl-smi does not see tensor
-    # allocations. Keys: InUse, MaxInUse, Limit (bytes).
+    # memory_stats() is the truth on Gaudi (hl-smi sees no tensors): InUse, MaxInUse, Limit
     stats = torch_hpu().memory_stats(one_device(index))
     allocated = int(stats.get("InUse", 0))
     return {
@@ -339,8 +321,7 @@ def synchronize(index: int) -> None:
 
 def mark_step() -> None:
     """Run the graph accumulated so far (lazy mode only)."""
-    # Lazy mode accumulates ops into a graph that runs at mark_step; in eager mode the
-    # bridge's mark_step is a no-op (it warned once when the bridge loaded), so we skip it.
+    # the graph so far runs at mark_step in lazy mode; eager mode's mark_step is a no-op
     if hpu_mode() == "lazy":
         importlib.import_module("habana_frameworks.torch.core").mark_step()
 
@@ -357,10 +338,8 @@ def _metric_stats(name: str) -> dict | None:
 
 def compiles() -> int | None:
     """Graphs the bridge has compiled so far; None when the counter is unreadable."""
-    # graph_compilation counts the graphs the bridge compiles for lazy mode and torch.compile
-    # (a new input shape is a new graph, the main Gaudi performance trap); graphs compiled
-    # for single ops in eager mode are not counted, so eager mode without compile stays near
-    # 0.
+    # graph_compilation counts the graphs compiled for lazy mode and torch.compile (a new input
+    # shape is a new graph); not eager mode's single-op graphs
     stats = _metric_stats("graph_compilation")
     if stats is None:
         return None
@@ -383,12 +362,10 @@ def fallbacks() -> dict[str, int] | None:
 def host_syncs() -> int | None:
     """Host round trips the bridge reports so far (one per CPU fallback); None when
     unreadable."""
-    # The bridge's boxed fallback hands the op to at::native::cpu_fallback, which copies
-    # every HPU input to the host and the results back (hpu_ops/cpu_fallback.cpp:86-115 @
-    # 5a56187): the host waits for the device, and in lazy mode the graph accumulated so far
-    # runs first ("step marker due to cpu fallback", habana_kernels/fallback_helper.h:50).
-    # cpu_fallback's TotalNumber counts those runs. The bridge counts no other host sync (no
-    # metric for .item() or .cpu()), so reads the code asks for are not in this count.
+    # The boxed fallback copies every HPU input to the host and back (hpu_ops/cpu_fallback.cpp:
+    # 86-115 @ 5a56187): a host sync, and in lazy mode the graph so far runs first
+    # (habana_kernels/fallback_helper.h:50). The bridge counts no other host sync (.item(),
+    # .cpu()), so reads the code asks for are not in this count.
     stats = _metric_stats("cpu_fallback")
     if stats is None:
         return None

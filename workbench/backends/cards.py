@@ -1,18 +1,11 @@
 """The cards of this machine and who holds them, read from the operating system.
 
-On Gaudi a card belongs to the first process that touches it, for the rest of that process's
-life, and the driver shows that ownership the one way every process can see: the owner keeps
-the card's device file open (``/dev/accel/accel<N>``, ``/dev/hl<N>`` with older drivers). So a
-card's holders are the processes with an open file descriptor on its device file
-(``/proc/<pid>/fd``), never an answer from the device runtime, which on Gaudi would take a card
-to answer. A holder that is a Jupyter kernel says which notebook it serves through
-``JPY_SESSION_NAME`` in its environment (jupyter_server sets it for each session's kernel).
-Its user is the owner of ``/proc/<pid>`` (the process's real uid), named from the password
-database: on a node shared by a room of students, who holds each card.
-
-Processes of other users cannot be read without privileges (``/proc/<pid>/fd`` is the
-owner's and root's): their holds show through the hold records their users' processes leave
-(``holds``), and :func:`no_card` counts the ones that left none.
+On Gaudi a card belongs to the first process that touches it, and its owner keeps the card's
+device file open (``/dev/accel/accel<N>``, ``/dev/hl<N>`` with older drivers): a card's holders
+are the processes with an open file descriptor on it (``/proc/<pid>/fd``), never the device
+runtime's answer (which would take a card). A Jupyter kernel holder names its notebook through
+``JPY_SESSION_NAME`` (jupyter_server sets it). Other users' processes show through their hold
+records (``holds``): their ``/proc/<pid>/fd`` is unreadable without privileges.
 """
 
 from __future__ import annotations
@@ -89,8 +82,7 @@ class Card:
     @property
     def select(self) -> int | None:
         """The number a child's environment names this card by: the module id, else (a GPU)
-        the index; None for a Gaudi whose module id is unknown (without HLML or the driver's
-        sysfs), since its index and device-file number need not be its module id."""
+        the index; None for a Gaudi whose module id is unknown (its index need not be it)."""
         if self.module is not None:
             return self.module
         return None if self.kind == "hpu" else self.index
@@ -171,9 +163,8 @@ def owner(pid: int, proc: Path = PROC) -> str | None:
 
 
 def with_holders(cards: list[Card], proc: Path = PROC) -> list[Card]:
-    """``cards`` with their holders filled in from the processes' open files, and from the
-    other users' hold records (``holds``: the holds ``/proc`` hides from this user); this
-    user's holds are recorded for the others in turn."""
+    """``cards`` with their holders from the processes' open files and the other users' hold
+    records (``holds``); this user's holds are recorded for the others in turn."""
     opened = openers([c.path for c in cards if c.path], proc)
     paths = {os.path.realpath(c.path): c.path for c in cards if c.path}
     me, mine = os.getuid(), {}
@@ -225,9 +216,8 @@ NO_CARD_FIXES = (
 
 
 def kernel_users(proc: Path = PROC) -> list[str]:
-    """The users of this machine's other Jupyter kernels (a process whose command line names a
-    ``kernel-<id>.json`` connection file), this process's user left out: command lines and
-    owners are readable by every user, open files are not."""
+    """The users of this machine's other Jupyter kernels (a command line naming a
+    ``kernel-<id>.json``), this process's user left out: command lines are readable by all."""
     me, found = os.getuid(), set()
     for entry in os.listdir(proc):
         if not entry.isdigit():
@@ -271,14 +261,10 @@ WORKER_FIX = (
 
 
 def placement(cards: list[Card], devices: int, visible_env: str | None) -> dict[str, str]:
-    """The environment that puts ``devices`` workers on free cards: ``{}`` when no card is
-    held (every card is free to the workers), else ``visible_env`` naming free cards; ``{}``
-    too where the cards' numbers are unknown (a Gaudi without HLML or sysfs module ids): the
-    bridge then gives each worker a free card itself (``synapse_helpers/device.cpp``: a held
-    ``HLS_MODULE_ID`` falls back to any free module when ``HABANA_VISIBLE_MODULES`` is unset).
-
-    Raises RuntimeError before anything starts when fewer than ``devices`` are free: it names
-    the cards held, their holders, and the fixes.
+    """The environment that puts ``devices`` workers on free cards: ``{}`` when none is held,
+    or where the cards' numbers are unknown (the bridge then gives each worker a free card:
+    ``synapse_helpers/device.cpp``), else ``visible_env`` naming free cards. Raises
+    RuntimeError, naming the holders and the fixes, when fewer than ``devices`` are free.
     """
     if not cards or visible_env is None:
         return {}

@@ -1,17 +1,11 @@
 """The Gaudi driver's device files: where this machine shows its cards without taking one.
 
-The driver makes ``/dev/accel/accel<N>`` for each card (older drivers ``/dev/hl<N>``; Intel's
-Gaudi installation docs). A process that holds a card keeps its file open, so the files
-answer both "how many cards" (``_bridge.cards_seen``, ``hpu``'s inventory) and "who holds
-which" (``cards``). A container that mounts them elsewhere names its globs in
-``WORKBENCH_HPU_DEVICE_FILES`` (separated by ``os.pathsep``). Nothing else in the workbench
-looks for them.
-
-A file's number is the card's minor, not its module id (the number ``HABANA_VISIBLE_MODULES``
-and ``HLS_MODULE_ID`` use): the driver shows the module id, the card's place on the board, in
-sysfs as ``/sys/class/accel/accel<minor>/device/module_id`` (linux commit ce06bc9d7209,
-Documentation/ABI/testing/sysfs-driver-habanalabs), read by :func:`module_ids`
-(``WORKBENCH_HPU_SYSFS`` names another ``/sys/class/accel``).
+The driver makes ``/dev/accel/accel<N>`` per card (older drivers ``/dev/hl<N>``; Intel's Gaudi
+installation docs); a holder keeps its file open. A container that mounts them elsewhere names
+its globs in ``WORKBENCH_HPU_DEVICE_FILES`` (``os.pathsep``-separated). A file's number is the
+card's minor, not its module id (``HABANA_VISIBLE_MODULES``, ``HLS_MODULE_ID``): the driver
+shows that in sysfs, ``/sys/class/accel/accel<minor>/device/module_id`` (linux ce06bc9d7209,
+Documentation/ABI/testing/sysfs-driver-habanalabs; ``WORKBENCH_HPU_SYSFS`` names another).
 """
 
 from __future__ import annotations
@@ -43,9 +37,8 @@ def device_files() -> dict[int, str]:
 
 
 def module_ids(minors) -> dict[int, int]:
-    """The module id of each card (by its minor) whose driver says it in sysfs; a card the
-    driver does not describe (older drivers, or sysfs not mounted in a container) is left
-    out."""
+    """The module id of each card (by its minor) whose driver says it in sysfs (older drivers,
+    or a container without sysfs, leave cards out)."""
     root = settings.get(SYSFS_ENV, "").strip() or SYSFS
     out: dict[int, int] = {}
     for minor in minors:

@@ -1,8 +1,4 @@
-"""HLML, Habana's management library (NVML's counterpart for Gaudi): its ``Vendor`` record.
-
-``hpu`` reads the cards' monitor and driver through it, and ``_bridge`` asks it whether this
-machine has Gaudi cards at all (without taking one) when the bridge fails to import.
-"""
+"""HLML, Habana's management library (NVML's counterpart for Gaudi): its ``Vendor`` record."""
 
 from __future__ import annotations
 

@@ -1,16 +1,11 @@
 """Hold records: which cards each user's processes hold, told to the node's other users.
 
-Linux shows a process's open files (``/proc/<pid>/fd``, how ``cards`` finds a card's holders)
-to its owner and root only, so on a node shared by a room a student sees their own holds and
-the others' cards as free. Each user's processes therefore leave a record of the holds they
-can see of their own user, one file per holding process, in a folder every user may write
-(``WORKBENCH_HOLDS``, default ``/tmp/workbench-holds``, made with the mode of ``/tmp``: 1777,
-so a user may remove only their own files). A record is data, trusted for as little as it can
-be: its user is the file's owner (never its text), and a reader keeps it only while the
-process it names is alive, owned by that same user, and started when the record says (its
-start time in ``/proc/<pid>/stat``, which every user may read): a record left by a process
-that has exited, or by a user about another user's process, shows nothing. Its cards are
-device-file paths, only ever compared with the cards the reader lists, never opened.
+Linux shows a process's open files to its owner and root only, so each user's processes leave
+a record of their own holds, one file per holding process, in a folder every user may write
+(``WORKBENCH_HOLDS``, default ``/tmp/workbench-holds``, mode 1777). A record is untrusted data:
+its user is the file's owner (never its text), and a reader keeps it only while the process it
+names is alive, owned by that user, and started when the record says (``/proc/<pid>/stat``).
+Its cards are device-file paths, only compared with the reader's cards, never opened.
 """
 
 from __future__ import annotations
@@ -107,11 +102,9 @@ def _alive(uid: int, record: dict, proc: Path) -> bool:
 
 
 def exchange(held: dict[int, list[str]], looked_at: set[str], proc: Path) -> dict[str, list[int]]:
-    """Tell and hear, in one reading of the folder. Record, for each process of this user in
-    ``held`` (pid -> the device files it holds, resolved), its holds; remove this user's
-    records of processes that have exited, or that hold none of ``looked_at`` (the cards
-    whose holders were just read) and name no other. Returns, for each card of
-    ``looked_at``, the pids that other users' live records say hold it."""
+    """Tell and hear, in one reading of the folder: record the holds of this user's processes
+    in ``held`` (pid -> device files), remove this user's stale records, and return, for each
+    card of ``looked_at``, the pids other users' live records say hold it."""
     me, found = os.getuid(), {}
     fd = _open(create=bool(held))
     if fd is None:

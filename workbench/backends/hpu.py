@@ -1,9 +1,6 @@
-"""Intel Gaudi: the HPU backend record, built from the bridge's functions (``_bridge``, the
-one module that imports ``habana_frameworks``) and Habana's management library (HLML).
-
-Also the public face of Gaudi's execution modes (``MODES``, ``hpu_mode``, ``set_hpu_mode``,
-``mode_for_probe``)
-and of the recipe cache's place (``recipe_cache``).
+"""Intel Gaudi: the HPU backend record, from the bridge's functions (``_bridge``) and HLML; also
+the execution modes (``MODES``, ``hpu_mode``, ``set_hpu_mode``, ``mode_for_probe``) and the
+recipe cache's place (``recipe_cache``).
 """
 
 from __future__ import annotations
@@ -95,10 +92,9 @@ def _pool(name: str) -> int | None:
 
 
 def total_memory(index: int) -> int:
-    """Bytes the bridge's allocator can hand out (``memory_stats()["Limit"]``), less than the
-    HBM HLML reports (94.6 of 96 GiB on a Gaudi 2). Read from the bridge where this process
-    holds its card already (asking would take one otherwise), else the chip table's pool for
-    HLML's model name, else HLML's HBM total; 0 where only the device files are known."""
+    """Bytes the bridge's allocator can hand out (``memory_stats()["Limit"]``, 94.6 of 96 GiB
+    on a Gaudi 2): the bridge's where this process holds its card already (asking would take
+    one), else the chip table's pool, else HLML's HBM total; 0 where only files are known."""
     if _bridge.holds_card():
         return _bridge.memory(index)["total"]
     row = _row(index)
@@ -115,10 +111,8 @@ def generation() -> str | None:
 
 
 def monitor() -> list[dict]:
-    """Every Gaudi card, through HLML, without HLML's "used" memory: once a process holds a
-    card the bridge reserves nearly all of its HBM, so "used" says the card is held, not how
-    much its tensors take (``memory_stats``, in the holder, does; the panel takes that from
-    the holder's run). Total: the allocator's pool where the chip table knows it."""
+    """Every Gaudi card, through HLML, without HLML's "used" memory (the bridge's reservation,
+    nearly all HBM once held); total: the allocator's pool where the chip table knows it."""
     readings = read_vendor(HLML)
     for r in readings:
         r["mem_used"] = None

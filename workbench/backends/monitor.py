@@ -1,16 +1,9 @@
 """Device readings for the side panel: utilisation, memory, power and temperature, per device.
 
-One reader for the management libraries shaped like NVML (HLML is NVML's counterpart for
-Gaudi), driven by each backend's ``Vendor`` record (``hlml.HLML``, ``cuda.NVML``); the CPU's
-reader is in ``cpu.py``. Readings go through the vendor's management library, never
-through torch (a panel that polls every few seconds must not load a framework, nor touch
-a device a training process is using): HLML (``pyhlml``, PyPI ``habana-pyhlml``) on
-Gaudi, NVML (``pynvml``, PyPI ``nvidia-ml-py``) on NVIDIA GPUs, psutil on the CPU.
-
-Each reader returns one dict per device with the keys in ``FIELDS``; a metric a device
-does not report is None. A reader that cannot run here raises ``Unavailable`` with the
-reason and the fix. The management libraries are started once per process (starting
-one loads a driver library), the first time a reader needs them.
+One reader for the NVML-shaped management libraries (HLML on Gaudi, NVML on NVIDIA), driven by
+each backend's ``Vendor`` record; never torch (a panel polling every few seconds must not load
+a framework nor touch a device in use). Each reading has the keys in ``FIELDS`` (None: not
+reported); a reader that cannot run raises ``Unavailable`` with the reason and the fix.
 """
 
 from __future__ import annotations
@@ -86,9 +79,8 @@ def _start(v: Vendor) -> Any:
     module = v.module
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter(
-                "ignore", DeprecationWarning
-            )  # pyhlml 1.24 imports its own deprecated module
+            # pyhlml 1.24 imports its own deprecated module
+            warnings.simplefilter("ignore", DeprecationWarning)
             lib = importlib.import_module(module)
     except ImportError:
         raise Unavailable(
@@ -162,11 +154,8 @@ def read_vendor(v: Vendor) -> list[dict[str, Any]]:
         raise Unavailable(f"{v.library} started but could not list the {v.what}: {e}") from None
     out = []
     for i, h in enumerate(handles):
-        util, memory, power = (
-            call("GetUtilizationRates", h),
-            call("GetMemoryInfo", h),
-            call("GetPowerUsage", h),
-        )
+        util, memory = call("GetUtilizationRates", h), call("GetMemoryInfo", h)
+        power = call("GetPowerUsage", h)
         out.append(
             reading(
                 v.kind,
@@ -219,8 +208,7 @@ def inventory(v: Vendor) -> list[dict[str, Any]]:
 
 def driver_from_tool(command: tuple[str, ...], v: Vendor) -> tuple[str | None, str]:
     """(driver version or None, where it was read or why not): the vendor's command-line tool
-    when it is on PATH, else the management library (started once per process, as the
-    readers start it)."""
+    when it is on PATH, else the management library."""
     if shutil.which(command[0]):
         try:
             out = subprocess.run(list(command), capture_output=True, text=True, timeout=20)

@@ -70,8 +70,7 @@ class DeviceCalls:
     compiles: Callable[[], int | None] = lambda: None  # graph compilations so far
     # ops run on the host for want of a device kernel so far, by op name (None: not counted)
     fallbacks: Callable[[], dict[str, int] | None] = lambda: None
-    # times the host waited for the device's data so far, as the device reports them (None:
-    # not counted)
+    # times the host waited for the device's data so far (None: not counted)
     host_syncs: Callable[[], int | None] = lambda: None
     # the model ready to evaluate
     inference: Callable[[Any, str | None], Any] = lambda model, mode: model.eval()

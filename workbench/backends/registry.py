@@ -1,12 +1,6 @@
 """The backend table and the devices: one record per device kind (``hpu``, ``cuda``, ``cpu``),
 each built in its own file, and ``DeviceInfo``, what ``wb.device()`` says of one of them.
-
-Every choice that depends on the device (precision, fused optimizer, compile backend and
-default, static shapes, distributed backend, profiler activities, how to read memory,
-``mark_step``) reads a record from ``BACKENDS``; every hardware figure (HBM, peak TFLOP/s,
-which precisions run) comes from ``chips.CHIPS``, and ``chip()`` finds a device's record
-there. Nothing here imports ``torch`` or ``habana_frameworks`` at module import time; the
-Habana bridge lives in ``_bridge``.
+Nothing here imports ``torch`` or ``habana_frameworks`` at module import time.
 """
 
 from __future__ import annotations
@@ -38,10 +32,8 @@ def backend(kind: str) -> Backend:
 
 
 def step_marker(torch_device) -> Callable[[], None]:
-    """The ``mark_step`` of the backend a tensor or module sits on (``torch_device``: a
-    ``torch.device`` or its string): in HPU lazy mode it runs the graph accumulated so far, on
-    every other device it does nothing. Loops that are not training steps (sampling,
-    generation) call it once per step, as optimum-habana's pipelines do."""
+    """The ``mark_step`` of the backend ``torch_device`` (a device or its string) is on: in HPU
+    lazy mode it runs the graph so far, elsewhere nothing (as optimum-habana's pipelines do)."""
     kind = str(torch_device).split(":")[0]
     found = BACKENDS.get(kind)
     return found.calls.mark_step if found is not None else _no_step
@@ -59,11 +51,8 @@ def compiles_per_shape(torch_device) -> bool:
 
 # --------------------------------------------------------------------------- chips
 def chip(device: str | DeviceInfo) -> Chip | None:
-    """The ``CHIPS`` record of a name (``"H100"``, ``"NVIDIA A100-SXM4-40GB"``) or a DeviceInfo.
-
-    A DeviceInfo of a model the table does not know gives None; a name that matches no
-    chip raises an error that lists the known ones.
-    """
+    """The ``CHIPS`` record of a name (``"H100"``, ``"NVIDIA A100-SXM4-40GB"``) or a DeviceInfo:
+    None for a DeviceInfo the table does not know; a name that matches none raises."""
     if isinstance(device, DeviceInfo):
         return (
             match(device.generation, device.kind)
@@ -77,10 +66,8 @@ def chip(device: str | DeviceInfo) -> Chip | None:
 
 
 def peak_tflops(device: str | DeviceInfo, precision: str = "bf16") -> float | None:
-    """Dense peak TFLOP/s of ``device`` in ``precision``; None where unknown (CPUs, Gaudi1).
-
-    ``precision="auto"`` is the device's own choice (a DeviceInfo) or bf16 (a name).
-    """
+    """Dense peak TFLOP/s of ``device`` in ``precision`` (``"auto"``: the device's choice, or
+    bf16 for a name); None where unknown (CPUs, Gaudi1)."""
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
     if precision == "auto":
@@ -181,10 +168,7 @@ class DeviceInfo:
             raise RuntimeError(f"device {self.kind!r} is not available in this process")
 
     def memory(self) -> dict[str, int]:
-        """Memory in bytes with the same keys everywhere: allocated, peak, total.
-
-        On CPU, allocated is the process RSS, peak the peak RSS, total the system memory.
-        """
+        """Memory in bytes, keys allocated, peak, total (CPU: the RSS, its peak, the system)."""
         self._require()
         return self.backend.calls.memory(self.index)
 
@@ -207,9 +191,8 @@ class DeviceInfo:
         return self.backend.calls.compiles() if self.available else None
 
     def dynamo_graphs(self) -> int | None:
-        """Graphs ``torch.compile`` has traced so far in this process, on any device (a
-        count that keeps rising after warm-up means recompiles); None before anything was
-        compiled."""
+        """Graphs ``torch.compile`` has traced in this process, on any device (rising after
+        warm-up: recompiles); None before anything was compiled."""
         # dynamo's own counters (torch._dynamo.utils.counters["stats"]["unique_graphs"]):
         # every traced graph, recompiles for new shapes included. Never imports dynamo.
         utils = sys.modules.get("torch._dynamo.utils")
@@ -223,8 +206,7 @@ class DeviceInfo:
 
     def host_syncs(self) -> int | None:
         """Times the host has waited for the device's data so far, as the device reports them
-        (HPU: the round trips of its CPU fallbacks); None where the backend does not count
-        them."""
+        (HPU: its CPU fallbacks' round trips); None where the backend does not count them."""
         return self.backend.calls.host_syncs() if self.available else None
 
     def graph_breaks(self) -> int | None:
@@ -377,11 +359,8 @@ def device_in_mode(kind: str = "auto", mode: str | None = None) -> DeviceInfo:
 
 
 def launch_env(dev: DeviceInfo, devices: int, mode: str | None = None) -> dict[str, str]:
-    """The environment that puts ``devices`` workers on free cards of ``dev``'s kind (read
-    again now): ``{}`` when none is held; a refusal naming the holders and the fixes when
-    fewer than ``devices`` are free. On Gaudi it also carries the workers' execution mode
-    when ``mode`` names one: each worker's bridge reads it as it loads, which current bridges
-    do at ``import torch``. Reads the OS, starts nothing."""
+    """The environment that puts ``devices`` workers on free cards of ``dev``'s kind
+    (``cards.placement``), with the workers' execution mode on Gaudi when ``mode`` names one."""
     b = dev.backend
     env = cards.placement(b.monitoring.cards(), devices, b.deploy.visible_env)
     if mode is not None and dev.kind == "hpu":

@@ -1,7 +1,5 @@
-"""torchrun's environment, as a process sees it: its rank, the world's size, its local rank.
-
-One place reads the variables torchrun (and DeepSpeed's and Slurm's launchers through it)
-sets for each worker; outside a launcher a process is rank 0 of a world of one.
+"""torchrun's environment, as a process sees it: its rank, the world's size, its local rank
+(outside a launcher, rank 0 of a world of one).
 """
 
 from __future__ import annotations

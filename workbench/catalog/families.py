@@ -1,7 +1,5 @@
-"""The catalog's data: model families, their tasks, tiny configs and named sizes.
-
-Plain data, no imports of torch or transformers: ``catalog`` builds specs from it and the
-pickers list it.
+"""The catalog's data: model families, their tasks, tiny configs and named sizes. Plain data,
+no imports of torch or transformers.
 """
 
 from __future__ import annotations
@@ -19,8 +17,7 @@ TASK_CLASSES = {
     "seq2seq": "AutoModelForSeq2SeqLM",
 }
 
-# family -> its default task, the tasks it supports, its tiny config, and named sizes
-# (hub id + the architecture fields that differ from the tiny config).
+# family -> its tasks (the first the default), tiny config and named sizes (hub id, fields)
 FAMILIES: dict[str, dict[str, Any]] = {
     "bert": {
         "about": "encoder (BERT), sequence classification",

@@ -1,8 +1,5 @@
-"""The Hugging Face hub, seen from here: is it switched off, is a repo in the local cache,
-and the one message for an id that could not be fetched (why, and each way to fix it).
-
-Nothing here reaches the network: the offline switch is an environment variable (or the
-hub library's own reading of it), the cache is a directory on disk.
+"""The Hugging Face hub, seen from here without the network: is it switched off, is a repo in
+the local cache, and the one message for an id that could not be fetched (why, and the fixes).
 """
 
 from __future__ import annotations
@@ -23,11 +20,8 @@ WEIGHTS = (
 
 
 def offline_switch(what: str = "model") -> str | None:
-    """The variable that switches the hub off for a ``what`` (``HF_HUB_OFFLINE=1``), or None.
-
-    huggingface_hub reads ``HF_HUB_OFFLINE`` once, when it is imported: a variable set later
-    changes nothing for it, so once imported its own reading counts too.
-    """
+    """The variable that switches the hub off for a ``what`` (``HF_HUB_OFFLINE=1``), or None
+    (huggingface_hub reads it once, at import: after that its own reading counts too)."""
     names = ["HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"] + (
         ["HF_DATASETS_OFFLINE"] if what == "dataset" else []
     )

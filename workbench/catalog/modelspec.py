@@ -1,27 +1,23 @@
-"""The model catalog: families, sizes and tasks, and serialisable ``ModelSpec``s.
-
-``tiny`` models are random-initialised from small configs with the tokenizers that ship in
-``workbench/assets/tokenizers`` and need no hub. Named sizes map to hub ids and carry their
-architecture so that ``num_params`` works offline; any hub id or local directory works too.
+"""The model catalog's specs: ``ModelSpec``, ``model()`` and ``models()``. ``tiny`` models are
+random-initialised with the shipped tokenizers (no hub); named sizes carry their architecture
+so that ``num_params`` works offline; any hub id or local directory works too.
 """
 
 from __future__ import annotations
 
-import difflib
 import importlib.util
 import json
-import math
-import numbers
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 # pipeline imports no torch: the libraries load when a part is built
 from ..diffusion import pipeline
+from ..diffusion.unet import new_unet, unet_class
 from . import hub
 from .families import FAMILIES, MINILM, TASK_CLASSES  # noqa: F401  (TASK_CLASSES: public here too)
 from .hub import hub_error
+from .lora import check_options, wrap_model
 
 ASSETS = Path(__file__).parents[1] / "assets"
 TOKENIZERS = ASSETS / "tokenizers"
@@ -59,7 +55,6 @@ def minilm_path() -> Path:
 
 # Parameter counts by (family, task, config), a tiny config's vocabulary size and special ids by
 # (shipped tokenizer, task): the planner asks for the same few models hundreds of times
-# (wb.plan_accuracy: 440 counts; 430 tokenizer loads took 8 of its 14 CPU s before this cache).
 _PARAM_COUNTS: dict[tuple[str, str, str], int] = {}
 _TOKEN_FIELDS: dict[tuple[str, str], dict[str, int]] = {}
 
@@ -335,10 +330,8 @@ class ModelSpec:
         return model, tok
 
     def new_head(self, num_labels: int | None) -> str | None:
-        """Why a pretrained classifier gets a new classification head for ``num_labels``
-        classes (it was saved with another number: the head is replaced, randomly
-        initialised, through transformers' ``ignore_mismatched_sizes``; the body's weights
-        are kept); None when its head fits, or it has none (transformers adds one anyway)."""
+        """Why a pretrained classifier saved with another number of classes gets a new, random
+        head (transformers' ``ignore_mismatched_sizes``); None when its head fits or it has none."""
         if self.task != "classification" or self.source is None or num_labels is None:
             return None
         from transformers import AutoConfig
@@ -358,58 +351,7 @@ class ModelSpec:
 
     def wrap_lora(self, model):
         """Wrap ``model`` with LoRA adapters (peft) as ``self.lora`` says."""
-        try:
-            import peft
-        except ImportError:
-            raise ImportError("LoRA needs peft: pip install 'gaudi-workbench[lora]'") from None
-        task = {
-            "causal_lm": peft.TaskType.CAUSAL_LM,
-            "classification": peft.TaskType.SEQ_CLS,
-            "seq2seq": peft.TaskType.SEQ_2_SEQ_LM,
-        }[self.task]
-        cfg = dict(self.lora or {})
-        # peft's own errors name its internals: say which lora= option, and what would do
-        try:
-            config = peft.LoraConfig(
-                task_type=task,
-                r=cfg.pop("r", 8),
-                lora_alpha=cfg.pop("alpha", 16),
-                lora_dropout=cfg.pop("dropout", 0.05),
-                target_modules=cfg.pop("target_modules", None),
-                **cfg,
-            )
-            with (
-                warnings.catch_warnings()
-            ):  # peft reads transformers' deprecated name; nothing for you to change
-                warnings.filterwarnings(
-                    "ignore", r"`is_gradient_checkpointing` is deprecated", FutureWarning
-                )
-                return peft.get_peft_model(model, config)
-        except (ValueError, TypeError, NotImplementedError) as e:
-            raise ValueError(self._lora_error(model, e)) from None
-
-    def _lora_error(self, model, error: Exception) -> str:
-        """One message for a ``lora=`` that peft refuses: the option, peft's reason, the fix."""
-        if "target modules" in str(error).lower() or "target_modules" in str(error):
-            import torch
-
-            names = sorted(
-                {
-                    n.rsplit(".", 1)[-1]
-                    for n, m in model.named_modules()
-                    if isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D"
-                }
-            )
-            return (
-                f"lora: target_modules {(self.lora or {}).get('target_modules')!r} match no layer "
-                f"of {self.name}; its linear layers: {', '.join(names)} (e.g. "
-                f"lora={{'r': 8, 'target_modules': {names[:2]!r}}})"
-            )
-        return (
-            f"lora: {self.lora!r} is not a LoRA configuration peft takes ({error}): fix that "
-            "option, or leave it out (r, alpha, dropout, target_modules and peft.LoraConfig's "
-            "fields)"
-        )
+        return wrap_model(model, self.lora, self.task, self.name)
 
     def _build_unet(self):
         from diffusers.image_processor import VaeImageProcessor
@@ -458,29 +400,6 @@ class ModelSpec:
         return f"ModelSpec({self.name}, task={self.task}{src})"
 
 
-def unet_class(cfg: dict):
-    """diffusers' UNet class for a catalog UNet config (conditional or not)."""
-    try:
-        from diffusers.models.unets.unet_2d import UNet2DModel
-        from diffusers.models.unets.unet_2d_condition import UNet2DConditionModel
-    except ImportError:
-        raise ImportError(
-            "the UNet needs diffusers: pip install 'gaudi-workbench[diffusion]'"
-        ) from None
-    return UNet2DConditionModel if cfg.get("conditional") else UNet2DModel
-
-
-def new_unet(cfg: dict):
-    """A random-initialised diffusers UNet for a catalog UNet config."""
-    unet = unet_class(cfg).from_config(_unet_fields(cfg))
-    assert not isinstance(unet, tuple)  # the (model, unused) pair comes only when asked for
-    return unet
-
-
-def _unet_fields(cfg: dict) -> dict:
-    return {k: v for k, v in cfg.items() if k not in ("subfolder", "conditional")}
-
-
 def _check_model_dir(path: Path, size: str, index: str = "config.json") -> None:
     """Refuse a local model that is not a directory written by ``save_pretrained``."""
     if not path.exists():
@@ -503,11 +422,9 @@ def _check_model_dir(path: Path, size: str, index: str = "config.json") -> None:
 
 
 def _follow_head_width(cfg, before: tuple, overrides: dict) -> None:
-    """A head width that the config derived from its width and head count (transformers sets
-    ``head_dim = hidden_size // num_attention_heads`` once, when the config is built) follows
-    an override of either; one the config states apart (Gemma, Qwen3) or the overrides name
-    stays. Without this, ``wb.model("llama", hidden_size=4096, num_attention_heads=32)`` kept
-    the tiny config's 32-wide heads: a model of another shape, and planned FLOPs with it."""
+    """A head width the config derived (``head_dim = hidden_size // num_attention_heads``,
+    once, when built) follows an override of either; one the config states apart (Gemma,
+    Qwen3) or the overrides name stays."""
     width, heads = before
     now = (getattr(cfg, "hidden_size", None), getattr(cfg, "num_attention_heads", None))
     if "head_dim" in overrides or not (width and heads) or now == before:
@@ -585,10 +502,8 @@ def model(
                     size,
                     "model_index.json" if fam == "sd" else "config.json",
                 )
-            source, size = (
-                (str(Path(size).expanduser().resolve()) if is_local(size) else size),
-                "custom",
-            )
+            source = str(Path(size).expanduser().resolve()) if is_local(size) else size
+            size = "custom"
         else:
             raise _known(
                 f"size for {fam}",
@@ -615,64 +530,8 @@ def model(
         num_labels=num_labels,
         tokenizer=tokenizer,
         trust_remote_code=trust_remote_code,
-        lora=_lora_options(lora) if lora else None,
+        lora=check_options(lora) if lora else None,
     )
-
-
-# wb.model's LoRA options (wrap_lora and the text-to-image UNet's add_lora read them); any
-# other peft.LoraConfig field passes through as it is
-LORA_OPTIONS = ("r", "alpha", "dropout", "target_modules")
-
-
-def _lora_options(lora) -> dict[str, Any]:
-    """``lora=`` (True or a dict) as the spec keeps it, each option checked before anything
-    is built: peft refuses r=0 only when the run has started."""
-    if lora is True:
-        return {}
-    if not isinstance(lora, dict):
-        raise TypeError(
-            f"lora must be True or a dict of LoRA options ({', '.join(LORA_OPTIONS)}), got "
-            f"{lora!r}: e.g. lora={{'r': 8, 'alpha': 16}}"
-        )
-    number = {k: isinstance(v, numbers.Real) and not isinstance(v, bool) for k, v in lora.items()}
-    if "r" in lora and not (
-        isinstance(lora["r"], numbers.Integral) and number["r"] and int(lora["r"]) >= 1
-    ):
-        raise ValueError(
-            f"lora's r must be a whole number, at least 1 (the adapters' rank), got "
-            f"{lora['r']!r}: pass e.g. lora={{'r': 8}}"
-        )
-    if "alpha" in lora and not (number["alpha"] and 0 < lora["alpha"] < math.inf):
-        raise ValueError(
-            f"lora's alpha must be a number above 0 (the adapters' scale is alpha / r), got "
-            f"{lora['alpha']!r}: pass e.g. lora={{'r': 8, 'alpha': 16}}"
-        )
-    if "dropout" in lora and not (number["dropout"] and 0 <= lora["dropout"] < 1):
-        raise ValueError(
-            f"lora's dropout must be a fraction from 0 up to (not including) 1, got "
-            f"{lora['dropout']!r}: pass e.g. lora={{'dropout': 0.05}}"
-        )
-    unknown = sorted(set(lora) - set(LORA_OPTIONS))
-    if unknown and importlib.util.find_spec("peft") is not None:  # without peft: it says so
-        import dataclasses
-
-        import peft
-
-        # the fields wrap_lora sets from the options above (or the task) are not options
-        fields = {f.name for f in dataclasses.fields(peft.LoraConfig) if f.init}
-        fields -= {"task_type", "peft_type", "lora_alpha", "lora_dropout"}
-        bad = [k for k in unknown if k not in fields]
-        if bad:
-            near = {k: difflib.get_close_matches(k, [*LORA_OPTIONS, *fields], 1) for k in bad}
-            hints = [
-                f"{k!r}" + (f" (did you mean {near[k][0]!r}?)" if near[k] else "") for k in bad
-            ]
-            raise ValueError(
-                f"unknown LoRA option{'s' * (len(bad) > 1)} {', '.join(hints)}; known: "
-                f"{', '.join(LORA_OPTIONS)}, and peft.LoraConfig's other fields (bias, "
-                f"use_rslora, use_dora, modules_to_save, ...)"
-            )
-    return dict(lora)
 
 
 def models():

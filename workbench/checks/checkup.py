@@ -1,13 +1,10 @@
 """``wb.doctor()`` / ``workbench doctor``: is this machine ready to train? Run it first; paste
 its report into an issue when something is wrong.
 
-In about a minute on one device, through the public API only (``wb.device``, ``wb.train``,
-``wb.launch``, ``wb.profile``, the backend record): versions and driver; the device, its
-memory readers and compile counter; a 20-step tiny GPT-2 and tiny BERT run in the current
-mode (loss falls, the backend's optimizer and clipping ran, memory moved, no recompiles
-after warm-up); bf16 against fp32 on one step; with two devices a two-process all-reduce
-and a two-rank ``wb.launch``; a short profile. (Not named ``doctor.py``: importing
-``workbench.doctor`` would replace the function ``wb.doctor`` with the module.)
+In about a minute on one device, through the public API only: versions and driver; the device,
+its memory readers and compile counter; 20-step tiny GPT-2 and BERT runs; bf16 against fp32;
+with two devices an all-reduce and a two-rank ``wb.launch``; a short profile. (Not named
+``doctor.py``: ``workbench.doctor`` would replace the function ``wb.doctor`` with the module.)
 """
 
 from __future__ import annotations
@@ -309,11 +306,8 @@ def _free_port() -> int:
 
 
 def all_reduce_rank(kind: str, out: str) -> None:
-    """One rank of the doctor's all-reduce, in its own process (RANK, WORLD_SIZE... set).
-
-    accelerate sets up the process group as the Trainer does (on Gaudi it imports the
-    bridge's hccl module, which picks this rank's card, before touching the device).
-    """
+    """One rank of the doctor's all-reduce, in its own process (RANK, WORLD_SIZE... set),
+    its process group set up by accelerate as the Trainer does."""
     import torch
     import torch.distributed as dist
     from accelerate import PartialState

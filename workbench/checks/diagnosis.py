@@ -1,10 +1,6 @@
-"""What ``wb.doctor`` found: one ``Check`` per question, the versions a bug report needs, the
-verdicts on a training run's events, and the ``Diagnosis`` that shows them all.
-
-A check is pass, fail (with what to do) or skip (with the reason). The diagnosis renders
-as a terminal table, a Markdown report to paste into an issue, a JSON report and, in a
-notebook, an HTML table; it is written to the doctor's directory as ``report.json`` and
-``report.md``.
+"""What ``wb.doctor`` found: one ``Check`` per question (pass, fail with what to do, or skip
+with the reason), the versions a bug report needs, the verdicts on a training run's events,
+and the ``Diagnosis`` that shows them all (terminal, Markdown, JSON and HTML).
 """
 
 from __future__ import annotations

@@ -151,9 +151,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     try:
-        with contextlib.redirect_stdout(
-            sys.stderr
-        ):  # what libraries print: stdout keeps the report
+        # what libraries print: stdout keeps the report
+        with contextlib.redirect_stdout(sys.stderr):
             report = doctor(args.out, multi=args.multi, only=only)
     except ValueError as e:  # an unknown check name lists the known ones
         print(f"workbench doctor: {e}", file=sys.stderr)

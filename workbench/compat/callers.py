@@ -17,8 +17,7 @@ from ..backends.torchrun import world
 
 def stacklevel() -> int:
     """The ``stacklevel`` that points a warning at the user's line: the first frame outside
-    this package, dataclasses' generated code and transformers (an argument class's
-    ``__post_init__`` runs inside both)."""
+    this package, dataclasses' generated code and transformers (``__post_init__`` runs there)."""
     inner = (str(Path(__file__).resolve().parents[1]), str(Path(transformers.__file__).parent))
     here = inspect.currentframe()
     frame, level = here and here.f_back, 1

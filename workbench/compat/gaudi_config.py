@@ -1,13 +1,10 @@
-"""Optimum Habana 1.21's configuration, as the workbench reads it: every field Optimum Habana
-added to ``TrainingArguments`` (``FIELDS``; ``REMOVED``: transformers 4.55's fields its
-scripts still pass or read; ``CHANGED``: transformers 5 fields kept at the scripts' value)
-and to ``gaudi_config.json`` (``CONFIG_FIELDS``, read by ``GaudiConfig``), each with what
-the workbench makes of it (mapped, warned or refused, and why); ``table()`` is the docs'
-table of them. ``optimum_habana`` (the arguments and the Trainer) reads these.
+"""Optimum Habana 1.21's configuration, as the workbench reads it: every field it added to
+``TrainingArguments`` (``FIELDS``; ``REMOVED``: transformers 4.55's fields its scripts still use;
+``CHANGED``: transformers 5 fields kept at the scripts' value) and to ``gaudi_config.json``
+(``CONFIG_FIELDS``), each with what the workbench makes of it; ``table()`` is the docs' table.
 
 Facts from huggingface/optimum-habana at 1d8504c6c (version 1.21.0.dev0):
-optimum/habana/transformers/training_args.py (the fields and their defaults) and
-gaudi_configuration.py (``GaudiConfig``).
+optimum/habana/transformers/training_args.py and gaudi_configuration.py.
 """
 
 from __future__ import annotations
@@ -280,12 +277,9 @@ REMOVED = {
 }
 
 # transformers 5 fields whose default changes what Optimum Habana's scripts did: kept at the
-# scripts' value. use_cache was the scripts' own ModelArguments field (default True, False
-# under gradient checkpointing; examples/language-modeling/run_clm.py and 7 more), put in
-# the model's config; transformers 5's TrainingArguments.use_cache (default False) now
-# clashes with it, and its Trainer writes it into model.config.use_cache
-# (transformers@5.24.0:src/transformers/trainer.py, "Finalize"), so a saved config.json
-# would read use_cache: false where Optimum Habana's read true
+# scripts' value. use_cache was the scripts' ModelArguments field (default True; run_clm.py and
+# 7 more); transformers 5's TrainingArguments.use_cache (default False) is written into
+# model.config.use_cache (transformers@5.24.0 trainer.py, "Finalize")
 CHANGED = {
     "use_cache": Field(
         bool,
@@ -342,12 +336,8 @@ VERSION_KEYS = ("optimum_version", "transformers_version")
 
 
 class GaudiConfig:
-    """Optimum Habana's ``gaudi_config.json``: mixed precision and fused ops for a model.
-
-    ``GaudiConfig.from_pretrained(path)`` reads a file or a directory holding one, or a hub
-    name already in the local Hugging Face cache; keywords set fields directly. Unknown
-    fields are refused with the known ones.
-    """
+    """Optimum Habana's ``gaudi_config.json``: mixed precision and fused ops for a model;
+    keywords set fields directly, unknown fields are refused with the known ones."""
 
     # the fields read by name (__init__ sets every one of CONFIG_FIELDS)
     use_torch_autocast: bool
@@ -382,10 +372,9 @@ class GaudiConfig:
         subfolder: str = "",
         **fields,
     ) -> GaudiConfig:
-        """Read ``gaudi_config.json``: a file, a directory that holds one, or a hub name
-        (``Habana/bert-base-uncased``) whose file is in the local Hugging Face cache
-        (``cache_dir``, ``revision``, ``token`` as for the hub; nothing is downloaded at run
-        time). ``fields`` override the file's, as in Optimum Habana."""
+        """Read ``gaudi_config.json``: a file, a directory holding one, or a hub name whose file
+        is in the local Hugging Face cache (nothing is downloaded). ``fields`` override the
+        file's, as in Optimum Habana."""
         if name_or_path is None:
             raise ValueError(
                 "gaudi_config_name is not set: pass --gaudi_config_name PATH (a "

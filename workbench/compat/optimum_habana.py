@@ -4,25 +4,16 @@ A script written for Optimum Habana changes one import line::
 
     from workbench.compat.optimum_habana import GaudiConfig, GaudiTrainer, GaudiTrainingArguments
 
-``GaudiTrainingArguments`` (and ``GaudiSeq2SeqTrainingArguments``) are
-``transformers.TrainingArguments`` with every field Optimum Habana 1.21 added, at its
-defaults, so ``HfArgumentParser`` reads the example scripts' command lines as before. Each
-field is mapped onto transformers 5 and the workbench, or refused or warned about with the
-reason and the replacement: ``FIELDS`` says which (``gaudi_config``, with ``GaudiConfig``:
-both are served from here too), and docs/optimum-habana.md shows it as a table (a test
-checks both against 1.21's source). The transformers 4.55 fields its examples still pass or
-read (``REMOVED``: ``warmup_ratio`` becomes ``warmup_steps``, ...) are there too, and
-``use_cache`` at the scripts' own default, True (``CHANGED``). ``GaudiTrainer`` (and
-``GaudiSeq2SeqTrainer``) is a small ``transformers.Trainer`` subclass: its constructor
-takes Optimum Habana's argument order, applies the Gaudi config and adds the workbench's
-callback; it overrides only ``create_optimizer`` (the fused AdamW) and ``save_model`` (the
-``gaudi_config.json`` beside the model), the methods transformers documents for
-subclassing. The training loop is the Trainer's own.
+``GaudiTrainingArguments`` (and the Seq2Seq one) is ``transformers.TrainingArguments`` with
+every field Optimum Habana 1.21 added, at its defaults, each mapped, refused or warned about as
+``gaudi_config.FIELDS`` says (docs/optimum-habana.md shows the table). ``GaudiTrainer`` is a
+small ``transformers.Trainer`` subclass overriding only ``create_optimizer`` (the fused AdamW)
+and ``save_model`` (``gaudi_config.json`` beside the model); the loop is the Trainer's own.
 
-Facts from huggingface/optimum-habana at 1d8504c6c (main after v1.20.0, version 1.21.0.dev0:
-the nearest to 1.21 there is): optimum/habana/transformers/training_args.py (the refusals in
-``__post_init__``), trainer.py (bf16 through ``use_torch_autocast``; ``FusedAdamW`` with the
-Trainer's decay groups, ``eps=adam_epsilon``; throughput without ``throughput_warmup_steps``).
+Facts from huggingface/optimum-habana at 1d8504c6c (1.21.0.dev0):
+optimum/habana/transformers/training_args.py (the refusals in ``__post_init__``), trainer.py
+(bf16 through ``use_torch_autocast``; ``FusedAdamW`` with the Trainer's decay groups,
+``eps=adam_epsilon``; throughput without ``throughput_warmup_steps``).
 """
 
 from __future__ import annotations
@@ -251,9 +242,8 @@ GaudiSeq2SeqTrainingArguments = _arguments_class(
 # --------------------------------------------------------------------------- the trainer
 @contextlib.contextmanager
 def _torch_settings(args) -> Iterator[None]:
-    """The process-wide torch settings the arguments name (``sdp_on_bf16``, the dynamo
-    fields), held while the Trainer trains, evaluates or predicts, and put back after it
-    however it ends: Optimum Habana set them for good; a notebook's next cell finds its own."""
+    """The process-wide torch settings the arguments name (``sdp_on_bf16``, the dynamo fields),
+    held while the Trainer trains, evaluates or predicts, and put back after it."""
     names = ("cache_size_limit", "inline_inbuilt_nn_modules", "allow_unspec_int_on_nn_module")
     dynamo = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
     with contextlib.ExitStack() as scope:
@@ -309,14 +299,10 @@ def _setup(trainer, model, gaudi_config, args, callbacks, optimizers, optimizer_
 
 class GaudiTrainer(transformers.Trainer):
     """Optimum Habana's ``GaudiTrainer``: a ``transformers.Trainer`` with the Gaudi config
-    applied and the workbench attached (``wb.callback()``: the run directory, the live view,
-    Stop), unless ``callbacks`` has one already. Optimum Habana 1.21's argument order
-    (``model, gaudi_config, args, data_collator, ...``); every other keyword is the
-    Trainer's, ``tokenizer`` is ``processing_class`` in transformers 5. A subclass as in
-    Optimum Habana's examples (``class QuestionAnsweringTrainer(GaudiTrainer)``) works as
-    there. With ``use_fused_adam`` on Gaudi the Trainer builds the hpex FusedAdamW over its
-    own decay groups (``create_optimizer``); ``save_model`` writes ``gaudi_config.json``
-    next to the model, in every checkpoint too, as Optimum Habana does."""
+    applied and the workbench attached (``wb.callback()``) unless ``callbacks`` has one, in
+    Optimum Habana 1.21's argument order (``model, gaudi_config, args, data_collator, ...``;
+    ``tokenizer`` is ``processing_class``). With ``use_fused_adam`` on Gaudi it builds hpex's
+    FusedAdamW; ``save_model`` writes ``gaudi_config.json`` next to the model."""
 
     gaudi_config: GaudiConfig  # these two set by _setup
     _gaudi_optimizer: Any
@@ -390,9 +376,8 @@ class GaudiTrainer(transformers.Trainer):
 
 
 class GaudiSeq2SeqTrainer(GaudiTrainer, transformers.Seq2SeqTrainer):
-    """``GaudiTrainer`` for sequence-to-sequence models: also a
-    ``transformers.Seq2SeqTrainer`` (generation in evaluation and prediction), in Optimum
-    Habana's argument order (which has no ``optimizer_cls_and_kwargs``)."""
+    """``GaudiTrainer`` for sequence-to-sequence models: also a ``transformers.Seq2SeqTrainer``,
+    in Optimum Habana's argument order (which has no ``optimizer_cls_and_kwargs``)."""
 
     def __init__(
         self,
@@ -448,16 +433,13 @@ def set_seed(seed: int) -> None:
 
 
 def adapt_transformers_to_gaudi() -> None:
-    """``optimum.habana.transformers.modeling_utils.adapt_transformers_to_gaudi``: nothing
-    to do on transformers 5. Optimum Habana replaced transformers 4.55's model code with its
-    own Gaudi versions; transformers 5's models run on Gaudi as they are (SDPA attention,
-    bf16 autocast), so the call stays in a migrated script and changes nothing."""
+    """``optimum.habana.transformers.modeling_utils.adapt_transformers_to_gaudi``: nothing to
+    do, transformers 5's models run on Gaudi as they are."""
 
 
 def check_optimum_habana_min_version(min_version: str) -> None:
-    """``optimum.habana.utils.check_optimum_habana_min_version``: passes. The workbench
-    carries 1.21's training API; transformers' own ``check_min_version`` still checks
-    transformers."""
+    """``optimum.habana.utils.check_optimum_habana_min_version``: passes (the workbench carries
+    1.21's training API)."""
 
 
 def warn0(message, *args, **kwargs) -> None:

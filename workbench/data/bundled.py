@@ -1,10 +1,7 @@
-"""Datasets every machine can build offline: Python's own docstrings, scikit-learn's digits
-(also captioned, for text-to-image).
-
-Built at first use, deterministically for a given Python version, and cached as Arrow
-files under ``$WORKBENCH_CACHE`` (default ``~/.cache/gaudi-workbench``). The text comes
-from the Python standard library (PSF licence); the digits from scikit-learn's bundled
-copy of the UCI optical digits test set (CC BY 4.0).
+"""Datasets every machine can build offline: Python's own docstrings (PSF licence) and
+scikit-learn's copy of the UCI optical digits (CC BY 4.0; also captioned, for text-to-image),
+built deterministically for a Python version and cached as Arrow files under
+``$WORKBENCH_CACHE``.
 """
 
 from __future__ import annotations

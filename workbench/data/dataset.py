@@ -1,8 +1,5 @@
-"""Datasets: bundled, local files or hub ids, described by a serialisable ``DataSpec``.
-
-``spec.load()`` gives a ``datasets.DatasetDict`` with a deterministic ``train``/``eval``
-split; ``spec.prepare(tokenizer)`` runs the task's preprocessing through a batched,
-cached ``map``.
+"""Datasets: bundled, local files or hub ids, described by a serialisable ``DataSpec``
+(``load()``: a deterministic ``train``/``eval`` split; ``prepare(tokenizer)``: cached ``map``).
 """
 
 from __future__ import annotations
@@ -172,12 +169,9 @@ class DataSpec:
             raise hub_error("dataset", self.source, e) from e
 
     def load(self, *, warn: bool | None = True):
-        """A ``DatasetDict`` with ``train`` and ``eval`` splits (deterministic).
-
-        Read once per spec (again when a field or the local file changes). Rows dropped as
-        blank are said (``BlankRows``) with ``warn=True``; ``None``: only when read now (the
-        spec's own properties and ``prepare``, so that one call says it once); ``False``:
-        never (a run rebuilt from its spec: the call that made the run said it)."""
+        """A ``DatasetDict`` with ``train`` and ``eval`` splits (deterministic), read once per
+        spec. Rows dropped as blank are said (``BlankRows``) with ``warn=True``; ``None``: only
+        when read now; ``False``: never (a run rebuilt from its spec)."""
         key = json.dumps([self.to_dict(), _stamp(self.source)], sort_keys=True, default=str)
         cached = self.__dict__.get("_loaded")
         if cached is None or cached[0] != key:
@@ -206,9 +200,8 @@ class DataSpec:
             if split is not None:
                 self._check_kinds(split)
         (raw, eval_split), dropped = self._drop_blank(raw, eval_split)
-        eval_split = (
-            eval_split if eval_split is None or len(eval_split) else None
-        )  # unlabelled: split train
+        # unlabelled: split train
+        eval_split = eval_split if eval_split is None or len(eval_split) else None
         if self.limit:
             raw = raw.shuffle(seed=self.seed).select(range(min(self.limit, len(raw))))
         label = self.columns.get("label")
@@ -353,11 +346,8 @@ class DataSpec:
         import pandas as pd
 
         train = self.load(warn=None)["train"]
-        ds, image, label = (
-            train.select(range(min(n, train.num_rows))),
-            self.columns.get("image"),
-            self.columns.get("label"),
-        )
+        ds = train.select(range(min(n, train.num_rows)))
+        image, label = self.columns.get("image"), self.columns.get("label")
 
         def cell(key, value):
             if key == image:
@@ -398,13 +388,10 @@ class DataSpec:
         c = self.columns
         if self.task == "diffusion":
             fn, fp = images.pixels(c["image"]), _fingerprint(self.to_dict(), "pixels")
-        elif (
-            self.task == "text_to_image"
-        ):  # `tokenizer`: the model's Captions (tokenizers, resolution)
-            fn, fp = (
-                images.captioned(c, tokenizer, self.crop),
-                _fingerprint(self.to_dict(), images.signature(tokenizer)),
-            )
+        # `tokenizer`: the model's Captions (tokenizers, resolution)
+        elif self.task == "text_to_image":
+            fn = images.captioned(c, tokenizer, self.crop)
+            fp = _fingerprint(self.to_dict(), images.signature(tokenizer))
         else:
             if tokenizer is None:
                 raise ValueError(f"task {self.task!r} needs a tokenizer: spec.prepare(tokenizer)")
@@ -575,9 +562,8 @@ def _guess_columns(spec: DataSpec) -> dict[str, str]:
             if name in found and name not in cols.values():
                 cols[role] = name
                 break
-    if (
-        "image" in cols and "text" in cols and "caption" not in cols
-    ):  # an image's text is its caption
+    # an image's text is its caption
+    if "image" in cols and "text" in cols and "caption" not in cols:
         cols["caption"] = cols.pop("text")
     if not cols:
         raise ValueError(

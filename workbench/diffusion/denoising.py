@@ -1,9 +1,5 @@
-"""Denoising diffusion through the ordinary Trainer: a module that returns ``{"loss": mse}``.
-
-The Trainer needs a model whose forward returns a loss; a diffusers UNet predicts noise.
-``DiffusionModel`` adds DDPM noise at random timesteps and returns the MSE between the
-predicted and the true noise, so the UNet trains with the same engine, callbacks,
-checkpoints and distributed launchers as the transformers.
+"""Denoising diffusion through the ordinary Trainer: ``DiffusionModel`` adds DDPM noise at random
+timesteps and returns ``{"loss": mse}`` of the UNet's predicted against the true noise.
 """
 
 from __future__ import annotations
@@ -43,8 +39,7 @@ class DiffusionModel(nn.Module):
         }
 
     def forward(self, pixel_values: torch.Tensor, return_loss: bool = True, **_unused):
-        # `return_loss=True` in the signature tells the Trainer that this model computes
-        # its loss without labels, so evaluation reports eval_loss too.
+        # `return_loss=True` in the signature: a loss without labels (eval_loss is reported)
         noise = torch.randn_like(pixel_values)
         t = torch.randint(
             0, self.num_train_timesteps, (pixel_values.shape[0],), device=pixel_values.device

@@ -1,10 +1,8 @@
 """Image data: image folders, decoding, resize and crop, captions to token ids, augmenting collator.
 
-Images arrive as PIL images (``datasets``' Image feature: image folders, hub datasets),
-``{"bytes": ...}`` rows (a parquet table of encoded images), raw bytes, or pixel arrays
-(the bundled digits). Every image is made RGB, its shorter side resized to the model's
-resolution and (``crop="center"``) cut to a square; ``crop="random"`` and ``flip`` happen
-per batch in ``Augment``, so every epoch sees other crops while the shapes stay static.
+Every image is made RGB, its shorter side resized to the model's resolution and
+(``crop="center"``) cut to a square; ``crop="random"`` and ``flip`` happen per batch in
+``Augment``, so every epoch sees other crops while the shapes stay static.
 """
 
 from __future__ import annotations
@@ -121,11 +119,8 @@ def pixels(column: str):
 
 
 class Augment:
-    """Collates captioned images with a random square crop and/or a random horizontal flip.
-
-    Crops and flips are drawn from the dataloader's torch RNG (seeded by the Trainer), so a
-    resumed run draws as the original would.
-    """
+    """Collates captioned images with a random square crop and/or horizontal flip, drawn from
+    the dataloader's torch RNG (seeded by the Trainer: a resumed run draws as the original)."""
 
     def __init__(self, resolution: int, crop: str = "center", flip: bool = False):
         self.resolution, self.crop, self.flip = resolution, crop, flip

@@ -1,24 +1,14 @@
 """The latent cache: a dataset's image latents and caption embeddings, encoded once.
 
-Text-to-image training runs the frozen VAE encoder and text encoder(s) on every batch,
-though their outputs never change. ``cached`` encodes every row of both splits once
-(``TextToImage.encode``), keeps the result on disk and trains from it: each step then runs
-the UNet alone.
+``cached`` encodes every row of both splits once (``TextToImage.encode``), and each step then
+runs the UNet alone. Kept per row: the VAE's latent distribution (``latent_mean``,
+``latent_std``, unscaled: each step still draws its latents as from images), the caption's
+embeddings (``context``; SDXL: ``pooled``), and once the empty prompt's (caption dropout).
 
-What is kept, per row: the VAE's latent distribution (``latent_mean``, ``latent_std``:
-unscaled, in the VAE's dtype), so that each step still draws its latents (and scales them
-by the VAE's factor) exactly as training from images does; the caption's embeddings
-(``context``; SDXL: ``pooled``); and, once, the empty prompt's, so that caption dropout
-still trains classifier-free guidance.
-
-One file, ``$WORKBENCH_CACHE/latents/<key>.safetensors``, written atomically (a temporary
-file, then ``os.replace``). The key hashes everything the encodings depend on: the
-prepared dataset (its spec, crop included, and datasets' fingerprint of each prepared
-split), the VAE encoder's weights, the text encoders' weights, the resolution, the
-frozen parts' dtype and the run's precision. A changed part gives another key, so a
-stale cache is never read; the next run with the same parts (a resumed run too) finds
-it. Random crops and flips draw another image every epoch, so their latents cannot be
-encoded once: ``recipe.check_cache_latents`` refuses them.
+One file, ``$WORKBENCH_CACHE/latents/<key>.safetensors``, written atomically; the key hashes
+everything the encodings depend on (the prepared dataset, the VAE encoder's and text encoders'
+weights, the resolution, the dtypes), so a stale cache is never read. Random crops and flips
+cannot be encoded once: ``recipe.check_cache_latents`` refuses them.
 """
 
 from __future__ import annotations
@@ -163,9 +153,8 @@ def read(path: Path, splits) -> dict[str, torch.Tensor] | None:
 
 
 def cached(model, dspec, prepared, device, precision: str) -> tuple[dict[str, Encoded], dict]:
-    """(split -> ``Encoded`` rows, info) for ``model`` trained on ``prepared``: read from the
-    cache, or encoded now and written there. ``model.use_cache`` is told, so its forward
-    takes the cached rows; ``info`` (path, key, hit, build_s, rows, bytes) goes into the
+    """(split -> ``Encoded`` rows, info) for ``model`` trained on ``prepared``, from the cache
+    or encoded now and written there; ``model.use_cache`` is told. ``info`` goes into the
     run's summary."""
     key = cache_key(model, dspec, prepared, precision)
     path = cache_path(key)

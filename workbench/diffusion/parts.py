@@ -1,8 +1,5 @@
 """Stable Diffusion's and its VAE's entries of the model table: each part's config (tiny and
-named sizes), the schedulers', and the family's tokenizer.
-
-Plain data. The diffusion pipeline builds its parts from it; ``families`` puts the two
-entries into the table the catalog and the pickers read.
+named sizes), the schedulers', and the family's tokenizer. Plain data.
 """
 
 from __future__ import annotations
@@ -82,8 +79,7 @@ SD: dict[str, Any] = {
         "scheduler": SD_SCHEDULER,
         "sampler": "DDIMScheduler",
     },
-    # hub id + each part's architecture (the repositories' config.json files), for
-    # num_params offline
+    # hub id + each part's architecture (its config.json), for num_params offline
     "sizes": {
         "sd15": (
             "stable-diffusion-v1-5/stable-diffusion-v1-5",
@@ -155,8 +151,7 @@ SD: dict[str, Any] = {
         ),
     },
 }
-# A VAE trained on its own (reconstruction + KL) for Stable Diffusion's latents:
-# wb.model("sd", vae=run)
+# A VAE trained on its own (reconstruction + KL) for Stable Diffusion: wb.model("sd", vae=run)
 VAE: dict[str, Any] = {
     "about": "Stable Diffusion's image autoencoder (AutoencoderKL): reconstruction + KL",
     "tasks": ("text_to_image",),  # it trains on the images of captioned image data

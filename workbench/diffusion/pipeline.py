@@ -1,10 +1,6 @@
-"""Stable Diffusion's parts: tokenizer(s), text encoder(s), VAE, UNet and two schedulers.
-
-Built from small configs (random init: ``tiny``) or loaded from a diffusers-format
-directory or hub id (each part from its ``subfolder``, weights from safetensors only).
-``Parts`` holds them and assembles diffusers' ``StableDiffusionPipeline`` (or the SDXL
-one) for sampling. Errors are the libraries' own (``OSError`` for a missing file):
-``catalog`` names them with the fix.
+"""Stable Diffusion's parts: tokenizer(s), text encoder(s), VAE, UNet and two schedulers, built
+from small configs or loaded from a diffusers-format directory or hub id (safetensors only).
+Errors are the libraries' own: ``catalog`` names them with the fix.
 """
 
 from __future__ import annotations
@@ -109,9 +105,8 @@ def configs(size: str, overrides: dict[str, Any], family: str = "sd") -> dict[st
             f"num_params needs their configs: use size='tiny' or one of {', '.join(info['sizes'])}"
         )
     cfgs = dict(info["tiny"] if size == "tiny" else info["sizes"][size][1])
-    cfgs.update(
-        {k: {} for k in PARTS if k in overrides and k not in cfgs}
-    )  # e.g. a second text encoder
+    # e.g. a second text encoder
+    cfgs.update({k: {} for k in PARTS if k in overrides and k not in cfgs})
     if isinstance(overrides.get("vae"), str):
         return {**cfgs, "vae": vae_config(overrides["vae"]), "vae_path": overrides["vae"]}
     return {
@@ -173,9 +168,8 @@ class Parts:
 
     def pipeline(self, unet=None):
         """diffusers' StableDiffusion(XL)Pipeline over these parts (``unet``: another UNet)."""
-        with (
-            transformers_errors_only()
-        ):  # importing the pipelines warns about image processors it never uses
+        # importing the pipelines warns about image processors it never uses
+        with transformers_errors_only():
             d = diffusers()
             d.StableDiffusionPipeline  # noqa: B018  (diffusers imports its pipelines lazily)
         common = {
@@ -242,9 +236,8 @@ def _text_encoder(cfg: dict, tok, projection: bool = False):
 def build(configs: dict[str, Any], tokenizer) -> Parts:
     """Random-init parts from ``configs`` (one dict per part) around ``tokenizer``."""
     d = diffusers()
-    tokenizer.model_max_length = configs["text_encoder"][
-        "max_position_embeddings"
-    ]  # fixed caption length
+    # fixed caption length
+    tokenizer.model_max_length = configs["text_encoder"]["max_position_embeddings"]
     two = "text_encoder_2" in configs
     parts = Parts(
         tokenizer=tokenizer,
@@ -336,19 +329,15 @@ def load_vae(path: str):
     state = load_file(str(_vae_checkpoint(p)))
     vae = d.AutoencoderKL.from_config(vae_config(path))
     vae.load_state_dict({k[len("vae.") :]: v for k, v in state.items() if k.startswith("vae.")})
-    if (
-        float(state.get("latent_std", 0)) > 0
-    ):  # measured while the VAE trained (the latent diffusion paper's 1 / std)
+    # measured while the VAE trained (the latent diffusion paper's 1 / std)
+    if float(state.get("latent_std", 0)) > 0:
         vae.register_to_config(scaling_factor=float(1 / state["latent_std"]))
     return vae
 
 
 def load(source: str, sampler: str | None = None, vae: str | None = None) -> Parts:
-    """The parts of a diffusers-format directory or hub id, each from its subfolder.
-
-    ``sampler``: the scheduler class that samples (default: the one the source names);
-    ``vae``: a diffusers-format VAE directory to use instead of the source's.
-    """
+    """The parts of a diffusers-format directory or hub id, each from its subfolder; ``sampler``:
+    the sampling scheduler class (default: the source's); ``vae``: a VAE directory."""
     import transformers
 
     d = diffusers()

@@ -1,16 +1,10 @@
 """Text-to-image latent diffusion through the ordinary Trainer.
 
-A module returning ``{"loss": mse}``.
-
 ``TextToImage`` holds Stable Diffusion's parts (``pipeline.Parts``) and trains the UNet as
-diffusers' train_text_to_image script does: the VAE and the text encoder(s) frozen, image
-latents scaled by the VAE's factor, noise at random timesteps, the target (noise, or the
-velocity for v-prediction) from the scheduler's config, MSE, optional min-SNR weighting and
-noise offset, and a share of captions replaced by the empty prompt so that sampling can
-use classifier-free guidance. ``forward`` also takes what the frozen parts made of a batch
-(``encode``: the latent distribution and the caption embeddings, kept by ``latentcache``)
-and then runs neither of them. LoRA adapters (peft) on the UNet's attention and an
-exponential moving average of the UNet's weights (sampled from when kept) are optional.
+diffusers' train_text_to_image script does (frozen VAE and text encoders, scaled latents, the
+scheduler's target, optional min-SNR weighting, noise offset, caption dropout for
+classifier-free guidance, LoRA, EMA); ``forward`` also takes cached encodings
+(``latentcache``) and then runs neither frozen part.
 """
 
 from __future__ import annotations
@@ -76,11 +70,8 @@ class TextToImage(nn.Module):
             self.scheduler.register_to_config(prediction_type=prediction_type)
             parts.sampler.register_to_config(prediction_type=prediction_type)
         self.prediction_type = self.scheduler.config.prediction_type
-        self.snr_gamma, self.noise_offset, self.caption_dropout = (
-            snr_gamma,
-            noise_offset,
-            caption_dropout,
-        )
+        self.snr_gamma, self.noise_offset = snr_gamma, noise_offset
+        self.caption_dropout = caption_dropout
         self.ema, self.ema_unet = ema, None
         self.latent_cache: dict | None = None  # set by use_cache: where the cached encodings are
         if ema:  # a frozen copy the Trainer's optimizer never sees; saved with the weights
@@ -148,8 +139,7 @@ class TextToImage(nn.Module):
         """(prompt embeddings, SDXL's extra UNet inputs or None) of caption token ids."""
         if self.text_encoder_2 is None:
             return self.text_encoder(input_ids)[0], None
-        # SDXL: both encoders' penultimate hidden states side by side, the second's
-        # pooled projection
+        # SDXL: both encoders' penultimate hidden states side by side, the second's pooled
         one = self.text_encoder(input_ids, output_hidden_states=True).hidden_states[-2]
         out = self.text_encoder_2(input_ids_2, output_hidden_states=True)
         return torch.cat([one, out.hidden_states[-2]], dim=-1), out.text_embeds
@@ -191,9 +181,8 @@ class TextToImage(nn.Module):
         )
 
     def use_cache(self, empty: dict[str, torch.Tensor], info: dict) -> None:
-        """Train from cached encodings (``encode``'s rows); ``empty``: ``encode_empty()``'s,
-        kept as buffers that move with the model (not saved: the checkpoint stays the same);
-        ``info``: the cache's path and whether it was found (the run's summary records it)."""
+        """Train from cached encodings; ``empty``: ``encode_empty()``'s, kept as buffers that
+        move with the model, not saved; ``info``: the cache's path and whether it was found."""
         for name, value in empty.items():
             self.register_buffer(name, value, persistent=False)
         self.latent_cache = dict(info)
@@ -249,9 +238,8 @@ class TextToImage(nn.Module):
         # format (a CPU's VAE convolution returns channels-last), so that latents from the
         # cache and from images draw the same noise for a seed
         noise = torch.randn(latents.shape, device=latents.device, dtype=latents.dtype)
-        if (
-            self.noise_offset
-        ):  # a per-channel shift: lets the model learn very dark and bright images
+        # a per-channel shift: lets the model learn very dark and bright images
+        if self.noise_offset:
             noise = noise + self.noise_offset * torch.randn(
                 latents.shape[0], latents.shape[1], 1, 1, device=latents.device
             )
@@ -265,9 +253,8 @@ class TextToImage(nn.Module):
             else self.scheduler.get_velocity(latents, noise, t)
         )
         extra = None
-        if (
-            pooled is not None
-        ):  # SDXL's size and crop conditioning: (original, crop top-left, target)
+        # SDXL's size and crop conditioning: (original, crop top-left, target)
+        if pooled is not None:
             time_ids = torch.tensor([side, side, 0.0, 0.0, side, side], device=latents.device)
             extra = {"text_embeds": pooled, "time_ids": time_ids.expand(latents.shape[0], 6)}
         unet_dtype = next(self.unet.parameters()).dtype
@@ -358,12 +345,9 @@ def sample_grid(
 
 
 class Autoencoder(nn.Module):
-    """A VAE that trains on its own: ``forward(pixel_values)`` returns MSE reconstruction + KL.
-
-    ``kl_weight`` weighs the KL divergence per latent element against the squared error per
-    pixel: small, so that latents keep the image's detail while staying near a unit Gaussian.
-    A running estimate of the latents' standard deviation is kept (``latent_std``, saved with
-    the weights): Stable Diffusion scales latents by its inverse.
+    """A VAE that trains on its own: ``forward(pixel_values)`` returns MSE reconstruction +
+    ``kl_weight`` x KL (per latent element against per pixel: small, to keep detail). A
+    running ``latent_std`` is saved with the weights: Stable Diffusion scales by its inverse.
     """
 
     main_input_name = "pixel_values"

@@ -161,8 +161,7 @@ def _show_unshown() -> None:
 
 
 # Composites displayed through a display handle: at every cell's end each whose saved view
-# changed (a control changed, the form's run ended) updates its outputs, so that a notebook
-# saved then holds what it shows.
+# changed updates its outputs, so that a notebook saved then holds what it shows.
 _SHOWN: weakref.WeakSet = weakref.WeakSet()
 
 

@@ -1,8 +1,5 @@
-"""The training form: settings linked to the pickers, a Train button and Show code.
-
-``train_form`` starts ``wb.train(..., background=True)`` with its live dashboard below the
-form, and prints the same call as Python to paste into a cell. Bad input is shown as the
-library's own message in the form; nothing raises out of a callback.
+"""The training form: settings linked to the pickers, a Train button (``wb.train(...,
+background=True)`` with its dashboard below) and Show code. Nothing raises out of a callback.
 """
 
 from __future__ import annotations
@@ -248,9 +245,8 @@ class TrainForm(Composite):
         self.message.value = (
             f"<div style='font:12px sans-serif'>started {html.escape(run.name)}</div>"
         )
-        # The run ends on its own thread: its "end" event (emitted once summary.json holds
-        # the outcome) tells the form. A run that failed at once may have ended before
-        # the subscription: then its summary already says so.
+        # The run ends on its own thread; its "end" event tells the form (one that failed
+        # before the subscription: its summary says so already)
         run.subscribe(lambda event: self._ended(run) if event.get("phase") == "end" else None)
         if run.summary.get("ended"):
             self._ended(run)

@@ -1,11 +1,7 @@
 """The model and dataset pickers: what a model needs in memory, what a dataset costs in padding.
 
-``pick_model`` shows a model's parameters and whether it fits (``plan_memory``), and for a
-token budget the time and cost per device (``wb.plan``);
-``pick_dataset`` previews a dataset with its token lengths and padding waste
-(``workbench.shapes.buckets``). Each picker keeps its state on itself: re-running a cell builds a
-fresh one. Bad input is shown as the library's own message in the widget; nothing raises
-out of a callback.
+Each picker keeps its state on itself (re-running a cell builds a fresh one) and shows bad
+input as the library's own message; nothing raises out of a callback.
 """
 
 from __future__ import annotations
@@ -76,10 +72,8 @@ class ModelPicker(Composite):
             spec = as_model(family)
             family, size = spec.family, spec.size if spec.size != "custom" else spec.source or size
         info = FAMILIES[family]
-        self._hold, self._seq_len = (
-            False,
-            seq_len or default("max_length"),
-        )  # the text length, kept across the UNet
+        self._hold = False
+        self._seq_len = seq_len or default("max_length")  # the text length, kept across the UNet
         self.value: ModelSpec | None = None
         self.plan = None
         self.fits: bool | None = None

@@ -1,8 +1,5 @@
-"""Checkpoints: the trained model back from a run's checkpoint directory.
-
-Weights load from safetensors only. Remote code never runs because a file says so: whether
-``trust_remote_code`` is on is the caller's decision at load time (the ``ModelSpec`` handed
-in: ``RunDir.model_spec`` sets it from its caller), never the run's spec.json.
+"""Checkpoints: the trained model back from a run's checkpoint directory, from safetensors only;
+``trust_remote_code`` is the caller's (the ``ModelSpec`` handed in), never the run's spec.json.
 """
 
 from __future__ import annotations
@@ -14,12 +11,8 @@ from ..catalog.modelspec import TASK_CLASSES, ModelSpec
 
 
 def problem(ckpt: Path) -> str | None:
-    """Why checkpoint directory ``ckpt`` cannot be resumed from, or None when its files parse.
-
-    A process killed while saving (transformers writes ``trainer_state.json`` in place)
-    leaves a directory that looks like a checkpoint: its state must parse as JSON and every
-    safetensors file must have a whole header.
-    """
+    """Why checkpoint directory ``ckpt`` cannot be resumed from (a save killed half-way: its
+    state must parse and every safetensors file have a whole header), or None."""
     try:
         return _problem(ckpt)
     except FileNotFoundError as e:  # removed as it was read (rank 0 removes a save cut short)
@@ -52,16 +45,12 @@ def _problem(ckpt: Path) -> str | None:
 
 
 def load_checkpoint(spec: ModelSpec, ckpt: Path, base: Path | None = None):
-    """(model, tokenizer) of ``spec`` from checkpoint directory ``ckpt``.
-
-    ``base`` is where a LoRA run kept the random-init base weights its adapters sit on
-    (pretrained bases are rebuilt from their source instead). Diffusion runs return the
-    denoising module and no tokenizer. ``spec.trust_remote_code`` says whether Python files
-    that the checkpoint's or the source's config names may run.
+    """(model, tokenizer) of ``spec`` from checkpoint directory ``ckpt`` (diffusion: the
+    denoising module and None). ``base``: a LoRA run's random-init base weights.
+    ``spec.trust_remote_code`` says whether the configs' Python files may run.
     """
-    if (
-        spec.task == "text_to_image"
-    ):  # the parts rebuilt (LoRA added), then every weight the run saved
+    # the parts rebuilt (LoRA added), then every weight the run saved
+    if spec.task == "text_to_image":
         from safetensors.torch import load_file
 
         from ..diffusion.texttoimage import from_spec

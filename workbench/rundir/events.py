@@ -1,12 +1,8 @@
 """The one reader of a run's ``events.jsonl``: whole or as it grows.
 
-``EventLog`` (``rundir.run``) appends one JSON object per line, whole lines only (a failed
-write is cut back to the last newline). A reader may still meet a line the writer has not
-finished (no newline yet: it waits for the next read), a line cut short by a kill and then
-appended to (skipped), and a log replaced by a resume (``EventLog.truncate_after`` writes a
-new file: a new inode) or shortened: then it reads the new file from its start and says so.
-``EventLog.read`` (the whole log), the panel's ``server.tail.EventTail`` and the launcher's
-follower of rank 0's log all read through ``EventReader``.
+A reader may meet a line not finished yet (it waits for the next read), a line cut short by
+a kill and then appended to (skipped), and a log replaced by a resume (a new inode) or
+shortened: then it reads the new file from its start and says so.
 """
 
 from __future__ import annotations
@@ -41,9 +37,8 @@ class EventReader:
 
     def read(self, *, final: bool = False) -> tuple[list[dict], bool]:
         """(the events appended since the last read, whether the log was replaced, shortened or
-        removed since then: the events are then the new file's from its start). One ``stat``
-        when nothing changed. ``final`` also reads a last line without its newline (for a
-        log whose writer is done)."""
+        removed: then the new file's from its start); ``final`` also reads a last line
+        without its newline."""
         try:
             st = os.stat(self.path)
         except FileNotFoundError:

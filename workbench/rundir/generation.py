@@ -1,19 +1,12 @@
 """Text generation with static shapes, for Gaudi's lazy mode.
 
-In lazy mode the bridge compiles a graph for every new set of input shapes it meets between
-two ``mark_step`` calls. transformers' ``generate`` grows the sequence (and the attention
-mask) by a token per step, so each new token would compile a new graph. optimum-habana
-generates with static shapes instead: the prompt padded to a fixed length, the position of
-the current token held in a tensor (``token_idx``), the step's inputs the same shape every
-time (``optimum/habana/transformers/generation/utils.py`` @ 1d8504c, ``static_shapes`` and
-``bucket_size``). Here the prompt and its new tokens are padded on the right to a multiple of
-``BUCKET`` tokens and the whole padded sequence runs at each step, without a KV cache: a
-causal model's logits at a position do not see the padding after it, so each step reads the
-logits at the current position (``index_select`` with a position tensor) and writes the new
-token into the buffer (``index_copy_``). Every step has the same graph; a prompt compiles one
-graph per bucket of its length. optimum-habana also keeps a static KV cache, which this loop
-does not: each step recomputes the padded sequence (cheap next to a compile per token for the
-small models the workbench trains; for long generations use optimum-habana).
+``generate`` grows the sequence a token per step, so each token would compile a new graph.
+As optimum-habana does (``optimum/habana/transformers/generation/utils.py`` @ 1d8504c,
+``static_shapes``, ``bucket_size``), the prompt and its new tokens are padded on the right to a
+multiple of ``BUCKET`` tokens and the whole padded sequence runs at each step: causal logits do
+not see the padding after them, so each step reads the logits at the current position
+(``index_select``) and writes the new token (``index_copy_``). No KV cache (optimum-habana's
+static one): each step recomputes the padded sequence, cheap for the workbench's small models.
 """
 
 from __future__ import annotations
@@ -50,10 +43,8 @@ def generate(
     top_k: int = 0,
     top_p: float = 1.0,
 ):
-    """``ids`` (a 1 x prompt tensor on the host) continued by up to ``max_new_tokens`` tokens
-    (greedy, or sampled with ``temperature`` / ``top_k`` / ``top_p``), stopping at
-    ``eos_token_id``; runs a ``mark_step`` after each step. Returns 1 x (prompt + new) on
-    the host."""
+    """``ids`` (1 x prompt, on the host) continued by up to ``max_new_tokens`` tokens (greedy or
+    sampled), stopping at ``eos_token_id``, a ``mark_step`` after each; 1 x (prompt + new)."""
     import torch
     from transformers.generation.logits_process import (
         LogitsProcessorList,

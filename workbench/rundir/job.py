@@ -1,9 +1,6 @@
-"""The scheduler job a run was submitted as: its id, kept in the run directory as data, and
-its state, asked of the scheduler's own commands (Slurm: ``squeue``, then ``scontrol``).
-
-A run submitted with ``wb.launch(..., scheduler="slurm")`` has ``slurm-job.json`` (the job
-id, where and when it was submitted). Nothing in it is run: the id must be a whole number,
-and the cluster asked is the caller's (``SLURM_CONF``, the login node's configuration).
+"""The scheduler job a run was submitted as: its id, kept in the run directory as data
+(``slurm-job.json``; the id must be a whole number), and its state, asked of the caller's
+cluster through Slurm's own commands (``squeue``, then ``scontrol``).
 """
 
 from __future__ import annotations
@@ -24,10 +21,8 @@ ASK_TIMEOUT = 10.0  # seconds for one squeue/scontrol answer
 
 @dataclass(frozen=True)
 class JobState:
-    """A Slurm job as its controller reports it now: ``state`` (``PENDING``, ``RUNNING``,
-    ``COMPLETED``, ...; ``UNKNOWN`` when the controller no longer knows it or cannot be
-    asked), ``reason`` (why it waits or ended: ``Resources``, ``Priority``, ...) and
-    ``nodes`` (its allocation)."""
+    """A Slurm job as its controller reports it now: ``state`` (``PENDING``, ``RUNNING``, ...;
+    ``UNKNOWN``: not known or not asked), ``reason`` and ``nodes``."""
 
     job_id: int
     state: str

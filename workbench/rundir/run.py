@@ -1,9 +1,5 @@
-"""Runs: a directory per training run that outlives the kernel, and the event log.
-
-``runs/<timestamp>-<name>/`` holds ``spec.json`` (model spec, data spec, arguments),
-``events.jsonl`` (one plain-dict event per line, flushed as it happens), ``summary.json``
-(status, final metrics, throughput, memory, device, versions) and ``checkpoints/``
-(transformers checkpoints with safetensors weights).
+"""Runs: a directory per training run that outlives the kernel (``spec.json``, ``events.jsonl``,
+``summary.json``, ``checkpoints/``; docs/runs.md), and the event log.
 """
 
 from __future__ import annotations
@@ -41,11 +37,16 @@ def _clean(value: Any) -> Any:
 
 
 def write_json(path: Path, data: dict) -> None:
-    """Write atomically, so a killed process never leaves half a file (nor, on a full
-    disk, an empty temporary one)."""
+    """Write atomically (``write_whole``)."""
+    write_whole(path, json.dumps(_clean(data), indent=2, sort_keys=True, default=str) + "\n")
+
+
+def write_whole(path: Path, text: str | bytes) -> None:
+    """Write ``path`` whole through a temporary file and ``os.replace``, so a killed process
+    never leaves half a file (nor, on a full disk, an empty temporary one)."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        tmp.write_text(json.dumps(_clean(data), indent=2, sort_keys=True, default=str) + "\n")
+        tmp.write_bytes(text.encode() if isinstance(text, str) else text)
         os.replace(tmp, path)
     except BaseException as e:
         tmp.unlink(missing_ok=True)
@@ -76,9 +77,8 @@ class EventLog:
                 while view:  # an unbuffered write may take part of the line
                     view = view[f.write(view) :]
             except OSError as e:
-                os.truncate(
-                    self.path, start
-                )  # never half a line: the next one would be lost with it
+                # never half a line: the next one would be lost with it
+                os.truncate(self.path, start)
                 e.filename = e.filename or str(self.path)
                 failed = e
         for fn in list(self.subscribers):
@@ -97,24 +97,12 @@ class EventLog:
 
     def restore(self, data: bytes) -> None:
         """Put back the log's lines as ``data`` (a failed resume's: as read before it began)."""
-        tmp = self.path.with_name(".events.tmp")
-        try:
-            tmp.write_bytes(data)
-            os.replace(tmp, self.path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        write_whole(self.path, data)
 
     def truncate_after(self, step: int) -> None:
         """Drop events past ``step`` (those logged after the checkpoint a resume starts from)."""
         keep = [e for e in self.read() if e.get("step", 0) <= step]
-        tmp = self.path.with_name(".events.tmp")
-        try:
-            tmp.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in keep))
-            os.replace(tmp, self.path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        write_whole(self.path, "".join(json.dumps(e, sort_keys=True) + "\n" for e in keep))
 
 
 class NullLog(EventLog):
@@ -129,8 +117,7 @@ class NullLog(EventLog):
 
 def check_root(run_dir: str | Path | None = None) -> Path:
     """The directory new runs go under (``run_dir``, else ``$WORKBENCH_RUNS``, else ``./runs``),
-    checked before anything is written: it is a directory this process can create directories
-    in, or can be made one. Else one error naming the argument, the path and why."""
+    checked to be one this process can create directories in before anything is written."""
     root = runs_root(run_dir)
     base = root.absolute()
     while not base.exists() and base != base.parent:  # the part of the path that exists
@@ -155,11 +142,8 @@ def check_root(run_dir: str | Path | None = None) -> Path:
 
 
 def new_run_dir(name: str, root: str | Path | None = None) -> Path:
-    """A fresh directory ``<root>/<timestamp>-<name>``; never reuses an existing one.
-
-    A name longer than the filesystem allows in a directory name is shortened (with a
-    warning), keeping its start and a hash of the whole, so distinct names stay distinct.
-    """
+    """A fresh directory ``<root>/<timestamp>-<name>``; a name too long for the filesystem is
+    shortened (with a warning) to its start and a hash of the whole."""
     root = runs_root(root)
     root.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -221,9 +205,8 @@ class RunDir:
         path = Path(path)
         if not (path / "spec.json").exists() and not (path / "summary.json").exists():
             raise FileNotFoundError(f"{str(path)!r} is not a run directory (no spec.json)")
-        return cls(
-            path
-        )  # a summary without a spec: a run killed as it was created (it reads failed)
+        # a summary without a spec: a run killed as it was created (it reads failed)
+        return cls(path)
 
     @property
     def name(self) -> str:
@@ -271,13 +254,9 @@ class RunDir:
         """``prepared`` (written, never started), ``running``, ``completed``, ``stopped`` or
         ``failed``.
 
-        A run is ``running`` only while a process holds its write lock: one that says
-        ``running`` with nobody holding the lock died without writing its end (SIGKILL,
-        power loss, a full disk) and reads ``failed``. So does one still ``prepared`` that was
-        started: its lock file shows that a trainer claimed it (then died, or found the disk
-        too full for the ``running`` summary), or the process that prepared it to start it
-        (``wb.train``) is gone. A run prepared for others to start (``wb.launch_command``)
-        names no process and stays ``prepared``.
+        A run is ``running`` only while a process holds its write lock: ``running`` with the
+        lock free, or ``prepared`` once a trainer claimed it or its preparing process is gone,
+        reads ``failed``. A run prepared for others (``wb.launch_command``) stays ``prepared``.
         """
         summary = self.summary
         status = summary.get("status", "running")
@@ -347,9 +326,8 @@ class RunDir:
         self._spec = self._summary = None
 
     def subscribe(self, fn: Callable[[dict], None]) -> None:
-        """Call ``fn(event)`` for every event this process emits from now on (and, for a
-        run submitted to Slurm, ``{"phase": "job", "job": line, "waiting": bool}`` as the
-        job's state changes: shown, never written to the run's events)."""
+        """Call ``fn(event)`` for every event this process emits from now on (and, for a Slurm
+        run, ``{"phase": "job", "job": line, "waiting": bool}`` as the job's state changes)."""
         self.log.subscribers.append(fn)
 
     # ----------------------------------------------------------------- results
@@ -411,11 +389,8 @@ class RunDir:
         runs); ``options`` go to transformers' ``generate`` (``do_sample=True``,
         ``temperature``, ``top_k``, ...). Returns the decoded texts, one per prompt.
 
-        In HPU lazy mode each new token ends its graph with ``mark_step``, as optimum-habana's
-        generation loop does; elsewhere that is a no-op. There a causal model generates with
-        static shapes (``rundir.generation``: the prompt padded to a bucket, one compiled graph
-        per bucket instead of one per token) when ``options`` are only ``do_sample``,
-        ``temperature``, ``top_k``, ``top_p``.
+        In HPU lazy mode a causal model generates with static shapes (``rundir.generation``)
+        when ``options`` are only ``do_sample``, ``temperature``, ``top_k``, ``top_p``.
         """
         import torch
         from transformers import StoppingCriteria, StoppingCriteriaList
@@ -582,11 +557,8 @@ def runs(root: str | Path | None = None):
 
 
 def compare(*runs_: RunDir | str | Path):
-    """Runs side by side.
-
-    Returns a ``Comparison``: ``.table`` is a DataFrame (one column per run, one row per
-    summary figure); in a notebook it displays as one chart overlaying the runs.
-    """
+    """Runs side by side: a ``Comparison`` whose ``.table`` is a DataFrame (a column per run, a
+    row per summary figure); in a notebook one chart overlaying the runs."""
     import pandas as pd
 
     from ..views.dashboard import Comparison

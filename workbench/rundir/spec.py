@@ -1,10 +1,9 @@
-"""A run's spec.json as a typed record: what was trained (the model's and the data's specs),
-how (the run's arguments, ``RunArgs``), on how many workers (``Launch``) and each resume.
+"""A run's spec.json as a typed record: the model's and the data's specs, the run's arguments
+(``RunArgs``), its workers (``Launch``) and each resume.
 
-``RunSpec.read(raw, where)`` is the one place that reads the file's dict: it upgrades a file
-older code wrote (no ``"version"``) in one step and refuses a value of the wrong type with
-an error naming the file, the key and what it holds. A run directory is data (docs/runs.md):
-nothing here imports, runs or opens what a spec names. Every reader reads attributes.
+``RunSpec.read(raw, where)`` is the one reader of the file's dict: it upgrades a version-1
+file and refuses a value of the wrong type naming the file and the key. A run directory is
+data (docs/runs.md): nothing here imports, runs or opens what a spec names.
 """
 
 from __future__ import annotations
@@ -58,9 +57,8 @@ class Resume:
 
 @dataclass(frozen=True, kw_only=True)
 class RunSpec:
-    """A run's spec.json: the model's and the data's specs (``ModelSpec.to_dict`` /
-    ``DataSpec.to_dict``, or what an attached Trainer's model and data say), the run's
-    arguments, its launch and its resumes. ``to_dict`` is what the file holds."""
+    """A run's spec.json: the model's and the data's specs, the run's arguments, its launch
+    and its resumes. ``to_dict`` is what the file holds."""
 
     model: dict[str, Any]
     data: dict[str, Any]

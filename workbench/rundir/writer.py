@@ -34,12 +34,9 @@ RESERVE_BYTES = 256 * 1024
 
 
 def create(path: Path, spec: RunSpec, checkpoints: Path | None = None) -> None:
-    """Write a new run's summary (``prepared``, naming this process) and then its spec: a run
-    directory is never seen without a summary. Until a trainer claims the run, the process
-    named is the one that will start it: if it dies first, the run reads ``failed``
-    (``hand_over`` names none, for a run that others start). ``checkpoints``: a directory
-    elsewhere that holds the run's checkpoints (an attached Trainer's ``output_dir``), linked
-    as the run's ``checkpoints``."""
+    """Write a new run's summary (``prepared``, naming this process, which is to start it: if
+    it dies first, the run reads ``failed``) and then its spec. ``checkpoints``: a directory
+    elsewhere (an attached Trainer's ``output_dir``), linked as the run's ``checkpoints``."""
     write_json(
         path / "summary.json",
         {"status": "prepared", "error": None, "created": now(), **this_process()},
@@ -86,13 +83,8 @@ PF_EXITING = 0x4  # Linux's task flag (include/linux/sched.h), set as a process 
 
 def gone(process: dict[str, Any]) -> bool:
     """Whether the process that ``this_process()`` described has ended: on this host, its pid
-    is free, taken by a later process, a zombie (dead, its parent has not reaped it yet:
-    torchrun's agent reaps a killed worker at its next poll), or exiting. False on another
-    host, where nothing here can tell.
-
-    Exiting counts: a SIGKILLed process closes its sockets (its peers' collectives fail at
-    once) before it is a zombie, and the peer that asks at that moment must see it gone;
-    Linux sets ``PF_EXITING`` (``/proc/<pid>/stat``'s flags) before it closes any file."""
+    is free, reused, a zombie, or exiting (a SIGKILLed process closes its sockets before it is
+    a zombie; Linux sets ``PF_EXITING`` in ``/proc/<pid>/stat`` first). False on another host."""
     import psutil
 
     if process.get("host") != socket.gethostname():
@@ -142,9 +134,8 @@ class RunWriter:
             self.respec(spec)
 
     def take_back(self, before: Resumption, error: str, log) -> OSError | None:
-        """A resume that failed before it trained a step: the run as the resume found it
-        (summary, spec, event log), its spec's ``resumes`` list recording the failure; then
-        the lock released. Returns the error of a write that failed (as ``finish``)."""
+        """A resume that failed before it trained a step: the run as the resume found it, the
+        failure in its spec's ``resumes``, the lock released; returns a failed write's error."""
         entry = dataclasses.replace(before.entry, failed=error, ended=now())
         spec = before.spec.resumed(entry)
         failed = None
@@ -193,13 +184,10 @@ class RunWriter:
         )
 
     def end(self, update: dict[str, Any]) -> None:
-        """The final summary. On a full disk the reserve makes room for it first. A save cut
-        short (the disk filled, a second interrupt, SIGTERM) leaves a checkpoint directory that
-        cannot be resumed from: it is removed (the earlier ones stay resumable), else Trainer
-        would count it among the checkpoints it keeps and rotate a good one away (a save that
-        no end followed, SIGKILL's, is removed by the next training: ``discard_after``). An
-        end that does not say the step (a launched run whose rank died: the launcher writes
-        it) takes the step the event log reached, and the last good checkpoint."""
+        """The final summary (on a full disk the reserve makes room for it first). A save cut
+        short is removed, else Trainer's rotation would keep it and delete a good one (after a
+        SIGKILL, ``discard_after`` does). An end without a step takes the event log's last,
+        and the last good checkpoint."""
         (self.run.path / RESERVE).unlink(missing_ok=True)
         if str(update.get("error") or "").startswith(CUT_SHORT):
             for name in self.run.broken_checkpoints:
@@ -214,14 +202,9 @@ class RunWriter:
 
     def discard_after(self, ckpt: Path) -> dict[str, str]:
         """Remove the checkpoint directories newer than ``ckpt``, the one training resumes
-        from, whose files do not parse; returns their names with the reason.
-
-        Trainer's rotation (``save_total_limit``) sorts ``checkpoint-*`` by step and deletes
-        the oldest without reading them: a save cut short past ``ckpt`` would outlive the good
-        ones (resume at 20 to 22 with a broken 24: 20 deleted, 22 and 24 kept). ``end`` removes
-        the saves that the signals this process handles cut short; a SIGKILL, a power loss or
-        a dead rank leaves one that only the next training can remove, before its first save.
-        Older broken ones are left: the rotation deletes them first."""
+        from, whose files do not parse; returns their names with the reason. Trainer's
+        rotation deletes the oldest by step without reading them: a broken save past ``ckpt``
+        would outlive the good ones. Older broken ones are left: the rotation deletes them."""
         step = int(ckpt.name.split("-")[-1])
         newer = {
             name: why
@@ -233,10 +216,9 @@ class RunWriter:
         return newer
 
     def finish(self, update: dict[str, Any], log, ended=None) -> OSError | None:
-        """End the run whatever fails: the final summary (``end``), then ``ended()``, the end
-        event and the lock released. Returns the error of a write that failed (the disk is
-        full even after the reserve): the summary on disk then still says ``running`` (or
-        ``prepared``), which readers of a run whose lock is free read as ``failed``."""
+        """End the run whatever fails: the final summary, then ``ended()``, the end event and
+        the lock released. Returns the error of a write that failed (the summary on disk then
+        says ``running``, which readers of a free lock read as ``failed``)."""
         failed = None
         try:
             try:
@@ -306,9 +288,8 @@ def disk_full_message(error: BaseException, run: RunDir) -> str | None:
     if e is None:
         return None
     broken = [run.path / "checkpoints" / name for name in run.broken_checkpoints]
-    where = getattr(e, "filename", None) or (
-        broken[-1] if broken else run.path
-    )  # the file, else the checkpoint
+    # the file, else the checkpoint
+    where = getattr(e, "filename", None) or (broken[-1] if broken else run.path)
     good = run.last_checkpoint
     last = f"the last good checkpoint is {good.name}" if good else "there is no good checkpoint yet"
     then = f"wb.Run.open({str(run.path)!r}).resume()" if good else "train again"

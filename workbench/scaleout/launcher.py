@@ -1,9 +1,7 @@
 """Scale-out from a notebook: ``torchrun`` workers (DDP or DeepSpeed), never a home-made engine.
 
-``wb.launch`` writes the run directory (specs, not live objects, cross the process
-boundary), starts ``torchrun`` with N workers that each rebuild the model and data from the
-specs and run the same engine as ``wb.train``, and follows rank 0's events into the
-notebook's dashboard. ``wb.launch_command`` renders the multi-node commands.
+``wb.launch`` writes the run directory (specs cross the process boundary, not live objects),
+starts ``torchrun``, and follows rank 0's events into the dashboard.
 """
 
 from __future__ import annotations
@@ -67,8 +65,7 @@ def deepspeed_config(
         "train_micro_batch_size_per_gpu": "auto",
         "gradient_accumulation_steps": "auto",
         # "auto" is the run's max_grad_norm: DeepSpeed clips. No "optimizer" section: ZeRO wraps
-        # the Trainer's own optimizer, with its parameter groups (on Gaudi torch's AdamW, not
-        # hpex's)
+        # the Trainer's own optimizer, with its parameter groups (on Gaudi torch's AdamW)
         "gradient_clipping": "auto",
         "zero_optimization": zero,
         "bf16": {"enabled": "auto"},
@@ -128,12 +125,8 @@ def _digest(line: str) -> int:
 
 
 class _Follower:
-    """Replays the events rank 0 appends to ``events.jsonl`` to this process's subscribers.
-
-    A restarted rank 0 rewrites the log (events past the checkpoint it resumes from are
-    dropped, as on ``resume()``): then the follower reads the new file from its start and
-    replays only what it had not replayed yet.
-    """
+    """Replays the events rank 0 appends to ``events.jsonl`` to this process's subscribers;
+    from a log a restarted rank 0 rewrote, only what it had not replayed yet."""
 
     def __init__(self, run: Run):
         self.run, self.reader = run, EventReader(run.log.path)
@@ -159,10 +152,8 @@ class _Follower:
 
 
 def _die_with_parent() -> None:
-    """In the torchrun child, before it starts: SIGTERM it when this process dies, however
-    it dies, so that torchrun stops its workers instead of training on orphaned (Linux
-    prctl PR_SET_PDEATHSIG; it fires when the thread that started torchrun ends, and
-    ``launch`` starts it from the caller's thread)."""
+    """In the torchrun child: SIGTERM it when this process dies, however it dies (Linux prctl
+    PR_SET_PDEATHSIG: it fires when the thread that started torchrun ends)."""
     import ctypes
 
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
@@ -183,9 +174,8 @@ def _error_files(run: Run) -> dict[int, dict]:
     attempts = [
         p.name for p in run.path.glob("logs/**/attempt_*") if p.name.split("_")[-1].isdigit()
     ]
-    last = max(
-        attempts, key=lambda name: int(name.split("_")[-1]), default="attempt_0"
-    )  # torchrun's last try
+    # torchrun's last try
+    last = max(attempts, key=lambda name: int(name.split("_")[-1]), default="attempt_0")
     for path in sorted(run.path.glob(f"logs/**/{last}/*/error.json")):
         try:
             message = json.loads(path.read_text())["message"]
@@ -197,10 +187,8 @@ def _error_files(run: Run) -> dict[int, dict]:
 
 
 def _failure(run: Run, launcher_log: str) -> tuple[int | None, str]:
-    """(rank, message) of the failure that caused the others. When one rank fails, torchrun
-    ends the others with SIGTERM, so a rank killed by another signal comes first (SIGKILL,
-    SIGSEGV: it could record nothing), then the rank whose recorded exception came first,
-    with that exception as the message, not a line from its log."""
+    """(rank, message) of the failure that caused the others (torchrun SIGTERMs the rest): a
+    rank killed by another signal first, then the rank whose recorded exception came first."""
     codes, errors = _exit_codes(launcher_log), _error_files(run)
     killed = sorted(r for r, c in codes.items() if c < 0 and -c != signal.SIGTERM)
     if killed:
@@ -302,13 +290,10 @@ def launch(
     nodes : int
         Machines, each with ``devices`` workers: more than one needs ``scheduler``.
     scheduler : {"slurm"}, optional
-        Submit the run to Slurm (``sbatch`` from this machine: the cluster's login node)
-        instead of starting torchrun here: the script ``wb.launch_command(format="slurm")``
-        renders, checked with ``sbatch --test-only`` before anything is written. The run
-        reads ``prepared`` while the job waits; this process prints the job's state as Slurm
-        moves it and follows the run live; Stop asks every rank to stop with a checkpoint;
-        a job that ends without ending its run (``scancel``, a lost node) fails the run with
-        Slurm's state and reason. The run directory must be on storage every node mounts.
+        Submit the script ``wb.launch_command(format="slurm")`` renders with ``sbatch`` from
+        this machine (the cluster's login node) instead of starting torchrun here; this
+        process follows the job and the run live. The run directory must be on storage every
+        node mounts.
     partition : str, optional
         Slurm's partition (default: the cluster's default).
     max_steps, batch_size, lr, ...
@@ -316,10 +301,8 @@ def launch(
     **trainer_overrides
         TrainingArguments fields, as for ``wb.train``.
 
-    Rank 0 writes the run's events; this process shows them live. Each rank's stdout and
-    stderr are kept under ``run.path / "logs"``. Stop (button, ``run.stop()``, an
-    interrupt) stops all ranks at the same step with a checkpoint; a crashed rank stops
-    the others and the run is marked ``failed`` naming the rank and its error.
+    Each rank's stdout and stderr are kept under ``run.path / "logs"``. Stop stops all ranks
+    at the same step with a checkpoint; a crashed rank fails the run, named with its error.
     """
     if not isinstance(max_restarts, int) or max_restarts < 0:
         raise ValueError(f"max_restarts must be 0 or more; got {max_restarts!r}")

@@ -1,12 +1,7 @@
-"""Launch files: what starts one run on several machines, rendered as text (run nowhere here).
-
-``LaunchCommand`` renders, for a prepared run directory, the ``torchrun`` line every node
-starts (c10d rendezvous on the first host), DeepSpeed's hostfile and command, a Slurm
-``sbatch`` script (one torchrun per node through ``srun``), and Kubernetes manifests for
-the two operators clusters use: Kubeflow's PyTorchJob (``kubeflow.org/v1``) and the MPI
-operator's MPIJob (``kubeflow.org/v2beta1``, the form Intel's Gaudi-on-Kubernetes guide
-uses). Device resources (``habana.ai/gaudi``, ``nvidia.com/gpu``) come from the backend
-table. Every form runs the same worker, ``python -m workbench.scaleout.worker RUN_DIR``.
+"""Launch files: what starts one run on several machines, rendered as text (run nowhere here):
+the ``torchrun`` line, DeepSpeed's hostfile and command, a Slurm script, and Kubeflow's
+PyTorchJob and the MPI operator's MPIJob (the form Intel's Gaudi-on-Kubernetes guide uses).
+Every form runs the same worker, ``python -m workbench.scaleout.worker RUN_DIR``.
 """
 
 from __future__ import annotations
@@ -31,20 +26,14 @@ TORCHRUN_PORT = 23456  # the PyTorchJob operator's default port (PyTorchJobDefau
 
 def worker_args(run_dir: str | Path, trust_remote_code: bool = False) -> list[str]:
     """The arguments after ``python``/``torchrun`` that run one worker of ``run_dir``;
-    ``trust_remote_code`` (the caller's, never read back from the run directory) lets the
-    model's own Python files run in the workers."""
+    ``trust_remote_code`` is the caller's, never read back from the run directory."""
     return [*WORKER, str(run_dir), *(["--trust-remote-code"] if trust_remote_code else [])]
 
 
 def restart_env(max_restarts: int) -> dict[str, str]:
-    """The environment torchrun needs for restarts that work (none without restarts).
-
-    torchrun 2.x shares its rendezvous store with the workers and keeps it across restarts
-    (dynamic_rendezvous.py builds the bootstrap store once), so a restarted group reads the
-    dead workers' keys: gloo's connectFullMesh then dials a dead rank's port ("Connection
-    refused") whenever the new rank 0 publishes later than the others read. Opting out
-    gives every attempt a fresh store hosted by its rank 0.
-    """
+    """The environment torchrun needs for restarts that work (none without restarts): torchrun
+    2.x keeps its rendezvous store across restarts (dynamic_rendezvous.py), so a restarted
+    group could dial a dead rank's port; opting out gives every attempt a fresh store."""
     return {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"} if max_restarts else {}
 
 
@@ -121,11 +110,9 @@ def _yaml(doc: dict) -> str:
 
 @dataclass
 class LaunchCommand:
-    """The commands and job files that run one training job on several machines.
-
-    ``str()`` is the chosen ``format``; every form is also an attribute: ``torchrun``,
-    ``hostfile``/``deepspeed``, ``slurm``, ``pytorchjob()``/``mpijob()`` (dicts) and
-    ``kubernetes`` (both manifests as YAML). Nothing is run here.
+    """The commands and job files that run one training job on several machines: ``str()`` is
+    the chosen ``format``, every form an attribute (``torchrun``, ``hostfile``/``deepspeed``,
+    ``slurm``, ``pytorchjob()``/``mpijob()``, ``kubernetes``). Nothing is run here.
     """
 
     run_dir: str
@@ -150,8 +137,7 @@ class LaunchCommand:
         self, endpoint: str | None = None, rdzv_id: str | None = None, conf: str | None = None
     ) -> list[str]:
         """torchrun's argv for one node: c10d rendezvous at ``endpoint`` (default: the first
-        host), restarts, each rank's output kept under the run's ``logs/``. No node rank:
-        with c10d, torchrun ignores it and ranks are assigned at the rendezvous."""
+        host), restarts, each rank's output under ``logs/`` (no node rank: c10d assigns them)."""
         endpoint = endpoint or f"{(self.hosts or ['localhost'])[0]}:{self.port}"
         extra = [f"--rdzv_conf={conf}"] if conf else []
         extra += [f"--max_restarts={self.max_restarts}"] if self.max_restarts else []
@@ -320,9 +306,8 @@ class LaunchCommand:
 
     def pytorchjob(self) -> dict[str, Any]:
         """A Kubeflow training-operator PyTorchJob (kubeflow.org/v1): one Master and
-        ``nodes - 1`` Workers, each pod one torchrun agent, meeting at a c10d rendezvous on
-        the master pod (the operator gives every pod PET_MASTER_ADDR and PET_MASTER_PORT;
-        Kubernetes expands ``$(VAR)`` in a command from the container's environment)."""
+        ``nodes - 1`` Workers, one torchrun agent a pod, meeting at a c10d rendezvous on the
+        master (the operator sets PET_MASTER_ADDR and PET_MASTER_PORT in every pod)."""
         name = _dns_label(Path(self.run_dir).name, len("-worker-") + 5)
         command = self.torchrun_args(endpoint="$(PET_MASTER_ADDR):$(PET_MASTER_PORT)", rdzv_id=name)
 
@@ -360,10 +345,9 @@ class LaunchCommand:
         }
 
     def mpijob(self) -> dict[str, Any]:
-        """An MPI-operator MPIJob (kubeflow.org/v2beta1): ``nodes`` Worker pods with the
-        devices (running sshd, as the operator's images do) and a Launcher whose ``mpirun``
-        starts one torchrun agent per Worker; they meet at a c10d rendezvous hosted by the
-        agent Open MPI ranks 0, on Worker 0 (``<job>-worker-0.<job>`` in the job's Service)."""
+        """An MPI-operator MPIJob (kubeflow.org/v2beta1): ``nodes`` Worker pods running sshd
+        and a Launcher whose ``mpirun`` starts one torchrun agent per Worker, meeting at a c10d
+        rendezvous on Worker 0 (``<job>-worker-0.<job>`` in the job's Service)."""
         name = _dns_label(Path(self.run_dir).name, len("-worker-") + len(str(self.nodes - 1)))
         args = self.torchrun_args(
             endpoint=f"{name}-worker-0.{name}:{self.port}", rdzv_id=name, conf="is_host=IS_HOST"

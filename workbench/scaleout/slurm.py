@@ -1,19 +1,12 @@
 """A run submitted to Slurm from the notebook (``wb.launch(..., scheduler="slurm")``).
 
-Slurm starts the workers (``sbatch`` of the script ``LaunchCommand.slurm`` renders: one
-torchrun per node through ``srun``); the run directory, on storage every node mounts, is the
-only channel back. This process checks that Slurm would run the job before anything is
-written (``sbatch --test-only``), submits it, keeps its id in the run directory
-(``rundir.job``), and follows it: rank 0's events replayed to the live view, the job's
-state printed as Slurm moves it, Stop as a STOP file every rank reads, and a job that ends
-without ending its run (``scancel``, a node lost, a job that never started) recorded as the
-run's failure with Slurm's state and reason.
-
-By hand, with Slurm's own commands, rather than ``submitit``: submitit pickles a Python
-callable into a folder and runs it with its own runner under ``srun``, one task per GPU,
-reading the results back from its pickles; a run here is already a directory of specs that
-torchrun's workers read, started by a script the user can read and submit themselves, so
-what remains is ``sbatch --parsable``, ``squeue`` and ``scancel`` (docs/multi-node.md).
+Slurm starts the workers (``sbatch`` of ``LaunchCommand.slurm``); the run directory, on storage
+every node mounts, is the only channel back. This process checks the job (``sbatch
+--test-only``) before anything is written, submits it, keeps its id (``rundir.job``) and
+follows it: events replayed, the job's state printed, Stop as a STOP file, and a job that ends
+without ending its run recorded as the run's failure with Slurm's state and reason. Not
+``submitit``: a run is already a directory of specs, started by a script the user can read,
+so what remains is ``sbatch --parsable``, ``squeue`` and ``scancel`` (docs/multi-node.md).
 """
 
 from __future__ import annotations
@@ -49,8 +42,7 @@ def _sbatch() -> str:
 
 def check(cmd: LaunchCommand) -> None:
     """Refuse, before anything is written, a job this cluster would not run: Slurm's own
-    answer to ``sbatch --test-only`` of the script's directives (an unknown partition, more
-    nodes than the partition has, a GRES it does not know), with the fix."""
+    answer to ``sbatch --test-only`` of the script's directives, with the fix."""
     script = "\n".join(line for line in cmd.slurm.splitlines() if line.startswith("#")) + "\ntrue\n"
     done = subprocess.run(
         [_sbatch(), "--test-only"],

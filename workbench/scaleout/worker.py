@@ -1,19 +1,10 @@
 """One torchrun worker: ``python -m workbench.scaleout.worker RUN_DIR [--trust-remote-code]``.
 
-``--trust-remote-code`` (``wb.launch`` adds it when its model was given
-``trust_remote_code=True``) lets the model's own Python files run; the run directory's
-spec.json never does: a spec that asks for it without the flag is refused.
-
-Rebuilds the model and data from the run directory's specs and runs the same engine as
-``wb.train``; the Trainer sets up torch.distributed from torchrun's environment with the
-backend from the backend table (hccl, nccl, gloo). Rank 0 writes the events and summary.
-At the end every rank writes a digest of its parameters (``ranks/rank-N.json``), so that a
-test, or a doubtful user, can check that all ranks hold the same weights.
-
-When torchrun restarts the workers (``--max_restarts``, after one died, on any node), every
-rank continues from the newest checkpoint whose files parse; rank 0 claims the run's lock
-again (the dead rank 0's lock went with its process), drops the events logged past that
-checkpoint and logs a ``restart`` event naming the attempt.
+``--trust-remote-code`` lets the model's own Python files run; the run directory's spec.json
+never does. Rebuilds the model and data from the specs and runs ``wb.train``'s engine; rank 0
+writes the events and summary, and every rank a digest of its parameters
+(``ranks/rank-N.json``). After a torchrun restart every rank continues from the newest
+checkpoint whose files parse, and rank 0 claims the run's lock again.
 """
 
 from __future__ import annotations
@@ -41,16 +32,9 @@ def digest(model) -> str:
 
 
 class WholeErrorFile(ErrorHandler):
-    """torch elastic's error handler, writing the error file whole or not at all.
-
-    torch's own ``record_exception`` opens ``TORCHELASTIC_ERROR_FILE`` and then dumps JSON into
-    it; the agent parses that file as soon as the worker is gone
-    (``ProcessFailure.__post_init__``), and a worker the agent stops while it writes leaves
-    the file empty: the agent itself then dies in ``json.load``, ending every restart. Seen in
-    a clean-clone run (2026-12-04) when rank 0 was killed and rank 1 was being stopped. The
-    handler's docstring names ``record_exception`` as the method to override: this one lets
-    torch write its usual record beside the file and renames it into place (one atomic
-    ``os.replace``), so the agent finds no file (and reports the signal) or a whole one.
+    """torch elastic's error handler, writing the error file whole or not at all: a worker
+    stopped while ``record_exception`` wrote left it empty, and the agent died in
+    ``json.load``. This override writes beside the file and renames it into place.
     """
 
     _partial: str | None = None
@@ -78,9 +62,8 @@ CLAIM_WAIT = 60.0  # seconds a restarted rank 0 waits for the run's lock
 
 
 def _claim_again(run):
-    """The run's writer, its lock claimed by this restarted rank 0. The lock is free once the
-    previous rank 0 has exited; torchrun restarts only after that, but a process it forked
-    may hold the lock a moment longer, so this waits, within a deadline."""
+    """The run's writer, its lock claimed by this restarted rank 0, waiting within a deadline:
+    a process the previous rank 0 forked may hold the lock a moment after it exited."""
     from ..rundir.lock import RunBusy
     from ..rundir.writer import RunWriter
 
@@ -95,14 +78,10 @@ def _claim_again(run):
 
 
 def restart(run, rank: int):
-    """(checkpoint to continue from, rank 0's writer) for this worker: the newest checkpoint
-    whose files parse (None for a fresh run), and, where the run trained before (its log
-    has events), rank 0's lock claimed again and the restart logged.
-
-    Not torchrun's TORCHELASTIC_RESTART_COUNT: that counts one agent's own restarts, and on
-    several nodes an agent restarted for another node's failure keeps its count (0), so
-    ranks of one attempt would disagree. At this point no rank of this attempt has trained
-    (checkpoints come after steps, which need every rank), so all ranks see the same files.
+    """(checkpoint to continue from, rank 0's writer): the newest checkpoint whose files parse
+    (None for a fresh run), and where the run trained before, rank 0's lock claimed again and
+    the restart logged. Not TORCHELASTIC_RESTART_COUNT: an agent restarted for another node's
+    failure keeps its count, so ranks would disagree.
     """
     ckpt = run.last_checkpoint  # the newest whose files parse: one cut short by the kill is skipped
     before = run.events if rank == 0 else []
@@ -111,9 +90,8 @@ def restart(run, rank: int):
     writer = _claim_again(run)
     step = int(ckpt.name.split("-")[-1]) if ckpt is not None else 0
     attempt = 1 + sum(e.get("phase") == "restart" for e in before)
-    run.log.truncate_after(
-        step
-    )  # as resume() does: the steps after the checkpoint are trained again
+    # as resume() does: the steps after the checkpoint are trained again
+    run.log.truncate_after(step)
     run.log.emit(
         {
             "phase": "restart",

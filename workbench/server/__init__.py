@@ -1,19 +1,10 @@
 """The Jupyter server extension behind the JupyterLab side panel: devices and runs as JSON.
 
-Endpoints, under the server's base URL (every one needs a logged-in user):
-
-- ``GET workbench/devices``: ``{"time", "devices": [...], "notes": [...]}`` (``device.monitor_all``)
-- ``GET workbench/cards``: ``{"cards": [...], "notes": [...]}``, each card free or held, a holder
-  that is a kernel of this server with its ``kernel_id`` and ``notebook`` (``holders``)
-- ``GET workbench/runs``: ``{"runs": [row, ...]}``, every run under the server's root, newest first
-- ``GET workbench/run?path=<rel>``: one run's summary, spec, last events, checkpoints and latest
-  sample grid
-- ``POST workbench/stop`` with ``{"path": <rel>}``: writes the run's STOP file
-
-Serving them imports no torch, transformers, datasets or Habana bridge: device readings
-come from the vendors' management libraries (``monitor``), runs from their files.
-Installed with ``pip install 'gaudi-workbench[lab]'``; the package ships the config file
-that enables it (``jupyter-config/server-config/gaudi_workbench.json``).
+Endpoints, under the server's base URL (every one needs a logged-in user): ``GET
+workbench/devices``, ``workbench/cards``, ``workbench/runs``, ``workbench/run?path=<rel>`` and
+``POST workbench/stop`` with ``{"path": <rel>}`` (``handlers``). Serving them imports no torch,
+transformers, datasets or Habana bridge. Installed with ``pip install 'gaudi-workbench[lab]'``
+(``jupyter-config/server-config/gaudi_workbench.json`` enables it).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The HTTP side of the extension: one Jupyter ``APIHandler`` per endpoint, JSON in and out.
-
-Every verb needs a logged-in user (``tornado.web.authenticated``: the server answers 403
-otherwise). Errors are ``HTTPError``s whose message (``{"message": ...}`` in the reply,
-jupyter_server's ``APIHandler.write_error``) says what to send instead.
+"""The HTTP side of the extension: one Jupyter ``APIHandler`` per endpoint, JSON in and out,
+every verb for a logged-in user; an error's message says what to send instead.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""Who holds each device card, as this Jupyter server sees it: the holders the OS reports
-(``backends.cards``: processes with the card's device file open, NVML's process list on
-NVIDIA), and for a holder that is one of this server's kernels, the kernel's id and its
-notebook (the kernel manager knows each kernel's process, the session manager its notebook).
+"""Who holds each device card, as this Jupyter server sees it: the OS's holders
+(``backends.cards``), and for one of this server's kernels its id and notebook.
 """
 
 from __future__ import annotations
@@ -38,10 +36,8 @@ def kernel_pids(kernel_manager: Any) -> dict[int, str]:
 def card_rows(
     kernels: dict[int, str], notebooks: dict[str, str], known: set[str]
 ) -> dict[str, Any]:
-    """Every card of every kind, each free or with its holders: pid, command line, and where
-    the holder is a kernel of this server (``kernels`` pid -> id, or its connection file
-    names one of ``known``), its ``kernel_id`` and ``notebook`` (``notebooks``: kernel id ->
-    path)."""
+    """Every card of every kind, free or with its holders (pid, command line, and for a kernel
+    of this server its ``kernel_id`` and ``notebook``)."""
     cards, notes = [], []
     for kind in ORDER:
         try:
@@ -71,11 +67,9 @@ async def server_cards(kernel_manager: Any, session_manager: Any) -> dict[str, A
 def with_allocator_memory(
     readings: dict[str, Any], by_pid: Callable[[], dict[int, tuple[int, int | None]]]
 ) -> dict[str, Any]:
-    """``readings`` (``monitor_all``) with each held Gaudi's memory in use taken from the run
-    its holder writes (``by_pid()``: pid -> (in use, total), ``RunTable.memory_by_writer``,
-    asked only where a Gaudi is listed).
-    HLML's "used" is the bridge's reservation, nearly the whole HBM once a card is held, so the
-    HPU backend leaves it out; a card whose holder writes no run here stays "not reported"."""
+    """``readings`` (``monitor_all``) with each held Gaudi's memory in use from the run its
+    holder writes (``by_pid()``: pid -> (in use, total)): HLML's "used" is the bridge's
+    reservation, nearly the whole HBM. A card whose holder writes no run stays "not reported"."""
     rows = [r for r in readings["devices"] if r["kind"] == "hpu" and r["mem_used"] is None]
     writers = by_pid() if rows else {}
     if not writers:
@@ -93,9 +87,8 @@ def with_allocator_memory(
 
 
 def _runs_home(pid: int, proc: Path = PROC) -> Path | None:
-    """Where process ``pid`` keeps its runs, looked up as ``RunTable`` lists them: the folder
-    above its ``WORKBENCH_RUNS``, else its working folder (``./runs``); None where this process
-    may not read it (another user's process, to anyone but root)."""
+    """Where process ``pid`` keeps its runs (the folder above its ``WORKBENCH_RUNS``, else its
+    working folder); None where this process may not read it (another user's, but to root)."""
     try:
         for entry in (proc / str(pid) / "environ").read_bytes().split(b"\0"):
             if entry.startswith(settings.RUNS.encode() + b"="):
@@ -108,10 +101,8 @@ def _runs_home(pid: int, proc: Path = PROC) -> Path | None:
 
 
 def room(cards: list[Card], proc: Path = PROC) -> list[dict[str, Any]]:
-    """The teacher's view of a shared node: for each held card, each holder's user, notebook,
-    and the run it trains or last trained, with its step and status (the run whose lock names
-    the holder, under the holder's runs folder). Complete for root; another user sees their
-    own holds."""
+    """The teacher's view of a shared node: each held card's holders with their user, notebook
+    and the run they train or last trained. Complete for root; others see their own holds."""
     pids = {h.pid for c in cards for h in c.holders}
     tables: dict[Path, dict[int, dict[str, Any]]] = {}
     rows = []

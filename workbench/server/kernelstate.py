@@ -1,21 +1,13 @@
 """A kernel's busy/idle as Jupyter Server and JupyterLab read it, kept true while a cell trains.
 
 JupyterLab 4.6 sends a ``create_subshell_request`` on the control channel when a widget's comm
-opens and the kernel supports subshells (``@jupyterlab/services`` kernel/comm.ts,
-``CommHandler._maybeStartSubshell``; the "Kernel Comms over subshells" setting,
-``commsOverSubshells``, default ``perCommTarget``). The live dashboard's widget opens its comm
-while ``wb.train`` runs, and ipykernel 7 answers the request on its control thread between a
-``status: busy`` and a ``status: idle`` whose parent is that request (kernelbase.py,
+opens (``@jupyterlab/services`` kernel/comm.ts, ``CommHandler._maybeStartSubshell``), and
+ipykernel 7 answers it between a ``status: busy`` and a ``status: idle`` (kernelbase.py,
 ``dispatch_control``). Both readers take every iopub ``status`` as the kernel's state unless its
 parent's type is in the kernel manager's ``untracked_message_types``
-(jupyter_server/services/kernels/kernelmanager.py, ``record_activity``; JupyterLab's
-KernelConnection ``_handleMessage``, which reads the list from the page config that
-jupyterlab_server's ``LabServerApp.initialize_settings`` copies from the kernel manager). That
-list's own help says it "should be a superset of the message types sent on any channel other
-than the shell channel", but it lacks the subshell messages: the indicator read "Idle" for the
-rest of the training cell, and the server reported the busy kernel idle (a culler then takes a
-training kernel for an idle one). Adding them keeps the cell's own ``execute_request``
-busy/idle the only one that moves the indicator.
+(jupyter_server/services/kernels/kernelmanager.py, ``record_activity``), which lacks the
+subshell messages: a training kernel read idle (and a culler could take it). Adding them keeps
+the cell's own ``execute_request`` the only one that moves the indicator.
 """
 
 from __future__ import annotations

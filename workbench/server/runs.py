@@ -1,13 +1,9 @@
 """The runs under a Jupyter server's root directory, as the side panel lists them.
 
-Run directories are ``<dir>/<runs>/<run>/spec.json`` where ``<dir>`` is the root or a folder
-up to ``DEPTH`` levels below it, and ``<runs>`` a folder named ``runs`` or any folder that
-holds a run (``run_dir=`` and ``WORKBENCH_RUNS`` may name any folder, as ``wb.runs()`` reads
-them). Finding those folders walks the tree, so that list
-is kept for ``RESCAN_S`` seconds; the runs inside them are listed on every poll (one
-directory read per folder), and each run's event log is read incrementally (``EventTail``).
-Nothing here trains or writes a run, except the STOP file a stop request writes
-(``RunDir.stop``: the runs' own way to be stopped, from any process).
+Run directories are ``<dir>/<runs>/<run>/spec.json``, ``<dir>`` the root or a folder up to
+``DEPTH`` levels below it, ``<runs>`` any folder that holds a run. The folders found by walking
+the tree are kept for ``RESCAN_S`` seconds; the runs inside them are listed on every poll, and
+each event log read incrementally (``EventTail``). Nothing here writes a run but a STOP file.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""A run's event log read incrementally, and the running figures the side panel shows.
-
-The panel polls every run every few seconds; a run's ``events.jsonl`` only grows while it
-trains, so each poll reads only the bytes added since the last one, and a poll of a log
-that did not change costs one ``stat``. A resume rewrites the log (``EventLog.truncate_after``
-replaces the file: a new inode) and anything may shorten it: then the reader starts over.
+"""A run's event log read incrementally (a poll of an unchanged log costs one ``stat``), and
+the running figures the side panel shows.
 """
 
 from __future__ import annotations
@@ -92,8 +88,7 @@ class EventTail:
             self.mem_total = event.get("mem_total", self.mem_total)
             self._pace.clear()
         elif phase in ("train", "warmup") and isinstance(step, int):
-            # an event without a throughput (or 0: an interval that counted nothing) keeps
-            # the last one measured
+            # an event without a throughput (or 0) keeps the last one measured
             self.tokens_per_s = _number(event.get("tokens_per_s")) or self.tokens_per_s
             self.samples_per_s = _number(event.get("samples_per_s")) or self.samples_per_s
             loss = _number(event.get("loss"))

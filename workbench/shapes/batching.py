@@ -134,9 +134,8 @@ def _pack_ids(
     if tail == "pad" and n < len(ids):
         extra = block_length - (len(ids) - n)
         ids = np.concatenate([ids, np.full(extra, pad_token_id)])
-        start = np.concatenate(
-            [start, np.ones(extra, dtype=bool)]
-        )  # padding: label -100, position 0
+        # padding: label -100, position 0
+        start = np.concatenate([start, np.ones(extra, dtype=bool)])
         mask = np.concatenate([mask, np.zeros(extra, dtype=np.int64)])
         n = len(ids)
     ids, start, mask = ids[:n], start[:n], mask[:n]
@@ -238,9 +237,8 @@ def pack(
 
 def chunk_tokens(ds, column: str, tokenizer, block_length: int, map_batch_size: int = 1000):
     """The tokens ``pack`` gets from each chunk of ``map_batch_size`` rows of ``ds``'s text
-    ``column`` (tokenized as ``DataSpec.prepare`` does: truncated to ``block_length``; an EOS
-    after each), up to the first chunk that fills a block: when the last is under
-    ``block_length``, packing makes no block at all (each chunk drops its tail)."""
+    ``column`` (tokenized as ``DataSpec.prepare`` does), up to the first chunk that fills a
+    block: each chunk drops its tail, so none may make no block at all."""
     counts = []
     for start in range(0, ds.num_rows, map_batch_size):
         texts = ds[start : start + map_batch_size][column]
@@ -254,19 +252,13 @@ def chunk_tokens(ds, column: str, tokenizer, block_length: int, map_batch_size: 
 # --------------------------------------------------------------------------- counting
 class CountingCollator:
     """Wraps a collator; counts training samples, non-pad tokens, computed tokens and the
-    distinct batch shapes, on the CPU.
+    distinct batch shapes on the CPU, with no device sync (the Trainer's
+    ``include_num_input_tokens_seen`` syncs every step).
 
-    Counting here, on the batch the collator has just built, needs no device sync; the
-    Trainer's own ``include_num_input_tokens_seen`` calls ``.item()`` every step. The
-    dataloader collates a batch ahead of the step that uses it, so each batch's counts wait
-    in a queue until ``consume`` credits them at the end of their step. Evaluation batches
-    are collated while the model is in eval mode and are not counted; the training batches
-    fetched right after an evaluation are too, before the Trainer's next ``training_step``
-    sets train mode again: ``evaluated`` (at the evaluation's end) has them counted until the
-    next step ends (a step after each evaluation read 0 samples/s).
-
-    ``drop`` names batch keys that are left out of the batch once counted: packed blocks
-    go to the model without ``attention_mask`` (see ``_build``).
+    The dataloader collates ahead, so counts wait in a queue until ``consume`` credits them
+    at the end of their step; batches collated in eval mode are not counted, except those
+    fetched right after an evaluation (``evaluated``). ``drop`` names keys left out of the
+    batch once counted (packed blocks go without ``attention_mask``).
     """
 
     def __init__(self, inner, model, drop: tuple[str, ...] = ()):
@@ -318,10 +310,9 @@ class CountingCollator:
 
 
 class LabelsTo:
-    """Pads every row's ``labels`` (a list of ids) with ``label_pad`` up to ``length`` before
-    the inner collator sees them: a seq2seq collator then pads every batch's labels (and the
-    decoder inputs made from them) to that one length, not to each batch's longest target.
-    Rows longer than ``length`` are left as they are (the inner collator's padding decides)."""
+    """Pads every row's ``labels`` with ``label_pad`` up to ``length`` before the inner
+    collator sees them, so every batch's labels (and decoder inputs) take that one length.
+    Longer rows are left as they are."""
 
     def __init__(self, inner, length: int, label_pad: int = LABEL_PAD):
         self.inner, self.length, self.label_pad = inner, int(length), int(label_pad)
@@ -340,14 +331,11 @@ def collator(
     """The transformers collator for ``task`` (``padding``: ``longest`` or ``max_length``).
 
     ``label_length`` (seq2seq with ``max_length``): the longest target of the data; every
-    batch's labels are padded to it rounded up to a multiple of ``max_length``, as the
-    inputs are padded to ``max_length``: one static shape (targets are truncated at their
-    own limit, ``DataSpec.prepare``'s ``target_max_length``, so without it a batch's labels
-    took one of several lengths and, on Gaudi, a graph each)."""
+    batch's labels are padded to it rounded up to a multiple of ``max_length``: one static
+    shape, not a graph per target length on Gaudi."""
     import transformers
 
-    # Sequences are truncated at max_length, so padding to a multiple of it pads every
-    # batch to exactly max_length: one static shape.
+    # rows are truncated at max_length: a multiple of it pads every batch to exactly max_length
     multiple = max_length if padding == "max_length" else None
     if task == "classification":
         return transformers.DataCollatorWithPadding(tokenizer, pad_to_multiple_of=multiple)

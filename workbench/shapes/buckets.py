@@ -1,16 +1,9 @@
 """Static-shape batching: length buckets, batch-dimension padding and packing.
 
-On Gaudi every new input shape compiles a new graph (seconds each, cached afterwards), so
-dynamic padding, whose batch shape follows the longest sequence of each random batch,
-keeps compiling; padding everything to ``max_length`` compiles once but computes mostly
-padding. This module takes the middle road:
-
-- ``buckets`` picks at most ``k`` sequence lengths that minimise padding (exact dynamic
-  programming over the length histogram);
-- ``BucketBatchSampler`` groups examples of similar length into batches (the collators
-  that pad each batch to its bucket, and packing, are in ``batching``);
-- ``padding_stats`` (for a dataset: ``data.lengths(tok).padding(...)``) and ``tradeoff``
-  measure what each strategy wastes (``python -m benchmarks shapes`` times it).
+On Gaudi every new input shape compiles a graph, so dynamic padding keeps compiling and
+padding to ``max_length`` computes mostly padding. ``buckets`` picks at most ``k`` lengths that
+minimise padding (exact dynamic programming over the length histogram); ``BucketBatchSampler``
+groups examples of similar length; ``padding_stats`` and ``tradeoff`` measure the waste.
 """
 
 from __future__ import annotations
@@ -87,11 +80,8 @@ def lengths_of(dataset, column: str = "input_ids") -> np.ndarray:
 
 
 def _chunk_ends(total: np.ndarray, n: int, batch_size: int) -> np.ndarray:
-    """How many batches end among the first ``total`` rows of the bucket-sorted order.
-
-    The sampler puts the partial batch (``n % batch_size`` rows) first, then full batches,
-    so batches end at rows ``r - 1, r - 1 + batch_size, ...`` with ``r = n % batch_size``.
-    """
+    """How many batches end among the first ``total`` rows of the bucket-sorted order (the
+    partial batch, ``r = n % batch_size`` rows, first: at rows ``r - 1 + i * batch_size``)."""
     first_end = (n % batch_size - 1) % batch_size
     return (total - first_end - 1 + batch_size) // batch_size
 
@@ -258,12 +248,9 @@ class BucketBatchSampler:
         return self.boundaries[min(i, len(self.boundaries) - 1)]
 
     def one_per_shape(self) -> list[list[int]]:
-        """One batch of each sequence length an epoch's batches are padded to, longest first.
-
-        Which lengths occur does not depend on the shuffle (a batch spans two buckets at the
-        same places in every epoch), so a static-shape device can compile each of them before
-        the first step (``loaders.BatchSamplerTrainer``) and none after. Every replica gets
-        the same batches (a shape may occur on one replica only)."""
+        """One batch of each sequence length an epoch's batches are padded to, longest first,
+        for a static-shape device to compile before the first step (the lengths do not depend
+        on the shuffle). Every replica gets the same batches."""
         first: dict[int, list[int]] = {}
         for batch in self.batches(0):
             first.setdefault(self.length_of(batch), batch)
@@ -340,9 +327,8 @@ def padding_stats(
     else:
         stream = int(raw.sum() + len(raw))  # one EOS after each document
         blocks = stream // max_length
-        shapes = [(batch_size, max_length)] * math.ceil(
-            blocks / batch_size
-        )  # dummy rows fill the last
+        # dummy rows fill the last
+        shapes = [(batch_size, max_length)] * math.ceil(blocks / batch_size)
         computed = len(shapes) * batch_size * max_length
         useful = blocks * max_length
         extra["lost_tokens"] = stream - useful

@@ -1,12 +1,9 @@
 """A user's own ``transformers.Trainer``, attached: the run directory, the live view and Stop.
 
-``wb.attach(trainer)`` before ``trainer.train()``, or ``Trainer(..., callbacks=[wb.callback()])``,
-adds one ``TrainerCallback``: an ``Attachment``. The Trainer, its model, its data and its
-arguments stay the user's; nothing is subclassed or patched. When training begins the
-attachment writes a run directory under ``runs/`` (through ``rundir.writer``, the one
-writer), shows the dashboard ``wb.train`` shows (``views.dashboard.attach``), and hands every
-step to the engine's own ``callbacks.Events``: one event stream, whoever built the Trainer.
-The checkpoints stay in the Trainer's ``output_dir``; the run's ``checkpoints`` links there.
+``wb.attach(trainer)`` or ``Trainer(..., callbacks=[wb.callback()])`` adds one
+``TrainerCallback``, an ``Attachment``; nothing is subclassed or patched. It writes a run
+directory (through ``rundir.writer``), shows ``wb.train``'s dashboard and hands every step to
+the engine's ``callbacks.Events``. The checkpoints stay in the Trainer's ``output_dir``.
 """
 
 from __future__ import annotations
@@ -47,11 +44,8 @@ TWICE = (
     "wb.callback() is on this Trainer twice (or with wb.attach): one training makes one run. "
     "Pass wb.callback() once"
 )
-# The attachment that writes the run of each TrainerState: a Trainer's as it is built (its
-# callbacks' on_init_end), a new one per train() (on_train_begin). Nothing is written into
-# the Trainer's objects, so the table is here, process-wide like the engine's runs in
-# training: weak both ways (a dropped Trainer or attachment leaves nothing that counts), by
-# id (a TrainerState, a dataclass, cannot be a dict key).
+# The attachment that writes the run of each TrainerState, weak both ways, by id (a
+# TrainerState, a dataclass, cannot be a dict key): nothing is written into the Trainer.
 _OWNERS: dict[int, tuple[weakref.ref, weakref.ref]] = {}
 
 
@@ -66,15 +60,10 @@ def _check(live, name, throughput_warmup_steps, run_dir) -> None:
 class Attachment(TrainerCallback):
     """The TrainerCallback that makes a run of a user's Trainer (built by ``callback()``).
 
-    One training call (``trainer.train()``) is one run; training again (resuming from a
-    checkpoint, say) makes the next run. ``run`` is the live ``wb.Run`` while it trains,
-    and the last one after. An evaluation after ``train()`` (``trainer.evaluate()``, as
-    every example script does) is added to that run's events and its summary's ``eval``.
-
-    Under torchrun (or DeepSpeed's launcher) every rank holds one: rank 0 writes the run,
-    and all ranks take the same decisions at every step (the logging cadence from the step
-    count alone; a stop request agreed by all ranks at every step), since the Trainer's
-    logging, evaluation and checkpointing are collective operations.
+    One ``trainer.train()`` is one run; ``run`` is the live ``wb.Run`` while it trains, and the
+    last one after; a later ``trainer.evaluate()`` is added to that run. Under torchrun every
+    rank holds one: rank 0 writes the run, and all ranks take the same decisions at every step
+    (the Trainer's logging, evaluation and checkpointing are collective).
     """
 
     def __init__(
@@ -216,9 +205,8 @@ class Attachment(TrainerCallback):
         return events
 
     def _peers(self, size: int) -> list[dict] | None:
-        """Every rank's process (``this_process()`` and its ``rank``; rank 0's names the run,
-        made just before), gathered as training begins over the host's gloo group, so that a
-        run ended without its Trainer's end names the rank that died. None in one process."""
+        """Every rank's process, gathered over the host's gloo group as training begins, so
+        that a run ended without its Trainer's end names the rank that died; None in one."""
         if size == 1:
             return None
         import torch.distributed as dist
@@ -231,9 +219,8 @@ class Attachment(TrainerCallback):
         return peers
 
     def _stop_group(self):
-        """The process group the ranks' stop requests are joined over: gloo, on the host,
-        so that agreeing at every step never waits for the device (the Trainer's own group
-        when it is gloo already, else one made once, by every rank at the same point)."""
+        """The gloo group the ranks' stop requests are joined over, so that agreeing at every
+        step never waits for the device (the Trainer's own when it is gloo already)."""
         import torch.distributed as dist
 
         if dist.get_backend() == "gloo":
@@ -319,9 +306,8 @@ class Attachment(TrainerCallback):
             writer.release()
 
     def _own(self, state) -> None:
-        """Make this attachment the one that writes the run of ``state``'s Trainer or
-        training; a second attachment (or this one listed twice) is refused with the fix.
-        Two would write two runs of one training."""
+        """Make this attachment the one that writes the run of ``state``'s training; a second
+        one (or this one listed twice) is refused with the fix."""
         entry = _OWNERS.get(id(state))
         other = entry[1]() if entry is not None and entry[0]() is state else None
         if other is not None:
@@ -470,10 +456,8 @@ class _Open:
 
 def _abandon(opened: _Open, why: str | None, tb: str | None = None) -> None:
     """End ``opened`` as failed: the Trainer never reached on_train_end (``why``: None from
-    the finalizer, which tells the process's exit from the attachment's collection). Under
-    torchrun, a rank that died on this host is named: its death failed this rank's collectives
-    (a peer's socket closes as its process ends; a rank still alive is one that this failure
-    will end)."""
+    the finalizer). Under torchrun, a rank that died on this host is named (its death failed
+    this rank's collectives)."""
     if why is None:
         why = (
             "the process exited"
@@ -493,12 +477,9 @@ def _abandon(opened: _Open, why: str | None, tb: str | None = None) -> None:
 
 
 def _orphaned(peers: list[dict], rank: int) -> None:
-    """Another rank's end while training (it exits, its Trainer is dropped): when rank 0, the
-    run's writer, died first on this host (the run says running, and its lock is free: the
-    system freed it with rank 0's process), this rank writes the end, naming the ranks that
-    died. Nothing while rank 0 lives or holds the lock, or once it ended the run; of several
-    ranks, one takes the lock and the others find the run ended. On another host than rank
-    0's nothing can tell that it died (a lock on a shared disk may not hold across hosts)."""
+    """Another rank's end while training: when rank 0, the run's writer, died first on this
+    host (the run says running and its lock is free), this rank writes the end, naming the
+    ranks that died. Another host cannot tell (a lock on a shared disk may not hold there)."""
     writer, path = peers[0], peers[0].get("run")
     if path is None or not gone(writer):
         return  # rank 0 lives (the run's end is its own), or this host cannot tell
@@ -526,10 +507,9 @@ def _named(ranks: list[dict]) -> str:
 
 
 class _Steps:
-    """Samples counted from the steps: ``batch_size`` rows a batch, each rank (the last
-    batch of an epoch may hold fewer). Tokens are not counted: that would need the batches,
-    which are the user's collator's and stay untouched. A ``wb.bucket_collator`` notes the
-    shapes it made itself; they are read from it (``shapes_seen``)."""
+    """Samples counted from the steps (``batch_size`` rows a batch, each rank); tokens are
+    not: the batches are the user's collator's. A ``wb.bucket_collator``'s shapes are read
+    from it (``shapes_seen``)."""
 
     tokens = 0
 
@@ -660,11 +640,8 @@ def attach(
     throughput_warmup_steps: int | None = None,
 ):
     """Give ``trainer`` (a ``transformers.Trainer``) what a ``wb.train`` run has; returns the
-    attachment (``.run`` is the ``wb.Run`` once training began).
-
-    Call it before ``trainer.train()``. One callback is added and transformers'
-    ``PrinterCallback`` (a dict printed at every log) taken off; the model, optimizer,
-    collator and arguments stay as they are. The arguments are ``callback``'s.
+    attachment (``.run`` is the ``wb.Run`` once training began). Call it before
+    ``trainer.train()``; the arguments are ``callback``'s.
     """
     import transformers
 

@@ -1,28 +1,21 @@
 """Attention for packed causal blocks: no mask at all (concat), or one per document (isolated).
-
-Packed blocks are right-padded and causal, so a mask changes no loss; handing SDPA no mask
-and ``is_causal=True`` lets it take its flash kernel. transformers builds a mask for its
-``"sdpa"`` implementation whenever it can, so the run switches the model to an alias of
-transformers' own SDPA function that has no mask function registered (transformers'
-documented ``AttentionInterface``), and back when the run ends.
+The run switches the model to an alias of transformers' SDPA (its documented
+``AttentionInterface``), and back when the run ends.
 """
 
 from __future__ import annotations
 
 import logging
 
-# An alias of transformers' own SDPA attention under a name of ours. transformers builds
-# no mask for an attention implementation that has no mask function registered (its way
-# for backends that need none), so the model calls SDPA with is_causal=True and no mask,
-# and SDPA can take its flash kernel. Under "sdpa" a mask tensor is built: always under
-# torch.compile (torch before 2.14), and whenever position_ids come without a mask.
+# An alias of transformers' own SDPA attention under a name of ours: transformers builds no
+# mask for an implementation without a registered mask function, so SDPA gets is_causal=True
+# and no mask, and can take its flash kernel (under "sdpa" a mask is built under compile).
 CAUSAL_SDPA = "workbench_causal_sdpa"
 
 
 def causal_sdpa(model):
-    """Switch a model that uses SDPA to CAUSAL_SDPA, for batches that need no mask
-    (packed blocks: right-padded, causal). Returns the function that switches it back,
-    or None where the model uses another attention (eager, flash-attention: left as is)."""
+    """Switch a model that uses SDPA to CAUSAL_SDPA; returns the function that switches it
+    back, or None where the model uses another attention (left as is)."""
     from transformers import AttentionInterface
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -36,9 +29,7 @@ def causal_sdpa(model):
 
 
 class NoMaskAdvice(logging.Filter):
-    """Drops transformers' advice to pass an attention mask (given when a pad id appears at
-    a row's edge): packed blocks go without one on purpose, and the advice would suggest a
-    problem in every packed run's output."""
+    """Drops transformers' advice to pass an attention mask: packed blocks go without one."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "passing in an `attention_mask`" not in record.getMessage()
@@ -52,13 +43,10 @@ def quiet_missing_mask_warning() -> None:
 
 
 def without_padding_check(model):
-    """Skip transformers' check for padding without a mask on a packed run's model (each of
-    its PreTrainedModel parts, this model object only); returns the function that restores it.
-
-    The check (``warn_if_padding_and_no_attention_mask``, transformers 5.24
-    ``modeling_utils.py:4701``) reads two token ids to the host every forward that has no
-    mask: a host sync per step (in Gaudi's lazy mode a cut graph) only to give the advice
-    ``NoMaskAdvice`` drops. Skipped under torch.compile already (``is_tracing``)."""
+    """Skip transformers' check for padding without a mask on a packed run's model (its
+    PreTrainedModel parts); returns the function that restores it. The check
+    (``warn_if_padding_and_no_attention_mask``, transformers 5.24 ``modeling_utils.py:4701``)
+    reads two token ids to the host every forward: a sync per step for advice we drop."""
     from transformers import PreTrainedModel
 
     parts = [m for m in model.modules() if isinstance(m, PreTrainedModel)]
@@ -89,13 +77,11 @@ def without_cache(model):
 
 
 # An alias of transformers' own SDPA attention whose mask function always builds the mask.
-# Under "sdpa", transformers 5.24 decides whether an encoder's mask can be left out by
-# reading it (``masking_utils.py:354``, ``padding_mask.all()``; the causal check likewise,
-# ``fast_all`` at line 292): a host read every forward, and in Gaudi's lazy mode a cut graph,
-# and a batch without padding then runs another graph than one with. Under torch.compile it
-# never reads (``is_tracing``) and always builds the mask: this alias does the same without
-# compiling, through transformers' documented ``AttentionInterface`` and
-# ``AttentionMaskInterface``. The mask built is the one "sdpa" builds when it cannot skip.
+# Under "sdpa", transformers 5.24 reads the mask to decide whether to leave it out
+# (``masking_utils.py:354``, ``padding_mask.all()``; ``fast_all`` at line 292): a host read
+# every forward, and another graph for a batch without padding. Under torch.compile it always
+# builds it (``is_tracing``): this alias does the same without compiling, through
+# transformers' documented ``AttentionInterface`` and ``AttentionMaskInterface``.
 MASKED_SDPA = "workbench_masked_sdpa"
 
 
@@ -108,9 +94,8 @@ def _built_mask(*args, **kwargs):
 
 
 def masked_sdpa(model):
-    """Switch a model that uses SDPA to MASKED_SDPA (static-shape devices: no host read to
-    decide on a mask, one graph whatever the padding). Returns the function that switches
-    it back, or None where the model uses another attention (left as is)."""
+    """Switch a model that uses SDPA to MASKED_SDPA (static-shape devices); returns the
+    function that switches it back, or None where the model uses another attention."""
     from transformers import AttentionInterface, AttentionMaskInterface
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 

@@ -1,9 +1,7 @@
 """The Trainer's callbacks: events, sample grids, stopping across ranks, HPU lazy-mode steps.
 
-Ordinary ``transformers.TrainerCallback`` subclasses (the Trainer's documented extension
-point for observing and steering the loop). They read and write only what they are handed
-(an event log, a stop flag, the device record): never a run. Modules that must stay light
-(``engine``, read by ``wb.Run.open``) import this one where a Trainer is built.
+They read and write only what they are handed (an event log, a stop flag, the device
+record), never a run.
 """
 
 from __future__ import annotations
@@ -42,14 +40,11 @@ class Events(TrainerCallback):
         gap=None,
     ):
         self.log, self.stop, self.task, self.device, self.counter = log, stop, task, device, counter
-        # wb.train checkpoints its last step; an attached Trainer (training.attachment) saves
-        # as its own arguments say, and on a stop request
+        # wb.train checkpoints its last step; an attached Trainer as its arguments say, and on stop
         self.save_last = save_last
         self.stop_file = stop_file  # another process asks this one to stop by creating it
-        # Reading the loss at a logging step waits for the device to finish every queued
-        # step. With ``min_interval`` (seconds) a logging step that comes sooner after the
-        # previous event is skipped, unless it ends the run or checkpoints; the Trainer
-        # then averages the loss over the steps since its last log.
+        # Reading the loss waits for every queued step: with ``min_interval`` (s) a logging
+        # step sooner after the last event is skipped unless it ends the run or checkpoints
         self.min_interval = min_interval
         # ``gap(elapsed)``: seconds without an event after which a step logs however far the
         # next logging step is (None: only at logging steps). A clock read per step, no sync.
@@ -214,14 +209,10 @@ class Events(TrainerCallback):
         }
 
     def counts(self) -> dict[str, Any]:
-        """What slows a step on an accelerator, counted from the end of warm-up (the last
-        warm-up event, else the start) to the last event: ``steps``, ``cpu_fallbacks``
-        (ops run on the host for want of a device kernel) and ``fallback_ops`` (by op
-        name), ``host_syncs`` (times the host waited for the device, as the device reports
-        them), ``recompiles`` (graph compiles: the device's counter where it has one, else
-        dynamo's graphs), ``graph_breaks``; each None where the device cannot count it.
-        ``graph_breaks_total`` counts warm-up too (a break stays in every step), this run's
-        only."""
+        """What slows a step, counted from the end of warm-up to the last event: ``steps``,
+        ``cpu_fallbacks``, ``fallback_ops`` (by op), ``host_syncs``, ``recompiles`` (the
+        device's counter, else dynamo's graphs), ``graph_breaks`` (each None where the device
+        cannot count it); ``graph_breaks_total`` counts warm-up too."""
         last = self._seen or self._warm  # what the events saw (not the final save's graphs)
         if not last:
             return {}
@@ -264,10 +255,9 @@ class Events(TrainerCallback):
 
 class Samples(TrainerCallback):
     """Text-to-image runs: at every ``every``-th step (None: none) and at the last, a grid of
-    samples for fixed prompts and a fixed seed, emitted as one ``samples`` event (the grid as
-    a base64 PNG). Training is left as it was: the model's train mode is restored, the global
-    random state too, and the time spent sampling leaves the throughput (``exclude``). The
-    main process only: every rank holds the same weights."""
+    samples for fixed prompts and seed, one ``samples`` event (a base64 PNG). Train mode and
+    the global random state are restored; the time sampling leaves the throughput. Main
+    process only."""
 
     def __init__(
         self,
@@ -279,13 +269,8 @@ class Samples(TrainerCallback):
         device,
         exclude=None,
     ):
-        self.log, self.prompts, self.every, self.steps, self.seed = (
-            log,
-            list(prompts),
-            every,
-            steps,
-            seed,
-        )
+        self.log, self.prompts, self.every = log, list(prompts), every
+        self.steps, self.seed = steps, seed
         self.device, self.exclude = device, exclude
         self.t_start = monotonic()
         self.done: set[int] = set()  # steps sampled already (a stop request can repeat the last)
@@ -331,12 +316,9 @@ class Samples(TrainerCallback):
 
 
 class DistStop(TrainerCallback):
-    """Across ranks, stop at the same step: every ``every`` steps (and at the last) each
-    rank contributes its own stop request (run.stop(), an interrupt, or the STOP file) to
-    one all-reduce, so all ranks agree. Stopping at different steps would hang the others.
-    ``stop_file``: None on a rank that does not know the run directory (an attached
-    Trainer's other ranks); ``group``: the process group to reduce over (None: the
-    default one, on the Trainer's device), a gloo group to agree on the host."""
+    """Across ranks, stop at the same step (else the others hang): every ``every`` steps and
+    at the last, one all-reduce of each rank's stop request. ``stop_file``: None where the run
+    directory is unknown; ``group``: the process group (None: the default one)."""
 
     def __init__(self, stop: threading.Event, stop_file: Path | None, every: int, group=None):
         self.stop, self.stop_file, self.every, self.group = stop, stop_file, every, group
@@ -359,11 +341,9 @@ class DistStop(TrainerCallback):
 
 
 class MarkStep(TrainerCallback):
-    """HPU lazy mode: run the graph accumulated so far where optimum-habana's trainer does,
-    so that one graph never spans micro-steps or evaluation batches: after every backward
-    (``on_substep_end`` for the accumulation micro-steps, ``on_pre_optimizer_step`` for the
-    last one, whose gradient clipping joins its graph), after the optimizer step, and after
-    each evaluation or prediction step."""
+    """HPU lazy mode: run the graph so far where optimum-habana's trainer does, so that one
+    graph never spans micro-steps or evaluation batches: after every backward (the last one's
+    with its gradient clipping), after the optimizer step and after each evaluation step."""
 
     def __init__(self, device):
         self.device = device

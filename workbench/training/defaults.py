@@ -1,10 +1,5 @@
-"""The device's fast defaults for a user's own Trainer: its TrainingArguments and static shapes.
-
-``wb.training_args(output_dir, **kwargs)`` returns ``transformers.TrainingArguments`` with
-what the backend record chooses for ``wb.train`` (``recipe.device_fields``,
-``recipe.optim_name``), every keyword of the user's winning. ``wb.bucket_collator`` pads the
-user's own tokenized dataset to a few lengths computed from it (``shapes.buckets``,
-``batching.BucketCollator``): on Gaudi, a few graph compiles instead of one per length.
+"""The device's fast defaults for a user's own Trainer: its TrainingArguments and static shapes
+(``wb.training_args``, ``wb.bucket_collator``).
 """
 
 from __future__ import annotations
@@ -136,9 +131,8 @@ def bucket_collator(
 
 
 class LabelsCollator:
-    """A collator whose rows call their labels ``label`` or ``label_ids`` (as ``datasets``
-    often do) handed to ``inner`` as ``labels``, as transformers' own collators rename them:
-    the bucket collator then pads dummy rows' labels with -100 (no loss)."""
+    """A collator that hands rows' ``label`` or ``label_ids`` to ``inner`` as ``labels`` (as
+    transformers' collators do), so dummy rows' labels pad with -100."""
 
     RENAMED = ("label", "label_ids")
 

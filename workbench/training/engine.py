@@ -1,9 +1,5 @@
 """``wb.train``: transformers' Trainer, composed (never subclassed) with device-aware defaults.
-
-The Trainer is the engine. ``prepare`` checks the arguments and writes the run directory;
-``execute`` builds the Trainer from the run's spec (arguments from ``recipe``, batches from
-``batching``, callbacks from ``callbacks``) and trains; ``Run`` is the live handle a
-notebook holds (stop, wait, resume) on top of the read-only ``run.RunDir``.
+``execute`` builds the Trainer from the run's spec and trains; ``Run`` is the live handle.
 """
 
 from __future__ import annotations
@@ -43,11 +39,9 @@ _ACTIVE: list[Run] = []  # runs training in this process, newest last (for %wb s
 
 
 class Run(runs.RunDir):
-    """A run directory plus, in the process that trains it, the live handle.
-
-    ``wb.Run.open(path)`` reopens any run (after a kernel restart too); ``stop``, ``wait``
-    and ``resume`` act on it. See ``run.RunDir`` for the read side (status, summary,
-    events, metrics, checkpoints, model).
+    """A run directory plus, in the process that trains it, the live handle: ``stop``,
+    ``wait`` and ``resume``. ``wb.Run.open(path)`` reopens any run; ``run.RunDir`` is the
+    read side.
     """
 
     def __init__(self, path: str | Path):
@@ -166,10 +160,9 @@ def _no_card(error: BaseException) -> BaseException:
 def execute(run: Run, resume_from: Path | None = None, writer: RunWriter | None = None) -> Run:
     """Train ``run`` from its spec in this process (a torchrun worker calls this too).
 
-    Rank 0 is the run's one writer: it holds the run's lock (``writer``, if the caller
-    claimed it already) until the end and writes the summary and events. However the run
-    ends, its summary says so and the lock is released; a full disk raises ``DiskFull``.
-    From a checkpoint, rank 0 first removes the saves cut short after it."""
+    Rank 0 is the run's one writer: it holds the lock (``writer``, if the caller claimed it)
+    until the end. However the run ends, its summary says so and the lock is released; a
+    full disk raises ``DiskFull``."""
     rank, size = world()
     if rank == 0:
         writer = writer or RunWriter(run).claim()
@@ -209,15 +202,8 @@ def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: i
     run.stop_flag.clear()
     run.error = None
     t0 = runs.monotonic()
-    status, error, tb, events, restore, raised, lost = (
-        "completed",
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-    )
+    status, error, tb = "completed", None, None
+    events = restore = raised = lost = None
     with training(run), quiet_libraries():
         try:
             trainer, events, restore = build(
@@ -229,11 +215,8 @@ def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: i
                     trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
                 except KeyboardInterrupt:
                     status, error = "stopped", ABORTED
-                status, error = (
-                    outcome(run, run.stop_flag, events, status)
-                    if error is None
-                    else (status, error)
-                )
+                if error is None:
+                    status, error = outcome(run, run.stop_flag, events, status)
                 # the final evaluation, unless the last step has just had one (eval_every)
                 if (
                     status != "failed"
@@ -245,17 +228,13 @@ def _train(run: Run, resume_from: Path | None, writer: RunWriter | None, size: i
                     except Terminated as e:  # after the run's end (and its checkpoint): it stands
                         run.error = raised = e
         except BaseException as e:  # recorded, then raised
-            status, error, tb = (
-                "failed",
-                disk_full_message(e, run) or error_text(e, device),
-                traceback.format_exc(),
-            )
+            status, tb = "failed", traceback.format_exc()
+            error = disk_full_message(e, run) or error_text(e, device)
             run.error = raised = e
             if isinstance(e, KeyboardInterrupt):
                 status = "stopped"
-        if (
-            restore is not None
-        ):  # the model leaves as it came (generation pads prompts: masks needed)
+        # the model leaves as it came (generation pads prompts: masks needed)
+        if restore is not None:
             restore()
         if writer is not None and status != "completed" and _nothing_trained(run):
             lost = _take_back(run, writer, error or status)
@@ -300,8 +279,7 @@ def _take_back(run: Run, writer: RunWriter, error: str) -> OSError | None:
 
 def _ending(cause: BaseException, lost: OSError | None, error: str | None) -> BaseException:
     """What ended a run, to raise: ``DiskFull`` (from ``cause``) if the disk filled, else
-    ``cause``: the error, or ``lost``: the final summary could not be written (the disk filled
-    at the very end)."""
+    ``cause`` (the error, or ``lost``: the final summary could not be written)."""
     if error is not None and error.startswith("disk full"):
         full = DiskFull(error)
         full.__cause__, full.__suppress_context__ = cause, True  # as `raise full from cause`
@@ -361,11 +339,8 @@ def train(
         ``auto``, ``hpu``, ``cuda``, ``cpu``.
     eval_every, save_every, log_every : int, optional
         Steps between evaluations (default: only at the end), checkpoints and events.
-        Without ``log_every``, about 50 events per run (at most 25 steps apart), and in
-        one process one whenever the last is 2 s old (2% of the time trained once that is
-        longer), so a slow run's chart still moves; on one GPU or HPU, none sooner than
-        0.5 s after the last (reading the loss makes the host wait for the device), but
-        for checkpoints and the last step.
+        Without ``log_every``, about 50 events per run, one at least every 2 s in one
+        process, and (on one GPU or HPU) none sooner than 0.5 s after the last.
     run_dir : path, optional
         Where the run directory is created (default ``./runs``).
     live : {"auto", True, False} or callable
@@ -377,14 +352,12 @@ def train(
     max_length : int
         Sequences are truncated to this many tokens.
     padding : {"auto", "longest", "max_length", "bucketed", "packed"}
-        How batches are shaped. ``bucketed``: sequences grouped into at most ``buckets``
-        length buckets chosen to minimise padding, every batch padded to its bucket and to
-        full size (few static shapes: on Gaudi, few graph compiles). ``packed`` (causal LM):
-        documents concatenated into full ``max_length`` blocks, one shape, no padding
-        (``packing`` says what the blocks mean). ``longest``: each batch
-        padded to its longest row (dynamic shapes). ``max_length``: one static shape,
-        much padding. ``auto``: packed for causal LM, bucketed for classification, else
-        longest (max_length on Gaudi).
+        How batches are shaped. ``bucketed``: at most ``buckets`` length buckets chosen to
+        minimise padding, every batch padded to its bucket and to full size (few static
+        shapes). ``packed`` (causal LM): documents concatenated into full ``max_length``
+        blocks. ``longest``: each batch padded to its longest row. ``max_length``: one static
+        shape. ``auto``: packed for causal LM, bucketed for classification, else longest
+        (max_length on Gaudi).
     buckets : int
         Most distinct sequence lengths with ``padding="bucketed"``.
     packing : {"concat", "isolated"}
@@ -401,18 +374,15 @@ def train(
     report_to : str or list, optional
         ``"tensorboard"`` or ``"mlflow"``; nothing by default.
     cache_latents : bool
-        Text to image: encode every image (the VAE's latent distribution) and caption (the
-        text encoders' embeddings) once, keep them under ``$WORKBENCH_CACHE/latents``, and
-        train the UNet from them without running the VAE encoder or text encoder per step.
-        Reused by any run with the same data, parts, resolution and precision; refused
-        with ``crop="random"`` or ``flip=True``.
+        Text to image: encode every image and caption once (under
+        ``$WORKBENCH_CACHE/latents``, reused by runs with the same data, parts, resolution and
+        precision) and train the UNet alone; refused with ``crop="random"`` or ``flip=True``.
     callbacks : list of transformers.TrainerCallback, optional
         Extra callbacks for the Trainer (not saved in the run; pass them again to resume).
     sample_prompts, sample_every, sample_steps
-        Text-to-image runs: every ``sample_every`` steps (default ``eval_every``; always
-        the last step) the prompts are sampled with the run's ``seed`` in ``sample_steps``
-        steps (few: it pauses training) into one grid, a ``samples`` event that the
-        dashboard shows and the saved output keeps. No prompts (the default): no grids.
+        Text-to-image runs: every ``sample_every`` steps (default ``eval_every``) and at the
+        last, the prompts sampled with the run's ``seed`` in ``sample_steps`` steps into one
+        grid, shown by the dashboard. No prompts (the default): no grids.
     **trainer_overrides
         Any ``transformers.TrainingArguments`` field (e.g. ``max_grad_norm=1.0``).
 
@@ -439,8 +409,7 @@ def train(
 
 def prepare(model: str | ModelSpec, data: str | DataSpec, **options) -> Run:
     """Check the arguments, create the run directory and its spec.json; train nothing
-    (``preparation.prepare`` checks; ``wb.train`` runs the result here, ``wb.launch`` in
-    torchrun workers)."""
+    (``wb.train`` runs the result here, ``wb.launch`` in torchrun workers)."""
     runs.check_root(options.get("run_dir"))  # before the data is read
     return Run(preparation.prepare(model, data, **options))
 
@@ -472,11 +441,8 @@ def resume(
     trust_remote_code: bool = False,
     **overrides,
 ) -> Run:
-    """Continue ``run`` from its last checkpoint (``Run.resume`` documents the arguments).
-
-    Everything is checked before anything is written: the run's lock (one writer at a
-    time), a checkpoint whose files parse, and the overrides (names and values).
-    """
+    """Continue ``run`` from its last checkpoint (``Run.resume`` documents the arguments);
+    the lock, the checkpoint and the overrides are checked before anything is written."""
     attached = run.spec.attached if (run.path / "spec.json").exists() else None
     if attached:  # a run of the user's own Trainer (wb.attach): its spec cannot rebuild it
         raise ValueError(
@@ -508,9 +474,8 @@ def resume(
                 )
         spec = preparation.resume_spec(run, ckpt, max_steps, overrides)
         run.callbacks = list(callbacks or [])
-        run.dashboard = attach(
-            run, live, background
-        )  # before the writes: a display that fails changes nothing
+        # before the writes: a display that fails changes nothing
+        run.dashboard = attach(run, live, background)
         before = run.summary, run.spec
         # "running" first: a kill from here on leaves a run that reads failed (its lock free),
         # never its old end (completed at step 6) under a spec that asks for more (60)

@@ -21,11 +21,8 @@ class Terminated(BaseException):
 
 
 class Interrupts:
-    """While training in the main thread, the first SIGINT (Ctrl-C, the notebook's stop
-    button, Jupyter's interrupt endpoint) stops gracefully after the current step with a
-    checkpoint; a second one raises KeyboardInterrupt as usual. SIGTERM raises ``Terminated``:
-    the run ends now, its summary saying why (the default action would end the process without
-    one, and the run would read failed with no reason)."""
+    """While training in the main thread, the first SIGINT stops after the current step with a
+    checkpoint, a second raises KeyboardInterrupt; SIGTERM raises ``Terminated``."""
 
     def __init__(self, run):
         self.run, self.previous = run, None

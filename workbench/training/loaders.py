@@ -1,12 +1,6 @@
-"""The Trainer of a run whose batches come from a batch sampler of its own (bucketed padding).
-
-transformers' ``Trainer`` builds its training loader from a per-example sampler and has no
-argument for a batch sampler; its documentation names subclassing ``get_train_dataloader``
-as the way to "inject custom behavior" into data loading (``Trainer`` docstring and the
-"Customize the Trainer" section of its guide). ``BatchSamplerTrainer`` does that, and on a
-device where every new shape compiles a graph (Gaudi) it compiles each of the run's bucket
-shapes before the first step (``training_step``, documented as overridable the same way): the
-loop, the optimizer and the callbacks stay the library's.
+"""The Trainer of a run whose batches come from a batch sampler of its own (bucketed padding),
+through ``get_train_dataloader`` and ``training_step``, which transformers documents for
+subclassing: the loop, the optimizer and the callbacks stay the library's.
 """
 
 from __future__ import annotations
@@ -22,11 +16,9 @@ from accelerate.utils import send_to_device
 class BatchSamplerTrainer(transformers.Trainer):
     """A ``transformers.Trainer`` that trains on ``batch_sampler``'s batches.
 
-    ``batch_sampler`` yields lists of row indices (``shapes.BucketBatchSampler``). With
-    several processes it already yields this rank's share (every rank the same number of
-    batches), so the loader is prepared with accelerate's ``prepare_data_loader`` told that
-    there is one process to serve, rather than by ``Accelerator.prepare``, which would wrap
-    the sampler in a ``BatchSamplerShard`` and shard it a second time.
+    The sampler yields this rank's share already, so the loader goes through accelerate's
+    ``prepare_data_loader`` for one process, not ``Accelerator.prepare`` (which would shard it
+    again).
     """
 
     def __init__(self, *args, batch_sampler, warmup_collator=None, mark_step=None, **kwargs):
@@ -44,16 +36,11 @@ class BatchSamplerTrainer(transformers.Trainer):
         return super().training_step(model, inputs, num_items_in_batch)
 
     def compile_every_shape(self, model, collate) -> int:
-        """Compile the graphs of every batch shape the run will train on, as vllm-gaudi warms
-        up its buckets: forward and backward once on one real batch of each shape
-        (``BucketBatchSampler.one_per_shape``), through the library's own ``training_step``,
-        with the loss added to a tally and the gradients clipped as the loop does (in lazy
-        mode those ops join the step's graph), then a ``mark_step``; the gradients are
-        dropped and the random state put back, so training starts as it would have. No
-        optimizer step: weights, moments and the schedule are untouched. Skipped under
-        DeepSpeed and FSDP (their engines count backward passes) and for models with
-        running statistics (batch norm), which a forward in training mode would move.
-        Returns the number of batches run."""
+        """Compile the graph of every batch shape before the first step, as vllm-gaudi warms up
+        its buckets: forward, backward and gradient clipping once per shape through
+        ``training_step``, then ``mark_step``; gradients and random state put back, no
+        optimizer step. Skipped under DeepSpeed and FSDP and for models with running
+        statistics. Returns the number of batches run."""
         if (
             self.is_deepspeed_enabled
             or self.is_fsdp_enabled

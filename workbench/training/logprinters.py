@@ -1,9 +1,5 @@
-"""transformers' log printers, printing only the logs a user's arguments ask for.
-
-An attached run makes the Trainer log about 50 times a run for its dashboard; tqdm's bar
-(``ProgressCallback``) or, with ``disable_tqdm``, ``PrinterCallback`` would print each as a
-dict. ``quiet`` swaps them, on a Trainer the workbench holds, for ones that ask the
-attachment (``added``) whether a log was its own.
+"""transformers' log printers, printing only the logs a user's arguments ask for (an attached
+run logs about 50 times a run for its dashboard).
 """
 
 from __future__ import annotations
@@ -36,10 +32,8 @@ class _Printer(_UsersLogs, PrinterCallback):
 
 
 def quiet(trainer, attachment) -> None:
-    """Swap ``trainer``'s log printer (``ProgressCallback``, or ``PrinterCallback`` with
-    ``disable_tqdm``) for one that leaves out the logs ``attachment`` added: a held Trainer
-    only (``wb.attach``, ``GaudiTrainer``). Through the Trainer's public ``remove_callback``
-    and ``add_callback``; the bar's ``max_str_len`` kept."""
+    """Swap a held ``trainer``'s log printer for one that leaves out the logs ``attachment``
+    added (through ``remove_callback`` and ``add_callback``; the bar's ``max_str_len`` kept)."""
     for kind, ours in ((ProgressCallback, _Bar), (PrinterCallback, _Printer)):
         found = next((c for c in trainer.callback_handler.callbacks if type(c) is kind), None)
         if found is not None:

@@ -1,9 +1,6 @@
 """A run's spec made: the arguments checked against the model, the data and the device, and
-the run directory written; the spec of a resume and of a run prepared for other machines.
-
-``prepare`` is what ``wb.train``, ``wb.launch`` and ``wb.launch_command`` share: it trains
-nothing. The engine turns its result into a live ``Run``; torchrun workers rebuild the run
-from the directory it writes. Everything is checked before anything is written.
+the run directory written (``wb.train``, ``wb.launch``, ``wb.launch_command``); the spec of a
+resume. Everything is checked before anything is written.
 """
 
 from __future__ import annotations
@@ -37,11 +34,8 @@ def prepare(
     **options,
 ) -> Path:
     """Check the arguments (``wb.train`` documents them), create the run directory with its
-    spec.json and a "prepared" summary; its path.
-
-    ``target`` is the device kind of the machines that will train it (``wb.launch_command``
-    for other nodes): the spec's device and its defaults are that kind's, and this
-    machine's devices are not asked about it.
+    spec.json and a "prepared" summary; its path. ``target``: the device kind of the machines
+    that will train it (``wb.launch_command``), whose defaults the spec takes.
     """
     a = RunArgs.from_options(options)
     mspec, dspec = as_model(model), as_dataset(data)
@@ -128,9 +122,8 @@ def prepare(
 
 
 def resume_spec(run: runs.RunDir, ckpt: Path, max_steps: int | None, overrides: dict) -> RunSpec:
-    """The run's spec for a resume from ``ckpt``, every override checked as ``wb.train``
-    checks it (names and values) before anything is written; the previous arguments stay in
-    the spec's ``resumes`` list."""
+    """The run's spec for a resume from ``ckpt``, every override checked as ``wb.train`` checks
+    it before anything is written; the previous arguments stay in its ``resumes``."""
     import transformers
 
     spec = run.spec

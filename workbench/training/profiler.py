@@ -1,9 +1,5 @@
-"""``wb.profile``: torch.profiler over a few training steps of the real engine.
-
-The profiler follows the backend table's activities (CPU, plus CUDA or HPU), skips the
-warm-up steps (compilation, allocator growth), and leaves in the run directory a Chrome /
-Perfetto trace (``profile/trace.json``, open it at ui.perfetto.dev or chrome://tracing) and
-TensorBoard profile files (``profile/tensorboard/``, ``tensorboard --logdir`` on it).
+"""``wb.profile``: torch.profiler over a few training steps of the real engine, after warm-up;
+it leaves ``profile/trace.json`` (Perfetto, chrome://tracing) and ``profile/tensorboard/``.
 """
 
 from __future__ import annotations
@@ -41,11 +37,9 @@ def _activities(kind: str) -> list:
     from torch._C._profiler import ProfilerActivity  # torch's own, where the enum is defined
 
     # Read at call time: the 1.19 bridge replaces torch.profiler.ProfilerActivity with its own
-    # Enum (CPU, CUDA, HPU) and torch.profiler.profile with a subclass that takes it, starts
-    # its HPU profiler when HPU is asked for and hands CPU and CUDA on to torch
-    # (gaudi-pytorch-bridge @ 5a56187, activity_profiler/activity_profiler.py). Its members are
-    # never in supported_activities(), which lists torch's own: compare by name, and take HPU
-    # as recordable when the bridge's enum is the one in place.
+    # Enum and torch.profiler.profile with a subclass (gaudi-pytorch-bridge @ 5a56187,
+    # activity_profiler/activity_profiler.py) whose members supported_activities() never
+    # lists: compare by name, and take HPU as recordable when the bridge's enum is in place.
     enum = torch.profiler.ProfilerActivity
     have = {a.name for a in torch.profiler.supported_activities()}
     if enum is not ProfilerActivity and hasattr(enum, "HPU"):
@@ -141,15 +135,13 @@ def top_ops(prof, n: int = 15, device_kind: str = "cpu"):
     """The ``n`` ops with the most self time, by op and input shapes (a DataFrame).
 
     ``self_ms`` is device time where the backend has a device activity. On Gaudi the bridge
-    merges its device events into the exported trace file only (``export_chrome_trace``),
-    not into the profiler's averages, so there ``self_ms`` is likely zero: read the device
-    time in ``profile/trace.json`` (Perfetto) or TensorBoard instead."""
+    merges its device events into the trace file only, so ``self_ms`` is likely zero there:
+    read ``profile/trace.json`` or TensorBoard instead."""
     import pandas as pd
 
     rows = []
-    on_device = (
-        len(backend(device_kind).policy.profiler_activities) > 1
-    )  # a device activity beside the CPU
+    # a device activity beside the CPU
+    on_device = len(backend(device_kind).policy.profiler_activities) > 1
     for e in prof.key_averages(group_by_input_shape=True):
         if e.key.startswith("ProfilerStep"):  # the profiler's own per-step marker, not an op
             continue

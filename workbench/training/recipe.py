@@ -1,7 +1,5 @@
-"""Recipes: the arguments of a run, checked and completed, and the TrainingArguments they make.
-
-Pure functions of a run's arguments and the device's backend record: nothing here builds a
-model, touches a device or writes a file, so every choice can be tested on its own.
+"""Recipes: the arguments of a run, checked and completed, and the TrainingArguments they make:
+pure functions of the arguments and the backend record (no model, device or file touched).
 """
 
 from __future__ import annotations
@@ -17,12 +15,9 @@ from ..runargs import RunArgs
 
 
 def default_padding(task: str, device_kind: str) -> str:
-    """The batching a task gets on a backend when the user does not choose.
-
-    Causal LM packs documents into full blocks everywhere (no padding at all, one shape).
-    Classification is bucketed everywhere: at most k static shapes, little padding. On
-    Gaudi every new shape compiles a graph, so what cannot be bucketed there (seq2seq) pads
-    to max_length; elsewhere it pads each batch to its longest row.
+    """The batching a task gets on a backend when the user does not choose: causal LM packs,
+    classification is bucketed; seq2seq pads to max_length on Gaudi (a graph per new shape),
+    else to each batch's longest row.
     """
     if task == "causal_lm":
         return "packed"
@@ -41,11 +36,8 @@ def auto_steps(total: int) -> tuple[int, int]:
     return log_every, save_every
 
 
-# The default cadence also logs when the last event is this old (the chart gets a point
-# every few seconds however slow a step is: a CPU run of 25-step intervals looked stuck), or
-# LIVE_GAP_SHARE of the time trained so far when that is longer, so that a long run adds
-# only about 50 events per tenfold of its length. Deciding costs a clock read per step on
-# the host; the event it adds reads the loss once, as every logged event does.
+# The default cadence also logs when the last event is this old, or LIVE_GAP_SHARE of the time
+# trained so far when that is longer: about 50 events per tenfold of a run's length.
 LIVE_GAP_S = 2.0
 LIVE_GAP_SHARE = 0.02
 
@@ -194,11 +186,8 @@ def check_padding(padding: str, task: str, model_name: str) -> None:
 
 
 def cadence(total: int, log_every: int | None, save_every: int | None) -> dict[str, Any]:
-    """log_every, save_every and log_interval_s for a run of ``total`` steps.
-
-    ``log_interval_s`` is None for the device's default throttle; an explicit ``log_every``
-    is kept exactly (0). Checkpoints land on logging steps, where NaN is checked.
-    """
+    """log_every, save_every and log_interval_s for a run of ``total`` steps (None: the
+    device's throttle; an explicit ``log_every``: 0). Checkpoints land on logging steps."""
     auto_log, auto_save = auto_steps(total)
     interval = 0.0 if log_every else None
     log_every = log_every or auto_log
@@ -218,9 +207,8 @@ def total_steps(
 
 
 def log_interval(args: RunArgs, device, world_size: int) -> float:
-    """Seconds at least between events (0: log at every logging step). The spec's
-    ``log_interval_s`` is None for the default cadence: the backend table's interval, in
-    one process only (ranks must log at the same steps: the loss is gathered across them)."""
+    """Seconds at least between events (0: every logging step): the spec's, else the backend
+    table's in one process only (ranks must log at the same steps)."""
     interval = args.log_interval_s
     if interval is None:
         interval = device.backend.policy.log_interval_s
@@ -298,9 +286,8 @@ def optim_name(device) -> str:
 
 
 def device_fields(device, precision: str, compile_: bool) -> dict[str, Any]:
-    """The TrainingArguments fields the backend record decides, for ``wb.train`` and for a
-    user's own arguments (``wb.training_args``): the precision, the CPU, torch.compile with
-    the backend's compiler, and the DDP settings when several processes train."""
+    """The TrainingArguments fields the backend record decides (``wb.train``,
+    ``wb.training_args``): precision, CPU, torch.compile, and DDP for several processes."""
     targs: dict[str, Any] = dict(
         bf16=precision == "bf16",
         fp16=precision == "fp16",

@@ -1,9 +1,5 @@
-"""Process-wide torch settings a run needs, set for the run and put back after it.
-
-A notebook's kernel outlives its runs: a limit raised for one run must not stay raised for
-the user's next cell. Each setter here returns the function that restores what it found
-(the engine calls it however the run ends; the Optimum Habana compat holds its settings
-for the Trainer's train, evaluate and predict).
+"""Process-wide torch settings a run needs, set for the run and put back after it: a kernel
+outlives its runs. Each setter returns the function that restores what it found.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""The Trainer of a run: model, batches, optimizer, arguments and callbacks, from its spec.
-
-Everything here reads the run's spec and the device's backend record and hands the pieces
-to ``transformers.Trainer``; ``engine`` trains with the result.
-"""
+"""The Trainer of a run: model, batches, optimizer, arguments and callbacks, from its spec."""
 
 from __future__ import annotations
 
@@ -33,11 +29,9 @@ if TYPE_CHECKING:  # the callbacks import transformers: build() imports them
 
 
 def _name_the_loss(model) -> None:
-    """Give a model whose class names no loss (GPT-2's LM head) the loss transformers falls
-    back to, through its documented setter: the fallback warns inside every forward
-    (transformers 5.24 modeling_utils.py:4778, ``logger.warning_once``), and under
-    torch.compile a logger call is a graph break (dynamo: "logging.Logger method not
-    supported"), on every compile."""
+    """Give a model whose class names no loss (GPT-2's LM head) transformers' fallback loss
+    through its documented setter: the fallback warns in every forward (transformers 5.24
+    modeling_utils.py:4778), a graph break under torch.compile."""
     if getattr(model, "loss_type", "") is not None or not hasattr(type(model), "loss_function"):
         return
     from transformers.loss.loss_utils import LOSS_MAPPING
@@ -46,11 +40,9 @@ def _name_the_loss(model) -> None:
 
 
 def _name_the_problem(model) -> None:
-    """Set a classifier's ``config.problem_type`` to what its first forward would set: the
-    sequence classifiers set it inside ``forward`` when it is None (transformers 5.24
-    ``models/bert/modeling_bert.py:1115-1121``), and under torch.compile that changes a value
-    dynamo guards on, so the second step compiled the model again. Class ids (``wb.train``'s
-    labels) are single-label, one label is regression, as transformers decides."""
+    """Set a classifier's ``config.problem_type`` as its first forward would (transformers 5.24
+    ``models/bert/modeling_bert.py:1115-1121``): under torch.compile that change of a guarded
+    value compiled the model again."""
     config = getattr(model, "config", None)
     if config is not None and getattr(config, "problem_type", "") is None:
         single = getattr(config, "num_labels", 2) > 1
@@ -165,9 +157,8 @@ def fused_optimizer(device: DeviceInfo, args):
 
 
 def _room_for_shapes(inner, static: bool):
-    """Raise dynamo's recompile limit to a graph per static shape, training and eval, + 2,
-    for this run; ``static`` (a device that compiles per shape, on bucketed batches): one
-    static graph per shape too. Returns the function that puts the process's settings back."""
+    """Raise dynamo's recompile limit to a graph per static shape, + 2, for this run (and, on a
+    device that compiles per shape, static graphs); returns the function that restores it."""
     # Past the limit (8 by default) dynamo runs the model uncompiled: slow on Gaudi.
     from .torchconfig import dynamo_settings, raise_recompile_limit
 
@@ -175,14 +166,11 @@ def _room_for_shapes(inner, static: bool):
     restore = raise_recompile_limit(2 * shapes + 2)
     if not static:
         return restore
-    # Dynamo's automatic dynamic shapes would trace the second shape it meets as a symbolic
-    # graph that every later shape reaches first, so the first bucket warmed up (its own
-    # static graph) is met again in that graph and compiles again after warm-up. On Gaudi
-    # each shape a graph first runs with compiles a recipe either way. vllm-gaudi compiles
-    # with dynamic=False (or the bridge's force_static_compile: static recipes per shape;
-    # vllm_gaudi/utils.py HPUCompileConfig @ 091bbad), sizes dynamo's cache to a graph per
-    # bucket and warms up every bucket (v1/worker/hpu_model_runner.py warmup_model): here
-    # too, one static graph per bucket, each compiled in warm-up (loaders.py).
+    # Dynamo's automatic dynamic shapes would trace the second shape as a symbolic graph that
+    # every later shape reaches first, so warmed-up buckets compiled again after warm-up.
+    # vllm-gaudi compiles with dynamic=False, sizes dynamo's cache to a graph per bucket and
+    # warms up every bucket (vllm_gaudi/utils.py HPUCompileConfig, v1/worker/hpu_model_runner.py
+    # warmup_model @ 091bbad): here too (loaders.py).
     return _both(restore, dynamo_settings(automatic_dynamic_shapes=False))
 
 
@@ -194,23 +182,16 @@ def build(
     *,
     trust_remote_code: bool = False,
 ):
-    """(trainer, events callback, attention restore or None) for ``run``'s spec on ``device``.
-
-    ``stop`` is the run's stop flag (set: stop after this step with a checkpoint);
-    ``extra_callbacks`` are the caller's own TrainerCallbacks; ``trust_remote_code`` is the
-    caller's (``wb.train``'s model, ``resume``'s argument), never the spec's.
-    """
+    """(trainer, events callback, attention restore or None) for ``run``'s spec on ``device``;
+    ``stop`` is the run's stop flag, ``trust_remote_code`` the caller's, never the spec's."""
     import transformers
 
     from .callbacks import DistStop, Events, MarkStep, Samples
     from .loaders import BatchSamplerTrainer
 
     spec = run.spec
-    mspec, dspec, args = (
-        run.model_spec(trust_remote_code),
-        DataSpec.from_dict(spec.data),
-        spec.args,
-    )
+    mspec, dspec = run.model_spec(trust_remote_code), DataSpec.from_dict(spec.data)
+    args = spec.args
     # read once for all below, quietly: the call that made the run said what it dropped
     dspec.load(warn=False)
     transformers.set_seed(args.seed)
@@ -303,10 +284,8 @@ MISSING_KEYS = "There were missing keys in the checkpoint model loaded: "  # tra
 
 
 class _TiedOnly(logging.Filter):
-    """Drops the Trainer's missing-keys warning of a resume when every key it names is a weight
-    tied to one that did load (GPT-2's ``lm_head.weight`` is ``transformer.wte.weight``:
-    safetensors keeps a tied weight once, so no checkpoint has it, and loading its source
-    restores it). Any other missing key still warns."""
+    """Drops a resume's missing-keys warning when every key it names is tied to one that loaded
+    (GPT-2's ``lm_head.weight``: safetensors keeps a tied weight once)."""
 
     def __init__(self, model):
         super().__init__()

@@ -1,13 +1,9 @@
 """Unhandled exceptions, as the process reports them, handed to whoever watches for them.
 
-An exception that leaves ``trainer.train()`` is seen by the code that called ``train()``, not
-by a callback: the Trainer calls none on an error. An attached run (``attachment``) neither
-wraps nor patches the user's Trainer (``wb.callback()`` never holds it), so it reads the
-exception where the process reports it as unhandled: ``sys.excepthook`` (a script, a torchrun
-worker), ``threading.excepthook`` (training in a thread) and IPython's ``post_run_cell`` event
-(a notebook's cell). An exception the user catches stays theirs (they may retry). Each hook
-chains to the one it replaced and does nothing while nobody watches; each is put back in place
-if something (pytest, say) installed its own since.
+The Trainer calls no callback on an error, and an attached run neither wraps nor patches the
+user's Trainer, so it reads the exception where the process reports it as unhandled:
+``sys.excepthook``, ``threading.excepthook`` and IPython's ``post_run_cell``. Each hook chains
+to the one it replaced, does nothing while nobody watches, and is put back if still in place.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """The chart a run is drawn as, described once, and its static rendering.
 
-The chart's drawing rules live in one spec, ``assets/chart.json`` (``SPEC``): every panel and
-series, colours, line styles, notes, shading. What it means for some runs (the panels and
-series drawn, titles with their notes, axis labels) is read once, by :func:`chart_spec`; the
-live widget (``dashboard``, ``js/src/chart.js`` with uPlot) gets that in its ``chart`` trait
-and the static picture (``render_png``, matplotlib Agg, for papermill, nbconvert, GitHub)
-draws the same, and ``downsample`` thins the points both receive. ``render_table`` is the
-figures table under the picture. A text-to-image run's sample grids (``samples`` events) are
-kept by :func:`sample_grids`; the picture ends with the last one.
+The drawing rules live in ``assets/chart.json`` (``SPEC``); what it means for some runs is read
+once, by :func:`chart_spec`, and both the live widget (``js/src/chart.js``, uPlot) and the
+static picture (``render_png``, matplotlib Agg) draw that. ``render_table`` is the figures
+table; a text-to-image run's sample grids are kept by :func:`sample_grids`.
 """
 
 from __future__ import annotations
@@ -97,10 +93,8 @@ def chart_spec(
     spec: dict | None = None,
 ) -> dict[str, Any]:
     """What both renderers draw from (the view's ``chart`` trait): the spec with the runs' eval
-    metrics' panels, each panel read for these runs (``runs``: each one's :func:`marks`) once,
-    here: ``drawn`` (each run's fields drawn), ``shown``, ``heading`` (the title with its notes;
-    ``heading_log`` on a log axis), ``axis`` (the y label) and ``device_total`` (the device's
-    size in the panel's unit, 0 for none). A copy: changing it changes no other run's."""
+    metrics' panels, each read once for these runs: ``drawn``, ``shown``, ``heading``
+    (``heading_log`` on a log axis), ``axis`` and ``device_total`` (0: none). A copy."""
     spec, runs = spec or SPEC, runs or {}
     metrics = sorted({f for m in runs.values() for f in eval_metrics(m)})
     panels = copy.deepcopy(panels_for(metrics, spec))
@@ -128,11 +122,8 @@ def _heading(title: str, *notes: str) -> str:
 
 
 def downsample(values: list, limit: int) -> list:
-    """At most ``limit`` evenly spaced items of ``values``, always keeping the last (newest).
-
-    The dashboard's one thinning, for each live message and for the history: the browser
-    draws what it receives and thins nothing itself.
-    """
+    """At most ``limit`` evenly spaced items of ``values``, always keeping the last (newest):
+    the dashboard's one thinning (the browser thins nothing itself)."""
     if len(values) <= limit:
         return values
     stride = len(values) / limit
@@ -243,13 +234,11 @@ def figure(
     panels = [p for p in spec["panels"] if p["shown"]]
     cols = spec["columns"]
     rows = max(1, -(-len(panels) // cols))
-    grids = (
-        sample_grids(next(iter(runs.values())), 1) if len(runs) == 1 else []
-    )  # one run's last grid
+    # one run's last grid
+    grids = sample_grids(next(iter(runs.values())), 1) if len(runs) == 1 else []
     image = _decode(grids[0]["image"]) if grids else None
-    extra = (
-        min(max(10 * image.height / image.width, 1.0), 4.0) + 0.8 if image is not None else 0
-    )  # inches
+    # inches
+    extra = min(max(10 * image.height / image.width, 1.0), 4.0) + 0.8 if image is not None else 0
     fig = Figure(figsize=(10, 2.6 * rows + extra), dpi=80)
     FigureCanvasAgg(fig)
     layout = fig.add_gridspec(

@@ -1,20 +1,11 @@
 """The live dashboard: one display output per run, live while it trains, kernel-free after.
 
-Each run gets one display output. While the run trains, its mime bundle holds
-(a) a live anywidget (``js/src/``, uPlot charts bundled into ``assets/build/dashboard.js``)
-and (b) a static part: a matplotlib Agg PNG and an HTML figures table, for front ends
-that draw no widgets. When the run ends (completed, stopped or failed) the output is
-replaced by :func:`page.saved_output`: the same view, interactive where scripts run, the
-picture where they do not, and no widget view, so the saved notebook shows its chart after
-a restart, on GitHub and under nbconvert.
-
-Where it runs is decided once per run (:func:`frontend`): ``live`` in a Jupyter kernel
-that a user's front end started, ``static`` in a kernel nobody watches (papermill,
-nbconvert), ``text`` outside IPython (a single progress line). In ``static`` mode nothing
-live is sent: the PNG and table are refreshed through one display handle at evaluations,
-at the end and on error, so an executed notebook holds one current picture per run.
-Live updates carry only new points, as float32 buffers, at most 4 messages a second; a
-text-to-image run's sample grid goes to the view once, as PNG bytes in its own message.
+While the run trains its output holds a live anywidget (``js/src/``, bundled into
+``assets/build/dashboard.js``) and a static PNG and figures table for front ends that draw no
+widgets; at its end it is replaced by :func:`page.saved_output`, which holds no widget view.
+:func:`frontend` decides once per run: ``live``, ``static`` (papermill, nbconvert: one display
+handle refreshed at evaluations and the end) or ``text`` (outside IPython). Live updates carry
+only new points, as float32 buffers, at most 4 messages a second.
 """
 
 from __future__ import annotations
@@ -54,11 +45,9 @@ COUNTED = ("cpu_fallbacks", "host_syncs", "compiles", "graph_breaks")
 
 
 def frontend(live: str | bool = "auto") -> str:
-    """'live', 'static' or 'text': where and how progress can be shown, decided once.
-
-    A kernel started by Jupyter Server for a user's notebook has ``JPY_SESSION_NAME`` in its
-    environment; VS Code's kernels have ``VSCODE_PID``. A kernel started by papermill or
-    nbconvert has neither: no front end will answer, so nothing live is sent there.
+    """'live', 'static' or 'text': where and how progress can be shown, decided once. A user's
+    kernel has ``JPY_SESSION_NAME`` (Jupyter Server) or ``VSCODE_PID``; papermill's and
+    nbconvert's have neither, and nothing live is sent there.
     """
     if live is False:
         return "off"
@@ -232,12 +221,8 @@ class Dashboard:
             self.queued = False
             if self.widget is not None:
                 w = self.widget
-                w.max_steps, w.mem_total, w.device, w.status = (
-                    self.max_steps,
-                    self.mem_total,
-                    self.device_line(),
-                    "running",
-                )
+                w.max_steps, w.mem_total = self.max_steps, self.mem_total
+                w.device, w.status = self.device_line(), "running"
                 w.chart = self.chart()
             return
         if phase in ("warmup", "train", "eval"):
@@ -249,9 +234,8 @@ class Dashboard:
             if phase == "eval" and self.widget is None:
                 self.refresh()
             return
-        if (
-            phase == "samples"
-        ):  # kept for the picture and the saved view; the live view gets it once
+        # kept for the picture and the saved view; the live view gets it once
+        if phase == "samples":
             self.events.append(event)
             if self.widget is not None:
                 self.send_samples(event)

@@ -1,17 +1,9 @@
 """What a run's output becomes once the run ends: a chart that needs no kernel.
 
-A live widget's output shows "Error displaying widget: model not found" once its kernel is
-gone (JupyterLab after a restart, VS Code, GitHub), and front ends show the widget view
-rather than the picture stored beside it. So at its end a run's output is replaced by this
-one, which holds no widget view:
-
-- ``text/html``: the static picture and the figures table (the fallback), the view's state
-  as JSON, and the dashboard's own script (``assets/build/page.js``, the same view the live
-  widget runs). Where a front end runs an output's scripts (a trusted notebook in
-  JupyterLab, nbconvert's HTML), the script replaces the fallback with the
-  interactive chart: hover, zoom, smoothing, the summary. Where it does not (GitHub,
-  nbviewer, an untrusted notebook, a sanitizer), the picture and the table are what shows.
-- ``image/png``: the picture again, for front ends that prefer it to HTML.
+A widget's output shows "Error displaying widget: model not found" once its kernel is gone, so
+at its end a run's output is replaced by this one, without a widget view: ``text/html`` (the
+static picture and figures table, the view's state as JSON and ``assets/build/page.js``, which
+makes it interactive where the front end runs scripts) and ``image/png``.
 """
 
 from __future__ import annotations
