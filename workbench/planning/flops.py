@@ -89,7 +89,8 @@ def _unet_forward(spec_json: str) -> int:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from ..catalog.modelspec import ModelSpec, new_unet
+    from ..catalog.modelspec import ModelSpec
+    from ..diffusion.unet import new_unet
 
     spec = ModelSpec.from_dict(json.loads(spec_json))
     cfg = spec.config()

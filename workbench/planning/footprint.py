@@ -279,7 +279,7 @@ def _sd_dims(spec) -> dict[str, Any]:
     train (the UNet's, or with LoRA its adapters'), the caption length."""
     import torch
 
-    from ..catalog.modelspec import new_unet
+    from ..diffusion.unet import new_unet
 
     cfgs = spec.sd_configs()
     with torch.device("meta"):
