@@ -15,8 +15,9 @@ from typing import Any
 from ..backends.chips import CHIPS
 from ..jsonvalues import plain
 from . import references as refs
+from .layout import full_recompute
 from .matching import mix_of, nearest_reference, spec_of
-from .planner import RECOMPUTE, plan
+from .planner import plan
 from .references import FAMILIES, family_of
 from .warmup import warmup_of
 
@@ -38,9 +39,7 @@ def _lookup_mfu(data: dict, target: dict) -> dict | None:
     got = nearest_reference(data, found, target["precision"], run)
     if got is None:
         return None
-    recompute = (RECOMPUTE if target.get("checkpointing") is True else 1.0) / (
-        RECOMPUTE if got["checkpointing"] is True else 1.0
-    )
+    recompute = full_recompute(target.get("checkpointing")) / full_recompute(got["checkpointing"])
     return {"mfu": got["mfu"] * recompute, "from": got["source"]}
 
 

@@ -56,6 +56,19 @@ HOST_GBS = 300.0  # an assumption, not a measurement: a two-socket server's DRAM
 ADAM_BYTES = 2 + 3 * 4 * 2 + 2
 
 
+def full_recompute(checkpointing) -> float:
+    """The share of a step's FLOPs that are the model's under ``checkpointing`` (a layout's or
+    a reference's: True, False or ``"selective"``, whose cost ``selective_cost`` charges)."""
+    return RECOMPUTE if checkpointing is True else 1.0
+
+
+def selective_cost(mp, per_unit: float) -> float:
+    """A step's FLOPs over the model's under selective recompute: the attention core's forward
+    again, 4 L d S a token over ``per_unit`` (flops.py's d)."""
+    d = mp._dims
+    return 1 + 4 * d["layers"] * d["h"] * mp.seq_len / per_unit
+
+
 @dataclass(frozen=True)
 class Layout:
     """How a step is spread over ``devices``: tensor x pipeline x data parallel degrees, the
@@ -239,7 +252,7 @@ def fitting(mp, target, layout: Layout, global_batch: int | None = None, micro=N
             return None
         replica = global_batch // layout.data
     ms = _micro_batches(mp.batch_size if global_batch is None else replica)
-    for m in [m for m in ms if m == micro] if micro else ms:
+    for m in [m for m in ms if m == micro or not micro]:
         at = replace(layout, micro_batch=m, accumulation=replica // m)
         plan = memory_of(mp, at)
         if plan.fits(target):
@@ -265,9 +278,9 @@ def timing(
     units = share * (1 if d["family"] in ("unet", "sd") else mp.seq_len)
     # the largest pipeline stage sets the pace (uneven stages: ceil(layers / pipeline) layers)
     stage = stage_share(d.get("layers") or 1, layout.pipeline)
-    compute = units * per_unit / achieved / (RECOMPUTE if layout.checkpointing else 1.0) * stage
-    if layout.selective:  # the attention core's forward again: 4 L d S a token (flops.py's d)
-        compute *= 1 + 4 * d["layers"] * d["h"] * mp.seq_len / per_unit
+    compute = units * per_unit / achieved / full_recompute(layout.checkpointing) * stage
+    if layout.selective:
+        compute *= selective_cost(mp, per_unit)
     link = getattr(chip, "link_gbs", None)
     out = {"compute": compute, "tensor": 0.0, "context": 0.0, "bubble": 0.0, "data": 0.0}
     out["host"] = 0.0

@@ -180,10 +180,8 @@ def _own_overhead(plan_json: str, chip: str, devices: int, precision: str, stack
     pick = layout.best(mp, chip, devices, found, per_unit, rate, trainable, ckpt, stack)
     if not pick:
         return 1.0
-    t, d = pick["timing"], mp._dims
-    if pick["layout"].selective:  # layout.timing's selective term, paid by the figure too
-        return t["step"] / t["compute"] * (1 + 4 * d["layers"] * d["h"] * mp.seq_len / per_unit)
-    return t["step"] / t["compute"]
+    paid = layout.selective_cost(mp, per_unit) if pick["layout"].selective else 1.0
+    return pick["timing"]["step"] / pick["timing"]["compute"] * paid  # the figure paid it too
 
 
 def own_overhead(got: dict, precision: str, achieved: float) -> float:

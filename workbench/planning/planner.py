@@ -64,7 +64,6 @@ from .trainingplan import TrainingPlan
 from .warmup import warmup_of
 
 DEFAULT_DEVICES = ("Gaudi2", "Gaudi3", "A100 80GB", "H100 SXM", "H200", "detected")
-RECOMPUTE = layout.RECOMPUTE  # gradient checkpointing: 8N FLOPs a token instead of 6N
 MAX_DEVICES = 4096
 PLAN_PRECISIONS = (
     *PRECISIONS,
@@ -385,7 +384,7 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
     # an MFU measured with checkpointing already paid for the recompute, and a reference's for
     # its own run's communication and bubble (own_overhead): the rate without them
     achieved = (
-        got["achieved"] / (RECOMPUTE if got.get("checkpointing") is True else 1.0)
+        got["achieved"] / layout.full_recompute(got.get("checkpointing"))
         if got is not None
         else PLACEHOLDER
     )
