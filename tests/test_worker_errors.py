@@ -11,6 +11,7 @@ then writes into it, so a worker stopped in between leaves an empty file and the
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from torch.distributed.elastic.multiprocessing.errors import ErrorHandler, ProcessFailure
@@ -67,3 +68,32 @@ def test_without_an_error_file_the_record_is_only_logged(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     _record(WholeErrorFile())
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_rank_that_raised_is_named_when_its_peer_reports_in_the_same_second(tmp_path, monkeypatch):
+    """rank 1 raises; rank 0 then fails on the closed connection and torchrun SIGTERMs it as it
+    exits. Both error files carry the same whole-second timestamp (seen in CI: "rank 0 failed
+    (exit code -15): ... Connection closed by peer"): the file written first names the cause."""
+    from types import SimpleNamespace
+
+    from workbench.scaleout.launcher import _failure
+
+    attempt = tmp_path / "logs" / "abc" / "attempt_0"
+    for rank, message in ((1, "boom on rank 1"), (0, "Connection closed by peer")):
+        (attempt / str(rank)).mkdir(parents=True)
+        monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(attempt / str(rank) / "error.json"))
+        try:
+            raise RuntimeError(message)
+        except RuntimeError as e:
+            WholeErrorFile().record_exception(e)
+    records = {r: json.loads((attempt / str(r) / "error.json").read_text()) for r in (0, 1)}
+    for r, record in records.items():  # the same second in both, as torch writes it
+        record["message"]["extraInfo"]["timestamp"] = "1796000000"
+        (attempt / str(r) / "error.json").write_text(json.dumps(record))
+    os.utime(attempt / "1" / "error.json", ns=(1_796_000_000_100_000_000,) * 2)
+    os.utime(attempt / "0" / "error.json", ns=(1_796_000_000_300_000_000,) * 2)
+    log = ("  rank      : 0 (local_rank: 0)\n  exitcode  : -15 (pid: 11)\n"
+           "  rank      : 1 (local_rank: 1)\n  exitcode  : 1 (pid: 12)\n")
+    rank, message = _failure(SimpleNamespace(path=tmp_path), log)
+    assert rank == 1
+    assert message == "rank 1 failed (exit code 1): RuntimeError: boom on rank 1"

@@ -169,7 +169,9 @@ def _exit_codes(launcher_log: str) -> dict[int, int]:
 
 def _error_files(run: Run) -> dict[int, dict]:
     """rank -> the error a worker recorded (``@record`` writes torchrun's per-worker
-    ``error.json``: the exception as ``"Type: message"``, its traceback and a timestamp)."""
+    ``error.json``: the exception as ``"Type: message"``, its traceback and a timestamp), with
+    the file's ``st_mtime_ns`` under ``"written_ns"``: the file's own timestamp counts whole
+    seconds, and the rank whose peer died reports in the same second as the rank that raised."""
     found = {}
     attempts = [
         p.name for p in run.path.glob("logs/**/attempt_*") if p.name.split("_")[-1].isdigit()
@@ -181,8 +183,8 @@ def _error_files(run: Run) -> dict[int, dict]:
             message = json.loads(path.read_text())["message"]
         except (ValueError, KeyError):
             continue
-        if isinstance(message, dict):
-            found[int(path.parent.name)] = message  # one node: local rank = rank
+        if isinstance(message, dict):  # one node: local rank = rank
+            found[int(path.parent.name)] = {**message, "written_ns": path.stat().st_mtime_ns}
     return found
 
 
@@ -199,9 +201,7 @@ def _failure(run: Run, launcher_log: str) -> tuple[int | None, str]:
             name = f"signal {-codes[rank]}"
         return rank, f"rank {rank} failed (exit code {codes[rank]}, killed by {name})"
     if errors:
-        rank = min(
-            errors, key=lambda r: int(errors[r].get("extraInfo", {}).get("timestamp", "0") or 0)
-        )
+        rank = min(errors, key=lambda r: errors[r]["written_ns"])
         return (
             rank,
             f"rank {rank} failed (exit code {codes.get(rank, 1)}): {errors[rank]['message']}",
