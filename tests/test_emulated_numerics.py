@@ -127,3 +127,37 @@ def test_wb_train_with_the_fused_adamw_matches_torch_adamw(on_hpu):
         # tiny gradients of rarely seen embedding rows show at the Trainer's default eps
         weights = out[f"weights{eps}"]
         assert weights["same_start"] and weights["apart"] < within * weights["moved"], out
+
+
+def test_bf16_matrix_products_equal_the_cpu_kernels_and_are_counted(on_hpu):
+    """The double computes bf16 matrix products on fp32 host copies, rounded to bf16 once (its
+    speed on a CPU without bf16 units): the values are torch's CPU bf16 kernels' up to
+    summation order (``mm`` exactly the fp32 product rounded), the output bf16 on hpu; a
+    product with an fp32 input takes the CPU fallback as before."""
+    body = """
+        import torch, habana_frameworks.torch  # noqa: F401
+        torch.manual_seed(0)
+        a, b = torch.randn(64, 96).bfloat16(), torch.randn(96, 48).bfloat16()
+        bias = torch.randn(48).bfloat16()
+        x, y = torch.randn(3, 16, 32).bfloat16(), torch.randn(3, 32, 8).bfloat16()
+        c = torch.randn(3, 16, 8).bfloat16()
+        cpu = {"mm": a @ b, "addmm": torch.addmm(bias, a, b, beta=0.5, alpha=2.0),
+               "bmm": torch.bmm(x, y), "baddbmm": torch.baddbmm(c, x, y, alpha=0.5)}
+        h = {k: v.to("hpu") for k, v in dict(a=a, b=b, bias=bias, x=x, y=y, c=c).items()}
+        hpu = {"mm": h["a"] @ h["b"], "addmm": torch.addmm(h["bias"], h["a"], h["b"], beta=0.5, alpha=2.0),
+               "bmm": torch.bmm(h["x"], h["y"]), "baddbmm": torch.baddbmm(h["c"], h["x"], h["y"], alpha=0.5)}
+        out["devices"] = sorted({str(v.device) for v in hpu.values()})
+        out["dtypes"] = sorted({str(v.dtype) for v in hpu.values()})
+        # one bf16 step apart at most (2**-8 of the magnitude): rounding the same fp32 sums
+        out["close"] = {k: bool(torch.allclose(hpu[k].cpu().float(), cpu[k].float(), rtol=2**-7, atol=1e-2))
+                        for k in cpu}
+        wide = (a.float() @ b.float()).bfloat16()
+        out["mm_is_the_rounded_fp32_product"] = bool(torch.equal(hpu["mm"].cpu(), wide))
+        mixed = h["a"].float() @ h["b"].float()  # not every input bf16: the CPU fallback, fp32
+        out["mixed_dtype"] = str(mixed.dtype)
+    """
+    out = on_hpu(body)
+    assert out["devices"] == ["hpu:0"] and out["dtypes"] == ["torch.bfloat16"], out
+    assert out["close"] == {"mm": True, "addmm": True, "bmm": True, "baddbmm": True}, out
+    assert out["mm_is_the_rounded_fp32_product"], out
+    assert out["mixed_dtype"] == "torch.float32", out
