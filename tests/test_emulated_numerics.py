@@ -133,7 +133,8 @@ def test_bf16_matrix_products_equal_the_cpu_kernels_and_are_counted(on_hpu):
     """The double computes bf16 matrix products on fp32 host copies, rounded to bf16 once (its
     speed on a CPU without bf16 units): the values are torch's CPU bf16 kernels' up to
     summation order (``mm`` exactly the fp32 product rounded), the output bf16 on hpu; a
-    product with an fp32 input takes the CPU fallback as before."""
+    product with an fp32 input takes the CPU fallback as before. Convolutions, forward and
+    backward, the same."""
     body = """
         import torch, habana_frameworks.torch  # noqa: F401
         torch.manual_seed(0)
@@ -155,9 +156,30 @@ def test_bf16_matrix_products_equal_the_cpu_kernels_and_are_counted(on_hpu):
         out["mm_is_the_rounded_fp32_product"] = bool(torch.equal(hpu["mm"].cpu(), wide))
         mixed = h["a"].float() @ h["b"].float()  # not every input bf16: the CPU fallback, fp32
         out["mixed_dtype"] = str(mixed.dtype)
+        # convolutions too, forward and backward: bf16 results and gradients, the CPU's values
+        img, k = torch.randn(2, 4, 8, 8).bfloat16(), torch.randn(6, 4, 3, 3).bfloat16()
+        grads = {}
+        for where in ("cpu", "hpu", "exact"):
+            dt = torch.float64 if where == "exact" else torch.bfloat16
+            dev = "cpu" if where == "exact" else where
+            i = img.detach().to(dev, dt).requires_grad_()
+            w = k.detach().to(dev, dt).requires_grad_()
+            y = torch.nn.functional.conv2d(i, w, padding=1)
+            y.double().square().sum().backward()
+            grads[where] = [y.detach().cpu(), i.grad.cpu(), w.grad.cpu()]
+        out["conv_dtypes"] = sorted({str(t.dtype) for t in grads["hpu"]})
+        # each result's largest error against fp64, relative to its largest value: the
+        # emulation's no worse than the CPU kernels' own (bf16 keeps 8 bits: 2**-8 = 0.0039)
+        def err(got, exact):
+            return float((got.double() - exact).abs().max() / exact.abs().max())
+        out["conv_errors"] = [[err(h, e), err(c, e)] for h, c, e in zip(grads["hpu"], grads["cpu"], grads["exact"])]
     """
     out = on_hpu(body)
     assert out["devices"] == ["hpu:0"] and out["dtypes"] == ["torch.bfloat16"], out
     assert out["close"] == {"mm": True, "addmm": True, "bmm": True, "baddbmm": True}, out
     assert out["mm_is_the_rounded_fp32_product"], out
     assert out["mixed_dtype"] == "torch.float32", out
+    assert out["conv_dtypes"] == ["torch.bfloat16"], out
+    # output, input gradient, weight gradient: within bf16's rounding, and no less exact than
+    # the CPU's bf16 kernels
+    assert all(hpu <= 2**-8 and hpu <= cpu + 2**-9 for hpu, cpu in out["conv_errors"]), out["conv_errors"]

@@ -246,19 +246,37 @@ at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size,
 }
 
 // Convolutions reach backends other than CPU/CUDA through convolution_overrideable, whose
-// default kernel raises: the double runs torch's CPU convolution on host copies.
-at::Tensor on_host(const at::Tensor& t) { return t.defined() ? t.to(c10::kCPU) : t; }
-at::Tensor on_hpu(const at::Tensor& t) { return t.defined() ? t.to(c10::Device(kHPU, 0)) : t; }
+// default kernel raises: the double runs torch's CPU convolution on host copies. With every
+// input bf16 the copies are widened to fp32 and the results rounded to bf16 once, as the matrix
+// products below are (a bf16 convolution and its backward: 17 times slower on such a CPU).
+at::Tensor on_host(const at::Tensor& t, bool widen = false) {
+  if (!t.defined()) return t;
+  auto host = t.to(c10::kCPU);
+  return widen ? host.to(at::kFloat) : host;
+}
+at::Tensor on_hpu(const at::Tensor& t, bool narrow = false) {
+  if (!t.defined()) return t;
+  return (narrow ? t.to(at::kBFloat16) : t).to(c10::Device(kHPU, 0));
+}
+bool all_bf16(std::initializer_list<const at::Tensor*> tensors) {
+  for (const auto* t : tensors) {
+    if (t->defined() && t->scalar_type() != at::kBFloat16) return false;
+  }
+  return true;
+}
 
 at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
                        const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                        at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                        at::IntArrayRef output_padding, int64_t groups) {
   counts::Internal own;  // these host copies are the emulation's (Gaudi convolves on device)
+  const at::Tensor none;
+  const bool wide = all_bf16({&input, &weight, bias ? &*bias : &none});
   std::optional<at::Tensor> host_bias;
-  if (bias && bias->defined()) host_bias = on_host(*bias);
-  return on_hpu(at::convolution(on_host(input), on_host(weight), host_bias, stride, padding,
-                                dilation, transposed, output_padding, groups));
+  if (bias && bias->defined()) host_bias = on_host(*bias, wide);
+  return on_hpu(at::convolution(on_host(input, wide), on_host(weight, wide), host_bias, stride,
+                                padding, dilation, transposed, output_padding, groups),
+                wide);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
@@ -266,11 +284,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
     at::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
   counts::Internal own;
+  const bool wide = all_bf16({&grad_output, &input, &weight});
   std::vector<int64_t> bias_sizes{transposed ? weight.size(1) * groups : weight.size(0)};
-  auto grads = at::convolution_backward(on_host(grad_output), on_host(input), on_host(weight),
-                                        bias_sizes, stride, padding, dilation, transposed,
-                                        output_padding, groups, output_mask);
-  return {on_hpu(std::get<0>(grads)), on_hpu(std::get<1>(grads)), on_hpu(std::get<2>(grads))};
+  auto grads = at::convolution_backward(on_host(grad_output, wide), on_host(input, wide),
+                                        on_host(weight, wide), bias_sizes, stride, padding,
+                                        dilation, transposed, output_padding, groups,
+                                        output_mask);
+  return {on_hpu(std::get<0>(grads), wide), on_hpu(std::get<1>(grads), wide),
+          on_hpu(std::get<2>(grads), wide)};
 }
 
 // The matrix products of a bf16 step (mm, bmm, addmm, baddbmm, which linear layers, attention
