@@ -129,7 +129,7 @@ def test_wb_train_with_the_fused_adamw_matches_torch_adamw(on_hpu):
         assert weights["same_start"] and weights["apart"] < within * weights["moved"], out
 
 
-def test_bf16_matrix_products_equal_the_cpu_kernels_and_are_counted(on_hpu):
+def test_bf16_matrix_products_and_convolutions_match_the_cpu_kernels(on_hpu):
     """The double computes bf16 matrix products on fp32 host copies, rounded to bf16 once (its
     speed on a CPU without bf16 units): the values are torch's CPU bf16 kernels' up to
     summation order (``mm`` exactly the fp32 product rounded), the output bf16 on hpu; a

@@ -252,7 +252,7 @@ def fitting(mp, target, layout: Layout, global_batch: int | None = None, micro=N
             return None
         replica = global_batch // layout.data
     ms = _micro_batches(mp.batch_size if global_batch is None else replica)
-    for m in [m for m in ms if m == micro or not micro]:
+    for m in (m for m in ms if not micro or m == micro):
         at = replace(layout, micro_batch=m, accumulation=replica // m)
         plan = memory_of(mp, at)
         if plan.fits(target):

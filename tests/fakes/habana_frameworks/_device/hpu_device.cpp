@@ -312,13 +312,17 @@ bool bf16_product_in_fp32(const c10::OperatorHandle& op, torch::jit::Stack* stac
   }
   const auto n = schema.arguments().size();
   auto args = torch::jit::last(*stack, n);
-  std::vector<at::Tensor> wide;
+  std::vector<at::Tensor> inputs;
   for (size_t i = 0; i < n - (into ? 1 : 0); ++i) {
-    if (!args[i].isTensor()) continue;
-    const auto& t = args[i].toTensor();
-    if (t.scalar_type() != at::kBFloat16 || t.device().type() != kHPU) return false;
-    wide.push_back(t.to(c10::kCPU).to(at::kFloat));
+    if (args[i].isTensor()) inputs.push_back(args[i].toTensor());
   }
+  for (const auto& t : inputs) {
+    if (!t.defined() || t.scalar_type() != at::kBFloat16 || t.device().type() != kHPU) {
+      return false;
+    }
+  }
+  std::vector<at::Tensor> wide;
+  for (const auto& t : inputs) wide.push_back(on_host(t, /*widen=*/true));
   at::Tensor product;
   const auto& name = schema.name();
   if (name == "aten::mm") {
@@ -330,14 +334,13 @@ bool bf16_product_in_fp32(const c10::OperatorHandle& op, torch::jit::Stack* stac
   } else {
     product = at::baddbmm(wide[0], wide[1], wide[2], args[3].toScalar(), args[4].toScalar());
   }
-  product = product.to(at::kBFloat16);
   at::Tensor result;
   if (into) {
     result = args[n - 1].toTensor();
     if (result.scalar_type() != at::kBFloat16 || result.sizes() != product.sizes()) return false;
-    result.copy_(product);
+    result.copy_(product.to(at::kBFloat16));
   } else {
-    result = product.to(c10::Device(kHPU, 0));
+    result = on_hpu(product, /*narrow=*/true);
   }
   torch::jit::drop(*stack, n);
   torch::jit::push(*stack, result);
