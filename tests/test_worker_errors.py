@@ -97,3 +97,20 @@ def test_the_rank_that_raised_is_named_when_its_peer_reports_in_the_same_second(
     rank, message = _failure(SimpleNamespace(path=tmp_path), log)
     assert rank == 1
     assert message == "rank 1 failed (exit code 1): RuntimeError: boom on rank 1"
+
+
+@pytest.mark.parametrize("record", [{"message": {"extraInfo": {"timestamp": "1"}}},
+                                    {"message": {"message": None}}, {"message": "Signal 9"}, []],
+                         ids=["no message", "message null", "a string", "a list"])
+def test_an_error_file_without_a_message_is_passed_over(tmp_path, record):
+    """torch elastic writes ``{"message": {"message": "Type: text", "extraInfo": ...}}``; a file
+    of another shape (another handler's, a user's) named no cause: the launcher used to fail
+    on it with a ``KeyError`` instead of reporting the rank's exit code."""
+    from types import SimpleNamespace
+
+    from workbench.scaleout.launcher import _failure
+
+    (tmp_path / "logs" / "abc" / "attempt_0" / "1").mkdir(parents=True)
+    (tmp_path / "logs" / "abc" / "attempt_0" / "1" / "error.json").write_text(json.dumps(record))
+    log = "  rank      : 1 (local_rank: 1)\n  exitcode  : 1 (pid: 12)\n"
+    assert _failure(SimpleNamespace(path=tmp_path), log) == (1, "rank 1 failed (exit code 1)")

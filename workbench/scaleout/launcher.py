@@ -181,9 +181,11 @@ def _error_files(run: Run) -> dict[int, dict]:
     for path in sorted(run.path.glob(f"logs/**/{last}/*/error.json")):
         try:
             message = json.loads(path.read_text())["message"]
-        except (ValueError, KeyError):
+        except (ValueError, KeyError, TypeError):  # not JSON, or not an object with "message"
             continue
-        if isinstance(message, dict):  # one node: local rank = rank
+        # one node: local rank = rank; a record without its message string (written by
+        # another handler than torch elastic's) names no cause and is passed over
+        if isinstance(message, dict) and isinstance(message.get("message"), str):
             found[int(path.parent.name)] = {**message, "written_ns": path.stat().st_mtime_ns}
     return found
 
