@@ -108,10 +108,16 @@ def test_hub_ids_and_local_paths_are_accepted(tmp_path):
 
 # ---------------------------------------------------------------- bad input, clear errors
 def test_unknown_family_size_task_list_the_valid_ones():
-    with pytest.raises(ValueError, match="unknown model family 'bret'; known: bert, gpt2, t5, llama, unet"):
+    with pytest.raises(ValueError, match=r"unknown model family 'bret' \(did you mean 'bert'\?\); known: bert, gpt2, t5, llama, unet"):
         wb.model("bret")
+    with pytest.raises(ValueError, match=r"unknown model family 'gtp2-tiny' \(did you mean 'gpt2-tiny'\?\); known: bert,"):
+        wb.model("gtp2-tiny")
+    with pytest.raises(ValueError, match="unknown model family 'whisper'; known: bert,"):  # nothing near
+        wb.model("whisper")
     with pytest.raises(ValueError, match="unknown size for gpt2 'huge'; known: tiny, small, medium, large, xl"):
         wb.model("gpt2", size="huge")
+    with pytest.raises(ValueError, match=r"unknown size for gpt2 'smal' \(did you mean 'small'\?\); known: tiny,"):
+        wb.model("gpt2", size="smal")
     with pytest.raises(ValueError, match="unknown task for t5 'classification'; known: seq2seq"):
         wb.model("t5", task="classification")
 

@@ -5,6 +5,7 @@ so that ``num_params`` works offline; any hub id or local directory works too.
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import json
 from dataclasses import asdict, dataclass, field
@@ -34,8 +35,12 @@ TOKENIZER_FILES = {
 }
 
 
-def _known(kind: str, name: str, valid) -> ValueError:
-    return ValueError(f"unknown {kind} {name!r}; known: {', '.join(valid)}")
+def _known(kind: str, name: str, valid, spellings=None) -> ValueError:
+    """The error for a name outside ``valid``, with the closest of ``spellings`` (default
+    ``valid``) when one is near: ``wb.model("gtp2-tiny")`` asks "did you mean 'gpt2-tiny'?"."""
+    near = difflib.get_close_matches(name, list(spellings or valid), 1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    return ValueError(f"unknown {kind} {name!r}{hint}; known: {', '.join(valid)}")
 
 
 def is_local(path: str) -> bool:
@@ -446,7 +451,11 @@ def _parse_name(name: str) -> tuple[str, str | None]:
     fam, _, size = name.partition("-")
     if fam in FAMILIES and size:
         return fam, size
-    raise _known("model family", name, FAMILIES)
+    names = [
+        *FAMILIES,
+        *(f"{f}-{size}" for f, info in FAMILIES.items() for size in ("tiny", *info["sizes"])),
+    ]
+    raise _known("model family", name, FAMILIES, spellings=names)
 
 
 def model(
