@@ -95,6 +95,19 @@ def test_chip_names_match_the_table(name, key):
     assert chip(name) is CHIPS[key]
 
 
+@pytest.mark.parametrize("name", ["NVIDIA RTX A1000 6GB Laptop GPU", "NVIDIA RTX A1000", "H1000", "Gaudi 30",
+                                  "Gaudi4", "A1000 80GB"])
+def test_a_model_number_followed_by_a_digit_is_another_device(name):
+    """The table's patterns are searched inside the names drivers report ("NVIDIA H100 80GB
+    HBM3"): a longer model number is not the shorter one's chip (an RTX A1000 was planned as
+    an 80 GB A100, a typed "H1000" as an H100)."""
+    with pytest.raises(ValueError, match="unknown device"):
+        chip(name)
+    detected = wb.device("cpu")
+    detected.kind, detected.name = "cuda", name
+    assert chip(detected) is None
+
+
 def test_unknown_chip_names_list_the_known_ones():
     with pytest.raises(ValueError, match="unknown device 'NVIDIA H100 PCIe'; known: Gaudi1, Gaudi2"):
         chip("NVIDIA H100 PCIe")  # slower clocks than the SXM board: not its row

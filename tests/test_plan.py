@@ -693,6 +693,10 @@ def test_every_catalog_model_plans():
      ["'gaudi' is ambiguous", "Gaudi2", "Gaudi3", "'Gaudi1'", "1.21"]),
     (lambda: wb.plan("gpt2-small", tokens=1e6, batch_size=8, seq_len=128, devices=["CPU"]),
      ["devices", "'CPU'", "'detected'"]),
+    (lambda: wb.plan("gpt2-small", tokens=1e6, batch_size=8, seq_len=128, devices=["Guadi2"]),
+     ["devices: unknown device 'Guadi2' (did you mean 'Gaudi2'?)", "H200"]),
+    (lambda: wb.plan("gpt2-small", tokens=1e6, batch_size=8, seq_len=128, devices=["H1000"]),
+     ["devices: unknown device 'H1000'", "H100 SXM"]),  # was planned as an H100
     (lambda: wb.plan("gpt2-small", tokens=1e6, batch_size=8, seq_len=128, num_devices=10**6),
      ["num_devices=1000000", "4096"]),
     (lambda: wb.plan("llama-7b", tokens=1e6, batch_size=1, seq_len=10**6, devices=["H100"]),

@@ -20,7 +20,7 @@ class Chip:
     title: str
     memory: int | None  # bytes of device memory (HBM, binary units); None: the host's RAM
     tflops: dict[str, float | None]  # dense peak TFLOP/s per precision; None where unknown
-    pattern: str  # regex searched in a device name, lowercased without spaces, "-" and "_"
+    pattern: str  # regex searched in a device name as ``_key`` writes it
     fp16: bool = True
     bf16: bool = True
     # bytes the allocator can hand out (HPU: memory_stats "Limit"); None: all of `memory`
@@ -76,7 +76,7 @@ CHIPS: dict[str, Chip] = {
             "Intel Gaudi",
             32 * GiB,
             _peaks(None),
-            r"gaudi(1|(?![23]))|^hl20\d",
+            r"gaudi(1(?!\d)|(?!\d))|^hl20\d",
             fp16=False,
             usable=int(29.9 * GiB),
         ),
@@ -86,7 +86,7 @@ CHIPS: dict[str, Chip] = {
             "Intel Gaudi 2",
             96 * GiB,
             _peaks(432, fp8=865),
-            r"gaudi2|^hl22\d",
+            r"gaudi2(?!\d)|^hl22\d",
             usable=int(94.62 * GiB),
             hbm_tbps=2.46,
             link_gbs=262.5,
@@ -99,7 +99,7 @@ CHIPS: dict[str, Chip] = {
             "Intel Gaudi 3",
             128 * GiB,
             _peaks(1835, fp8=1835),
-            r"gaudi3|^hl3\d\d",
+            r"gaudi3(?!\d)|^hl3\d\d",
             hbm_tbps=3.7,
             link_gbs=525,
             scaleout_gbs=75,
@@ -111,7 +111,7 @@ CHIPS: dict[str, Chip] = {
             "NVIDIA A100 40GB",
             40 * GiB,
             _peaks(312, 312, 19.5),
-            "a100.*40g",
+            r"a100(?!\d).*40g",
             hbm_tbps=1.555,
             link_gbs=300,
             scaleout_gbs=25,
@@ -123,7 +123,7 @@ CHIPS: dict[str, Chip] = {
             "NVIDIA A100 80GB",
             80 * GiB,
             _peaks(312, 312, 19.5),
-            "a100",
+            r"a100(?!\d)",
             hbm_tbps=2.039,
             link_gbs=300,
             scaleout_gbs=25,
@@ -136,7 +136,7 @@ CHIPS: dict[str, Chip] = {
             "NVIDIA H100 SXM 80GB",
             80 * GiB,
             _peaks(989, 989, 67, 1979),
-            "h100(?!.*(pcie|nvl))",
+            r"h100(?!\d)(?!.*(pcie|nvl))",
             hbm_tbps=3.35,
             link_gbs=450,
             scaleout_gbs=50,
@@ -148,7 +148,7 @@ CHIPS: dict[str, Chip] = {
             "NVIDIA H200",
             141 * GiB,
             _peaks(989, 989, 67, 1979),
-            "h200(?!.*nvl)",
+            r"h200(?!\d)(?!.*nvl)",
             hbm_tbps=4.8,
             link_gbs=450,
             scaleout_gbs=50,
@@ -159,11 +159,19 @@ CHIPS: dict[str, Chip] = {
 }
 
 
+def _key(text: str) -> str:
+    """A device name as the patterns read it: lowercased, spaces, ``-`` and ``_`` dropped except
+    between two numbers, where they become ``/`` ("NVIDIA H100 80GB HBM3" is
+    ``nvidiah100/80gbhbm3``), so a model number followed by a digit is another device ("NVIDIA
+    RTX A1000" is not an A100)."""
+    return re.sub(r"[\s_-]", "", re.sub(r"(?<=\d)[\s_-]+(?=\d)", "/", text.lower()))
+
+
 def match(text: str | None, kind: str | None = None) -> Chip | None:
     """The chip named ``text`` exactly, else the first whose pattern it contains; None if none."""
-    key = re.sub(r"[\s_-]", "", (text or "").lower())
+    key = _key(text or "")
     if not key:
         return None
     rows = [c for c in CHIPS.values() if kind in (None, c.kind)]
-    exact = [c for c in rows if re.sub(r"[\s_-]", "", c.name.lower()) == key]
+    exact = [c for c in rows if _key(c.name) == key]
     return next(iter(exact), None) or next((c for c in rows if re.search(c.pattern, key)), None)

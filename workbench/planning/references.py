@@ -9,6 +9,7 @@ same form) override the shipped ones.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
@@ -58,7 +59,9 @@ def chip_name(name: str, argument: str) -> str:
             if found is not None
             else ""
         )
-        raise ValueError(f"{argument}: unknown device {name!r}; {why}{known}") from None
+        near = difflib.get_close_matches(str(name), PLANNED, 1) if found is None else []
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise ValueError(f"{argument}: unknown device {name!r}{hint}; {why}{known}") from None
     return found.name
 
 
