@@ -96,11 +96,11 @@ def test_chip_names_match_the_table(name, key):
 
 
 @pytest.mark.parametrize("name", ["NVIDIA RTX A1000 6GB Laptop GPU", "NVIDIA RTX A1000", "H1000", "Gaudi 30",
-                                  "Gaudi4", "A1000 80GB"])
+                                  "Gaudi4", "A1000 80GB", "NVIDIA GH200 480GB"])
 def test_a_model_number_followed_by_a_digit_is_another_device(name):
     """The table's patterns are searched inside the names drivers report ("NVIDIA H100 80GB
     HBM3"): a longer model number is not the shorter one's chip (an RTX A1000 was planned as
-    an 80 GB A100, a typed "H1000" as an H100)."""
+    an 80 GB A100, a typed "H1000" as an H100), nor is a GH200 (96 or 144 GB) an H200 (141)."""
     with pytest.raises(ValueError, match="unknown device"):
         chip(name)
     detected = wb.device("cpu")

@@ -142,13 +142,14 @@ CHIPS: dict[str, Chip] = {
             scaleout_gbs=50,
             host_gbs=64,
         ),
+        # GH200 (Grace Hopper) carries 96 or 144 GB of HBM beside its CPU: not this row
         Chip(
             "H200",
             "cuda",
             "NVIDIA H200",
             141 * GiB,
             _peaks(989, 989, 67, 1979),
-            r"h200(?!\d)(?!.*nvl)",
+            r"(?<!g)h200(?!\d)(?!.*nvl)",
             hbm_tbps=4.8,
             link_gbs=450,
             scaleout_gbs=50,
