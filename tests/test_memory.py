@@ -310,6 +310,8 @@ def test_repr_and_html():
     ({"zero_stage": 2}, "pass devices=N with N > 1"),
     ({"optimizer": "lion"}, "known: adamw"),
     ({"kernels": "triton"}, "known: auto, fused, cpu"),
+    ({"devices": ["Gaudi3"]}, "plan_memory plans every chip at once; to plan named chips, wb.plan(..., devices=[...])"),
+    ({"devices": 0}, "devices must be a positive integer"),
 ])
 def test_validation_names_the_fix(kwargs, match):
     args = {"model": "gpt2-small", "batch_size": 8, "seq_len": 128, **kwargs}

@@ -365,6 +365,11 @@ def _check_options(batch_size, precision, kernels, optimizer, zero_stage, device
         raise ValueError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
     if zero_stage not in (0, 1, 2, 3) or isinstance(zero_stage, bool):
         raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
+    if isinstance(devices, (list, tuple, str)):  # wb.plan's devices= names chips; this one counts
+        raise ValueError(
+            f"devices is how many devices share the step (ZeRO shards over them), got {devices!r}: "
+            "plan_memory plans every chip at once; to plan named chips, wb.plan(..., devices=[...])"
+        )
     _positive("devices", devices)
     if zero_stage and devices == 1:
         raise ValueError(
