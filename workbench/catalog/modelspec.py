@@ -453,7 +453,7 @@ def _parse_name(name: str) -> tuple[str, str | None]:
         return fam, size
     names = [
         *FAMILIES,
-        *(f"{f}-{size}" for f, info in FAMILIES.items() for size in ("tiny", *info["sizes"])),
+        *(f"{f}-{s}" for f, info in FAMILIES.items() for s in ("tiny", *info["sizes"])),
     ]
     raise _known("model family", name, FAMILIES, spellings=names)
 
