@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -41,8 +42,27 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # The pytest-xdist workers of one run share it (a build takes about a minute and a half: once
 # per run, not once per worker); torch's own lock file serialises builds inside it.
 _RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-_EXTENSIONS = Path(tempfile.gettempdir()) / f"wb-test-torch-extensions-{_RUN}" if _RUN else _CACHE / "torch_extensions"
+_SHARED_BUILD = "wb-test-torch-extensions-{run}"  # under the temporary directory, per run
+_EXTENSIONS = Path(tempfile.gettempdir()) / _SHARED_BUILD.format(run=_RUN) if _RUN else _CACHE / "torch_extensions"
 os.environ["TORCH_EXTENSIONS_DIR"] = str(_EXTENSIONS)
+
+
+def pytest_configure(config):
+    # An xdist run's controller names the run itself (xdist names it otherwise, in a
+    # NodeManager made later, out of a conftest's reach), so that it can remove the build
+    # its workers shared once they are done
+    if (not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None)
+            and getattr(config.option, "testrunuid", None) is None):
+        config.option.testrunuid = uuid.uuid4().hex
+
+
+def pytest_unconfigure(config):
+    # What this process made under the temporary directory goes with it (66 MB of datasets a
+    # process: 180 runs' worth, 12 GB, had gathered in one machine's /tmp); the workers' shared
+    # extension build goes with the controller, after the last worker
+    shutil.rmtree(_CACHE, ignore_errors=True)
+    if not hasattr(config, "workerinput") and (run := getattr(config.option, "testrunuid", None)):
+        shutil.rmtree(Path(tempfile.gettempdir()) / _SHARED_BUILD.format(run=run), ignore_errors=True)
 
 
 def pytest_report_header(config):
