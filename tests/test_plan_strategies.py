@@ -252,20 +252,36 @@ def test_row_takes_the_names_devices_takes():
 @pytest.mark.parametrize(
     "kwargs, words",
     [
-        (dict(strategy="zero4"), "strategy: unknown stack 'zero4'; known: ddp, deepspeed, zero1"),
+        (dict(strategy="zero4"), "strategy: unknown stack 'zero4' (did you mean 'zero3'?); known: ddp"),
+        (dict(strategy="fsdb"), "strategy: unknown stack 'fsdb' (did you mean 'fsdp'?)"),
+        (dict(strategy=3), "strategy: unknown stack 3; known: ddp"),
         (dict(strategy={"name": "zero3", "tp": 2}), "pin Megatron's degrees"),
         (dict(strategy={"name": "megatron", "tensor": 2}), "unknown key(s) 'tensor'"),
         (dict(strategy={"name": "megatron", "tp": 0}), "tp must be a positive integer"),
         (dict(strategy="optimum-habana", checkpointing=False), "checkpointing=False contradicts"),
         (dict(strategy={"name": "megatron", "tp": 4, "pp": 4}), "num_devices=8 is not a multiple"),
         (dict(strategy="zero3", checkpointing="selective"), "pass strategy='megatron' (or None)"),
-        (dict(checkpointing="attention"), "True, False, None or 'selective'"),
+        (dict(checkpointing="attention"), "True (or 'full'), False, None or 'selective'"),
+        (dict(devices=8), "devices: the chips to plan, e.g. devices=['Gaudi2', 'H100'], got 8; "
+                          "for how many devices a plan may use, pass num_devices=8"),
     ],
 )
 def test_a_bad_strategy_is_one_clear_error_naming_the_argument(kwargs, words):
     with pytest.raises(ValueError) as e:
         wb.plan("gpt2-xl", **{**PLANNED, **kwargs})
     assert words in str(e.value), str(e.value)
+
+
+def test_a_stack_is_named_as_its_users_write_it():
+    """"ZeRO-3" is DeepSpeed's own spelling, NeMo trains through Megatron, and Megatron's
+    ``--recompute-granularity full`` is checkpointing=True: each plans as the stack it names."""
+    stacks = {name: wb.plan("gpt2-xl", **{**PLANNED, "strategy": name}).row("H100")["stack"]
+              for name in ("ZeRO-3", "zero_3", "Zero2-Offload", "NeMo", "Optimum Habana", "FSDP")}
+    assert stacks == {"ZeRO-3": "zero3", "zero_3": "zero3", "Zero2-Offload": "zero2-offload",
+                      "NeMo": "megatron", "Optimum Habana": "optimum-habana", "FSDP": "fsdp"}
+    full = wb.plan("gpt2-xl", **{**PLANNED, "checkpointing": "full"}).row("H100")
+    assert full == wb.plan("gpt2-xl", **{**PLANNED, "checkpointing": True}).row("H100")
+    assert "gradient checkpointing" in full["strategy"]
 
 
 def test_a_unet_seq_len_in_pixels_is_refused_with_the_latent_size():

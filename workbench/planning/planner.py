@@ -92,6 +92,11 @@ def _rows_asked(devices) -> list[str]:
         return list(DEFAULT_DEVICES)
     if isinstance(devices, str):
         devices = [devices]
+    if isinstance(devices, int | float):  # wb.plan_memory's devices is a count; here, rows
+        raise ValueError(
+            f"devices: the chips to plan, e.g. devices=['Gaudi2', 'H100'], got {devices!r}; "
+            f"for how many devices a plan may use, pass num_devices={devices!r}"
+        )
     out = []
     for name in devices:
         key = (
@@ -565,9 +570,9 @@ def plan(
     references : path or dict, optional
         A references file (or its content) in the form of ``workbench/assets/plan_references.json``.
     checkpointing : bool or "selective", optional
-        Gradient checkpointing as you will run it: True or False keeps every layout to it;
-        ``"selective"``: Megatron's selective recompute (the attention's core only); None
-        (default) lets the planner turn it on only where memory needs it.
+        Gradient checkpointing as you will run it: True (or ``"full"``) or False keeps every
+        layout to it; ``"selective"``: Megatron's selective recompute (the attention's core
+        only); None (default) lets the planner turn it on only where memory needs it.
     strategy : str or dict, optional
         The stack you will run: ``"ddp"``, ``"zero1"``, ``"zero2"``, ``"zero3"``,
         ``"zero2-offload"``, ``"zero3-offload"``, ``"fsdp"``, ``"megatron"`` (a dict pins
@@ -605,9 +610,12 @@ def plan(
             f"e.g. tokens=1e9, got {tokens!r}"
         )
     tokens = int(tokens)  # 1e9 reads as well as 10**9
+    if checkpointing == "full":  # Megatron's --recompute-granularity full: every layer's
+        checkpointing = True
     if checkpointing not in (None, True, False, "selective"):
         raise ValueError(
-            f"checkpointing must be True, False, None or 'selective', got {checkpointing!r}"
+            f"checkpointing must be True (or 'full'), False, None or 'selective', "
+            f"got {checkpointing!r}"
         )
     if num_devices is not None and _positive("num_devices", num_devices) > MAX_DEVICES:
         raise ValueError(

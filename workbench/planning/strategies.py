@@ -24,6 +24,7 @@ LoRA runs under each: the adapters are what the stack trains (``wb.model(..., lo
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 from .layout import Layout, recomputes
@@ -104,6 +105,16 @@ STACKS = {
     ),
 }
 FASTEST = Stack("fastest", "the fastest that fits (any stack)", megatron=True)
+
+
+def _spelling(name: str) -> str:
+    """A stack's name as people write it, compared without case, hyphens, underscores or
+    spaces: "ZeRO-3", "zero_3" and "zero3" are one name."""
+    return "".join(c for c in name.lower() if c not in "-_ ")
+
+
+# every way of writing a stack's name -> the name; NeMo trains through Megatron-Core
+SPELLINGS = {_spelling(k): k for k in STACKS} | {"nemo": "megatron", "megatronlm": "megatron"}
 PINS = {"tp": "tensor", "pp": "pipeline", "cp": "context", "mb": "micro"}
 
 
@@ -118,13 +129,15 @@ def stack_of(strategy) -> Stack:
         name = pins.pop("name", None)
     else:
         name = strategy
-    if not isinstance(name, str) or name.lower() not in STACKS:
+    found = STACKS.get(SPELLINGS.get(_spelling(name), "")) if isinstance(name, str) else None
+    if found is None:
+        near = difflib.get_close_matches(_spelling(str(name)), SPELLINGS, 1)
+        hint = f" (did you mean {SPELLINGS[near[0]]!r}?)" if near else ""
         raise ValueError(
-            f"strategy: unknown stack {name!r}; known: {', '.join(STACKS)} (or None: the "
+            f"strategy: unknown stack {name!r}{hint}; known: {', '.join(STACKS)} (or None: the "
             "fastest that fits), e.g. strategy='zero3' or "
             "strategy={'name': 'megatron', 'tp': 4, 'pp': 4}"
         )
-    found = STACKS[name.lower()]
     if pins and found.name != "megatron":
         raise ValueError(
             f"strategy: {', '.join(pins)} pin Megatron's degrees: pass them with "
