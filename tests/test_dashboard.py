@@ -277,6 +277,18 @@ def test_a_comparison_reads_its_runs_once_however_often_it_is_shown(run, reads):
     assert f"{run.name} #2" in first["text/html"], "the same run twice is two columns"
 
 
+def test_compare_takes_its_runs_as_arguments_or_as_one_list(run):
+    """``wb.compare(a, b)`` and ``wb.compare([a, b])`` (a list of runs at hand) are one table;
+    a list was read as a path before: TypeError "expected str, bytes or os.PathLike object"."""
+    import workbench as wb
+
+    for step in range(1, 4):
+        run.log.emit(_event(step))
+    spread, listed = wb.compare(run, run.path), wb.compare([run, run.path])
+    assert list(listed.table.columns) == [run.name, f"{run.name} #2"]
+    assert listed.table.equals(spread.table) and listed.table.loc["steps"].tolist() == [3, 3]
+
+
 def test_stop_message_from_the_view_stops_the_run(run):
     d, front = _live(run)
     assert not run.stop_flag.is_set()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -425,6 +426,10 @@ def test_the_mpijob_manifest_passes_the_mpi_operators_checks(tmp_path):
     (dict(devices_per_node=0), "devices_per_node must be a whole number of worker processes per machine, at least 1; got 0"),
     (dict(hosts=["a"]), "nodes=2 but 1 hosts given; list one host per node"),
     (dict(hosts=None), "nodes=2 but no hosts given"),
+    (dict(hosts="a,b"), "hosts must be a list of host names, one per node, got the string 'a,b': "
+                        "pass hosts=['a', 'b']"),  # was "nodes=2 but 3 hosts given": its letters
+    (dict(strategy="ZeRO-3"), "unknown strategy 'ZeRO-3' (ZeRO is DeepSpeed's: strategy='deepspeed', "
+                              "zero_stage=3); known: ddp, deepspeed"),
     (dict(format="slurm"), "hosts= is for format='shell'; with format='slurm' the hosts are the allocation's nodes"),
     (dict(format="kubernetes", hosts=None), "format='kubernetes' needs image="),
     (dict(max_restarts=-1), "max_restarts must be 0 or more; got -1"),
@@ -433,7 +438,7 @@ def test_the_mpijob_manifest_passes_the_mpi_operators_checks(tmp_path):
 ])
 def test_bad_launch_command_arguments_name_the_fix(kwargs, message):
     args = {"nodes": 2, "devices_per_node": 8, "hosts": ["a", "b"], **kwargs}
-    with pytest.raises(ValueError, match="^" + message.replace("(", r"\(").replace("[", r"\[")):
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
         wb.launch_command("gpt2-tiny", "docstrings-lm", **args)
     assert not list(Path("runs").glob("*")), "nothing is prepared for a bad call"
 

@@ -558,11 +558,14 @@ def runs(root: str | Path | None = None):
 
 def compare(*runs_: RunDir | str | Path):
     """Runs side by side: a ``Comparison`` whose ``.table`` is a DataFrame (a column per run, a
-    row per summary figure); in a notebook one chart overlaying the runs."""
+    row per summary figure); in a notebook one chart overlaying the runs. The runs come as
+    arguments or as one list."""
     import pandas as pd
 
     from ..views.dashboard import Comparison
 
+    if len(runs_) == 1 and isinstance(runs_[0], list | tuple):  # compare([a, b]): the runs
+        runs_ = tuple(runs_[0])
     cols = {}
     opened = []
     for r in runs_:

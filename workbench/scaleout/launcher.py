@@ -104,7 +104,11 @@ def _prepare(
     target: str | None = None,
 ) -> Run:
     if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+        stage = re.fullmatch(r"zero\D*([123])", str(strategy).lower())  # "ZeRO-2", "zero stage 2"
+        hint = (
+            f" (ZeRO is DeepSpeed's: strategy='deepspeed', zero_stage={stage[1]})" if stage else ""
+        )
+        raise ValueError(f"unknown strategy {strategy!r}{hint}; known: {', '.join(STRATEGIES)}")
     launchfiles.check_count("devices", devices, "devices (one worker process each)")
     if strategy == "deepspeed":
         check_deepspeed()

@@ -65,6 +65,11 @@ def check(
     check_count("devices_per_node", devices_per_node, "worker processes per machine")
     if not isinstance(max_restarts, int) or max_restarts < 0:
         raise ValueError(f"max_restarts must be 0 or more; got {max_restarts!r}")
+    if isinstance(hosts, str):  # a string's letters are not hosts
+        raise ValueError(
+            f"hosts must be a list of host names, one per node, got the string {hosts!r}: pass "
+            f"hosts={hosts.replace(',', ' ').split()!r}"
+        )
     if format == "shell":
         if hosts is None or len(hosts) != nodes:
             given = "no" if hosts is None else len(hosts)
