@@ -122,6 +122,21 @@ def test_unknown_family_size_task_list_the_valid_ones():
         wb.model("t5", task="classification")
 
 
+def test_a_config_field_the_family_does_not_have_is_refused_with_the_nearest():
+    """A config keeps any keyword as an attribute and a model reads only its own fields: a
+    misspelt one trained the default model without a word (GPT-2 at its default width)."""
+    with pytest.raises(ValueError, match=r"^'hiden_size' is not a field of gpt2's config \(did you mean 'hidden_size'\?\)"):
+        wb.model("gpt2", hiden_size=8)
+    with pytest.raises(ValueError, match=r"^'sampel_size' is not a field of unet's config \(did you mean 'sample_size'\?\)"):
+        wb.model("unet", sampel_size=16)
+    # a field by the config's own name, by its mapped name (GPT-2's hidden_size is n_embd), a
+    # common one: each reaches the config
+    for fam, field, value in (("gpt2", "n_embd", 64), ("gpt2", "hidden_size", 64), ("llama", "num_key_value_heads", 2),
+                              ("t5", "d_model", 64), ("bert", "hidden_dropout_prob", 0.0), ("gpt2", "tie_word_embeddings", False)):
+        assert getattr(wb.model(fam, **{field: value}).config(), field) == value, (fam, field)
+    assert wb.model("unet", sample_size=16).unet_config()["sample_size"] == 16
+
+
 def test_missing_model_directory_names_the_path(tmp_path):
     with pytest.raises(FileNotFoundError, match=str(tmp_path / "nope")):
         wb.model("bert", size=str(tmp_path / "nope"))

@@ -6,6 +6,7 @@ so that ``num_params`` works offline; any hub id or local directory works too.
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib.util
 import json
 from dataclasses import asdict, dataclass, field
@@ -41,6 +42,44 @@ def _known(kind: str, name: str, valid, spellings=None) -> ValueError:
     near = difflib.get_close_matches(name, list(spellings or valid), 1)
     hint = f" (did you mean {near[0]!r}?)" if near else ""
     return ValueError(f"unknown {kind} {name!r}{hint}; known: {', '.join(valid)}")
+
+
+def _check_config_fields(fam: str, base: dict, overrides: dict) -> None:
+    """Refuse a config field the family's config does not have, with the closest one that it
+    does. transformers' configs keep any keyword as an attribute and diffusers' UNet config
+    is a dict, while a model reads only its own fields: ``wb.model("gpt2", hiden_size=8)``
+    trained the default width without a word. Imports transformers only when a field is
+    given."""
+    if fam == "unet":
+        known = _unet_fields(unet_class({**base, **overrides}))
+    else:
+        known = _config_fields(FAMILIES[fam]["model_type"])
+    for name in overrides:
+        if name not in known:
+            near = difflib.get_close_matches(name, sorted(known), 1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise ValueError(
+                f"{name!r} is not a field of {fam}'s config{hint}: a model reads only its own "
+                f"fields (wb.model({fam!r}).config() lists them)"
+            )
+
+
+@functools.cache
+def _config_fields(model_type: str) -> frozenset[str]:
+    """What a transformers config of ``model_type`` holds or maps (GPT-2's hidden_size is its
+    n_embd); cached, for the planner builds its references' models hundreds of times."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.for_model(model_type)
+    return frozenset({k for k in dir(config) if not k.startswith("_")} | set(config.attribute_map))
+
+
+@functools.cache
+def _unet_fields(cls) -> frozenset[str]:
+    """The keyword arguments of a diffusers UNet class: its config's fields."""
+    import inspect
+
+    return frozenset(inspect.signature(cls.__init__).parameters) - {"self"}
 
 
 def is_local(path: str) -> bool:
@@ -484,7 +523,8 @@ def model(
         Train LoRA adapters (peft) instead of all weights: ``True`` for defaults or
         ``{"r": 8, "alpha": 16, "dropout": 0.05, "target_modules": [...]}``.
     **overrides
-        Config fields, e.g. ``num_hidden_layers=4``.
+        Config fields, e.g. ``num_hidden_layers=4``; a name the family's config does not have
+        is refused with the nearest one (a hub model's or a folder's config is not checked).
 
     Examples
     --------
@@ -530,6 +570,10 @@ def model(
         )
     if fam in LATENT:
         overrides = pipeline.check_options(overrides, fam)
+    elif overrides and size != "custom":  # a hub model's or a folder's config is its own
+        _check_config_fields(
+            fam, info["tiny"] if size == "tiny" else info["sizes"][size][1], overrides
+        )
     return ModelSpec(
         family=fam,
         size=size,
