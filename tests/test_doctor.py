@@ -120,6 +120,16 @@ def test_the_cli_refuses_unknown_checks(capsys):
     assert "unknown check 'gtp2'; known: versions, device" in capsys.readouterr().err
 
 
+def test_a_misspelt_device_is_refused_before_anything_is_written(tmp_path):
+    """``device="hpuu"`` is bad input, not a finding: it was diagnosed ("FAIL device", every
+    other check skipped) and the reports written; a device this machine lacks stays a finding."""
+    with pytest.raises(ValueError, match="^unknown device 'hpuu'; known: hpu, cuda, cpu"):
+        wb.doctor(tmp_path / "out", device="hpuu", echo=False)
+    assert not (tmp_path / "out").exists()
+    lacking = wb.doctor(tmp_path / "out", device="cuda", only="device", echo=False)
+    assert lacking.exit_code == 1 and (tmp_path / "out" / "report.json").exists()
+
+
 def test_a_failing_check_names_the_fix_and_the_exit_code_is_1(tmp_path, monkeypatch, capsys):
     cpu = BACKENDS["cpu"]
     broken = dataclasses.replace(

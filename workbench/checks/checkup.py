@@ -548,6 +548,8 @@ def doctor(
     The diagnosis's ``exit_code`` is 1 when a check failed; each failure says what to do.
     """
     wanted = _wanted(only)
+    if device != "auto":  # a misspelt device= is refused before anything is written; one this
+        backend(str(device).partition(":")[0].strip().lower())  # machine lacks is a finding
     try:
         dev, error = pick_device(device), None
     except (RuntimeError, ValueError) as e:
