@@ -289,6 +289,19 @@ def test_compare_takes_its_runs_as_arguments_or_as_one_list(run):
     assert listed.table.equals(spread.table) and listed.table.loc["steps"].tolist() == [3, 3]
 
 
+def test_runs_of_a_folder_that_is_not_there_is_an_error_not_an_empty_table(tmp_path):
+    """A misspelt ``root`` listed no runs without a word; the default folder not made yet
+    still lists none."""
+    import workbench as wb
+
+    with pytest.raises(FileNotFoundError, match=r"^root: '\S+/experimnets' does not exist: pass the folder"):
+        wb.runs(tmp_path / "experimnets")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(FileNotFoundError, match="is a file, not a folder"):
+        wb.runs(tmp_path / "file")
+    assert wb.runs(tmp_path).empty
+
+
 def test_stop_message_from_the_view_stops_the_run(run):
     d, front = _live(run)
     assert not run.stop_flag.is_set()

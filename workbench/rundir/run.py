@@ -522,10 +522,17 @@ def _fmt(v: Any) -> str:
 
 
 def runs(root: str | Path | None = None):
-    """Every run under ``root`` (default ``./runs``) as a table, newest first."""
+    """Every run under ``root`` (default ``./runs``) as a table, newest first. A ``root`` you
+    name must be a folder: a misspelt one is an error, not an empty table."""
     import pandas as pd
 
-    root = runs_root(root)
+    given, root = root, runs_root(root)
+    if given is not None and not root.is_dir():
+        what = "is a file, not a folder" if root.exists() else "does not exist"
+        raise FileNotFoundError(
+            f"root: {str(given)!r} {what}: pass the folder your runs are in (their run_dir=), "
+            f"or nothing for {str(runs_root())!r}"
+        )
     columns = [
         "run",
         "status",
