@@ -95,10 +95,31 @@ def test_missing_file_names_the_path(tmp_path):
 def test_wrong_column_lists_the_columns_found(tmp_path):
     path = tmp_path / "d.csv"
     path.write_text("utterance,mood\nhello,pos\nbye,neg\n")
-    with pytest.raises(ValueError, match=r"column 'txt' \(for text\) is not in 'd'; columns found: utterance, mood"):
-        wb.dataset(str(path), text="txt", label="mood").load()
+    # refused at wb.dataset, before any run: the file's columns are read there
+    with pytest.raises(ValueError, match=r"column 'txt' \(for text\) is not in 'd'; columns found: utterance, mood\. Pass text="):
+        wb.dataset(str(path), text="txt", label="mood")
+    with pytest.raises(ValueError, match=r"column 'moody' \(for label\) is not in 'd'; columns found: utterance, mood\. Did you mean label='mood'\?"):
+        wb.dataset(str(path), text="utterance", label="moody")
     with pytest.raises(ValueError, match="columns found: utterance, mood. Pass text="):
         wb.dataset(str(path))
+
+
+def test_a_label_alone_still_finds_the_text_column(tmp_path):
+    """``label=`` alone: the file's ``text`` column is still found (it was left unused, and
+    training then refused the file for having no text column)."""
+    path = tmp_path / "d.csv"
+    path.write_text("text,stars\n" + "".join(f"row {i},{i % 2}\n" for i in range(20)))
+    spec = wb.dataset(str(path), label="stars")
+    assert spec.columns == {"label": "stars", "text": "text"} and spec.task == "classification"
+    assert len(spec.load()["train"]) > 0
+
+
+def test_a_source_that_is_not_a_name_or_path_is_refused(tmp_path):
+    """A list of rows was named by its str() and looked for on the hub (and an int retried
+    the hub for 30 s)."""
+    for source in (["a b", "c d"], 5):
+        with pytest.raises(TypeError, match=r"^source must be a bundled name, a file path or a hub id, got type (list|int): write rows to a file"):
+            wb.dataset(source)
 
 
 def test_unknown_role_and_task():

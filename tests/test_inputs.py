@@ -54,7 +54,12 @@ def test_empty_and_header_only_csv_name_the_file(tmp_path):
     header.write_text("text,label\n")
     with pytest.raises(ValueError, match=r"'.*header\.csv' has column names \(text, label\) but no rows"):
         wb.dataset(str(header))
-    spec = wb.dataset(str(header), text="text", label="label")
+    with pytest.raises(ValueError, match=r"'.*header\.csv' has column names \(text, label\) but no rows"):
+        wb.dataset(str(header), text="text", label="label")  # its columns are read there too
+    rows = tmp_path / "rows.csv"  # a file emptied after it was described: training refuses it
+    rows.write_text("text,label\nhello,0\nbye,1\n")
+    spec = wb.dataset(str(rows), text="text", label="label")
+    rows.write_text("text,label\n")
     _refused(tmp_path, ValueError, "has column names .* but no rows", model="bert-tiny", data=spec)
 
 

@@ -4,9 +4,11 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import numbers
+import os
 import re
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -18,7 +20,7 @@ from ..catalog.modelspec import (  # hub_error: the hub module's, through the ca
     is_local,
 )
 from ..diffusion import images
-from ..liblogs import transformers_errors_only
+from ..liblogs import quiet_libraries, transformers_errors_only
 from ..runargs import default
 from ..shapes.buckets import LengthStats
 from . import bundled
@@ -235,10 +237,7 @@ class DataSpec:
         found = list(ds.column_names)
         for role, col in self.columns.items():
             if col not in found:
-                raise ValueError(
-                    f"column {col!r} (for {role}) is not in {self.name!r}; "
-                    f"columns found: {', '.join(found)}. Pass {role}='<one of those>'"
-                )
+                raise _no_column(role, col, self.name, found)
         missing = [r for r in NEEDS[self.task] if r not in self.columns]
         if missing:
             raise ValueError(
@@ -504,6 +503,12 @@ def dataset(
             f"limit=200 (a smoke run), or leave it out (limit=None) for all rows"
         )
     images.check_options(crop, flip)
+    if not isinstance(source, str | os.PathLike):  # str() of a list or a frame is no name
+        raise TypeError(
+            f"source must be a bundled name, a file path or a hub id, got type "
+            f"{type(source).__name__}: write rows to a file (e.g. pandas.DataFrame(rows)"
+            f".to_csv('data.csv', index=False)) and pass its path"
+        )
     source = str(source)
     if encoding is not None:
         check_encoding(
@@ -522,8 +527,8 @@ def dataset(
         _check_not_misspelt(spec)
         if spec.kind == "local" and not Path(source).expanduser().exists():
             raise FileNotFoundError(f"dataset file {source!r} does not exist")
-        if not cols and spec.kind == "local":
-            cols = _guess_columns(spec)
+        if spec.kind == "local":
+            cols = _local_columns(spec, cols)
         task = infer_task(cols, task)
     return DataSpec(
         source=source,
@@ -542,8 +547,6 @@ def dataset(
 def _check_not_misspelt(spec: DataSpec) -> None:
     """Refuse a hub id without an owner that is one slip from a bundled name: it is that name
     misspelt, not a dataset to download."""
-    import difflib
-
     close = difflib.get_close_matches(spec.source, bundled.BUNDLED, 1, cutoff=0.8)
     if spec.kind == "hub" and "/" not in spec.source and close:
         raise ValueError(
@@ -553,9 +556,40 @@ def _check_not_misspelt(spec: DataSpec) -> None:
         )
 
 
-def _guess_columns(spec: DataSpec) -> dict[str, str]:
+def _no_column(role: str, column: str, name: str, found: list[str]) -> ValueError:
+    """The error for a ``role=column`` the data ``name`` lacks, with the nearest it has."""
+    near = difflib.get_close_matches(str(column), found, 1)
+    fix = f"Did you mean {role}={near[0]!r}?" if near else f"Pass {role}='<one of those>'"
+    return ValueError(
+        f"column {column!r} (for {role}) is not in {name!r}; columns found: "
+        f"{', '.join(found)}. {fix}"
+    )
+
+
+def _local_columns(spec: DataSpec, given: dict[str, str]) -> dict[str, str]:
+    """A local file's columns by role: each one ``given`` checked against the file's (a name
+    it lacks is refused, with the nearest), the rest guessed by their usual names; with only
+    a label or a target given, the text is still guessed (``label="label"`` alone left a
+    file's ``text`` column unused and training refused the file for having none)."""
+    with quiet_libraries():  # datasets' progress bar while it reads the file: not the user's
+        found = spec._raw().column_names
+    if isinstance(found, dict):  # a saved DatasetDict: its splits' columns, the train split's
+        found = found.get("train") or next(iter(found.values()))
+    for role, name in given.items():
+        if name not in found:
+            raise _no_column(role, name, spec.name, found)
+    if not given:
+        return _guess_columns(spec, found)
+    cols = dict(given)
+    if cols.keys() <= {"label", "target"}:
+        text = next((n for n in DEFAULT_COLUMNS["text"] if n in found), None)
+        if text is not None and text not in cols.values():
+            cols["text"] = text
+    return cols
+
+
+def _guess_columns(spec: DataSpec, found: list[str]) -> dict[str, str]:
     """Map roles to a local file's columns by their usual names."""
-    found = spec._raw().column_names
     cols = {}
     for role, names in DEFAULT_COLUMNS.items():
         for name in names:
