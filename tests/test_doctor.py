@@ -120,6 +120,16 @@ def test_the_cli_refuses_unknown_checks(capsys):
     assert "unknown check 'gtp2'; known: versions, device" in capsys.readouterr().err
 
 
+def test_the_cli_checks_the_device_it_is_given(tmp_path, capsys):
+    """``--device`` is ``wb.doctor``'s ``device=``: a device this machine lacks is a failed
+    check (exit 1), a misspelt one refused (exit 2)."""
+    assert cli.main(["doctor", "--device", "cpu", "--only", "device", "--out", str(tmp_path)]) == 0
+    assert cli.main(["doctor", "--device", "cuda", "--only", "device", "--out", str(tmp_path)]) == 1
+    assert cli.main(["doctor", "--device", "hpuu", "--out", str(tmp_path / "no")]) == 2
+    assert "unknown device 'hpuu'; known: hpu, cuda, cpu" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
+
+
 def test_a_misspelt_device_is_refused_before_anything_is_written(tmp_path):
     """``device="hpuu"`` is bad input, not a finding: it was diagnosed ("FAIL device", every
     other check skipped) and the reports written; a device this machine lacks stays a finding."""

@@ -153,8 +153,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     try:
         # what libraries print: stdout keeps the report
         with contextlib.redirect_stdout(sys.stderr):
-            report = doctor(args.out, multi=args.multi, only=only)
-    except ValueError as e:  # an unknown check name lists the known ones
+            report = doctor(args.out, multi=args.multi, device=args.device, only=only)
+    except ValueError as e:  # an unknown check or device name lists the known ones
         print(f"workbench doctor: {e}", file=sys.stderr)
         return 2
     print(report.to_json() if args.json else report.table())
@@ -195,6 +195,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doc.add_argument(
         "--json", action="store_true", help="print the JSON report instead of the table"
+    )
+    doc.add_argument(
+        "--device",
+        default="auto",
+        help="the device to check: hpu, cuda or cpu (default: the one wb.train would use)",
     )
     doc.add_argument(
         "--only", metavar="NAMES", help="comma-separated checks or groups, e.g. versions,gpt2"
