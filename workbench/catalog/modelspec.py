@@ -71,7 +71,7 @@ def _config_fields(model_type: str) -> frozenset[str]:
     from transformers import AutoConfig
 
     config = AutoConfig.for_model(model_type)
-    return frozenset({k for k in dir(config) if not k.startswith("_")} | set(config.attribute_map))
+    return frozenset(config.to_dict()) | frozenset(config.attribute_map)
 
 
 @functools.cache
