@@ -253,7 +253,8 @@ class DeviceInfo:
         )
 
 
-def _parse(spec: str) -> tuple[str, int]:
+def parse_device(spec: str) -> tuple[str, int]:
+    """``"cuda:1"`` -> ("cuda", 1); an unknown kind or index is refused naming the valid ones."""
     kind, _, idx = spec.strip().lower().partition(":")
     backend(kind)  # validates the kind
     if idx and not idx.isdigit():
@@ -328,7 +329,7 @@ def device(kind: str | DeviceInfo | None = None) -> DeviceInfo:
         source = f"${ENV_DEVICE}"
     if kind is None or kind == "auto":
         return _info(next(k for k in ORDER if BACKENDS[k].calls.available()))
-    name, index = _parse(kind)
+    name, index = parse_device(kind)
     info = _info(name, index)
     if not info.available:
         have = [k for k in ORDER if BACKENDS[k].calls.available()]

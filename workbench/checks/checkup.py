@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..backends.registry import DeviceInfo, backend, fmt_bytes, launch_env
+from ..backends.registry import DeviceInfo, backend, fmt_bytes, launch_env, parse_device
 from ..backends.registry import device as pick_device
 from ..backends.torchrun import child_env
 from ..catalog.modelspec import model as model_spec
@@ -548,8 +548,8 @@ def doctor(
     The diagnosis's ``exit_code`` is 1 when a check failed; each failure says what to do.
     """
     wanted = _wanted(only)
-    if device != "auto":  # a misspelt device= is refused before anything is written; one this
-        backend(str(device).partition(":")[0].strip().lower())  # machine lacks is a finding
+    if isinstance(device, str) and device != "auto":  # a misspelt device= is refused before
+        parse_device(device)  # anything is written; one this machine lacks is a finding
     try:
         dev, error = pick_device(device), None
     except (RuntimeError, ValueError) as e:
