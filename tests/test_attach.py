@@ -342,6 +342,13 @@ def test_training_args_on_the_cpu_and_every_user_keyword_wins(tmp_path):
     assert (mine.logging_steps, mine.optim) == (7, "adamw_torch")
     with pytest.raises(ValueError, match=r"learning_rat \(did you mean learning_rate\?\)"):
         wb.training_args("out", learning_rat=1e-3)
+    # wb.train's words, as a user of both writes them here: the field they name (a misspelt
+    # bach_size was pointed to auto_find_batch_size)
+    with pytest.raises(ValueError, match=r"bach_size \(did you mean per_device_train_batch_size,"
+                                         r" wb.train's batch_size\?\)"):
+        wb.training_args("out", bach_size=8)
+    with pytest.raises(ValueError, match=r"lr \(TrainingArguments calls it learning_rate\)"):
+        wb.training_args("out", lr=1e-3)
 
 
 def test_the_bucket_collator_pads_your_dataset_to_few_shapes(tmp_path):

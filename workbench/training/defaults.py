@@ -5,9 +5,11 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from typing import Any
 
 from ..backends.registry import device_in_mode
+from ..runargs import FIELDS
 from ..shapes import buckets as shapes
 from ..shapes.batching import BucketCollator
 from .recipe import auto_steps, device_fields, optim_name
@@ -72,17 +74,25 @@ def training_args(output_dir: str, *, device: str = "auto", mode: str | None = N
     fields = {f.name for f in dataclasses.fields(transformers.TrainingArguments)}
     unknown = sorted(set(kwargs) - fields)
     if unknown:
-        import difflib
-
-        hints = [
-            f"{k} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(k, fields, 1)) else k
-            for k in unknown
-        ]
-        raise ValueError(f"not TrainingArguments fields: {', '.join(hints)}")
+        hints = ", ".join(_hint(k, fields) for k in unknown)
+        raise ValueError(f"not TrainingArguments fields: {hints}")
     dev = device_in_mode(device, mode)
     return transformers.TrainingArguments(
         output_dir=str(output_dir), **{**defaults_for(dev, kwargs), **kwargs}
     )
+
+
+def _hint(name: str, fields: set[str]) -> str:
+    """``name`` and the field it likely meant: wb.train's words lead to TrainingArguments'."""
+    spelled = {w: f.aliases[0] for w, f in FIELDS.items() if f.aliases}
+    near = difflib.get_close_matches(name, [*spelled, *sorted(fields)], 1)
+    if not near:
+        return name
+    if near[0] == name:  # wb.train's word, which TrainingArguments spells its own way
+        return f"{name} (TrainingArguments calls it {spelled[name]})"
+    if near[0] in spelled:
+        return f"{name} (did you mean {spelled[near[0]]}, wb.train's {near[0]}?)"
+    return f"{name} (did you mean {near[0]}?)"
 
 
 def bucket_collator(
