@@ -29,5 +29,11 @@ def test_record_outside_ipython_prints_and_rejects_what_json_cannot_hold(capsys)
     assert capsys.readouterr().out == "loss = 1.25\n"
     with pytest.raises(ValueError, match="not a finite number"):
         wb.record("loss", float("nan"))
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"wb.record\('model', value\): Object of type object is not JSON serializable: "
+                                         r"record numbers, str, lists, dicts"):
         wb.record("model", object())
+    # a name that is not a str was shown as "42 = 1" and read back under 42, or lost
+    for name in (42, "", None):
+        with pytest.raises(TypeError, match="name must be a non-empty str"):
+            wb.record(name, 1)
+    assert capsys.readouterr().out == ""

@@ -15,15 +15,22 @@ MIME = "application/vnd.workbench.record+json"
 NOT_LITERAL = object()  # a parameter whose value is an expression, not a literal
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(name: str, value: Any) -> Any:
     value = plain(value, nonfinite="refuse")  # jsonvalues: a NaN record is refused
-    json.dumps(value)  # raises TypeError for what JSON cannot hold
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as e:  # what JSON cannot hold
+        raise TypeError(
+            f"wb.record({name!r}, value): {e}: record numbers, str, lists, dicts"
+        ) from None
     return value
 
 
 def record(name: str, value: Any) -> None:
     """Show ``value`` under ``name`` and keep it in the notebook's outputs; returns None."""
-    value = _jsonable(value)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"wb.record's name must be a non-empty str, got {name!r}")
+    value = _jsonable(name, value)
     text = f"{name} = {value!r}"
     try:
         from IPython import get_ipython
