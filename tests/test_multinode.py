@@ -435,6 +435,14 @@ def test_the_mpijob_manifest_passes_the_mpi_operators_checks(tmp_path):
     (dict(max_restarts=-1), "max_restarts must be 0 or more; got -1"),
     (dict(strategy="deepspeed", max_restarts=1), "max_restarts needs torchrun"),
     (dict(format="slurm", hosts=None, accelerator="tpu"), "unknown device 'tpu'; known: hpu, cuda, cpu"),
+    # each was rendered into the job files before: a port no node can dial, a host name that is
+    # no name (quoted, so run nowhere, but a rendezvous nobody reaches), an image nothing pulls
+    (dict(port=70000), "port must be a TCP port, 1 to 65535, got 70000: e.g. port=29500"),
+    (dict(port="29500"), "port must be a TCP port, 1 to 65535, got '29500'"),
+    (dict(port=0), "port must be a TCP port, 1 to 65535, got 0"),  # each node would pick its own
+    (dict(hosts=["a;rm -rf /", "b"]), "hosts must be names as `hostname` prints them, or IPs; got 'a;rm -rf /'"),
+    (dict(hosts=["node a", "b"]), "hosts must be names as `hostname` prints them, or IPs; got 'node a'"),
+    (dict(image="registry/x:1"), "image= is for format='kubernetes' (pods); leave it out for 'shell'"),
 ])
 def test_bad_launch_command_arguments_name_the_fix(kwargs, message):
     args = {"nodes": 2, "devices_per_node": 8, "hosts": ["a", "b"], **kwargs}

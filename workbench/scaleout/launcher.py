@@ -459,7 +459,7 @@ def launch_command(
     on each): the workers read their specs from it and rank 0 writes the events there.
     """
     train_args = dict(options)
-    launchfiles.check(nodes, devices_per_node, hosts, format, strategy, max_restarts, image)
+    launchfiles.check(nodes, devices_per_node, hosts, format, strategy, max_restarts, image, port)
     kind = backend(accelerator).kind if accelerator is not None else None
     # the nodes' devices, not this machine's: the workers train on what the job files request
     run = _prepare(model, data, nodes * devices_per_node, strategy, zero_stage, train_args, kind)

@@ -21,6 +21,8 @@ WORKER = ("-m", "workbench.scaleout.worker")
 # the PersistentVolumeClaim that holds the run directories (shared storage)
 CLAIM = "workbench-runs"
 STOP_BEFORE_LIMIT = 120  # seconds before a Slurm time limit at which the run is asked to stop
+# a host name (RFC 1123's characters, and '_' as /etc/hosts allows), or an IPv4 or IPv6 address
+HOST = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?|\[?[0-9A-Fa-f:.]+\]?")
 TORCHRUN_PORT = 23456  # the PyTorchJob operator's default port (PyTorchJobDefaultPort)
 
 
@@ -57,6 +59,7 @@ def check(
     strategy: str,
     max_restarts: int,
     image: str | None,
+    port: int,
 ) -> None:
     """One clear error for the first bad argument of ``wb.launch_command``."""
     if format not in FORMATS:
@@ -65,11 +68,18 @@ def check(
     check_count("devices_per_node", devices_per_node, "worker processes per machine")
     if not isinstance(max_restarts, int) or max_restarts < 0:
         raise ValueError(f"max_restarts must be 0 or more; got {max_restarts!r}")
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ValueError(f"port must be a TCP port, 1 to 65535, got {port!r}: e.g. port=29500")
     if isinstance(hosts, str):  # a string's letters are not hosts
         raise ValueError(
             f"hosts must be a list of host names, one per node, got the string {hosts!r}: pass "
             f"hosts={hosts.replace(',', ' ').split()!r}"
         )
+    bad = [h for h in hosts or () if not isinstance(h, str) or not HOST.fullmatch(h)]
+    if bad:
+        raise ValueError(f"hosts must be names as `hostname` prints them, or IPs; got {bad[0]!r}")
+    if image is not None and format != "kubernetes":
+        raise ValueError(f"image= is for format='kubernetes' (pods); leave it out for {format!r}")
     if format == "shell":
         if hosts is None or len(hosts) != nodes:
             given = "no" if hosts is None else len(hosts)
