@@ -50,7 +50,9 @@ def run_on_hpu(tmp_path: Path, body: str, timeout: float = 900, **env: str) -> d
     """Run ``body`` (it fills the dict ``out``) in a fresh Python; ``out`` as JSON-able data."""
     script = ("from emulated_hpu import *\nout = {}\n" + textwrap.dedent(body)
               + f"\nimport json as _json\nprint({MARK!r} + _json.dumps(out, default=str))\n"
-              + "leave_without_finalizing()\n")
+              # torch's exit race (the worker's ``leave`` says which): a body ending right after
+              # a backward on ``hpu`` aborted at exit, 3 times in 234 runs of four lines
+              + "from workbench.scaleout.worker import leave as _leave\n_leave(0)\n")
     tmp_path.mkdir(parents=True, exist_ok=True)
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, timeout=timeout,
                           env=environment(tmp_path, **env), capture_output=True, text=True)
@@ -59,30 +61,6 @@ def run_on_hpu(tmp_path: Path, body: str, timeout: float = 900, **env: str) -> d
         raise AssertionError(f"the emulated-HPU process failed ({done.returncode}):\n"
                              f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
     return json.loads(lines[-1][len(MARK):])
-
-
-def leave_without_finalizing() -> None:
-    """End a body's process after its exit hooks, without the interpreter's finalization.
-
-    torch's autograd device thread (one for the emulated ``hpu``, as for ``cuda``) drops its
-    last reference to a finished backward's graph task after ``backward()`` has returned; the
-    task's thread-local state holds Python objects, whose release takes the GIL. When the body
-    ends right after a backward on ``hpu``, that can fall inside ``Py_FinalizeEx``,
-    where CPython ends the thread (``pthread_exit``) and the C++ unwinding aborts the process:
-    "terminate called without an active exception", exit -6, after every result was printed
-    (3 runs in 234 of four lines with torch and the double alone, 1 in 34 with another core
-    busy; the core's stack: ``Engine::thread_main`` -> ``~GraphTask`` -> ``~ThreadLocalState``
-    -> ``ConcretePyInterpreterVTable::decref`` -> ``take_gil`` -> ``pthread_exit``; pytorch
-    issue #190489 describes the same guard). The race is torch's, with or without Gaudi: the
-    body's results are what a test checks, so its process runs its atexit hooks (the workbench's
-    own, ``weakref.finalize``'s), flushes and leaves.
-    """
-    import atexit
-
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 # ----------------------------------------------------------------- helpers for bodies

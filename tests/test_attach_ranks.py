@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,60 @@ def torchrun(out: Path, *args: str, launcher: tuple[str, ...] = ()) -> list[str]
     this machine, their script."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", *launcher,
             "--nproc_per_node", "2", str(SCRIPT), "--output_dir", str(out), *args]
+
+
+# torch's exit race (``leave`` in workbench/scaleout/worker.py has the core dump's stack): a
+# rank that trained, evaluated and wrote everything can still abort inside the interpreter's
+# finalization, and torchrun then reports it failed. The workbench's own workers leave before
+# it; the user's script is the user's, and the workbench does not end its process.
+EXIT_RACE = "terminate called without an active exception"
+
+
+def ended_well(returncode: int | None, output: str) -> bool:
+    """Whether torchrun succeeded, or failed only by torch's exit race: the message in its
+    output, a rank ended by SIGABRT (-6) and any other by torchrun's SIGTERM (-15). Whatever
+    the run left is the caller's to check after, as for a run that succeeded; a warning
+    names the race in the test's report."""
+    if returncode == 0:
+        return True
+    codes = set(re.findall(r"exitcode\s*:\s*(-?\d+)", output))
+    if EXIT_RACE in output and "-6" in codes and codes <= {"-6", "-15"}:
+        warnings.warn(f"torch's exit race: torchrun exited {returncode} after {EXIT_RACE!r}",
+                      stacklevel=2)
+        return True
+    return False
+
+
+# torchrun's report of the race, as it printed it on this machine (2026-12-07; nine lines of
+# gloo DDP, docs/tests.md): rank 1 aborted, torchrun then ended rank 0
+RACE_REPORT = """terminate called without an active exception
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+Failures:
+[1]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 11611)  (SIGTERM)
+  traceback : Signal 15 (SIGTERM) received by PID 11611
+Root Cause (first observed failure):
+[0]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : -6 (pid: 11612)  (SIGABRT)
+  traceback : Signal 6 (SIGABRT) received by PID 11612
+"""
+
+
+@pytest.mark.parametrize(("rc", "output", "well"), [
+    (0, "", True),
+    (1, RACE_REPORT, True),
+    (1, RACE_REPORT.replace("exitcode  : -15", "exitcode  : 1"), False),  # a rank that raised
+    (1, RACE_REPORT.replace("-6 (pid", "-9 (pid"), False),  # killed, not the race
+    (1, RACE_REPORT.replace("terminate called without an active exception", ""), False),
+    (1, "RuntimeError: something else", False),
+], ids=["succeeded", "the race", "a rank failed", "a rank killed", "another abort", "no report"])
+def test_only_torchs_exit_race_passes_for_an_ending_that_succeeded(rc, output, well):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert ended_well(rc, output) is well
+    assert [str(w.message)[:18] for w in seen] == (["torch's exit race:"] if rc and well else [])
 
 
 def start(cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
@@ -68,7 +124,7 @@ def test_two_ranks_train_to_the_end_with_one_run(tmp_path):
     out = tmp_path / "out"
     proc = start(torchrun(out, "--use_cpu", "--max_steps", "7", "--eval_steps", "3"), _env())
     output = finish(proc, 600)
-    assert proc.returncode == 0, output[-4000:]
+    assert ended_well(proc.returncode, output), output[-4000:]
     ranks = _ranks(out)
     assert [(r["rank"], r["world_size"], r["step"]) for r in ranks] == [(0, 2, 7), (1, 2, 7)]
     assert ranks[0]["params_sha256"] == ranks[1]["params_sha256"], "DDP kept them in step"
@@ -106,7 +162,7 @@ def _stop_mid_run(out: Path, cmd: list[str], env: dict[str, str]) -> tuple[dict,
     run = _at_step_2(proc)
     run.stop()
     output = finish(proc, 300)
-    assert proc.returncode == 0, output[-4000:]
+    assert ended_well(proc.returncode, output), output[-4000:]
     return wb.Run.open(run.path), _ranks(out)
 
 
@@ -198,13 +254,13 @@ def test_two_ranks_over_hccl_on_the_emulated_gaudi_train_and_stop(on_hpu):
         out["stopped_run"] = [[r.status, r.summary.get("step")]
                               for r in map(wb.Run.open, wb.runs()["path"])][0]
     """)
-    assert result["rc"] == 0, result["log"]
+    assert ended_well(result["rc"], result["log"]), result["log"]
     ranks = result["ranks"]
     assert [(r["rank"], r["world_size"], r["step"]) for r in ranks] == [(0, 2, 5), (1, 2, 5)]
     assert {(r["device"], r["backend"]) for r in ranks} == {("hpu:0", "hccl")}, ranks
     assert ranks[0]["params_sha256"] == ranks[1]["params_sha256"]
     assert result["runs"] == [["completed", 2, "hpu"]]
-    assert result["stop_rc"] == 0, result["stop_log"]
+    assert ended_well(result["stop_rc"], result["stop_log"]), result["stop_log"]
     status, step = result["stopped_run"]
     assert status == "stopped" and 2 <= step < 100000, result["stopped_run"]
     assert [r["step"] for r in result["stopped"]] == [step, step], "both ranks stopped there"
@@ -228,7 +284,7 @@ def test_two_ranks_under_deepspeed_zero2_on_the_emulated_gaudi(on_hpu):
         out["runs"] = [[r.status, r.summary.get("world_size"), sorted(r.summary["eval"])]
                        for r in map(wb.Run.open, wb.runs()["path"])]
     """)
-    assert result["rc"] == 0, result["log"]
+    assert ended_well(result["rc"], result["log"]), result["log"]
     assert [(r["rank"], r["step"], r["backend"]) for r in result["ranks"]] == [
         (0, 4, "hccl"), (1, 4, "hccl")]
     assert result["runs"] == [["completed", 2, ["accuracy", "loss"]]]

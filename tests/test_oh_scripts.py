@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_attach_ranks import _env, finish, start
+from test_attach_ranks import _env, ended_well, finish, start
 
 import workbench as wb
 
@@ -79,7 +79,7 @@ def test_the_scripts_train_and_evaluate_on_two_cpu_ranks(tmp_path, kind):
     out = tmp_path / "out"
     proc = start(command(kind, files, str(out)), _env())
     output = finish(proc, 600)
-    assert proc.returncode == 0, output[-4000:]
+    assert ended_well(proc.returncode, output), output[-4000:]
     ranks = _ranks(out)
     assert [(r["step"], r["world_size"]) for r in ranks] == [(4, 2), (4, 2)], ranks
     (path,) = wb.runs()["path"]  # one run: rank 0's
@@ -114,7 +114,7 @@ def test_run_glue_shaped_on_two_emulated_gaudi_cards(on_hpu, tmp_path):
         out["runs"] = [[r.status, r.summary["device"]["kind"], sorted(r.summary["eval"])]
                        for r in map(wb.Run.open, wb.runs()["path"])]
     """)
-    assert result["rc"] == 0, result["log"]
+    assert ended_well(result["rc"], result["log"]), result["log"]
     assert [(r["step"], r["device"], r["optimizer"]) for r in result["ranks"]] == [
         (4, "hpu:0", "FusedAdamW")] * 2, result["ranks"]
     assert result["runs"] == [["completed", "hpu", ["accuracy", "loss"]]]

@@ -1,4 +1,5 @@
-"""A worker's error file is whole or absent when torchrun's agent reads it.
+"""How a worker ends: its error file whole or absent when torchrun's agent reads it, and a
+worker that trained leaving with its exit hooks run and its output flushed (``leave``).
 
 torch elastic's agent parses each failed worker's ``TORCHELASTIC_ERROR_FILE`` as soon as the
 worker is gone (``ProcessFailure.__post_init__``); torch's stock handler creates the file and
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 from torch.distributed.elastic.multiprocessing.errors import ErrorHandler, ProcessFailure
@@ -114,3 +117,28 @@ def test_an_error_file_without_a_message_is_passed_over(tmp_path, record):
     (tmp_path / "logs" / "abc" / "attempt_0" / "1" / "error.json").write_text(json.dumps(record))
     log = "  rank      : 1 (local_rank: 1)\n  exitcode  : 1 (pid: 12)\n"
     assert _failure(SimpleNamespace(path=tmp_path), log) == (1, "rank 1 failed (exit code 1)")
+
+
+def test_leave_runs_the_exit_hooks_flushes_and_keeps_the_exit_code(tmp_path):
+    """``leave`` skips the interpreter's finalization (torch's exit race lies there) and
+    nothing else a finishing worker relies on: atexit's hooks, ``weakref.finalize``'s, the
+    buffered standard streams (a pipe: block-buffered, as torchrun's log redirection is)."""
+    script = (
+        "import atexit, sys, weakref\n"
+        "class Held: pass\n"
+        "held = Held()\n"
+        "weakref.finalize(held, print, 'finalizer ran')\n"
+        "atexit.register(print, 'exit hook ran')\n"
+        "print('trained', end='')\n"
+        "sys.stderr.write('warned')\n"
+        "from workbench.scaleout.worker import leave\n"
+        "leave(3)\n"
+        "print('never')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.startswith("trained"), done.stdout
+    assert "exit hook ran" in done.stdout and "finalizer ran" in done.stdout, done.stdout
+    assert "never" not in done.stdout
+    assert done.stderr.endswith("warned"), done.stderr

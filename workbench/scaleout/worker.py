@@ -9,6 +9,8 @@ checkpoint whose files parse, and rank 0 claims the run's lock again.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import hashlib
 import os
 import socket
@@ -16,6 +18,7 @@ import sys
 import time
 from functools import partial
 from pathlib import Path
+from typing import NoReturn
 
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import ErrorHandler, record
@@ -149,5 +152,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def leave(code: int) -> NoReturn:
+    """Exit with ``code`` after the exit hooks, skipping the interpreter's finalization, where
+    torch's threads (gloo's worker, the autograd device thread) may release a finished work's
+    Python state and abort a rank that completed: "terminate called without an active
+    exception" (pytorch issue #190489; the core dump's stack and the counts: docs/tests.md)."""
+    atexit._run_exitfuncs()  # logging's flush, weakref.finalize's
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # closed or gone: nothing to flush
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())
