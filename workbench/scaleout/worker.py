@@ -165,4 +165,4 @@ def leave(code: int) -> NoReturn:
 
 
 if __name__ == "__main__":
-    leave(main())
+    leave(main() or 0)  # record() types it int | None
