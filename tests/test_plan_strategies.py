@@ -258,6 +258,9 @@ def test_row_takes_the_names_devices_takes():
         (dict(strategy={"name": "zero3", "tp": 2}), "pin Megatron's degrees"),
         (dict(strategy={"name": "megatron", "tensor": 2}), "unknown key(s) 'tensor'"),
         (dict(strategy={"name": "megatron", "tp": 0}), "tp must be a positive integer"),
+        # Megatron's degrees without the name: Megatron's (said "unknown stack None")
+        (dict(strategy={"tp": 4, "pp": 4}), "num_devices=8 is not a multiple of the 16 devices"),
+        (dict(strategy={"zero": 3}), "strategy: a dict without name; known: ddp"),
         (dict(strategy="optimum-habana", checkpointing=False), "checkpointing=False contradicts"),
         (dict(strategy={"name": "megatron", "tp": 4, "pp": 4}), "num_devices=8 is not a multiple"),
         (dict(strategy="zero3", checkpointing="selective"), "pass strategy='megatron' (or None)"),

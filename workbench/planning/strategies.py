@@ -126,7 +126,7 @@ def stack_of(strategy) -> Stack:
     pins = {}
     if isinstance(strategy, dict):
         pins = dict(strategy)
-        name = pins.pop("name", None)
+        name = pins.pop("name", "megatron" if {"tp", "pp", "cp"} & set(pins) else None)
     else:
         name = strategy
     found = STACKS.get(SPELLINGS.get(_spelling(name), "")) if isinstance(name, str) else None
@@ -134,7 +134,8 @@ def stack_of(strategy) -> Stack:
         near = difflib.get_close_matches(_spelling(str(name)), SPELLINGS, 1)
         hint = f" (did you mean {SPELLINGS[near[0]]!r}?)" if near else ""
         raise ValueError(
-            f"strategy: unknown stack {name!r}{hint}; known: {', '.join(STACKS)} (or None: the "
+            f"strategy: {'a dict without name' if name is None else f'unknown stack {name!r}'}"
+            f"{hint}; known: {', '.join(STACKS)} (or None: the "
             "fastest that fits), e.g. strategy='zero3' or "
             "strategy={'name': 'megatron', 'tp': 4, 'pp': 4}"
         )
