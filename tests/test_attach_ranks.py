@@ -37,7 +37,7 @@ def torchrun(out: Path, *args: str, launcher: tuple[str, ...] = ()) -> list[str]
             "--nproc_per_node", "2", str(SCRIPT), "--output_dir", str(out), *args]
 
 
-# torch's exit race (``leave`` in workbench/scaleout/worker.py has the core dump's stack): a
+# torch's exit race (docs/tests.md has the core dump's stack; workbench.scaleout.worker.leave): a
 # rank that trained, evaluated and wrote everything can still abort inside the interpreter's
 # finalization, and torchrun then reports it failed. The workbench's own workers leave before
 # it; the user's script is the user's, and the workbench does not end its process.
