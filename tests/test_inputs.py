@@ -143,6 +143,17 @@ def test_limit_must_be_a_whole_number_of_rows(tmp_path, limit):
     _no_run_dir(tmp_path)
 
 
+@pytest.mark.parametrize("seed", ["1", -1, 1.5, True])
+def test_a_datasets_seed_is_checked_as_wb_trains_is(tmp_path, seed):
+    """A str seed was kept, and training failed in numpy's shuffle ("SeedSequence expects int
+    or sequence of ints for entropy") without naming seed."""
+    with pytest.raises(ValueError, match=rf"^seed must be a whole number, 0 or more, got "
+                                         rf"{re.escape(repr(seed))}$"):
+        wb.dataset("docstrings-lm", seed=seed)
+    _no_run_dir(tmp_path)
+    assert wb.dataset("docstrings-lm", seed=3).seed == 3
+
+
 def test_packed_text_too_short_for_one_block_is_refused(tmp_path):
     path = tmp_path / "two.csv"
     path.write_text("text\nhello there and a short line of text\nanother short line\n")

@@ -21,7 +21,7 @@ from ..catalog.modelspec import (  # hub_error: the hub module's, through the ca
 )
 from ..diffusion import images
 from ..liblogs import quiet_libraries, transformers_errors_only
-from ..runargs import default
+from ..runargs import FIELDS, default
 from ..shapes.buckets import LengthStats
 from . import bundled
 from .checks import (
@@ -503,6 +503,7 @@ def dataset(
             f"limit=200 (a smoke run), or leave it out (limit=None) for all rows"
         )
     images.check_options(crop, flip)
+    FIELDS["seed"].check("seed", seed)  # wb.train's seed check (a str failed in numpy's shuffle)
     if not isinstance(source, str | os.PathLike):  # str() of a list or a frame is no name
         raise TypeError(
             f"source must be a bundled name, a file path or a hub id, got type "
