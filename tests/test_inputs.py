@@ -292,6 +292,16 @@ def test_lora_options_are_checked_where_the_model_spec_takes_them(tmp_path, lora
     assert wb.model("gpt2-tiny", lora={"r": 4, "alpha": 8.0, "dropout": 0, "bias": "none"}).lora["r"] == 4
 
 
+def test_lora_target_modules_matching_no_layer_are_refused_before_a_run_is_written(tmp_path):
+    """peft matches target_modules only against a model: wb.model tries them on the meta device,
+    so the refusal comes before wb.train writes anything (it came after, from a failed run)."""
+    with pytest.raises(ValueError, match=r"^lora: target_modules \['nope'\] match no layer of gpt2-tiny; "
+                                         r"its linear layers: c_attn, c_fc, c_proj, lm_head"):
+        wb.train(wb.model("gpt2-tiny", lora={"target_modules": ["nope"]}), "docstrings-lm", live=False)
+    _no_run_dir(tmp_path)
+    assert wb.model("bert-tiny", lora={"target_modules": ".*query"}).lora_trainable() > 0
+
+
 def test_max_length_above_the_model_positions_is_refused(tmp_path):
     assert wb.model("gpt2-tiny").max_positions == 512 and wb.model("t5-tiny").max_positions is None
     _refused(tmp_path, ValueError, r"max_length=1024 is more than gpt2-tiny's 512 positions.*max_length=512",

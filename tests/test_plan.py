@@ -16,7 +16,6 @@ import pytest
 import workbench as wb
 from workbench.backends.chips import CHIPS
 from workbench.backends.registry import DeviceInfo
-from workbench.planning import flops as flops_module
 from workbench.planning import references as refs
 from workbench.planning.flops import flops_per_token
 from workbench.planning.matching import efficiency, own_overhead, spec_of
@@ -147,7 +146,7 @@ def test_lora_counts_4n_and_the_adapters_not_6n():
     full, lora = wb.model("gpt2", size="small"), wb.model("gpt2", size="small", lora=True)
     attention = 12 * 12 * 768 * 512
     table = 1024 * 768  # learned positions: no matmul
-    adapters = flops_module.lora_trainable(lora)
+    adapters = lora.lora_trainable()
     assert 0 < adapters < 0.02 * full.num_params  # peft's r=8 adapters
     assert flops_per_token(full, 512) == 6 * (full.num_params - table) + attention
     assert flops_per_token(lora, 512) == 4 * (full.num_params - table) + 6 * adapters + attention
@@ -298,7 +297,7 @@ def test_lora_memory_trains_the_adapters_alone_and_holds_against_a_measured_cpu_
         lambda m, t: ((self.wrap_lora(m) if self.lora is not None else m), t))(*build(self, num_labels)))
     for family in ("gpt2", "llama", "bert"):
         spec, full = wb.model(family, size="tiny", lora={"r": 4}), wb.model(family, size="tiny")
-        adapters = flops_module.lora_trainable(spec)
+        adapters = spec.lora_trainable()
         plan = wb.plan_memory(spec, 8, 64, precision="fp32")
         assert plan.gradients == 4 * adapters and plan.optimizer_state == 8 * adapters
         assert plan.weights == wb.plan_memory(full, 8, 64, precision="fp32").weights + 4 * adapters

@@ -9,6 +9,7 @@ import difflib
 import functools
 import importlib.util
 import json
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -318,6 +319,11 @@ class ModelSpec:
             _PARAM_COUNTS[key] = sum(p.numel() for p in model.parameters())
         return _PARAM_COUNTS[key]
 
+    def lora_trainable(self) -> int:
+        """Parameters that train under ``lora``: peft's adapters (and any head it trains whole),
+        counted on the meta device; 0 where peft is not installed (the adapters are ~1% of N)."""
+        return _lora_trainable(self.to_json())
+
     def _from_config(self, cfg):
         import transformers
 
@@ -444,6 +450,20 @@ class ModelSpec:
         return f"ModelSpec({self.name}, task={self.task}{src})"
 
 
+@functools.lru_cache(maxsize=64)
+def _lora_trainable(spec_json: str) -> int:
+    import torch
+
+    spec = ModelSpec.from_dict(json.loads(spec_json))
+    with torch.device("meta"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # peft on GPT-2's Conv1D: fan_in_fan_out
+        model = spec._from_config(spec.config())
+        try:
+            return sum(p.numel() for p in spec.wrap_lora(model).parameters() if p.requires_grad)
+        except ImportError:
+            return 0
+
+
 def _check_model_dir(path: Path, size: str, index: str = "config.json") -> None:
     """Refuse a local model that is not a directory written by ``save_pretrained``."""
     if not path.exists():
@@ -521,7 +541,8 @@ def model(
         Default: the family's first task.
     lora : dict or True, optional
         Train LoRA adapters (peft) instead of all weights: ``True`` for defaults or
-        ``{"r": 8, "alpha": 16, "dropout": 0.05, "target_modules": [...]}``.
+        ``{"r": 8, "alpha": 16, "dropout": 0.05, "target_modules": [...]}``; checked here
+        against the model's layers (a hub model not yet downloaded: when it is built).
     **overrides
         Config fields, e.g. ``num_hidden_layers=4``; a name the family's config does not have
         is refused with the nearest one (a hub model's or a folder's config is not checked).
@@ -574,7 +595,7 @@ def model(
         _check_config_fields(
             fam, info["tiny"] if size == "tiny" else info["sizes"][size][1], overrides
         )
-    return ModelSpec(
+    spec = ModelSpec(
         family=fam,
         size=size,
         task=task,
@@ -585,6 +606,11 @@ def model(
         trust_remote_code=trust_remote_code,
         lora=check_options(lora) if lora else None,
     )
+    # what peft refuses (target_modules that match no layer) shows only on a model: on the
+    # meta device here, before wb.train writes a run; a hub model not yet downloaded, at build
+    if lora and fam not in LATENT and (spec.hub_id is None or spec.in_hub_cache()):
+        spec.lora_trainable()
+    return spec
 
 
 def models():

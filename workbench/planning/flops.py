@@ -36,33 +36,8 @@ def flops_per_token(spec, seq_len: int) -> int:
         table = getattr(cfg, "n_positions", getattr(cfg, "max_position_embeddings", 0)) * width
     attention = 12 * layers * width * seq_len
     if spec.lora is not None:
-        return 4 * (spec.num_params - table) + 6 * lora_trainable(spec) + attention
+        return 4 * (spec.num_params - table) + 6 * spec.lora_trainable() + attention
     return 6 * (spec.num_params - table) + attention
-
-
-def lora_trainable(spec) -> int:
-    """Parameters that train under ``spec.lora``: peft's adapters (and any head it trains whole),
-    counted on the meta device; 0 where peft is not installed (the adapters are ~1% of N)."""
-    return _trainable(json.dumps(spec.to_dict(), sort_keys=True))
-
-
-@functools.lru_cache(maxsize=64)
-def _trainable(spec_json: str) -> int:
-    import torch
-
-    from ..catalog.modelspec import ModelSpec
-
-    spec = ModelSpec.from_dict(json.loads(spec_json))
-    with torch.device("meta"), warnings.catch_warnings():
-        warnings.simplefilter(
-            "ignore", UserWarning
-        )  # peft on GPT-2's Conv1D: fan_in_fan_out, its own fix
-        model = spec._from_config(spec.config())
-        try:
-            model = spec.wrap_lora(model)
-        except ImportError:
-            return 0
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 UNETS = ("unet", "sd")  # the families whose unit of work is an image, not a token
@@ -80,7 +55,7 @@ def flops_per_sample(spec) -> int:
     """
     if spec.family not in UNETS:
         raise ValueError(f"{spec.name} is not a UNet: count it with flops_per_token")
-    forward = _unet_forward(json.dumps(spec.to_dict(), sort_keys=True))
+    forward = _unet_forward(spec.to_json())
     return (2 if spec.lora is not None else 3) * forward
 
 

@@ -120,9 +120,7 @@ def dims(spec) -> dict[str, Any]:
     extra = (d["positions"] or 0) + _first(cfg, "type_vocab_size", default=0)
     d["embedding_params"] = (d["vocab"] + extra) * h  # input embeddings: looked up, never cast
     if spec.lora is not None:  # peft: the adapters train, the model's own weights stay frozen
-        from .flops import lora_trainable
-
-        trainable = lora_trainable(spec)
+        trainable = spec.lora_trainable()
         d.update(
             trainable=trainable, frozen_base=spec.num_params, params=spec.num_params + trainable
         )
