@@ -11,8 +11,9 @@
 #    target with PYTHON= that interpreter, which must take its Gaudi branch (it detects the
 #    bridge), keep the image's torch and install no upstream DeepSpeed.
 # 3. The HPU smoke in that venv (scripts/rehearse_smoke.py): torch unchanged, no DeepSpeed,
-#    wb.train eager and lazy, wb.launch(devices=2), wb.doctor(device="hpu") with its launch
-#    over hccl, notebooks 01, 12 and 13 under papermill in a kernel of that venv.
+#    wb.train lazy, wb.doctor(device="hpu") (eager: its trainings, and its launch over hccl,
+#    wb.launch(devices=2), checked rank by rank), notebooks 01, 12 and 13 under papermill in a
+#    kernel of that venv.
 #
 # Run by `make rehearse` and, inside `make test`, by tests/test_rehearsal.py. Cached between
 # runs on one machine outside the checkout (CI starts from a clean clone), under

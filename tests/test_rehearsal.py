@@ -22,7 +22,6 @@ CHECKS = (
     "torch is the image's, unchanged",
     "no upstream DeepSpeed installed",
     "the bridge is the image's distribution (not PYTHONPATH)",
-    "wb.train on hpu, eager",
     "wb.train on hpu, lazy",
     "wb.launch(devices=2) on hpu: both ranks trained",
     "wb.doctor(device='hpu'): every check passes",
