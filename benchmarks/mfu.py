@@ -7,7 +7,6 @@ import statistics
 from typing import Any
 
 from workbench.backends.registry import device as pick
-from workbench.backends.registry import peak_tflops
 from workbench.planning.flops import flops_per_token
 
 from .contenders import SHAPES, engine_setup, interleaved, plain_trainer, wb_train
@@ -135,7 +134,8 @@ def run(
         log_every=log_every,
     )
     rates = {k: [v * batch_size * seq_len for v in vals] for k, vals in steps_per_s.items()}
-    results, ratios, figures, best = _summary(rates, per_token, peak_tflops(dev, precision))
+    peak = dev.chip.tflops.get(precision) if dev.chip is not None else None  # None: no MFU
+    results, ratios, figures, best = _summary(rates, per_token, peak)
     return {
         "bench": "mfu",
         "device": dev.to_dict(),

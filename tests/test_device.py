@@ -10,7 +10,7 @@ import pytest
 import workbench as wb
 from workbench.backends import chips
 from workbench.backends.chips import CHIPS
-from workbench.backends.registry import BACKENDS, chip, devices, peak_tflops
+from workbench.backends.registry import BACKENDS, chip, devices
 
 
 def test_cpu_record_for_real():
@@ -114,23 +114,24 @@ def test_unknown_chip_names_list_the_known_ones():
     # detected hardware the table does not know is not an error: it has no figures
     other = wb.device("cpu")
     other.kind, other.name = "cuda", "NVIDIA GeForce RTX 4090"
-    assert chip(other) is None and peak_tflops(other) is None and other.chip is None
+    assert chip(other) is None and other.chip is None
 
 
-def test_peak_tflops_reads_chips(monkeypatch):
+def test_each_chip_carries_its_dense_peak(monkeypatch):
     from dataclasses import replace
 
-    assert peak_tflops("Gaudi2") == 432 and peak_tflops("Gaudi3") == 1835
-    assert peak_tflops("H100") == peak_tflops("H200") == 989
-    assert peak_tflops("A100", "fp32") == 19.5 and peak_tflops("NVIDIA A100-SXM4-40GB", "fp16") == 312
-    assert peak_tflops("Gaudi1") is None, "uncertain figure: no MFU rather than a wrong one"
-    assert peak_tflops("Gaudi1", "fp16") is None
+    def peak(name, precision="bf16"):
+        return chip(name).tflops[precision]
+
+    assert peak("Gaudi2") == 432 and peak("Gaudi3") == 1835
+    assert peak("H100") == peak("H200") == 989
+    assert peak("A100", "fp32") == 19.5 and peak("NVIDIA A100-SXM4-40GB", "fp16") == 312
+    assert peak("Gaudi1") is None, "uncertain figure: no MFU rather than a wrong one"
+    assert peak("Gaudi1", "fp16") is None
     cpu = wb.device("cpu")
-    assert cpu.chip is CHIPS["CPU"] and peak_tflops(cpu) is None and peak_tflops(cpu, "auto") is None
-    with pytest.raises(ValueError, match="unknown precision 'fp8'; known: auto, fp32, bf16, fp16"):
-        peak_tflops("H100", "fp8")
+    assert cpu.chip is CHIPS["CPU"] and not any(CHIPS["CPU"].tflops.values())
     monkeypatch.setitem(CHIPS, "H200", replace(CHIPS["H200"], tflops={"bf16": 1.5}))
-    assert peak_tflops("NVIDIA H200") == 1.5, "the table is the only source"
+    assert peak("NVIDIA H200") == 1.5, "the table is the only source"
 
 
 def test_chip_table_facts():
@@ -177,7 +178,7 @@ def test_gaudi1_refuses_fp16_through_the_chip_table(fake_hpu, monkeypatch):
     sys.modules["pyhlml"].emulate()  # the emulated node's HLML lists the new cards
     d = wb.device("hpu")
     assert d.chip is CHIPS["Gaudi2"] and d.resolve_precision("fp16") == "fp16"
-    assert peak_tflops(d) == 432
+    assert d.chip.tflops["bf16"] == 432
 
 
 def test_fused_ops_come_from_the_hpu_module(fake_hpu):

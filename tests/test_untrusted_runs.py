@@ -336,7 +336,7 @@ READERS = {
     "training/engine.py": "run.resume(): the tests of resume above",
     "training/trainer.py": "resume's model, from RunDir.model_spec(the caller's trust): "
     "test_nothing_a_run_directory_says_runs_its_code_but_the_caller_can_let_it",
-    "planning/planner.py": "wb.plan: test_plan_reads_a_planted_run_as_data",
+    "planning/yourruns.py": "wb.plan: test_plan_reads_a_planted_run_as_data",
     "server/runs.py": "the lab panel: test_nothing_a_run_directory_says_runs_its_code_but_the_"
     "caller_can_let_it",
     "scaleout/worker.py": "torchrun's workers: test_a_worker_runs_a_model_s_code_only_when_its_"

@@ -65,17 +65,6 @@ def chip(device: str | DeviceInfo) -> Chip | None:
     return found
 
 
-def peak_tflops(device: str | DeviceInfo, precision: str = "bf16") -> float | None:
-    """Dense peak TFLOP/s of ``device`` in ``precision`` (``"auto"``: the device's choice, or
-    bf16 for a name); None where unknown (CPUs, Gaudi1)."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
-    if precision == "auto":
-        precision = device.precision if isinstance(device, DeviceInfo) else "bf16"
-    found = chip(device)
-    return found.tflops.get(precision) if found is not None else None
-
-
 # --------------------------------------------------------------------------- DeviceInfo
 def fmt_bytes(n: float | None) -> str:
     """Bytes as a short human string (GiB, MiB); "-" for none."""
