@@ -19,9 +19,9 @@
 # runs on one machine outside the checkout (CI starts from a clean clone), under
 # ${XDG_CACHE_HOME:-~/.cache}/gaudi-workbench/rehearse/<key> (REHEARSE_DIR= elsewhere), the key
 # a hash of constraints.txt, pyproject.toml, scripts/gaudi_venv.py and the Python: the image's
-# Python with its torch, the setup's venv (remade when the key changes, as `make` remakes .venv
-# when those files change) and the emulated device's extension. One rehearsal at a time per
-# cache (a lock).
+# Python with its torch and the setup's venv (remade when the key changes, as `make` remakes
+# .venv when those files change); the emulated device's build is the checkout's (below). One
+# rehearsal at a time per cache (a lock).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -79,8 +79,9 @@ for info in "$SITE"/habana_frameworks_double-*.dist-info "$SITE/habana_pyhlml-$H
 done
 TORCH=$(has_torch)
 # The double's emulated device is a C++ extension built with ninja (tests/fakes/README.md):
-# ninja comes with the image here; its build is kept in the cache between runs
-export PATH="$SYS/bin:$PATH" FAKE_HPU_BUILD_DIR="$R/fake_hpu_build"
+# ninja comes with the image here. One build serves the same sources, torch release and Python
+# ABI (its folder's digest), so the image loads the checkout's and the suite loads the image's
+export PATH="$SYS/bin:$PATH" FAKE_HPU_BUILD_DIR="${FAKE_HPU_BUILD_DIR:-$ROOT/.fake_hpu_build}"
 
 # ---- 2. the README's setup, from this checkout's files (tracked and new, not ignored)
 say "the README's setup (make's venv target, PYTHON=the image's Python) in $R/repo"
