@@ -44,17 +44,17 @@ def load():
     with open(folder / "build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one builder at a time; the others then load
         stale = folder / "lock"
-        killed = stale.exists()
-        if killed:
+        if stale.exists():
             # torch's own build lock (torch/utils/cpp_extension.py: FileBaton(build_directory
             # /'lock'), which a later build waits on for as long as the file exists, silently:
             # file_baton.py's wait). Every builder here holds the flock above first, and the
             # kernel releases a flock when its process dies: one found while holding it was
             # left by a build killed mid-way.
             stale.unlink()
-            print(f"fake hpu: removed {stale}, left by an extension build that was killed; "
-                  "building again", file=sys.stderr)
-        _loaded["ext"] = (None if killed else _built(folder / "fake_hpu_device.so")) or _build(folder)
+            print(f"fake hpu: removed {stale}, left by an extension build that was killed",
+                  file=sys.stderr)
+        # a module that imports is whole (a link killed mid-way leaves one that does not)
+        _loaded["ext"] = _built(folder / "fake_hpu_device.so") or _build(folder)
     _loaded["sdp_choice"] = register_sdp_choice()  # the Library must live as long as the kernel
     return _loaded["ext"]
 
@@ -77,7 +77,7 @@ def _built(path: Path):
     try:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-    except ImportError:  # cut short (a link killed mid-way): built again
+    except ImportError:  # cut short: built again
         return None
     return module
 
