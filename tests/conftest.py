@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import ipaddress
 import os
 import shutil
@@ -28,6 +29,9 @@ os.environ.pop("WORKBENCH_DEVICE", None)
 # Every test session builds the bundled datasets afresh in its own cache, and keeps the
 # Hugging Face caches out of the user's home.
 _CACHE = Path(tempfile.mkdtemp(prefix="wb-test-cache-"))
+# a script that imports a test module (tests/test_attach.py's scripts, for its own Trainer)
+# imports this file outside pytest, where no pytest_unconfigure removes it: its exit does
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 os.environ["WORKBENCH_CACHE"] = str(_CACHE / "workbench")
 os.environ["HF_HOME"] = str(_CACHE / "hf")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
