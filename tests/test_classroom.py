@@ -13,7 +13,6 @@ configurable-http-proxy (`npm ci`); both are there on CI. Every wait is on a con
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import pwd
@@ -175,17 +174,17 @@ print("@@" + _json.dumps({"module": _dev.held.module if _dev.held else None, "ru
 """
 
 
-def _built_device(python: Path, env: dict) -> Path:
-    """The emulated device, built (once: kept by its sources' digest) with the students' Python
-    as root, where every student may load it (torch's build lock is a file in its folder)."""
-    shared = Path("/var/tmp") / f"wb-classroom-build-{hashlib.sha256(str(python).encode()).hexdigest()[:12]}"
-    shared.mkdir(mode=0o777, exist_ok=True)
+def _built_device(python: Path, env: dict, shared: Path) -> Path:
+    """The emulated device for the students' Python, in ``shared`` (the test's folder, where
+    every student may load it: torch's build lock is a file in its folder): the suite's own
+    build copied (the same sources, torch and Python ABI), built with that Python where the
+    suite has none."""
+    shared.mkdir(mode=0o777)
     suite_build = os.environ.get("FAKE_HPU_BUILD_DIR") or ROOT / ".fake_hpu_build"
-    # the suite's own build, where it has one: the same sources, torch and Python ABI (its digest)
     code = ("import shutil, torch\nfrom pathlib import Path\n"
             "from habana_frameworks._device import load, build_dir\n"
             f"suite = Path({str(suite_build)!r}) / build_dir().name / 'fake_hpu_device.so'\n"
-            "if suite.exists() and not (build_dir() / suite.name).exists():\n"
+            "if suite.exists():\n"
             "    build_dir().mkdir(exist_ok=True)\n    shutil.copy(suite, build_dir())\n"
             "load()\nprint(build_dir())")
     done = subprocess.run([str(python), "-c", code],
@@ -228,7 +227,7 @@ def room():
     python, python_env = unix_users.python()
     emulated.update(python_env)
     root_env.update(python_env)
-    emulated["FAKE_HPU_BUILD_DIR"] = str(_built_device(python, root_env))
+    emulated["FAKE_HPU_BUILD_DIR"] = str(_built_device(python, root_env, top / "build"))
     student_env = {**root_env, **emulated}
 
     port, token = _port(), secrets.token_hex(16)

@@ -9,6 +9,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 
@@ -35,34 +36,64 @@ def reachable(path: Path) -> bool:
 def python() -> tuple[Path, dict[str, str]]:
     """This venv's Python as the students can run it, and the variables it needs. Where its
     interpreter sits under a private folder (this machine's pyenv under /root), a copy of the
-    interpreter, its standard library and headers, with a venv over this venv's site-packages,
-    etc and share (a teacher installs Python where every user can read it). Kept between runs
-    in /var/tmp (the emulated device is built for it there too)."""
+    interpreter, its standard library and headers (a teacher installs Python where every user
+    can read it), and in it a venv over this venv's site-packages, etc and share. Kept between
+    runs in /var/tmp: one copy of each interpreter (171 MB), shared by every checkout's venv
+    (a few links each); the venvs of checkouts since removed go when another is made."""
     real = Path(os.path.realpath(sys.executable))
     if reachable(real) and reachable(Path(sys.base_prefix) / "lib"):
         return Path(sys.executable), {}
     base, ver = Path(sys.base_prefix), f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    key = hashlib.sha256(f"{real}|{sys.version}|{sys.prefix}".encode()).hexdigest()[:12]
-    home = Path("/var/tmp") / f"wb-classroom-python-{key}"
-    py, venv = home / "python", home / "venv"
-    if not (home / "done").exists():
-        shutil.rmtree(home, ignore_errors=True)
-        (py / "bin").mkdir(parents=True)
-        shutil.copy2(real, py / "bin" / ver)
-        shutil.copytree(base / "lib" / ver, py / "lib" / ver,
-                        ignore=shutil.ignore_patterns("site-packages", "test"))
-        shutil.copytree(base / "include", py / "include")  # Python.h: the device's build
-        for lib in (base / "lib").glob("libpython*"):
-            shutil.copy2(lib, py / "lib" / lib.name)
-        (venv / "bin").mkdir(parents=True)
-        (venv / "pyvenv.cfg").write_text(f"home = {py / 'bin'}\ninclude-system-site-packages = false\n")
-        (venv / "bin" / "python").symlink_to(py / "bin" / ver)
-        (venv / "lib" / ver).mkdir(parents=True)
-        (venv / "lib" / ver / "site-packages").symlink_to(Path(sys.prefix) / "lib" / ver / "site-packages")
+    home = Path("/var/tmp") / f"wb-classroom-python-{_digest(real, sys.version)}"
+    py = home / "python"
+    if not home.exists():
+        def copy(new: Path) -> None:
+            (new / "python" / "bin").mkdir(parents=True)
+            shutil.copy2(real, new / "python" / "bin" / ver)
+            shutil.copytree(base / "lib" / ver, new / "python" / "lib" / ver,
+                            ignore=shutil.ignore_patterns("site-packages", "test"))
+            shutil.copytree(base / "include", new / "python" / "include")  # the device's build
+            for lib in (base / "lib").glob("libpython*"):
+                shutil.copy2(lib, new / "python" / "lib" / lib.name)
+            (new / "venvs").mkdir()
+        _made_whole(home, copy)
+    site = Path(sys.prefix) / "lib" / ver / "site-packages"
+    for old in (home / "venvs").iterdir():  # a removed checkout's venv: its link leads nowhere
+        if not (old / "lib" / ver / "site-packages").exists():
+            shutil.rmtree(old, ignore_errors=True)
+    venv = home / "venvs" / _digest(sys.prefix)
+
+    def link(new: Path) -> None:
+        (new / "bin").mkdir(parents=True)
+        (new / "pyvenv.cfg").write_text(f"home = {py / 'bin'}\ninclude-system-site-packages = false\n")
+        (new / "bin" / "python").symlink_to(py / "bin" / ver)
+        (new / "lib" / ver).mkdir(parents=True)
+        (new / "lib" / ver / "site-packages").symlink_to(site)
         for name in ("etc", "share"):
-            (venv / name).symlink_to(Path(sys.prefix) / name)
-        for p in [home, *home.rglob("*")]:
+            (new / name).symlink_to(Path(sys.prefix) / name)
+
+    if not venv.exists():
+        _made_whole(venv, link)
+    return venv / "bin" / "python", {"LD_LIBRARY_PATH": str(py / "lib")}
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:12]
+
+
+def _made_whole(path: Path, make) -> None:
+    """``make(folder)`` in a new folder beside ``path``, readable by everyone, then renamed to
+    ``path``: a run beside this one (another checkout's) sees it whole or not at all, and a
+    copy cut short is never ``path``. Where another run renamed first, its copy stays."""
+    new = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
+    try:
+        make(new)
+        for p in [new, *new.rglob("*")]:
             if not p.is_symlink():
                 p.chmod(p.stat().st_mode | 0o755 if p.is_dir() else p.stat().st_mode | 0o444)
-        (home / "done").touch()
-    return venv / "bin" / "python", {"LD_LIBRARY_PATH": str(py / "lib")}
+        try:
+            new.rename(path)
+        except OSError:  # another run's copy is there now
+            pass
+    finally:
+        shutil.rmtree(new, ignore_errors=True)
