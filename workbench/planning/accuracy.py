@@ -369,8 +369,7 @@ def accuracy_record(references: str | Path | None = None) -> dict[str, Any]:
     """What ``plan_references.json`` records under ``accuracy`` (and ``wb.plan`` reads for its
     ranges): per chip family, the median and worst absolute error through ``wb.plan`` (its
     time for a run that states its runtime, else its steady rate), of its steady rate alone
-    and of the MFU lookup alone, leave-one-out and held-out, and the quartiles of the signed
-    error over both."""
+    and of the MFU lookup alone, leave-one-out and held-out, and the intervals plan rows carry."""
     return accuracy_summary(leave_one_out(references), held_out(references))
 
 
@@ -382,16 +381,6 @@ def accuracy_summary(loo: list[dict], held: list[dict]) -> dict[str, Any]:
         [plain(r, nonfinite="null") for r in loo],
         [plain(r, nonfinite="null") for r in held],
     )
-    quartiles = {}
-    for family in FAMILIES:
-        errors = sorted(
-            r["error"]
-            for r in loo + held
-            if family_of(r["chip"]) == family and r["error"] is not None
-        )
-        if errors:
-            q = statistics.quantiles(errors, n=4, method="inclusive")
-            quartiles[family] = {"n": len(errors), "q25": round(q[0], 4), "q75": round(q[2], 4)}
     return {
         "leave_one_out_by_family": by_family(loo),
         "held_out_by_family": by_family(held),
@@ -399,7 +388,6 @@ def accuracy_summary(loo: list[dict], held: list[dict]) -> dict[str, Any]:
         "steady_held_out_by_family": by_family(held, "steady_error"),
         "lookup_leave_one_out_by_family": by_family(loo, "lookup_error"),
         "lookup_held_out_by_family": by_family(held, "lookup_error"),
-        "error_quartiles": quartiles,
         "intervals": intervals(loo, held),
         "leave_one_out": [{k: r[k] for k in ACCURACY_KEYS} for r in loo],
         "held_out": [{k: r[k] for k in ACCURACY_KEYS} for r in held],

@@ -191,14 +191,14 @@ def _choose(
     return pick, ""
 
 
-def _error_band(data: dict, found) -> tuple[float, float, str]:
-    """(low, high, why): the interval that holds 80% (the recorded level) of ``wb.plan``'s
+def _error_band(data: dict, found) -> tuple[float, float, str, float | None]:
+    """(low, high, why, level): the interval that holds 80% (the recorded level) of ``wb.plan``'s
     leave-one-out errors on published results of this chip's family (``accuracy.intervals``;
     pooled over every family where one has too few), with its coverage measured on held-out
     results and on the leave-one-out ones, each without itself: the time of a run lies between
     hours x (1 + low) and hours x (1 + high) that often (error = planned / published tokens/s
     - 1, so the true time is the planned x (1 + error)). A references file without intervals:
-    its interquartile range, said so."""
+    no range (level None), said so."""
     family = refs.family_of(found.name) if found is not None else "other"
     record = data.get("accuracy") or {}
     band = (record.get("intervals") or {}).get(family)
@@ -219,17 +219,8 @@ def _error_band(data: dict, found) -> tuple[float, float, str]:
             f"{band['high']:+.0%}, from the {band['from']} (wb.plan_accuracy(summary=True))"
             + covered
         )
-        return band["low"], band["high"], why
-    band = record.get("error_quartiles", {}).get(family)
-    if not band:
-        return 0.0, 0.0, f"no measured error for {family}: no range"
-    low, high = band["q25"], band["q75"]
-    why = (
-        f"{family}: wb.plan's error on {band['n']} published results (leave-one-out and "
-        f"held-out, wb.plan_accuracy()) has quartiles {low:+.0%} and {high:+.0%}: the time and "
-        f"cost lie in this range for half of them"
-    )
-    return low, high, why
+        return band["low"], band["high"], why, level
+    return 0.0, 0.0, f"no measured error for {family}: no range", None
 
 
 # --------------------------------------------------------------------------- one row
@@ -358,7 +349,7 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
     if lay.selective:
         sources["recompute"] = "selective recompute: the attention core's forward, 4·L·d·S a token"
 
-    low, high, why_range = _error_band(ctx["refs"], found)
+    low, high, why_range, level = _error_band(ctx["refs"], found)
     row.update(
         tokens_per_s_device=per_device,
         tokens_per_s=total,
@@ -370,6 +361,7 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
         hours=hours,
         hours_low=hours * (1 + low),
         hours_high=hours * (1 + high),
+        range_level=level,
     )
     sources["range"] = why_range + (
         ". This row's MFU is the stated default: an assumption, which no measured error covers"

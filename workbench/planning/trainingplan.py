@@ -32,6 +32,7 @@ COLUMNS = [
     "hours",
     "hours_low",
     "hours_high",
+    "range_level",
     "usd_per_device_hour",
     "cost_usd",
     "cost_low",
@@ -239,7 +240,7 @@ class TrainingPlan:
                 f"stack: {self.stack}", 96, initial_indent="  ", subsequent_indent="    "
             ),
             f"  {'device':<11}{'devices':>8}  {'stack':<15}{self.unit + 's/s':>12}  "
-            f"{'time':>11}  {'time range':>21}  {'cost':>10}  MFU from",
+            f"{'time':>11}  {self._interval()[0]:>21}  {'cost':>10}  MFU from",
         ]
         for r in self.rows:
             span = (
@@ -253,9 +254,27 @@ class TrainingPlan:
                 f"{fmt_hours(r.get('hours')):>11}  {span:>21}  {fmt_money(r.get('cost_usd')):>10}  "
                 f"{r.get('mfu_from') or r.get('note', '')}"
             )
-        for answer in self._answers() + [self._prices()]:
+        for answer in self._notes():
             lines += textwrap.wrap(answer, 96, initial_indent="  ", subsequent_indent="    ")
         return "\n".join(line for line in lines if line.strip())
+
+    def _interval(self) -> tuple[str, str]:
+        """The intervals' column name ("80% interval" where every row's has that level, else
+        "range") and what they mean, in one line."""
+        levels = {r.get("range_level") for r in self.rows} - {None}
+        if len(levels) != 1:
+            return "range", "range: each row's own (its sources['range'] says what it holds)"
+        level = levels.pop()
+        return f"{level:.0%} interval", (
+            f"{level:.0%} interval: the time and the cost if the planner errs as it did on the "
+            f"middle {level:.0%} of published runs it was not fitted to, by chip family (each "
+            "row's sources['range'] says which runs and how often it held; "
+            "wb.plan_accuracy(summary=True))"
+        )
+
+    def _notes(self) -> list[str]:
+        """The lines under the table: what its intervals mean, the answers, the prices."""
+        return [self._interval()[1], *self._answers(), self._prices()]
 
     def _prices(self) -> str:
         """Each priced row's price with its provider and date, in one line ("" if none)."""
@@ -327,7 +346,7 @@ class TrainingPlan:
             "devices, strategy",
             f"{self.unit}s/s",
             "time",
-            "time range",
+            f"time, {self._interval()[0]}",
             "cost",
             f"$/M {self.unit}s",
             "MFU",
@@ -364,7 +383,7 @@ class TrainingPlan:
             f"{markup.table(body, heads, font=False)}"
             + "".join(
                 f"<p style='margin:4px 8px'>{html.escape(a)}</p>"
-                for a in [f"stack: {self.stack}", *self._answers(), self._prices()]
+                for a in [f"stack: {self.stack}", *self._notes()]
                 if a
             )
             + f"<details><summary>sources</summary><ul>{''.join(notes)}</ul></details></div>"
