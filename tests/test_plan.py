@@ -746,6 +746,13 @@ def test_every_row_carries_the_range_of_its_families_measured_error_and_says_whe
     assert ("80% interval: the time and the cost if the planner errs as it did on the middle 80% "
             "of published runs it was not fitted to, by chip family") in printed
     assert "time, 80% interval" in p._repr_html_() and "the middle 80% of published runs" in p._repr_html_()
+    # a references file without the accuracy record: no interval, and no line claiming one
+    bare = {k: v for k, v in refs.references().items() if k != "accuracy"}
+    none = wb.plan("llama-7b", tokens=1e9, batch_size=4, seq_len=2048, num_devices=8, runs=NO_RUNS,
+                   devices=["Gaudi2", "H100"], references=bare)
+    assert {r["range_level"] for r in none.rows} == {None}
+    assert "interval" not in repr(none) and "range:" not in repr(none)
+    assert all("no measured error" in r["sources"]["range"] for r in none.rows)
 
 
 LLAMA_405B = dict(hidden_size=16384, intermediate_size=53248, num_hidden_layers=126, num_attention_heads=128,

@@ -260,9 +260,11 @@ class TrainingPlan:
 
     def _interval(self) -> tuple[str, str]:
         """The intervals' column name ("80% interval" where every row's has that level, else
-        "range") and what they mean, in one line."""
+        "range") and what they mean, in one line ("" where no row has one)."""
         levels = {r.get("range_level") for r in self.rows} - {None}
-        if len(levels) != 1:
+        if not levels:
+            return "range", ""
+        if len(levels) > 1:
             return "range", "range: each row's own (its sources['range'] says what it holds)"
         level = levels.pop()
         return f"{level:.0%} interval", (
