@@ -397,6 +397,14 @@ def test_cheapest_and_fastest_are_the_table_minima():
     assert list(df["device"]) == ["Gaudi2", "Gaudi3", "A100 80GB", "H100 SXM", "H200", "detected"]
 
 
+def test_a_plan_shorter_than_a_minute_prints_seconds_and_under_a_cent_says_so():
+    p = wb.plan("gpt2-tiny", tokens=10**6, batch_size=8, seq_len=128, devices=["H100"], runs=NO_RUNS)
+    row = p.row("H100")
+    assert row["hours"] * 3600 < 60 and row["cost_usd"] < 0.005  # what the printing below is for
+    line = next(x for x in str(p).splitlines() if x.strip().startswith("H100"))
+    assert f"{row['hours'] * 3600:.1f} s" in line and "<$0.01" in line and "0.0 min" not in line
+
+
 @pytest.mark.parametrize("kwargs, words", [
     ({"devices": ["TPUv5"]}, ["devices", "TPUv5", "Gaudi2", "H200"]),
     ({"prices": {"TPU": 1.0}}, ["prices", "TPU", "known"]),

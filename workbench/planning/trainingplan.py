@@ -53,18 +53,22 @@ KINDS = {
 
 
 def fmt_hours(h: float | None) -> str:
-    """Hours as minutes, hours or days; "-" for none."""
+    """Hours as seconds, minutes, hours or days; "-" for none."""
     if h is None:
         return "-"
+    if h < 1 / 60:
+        return f"{h * 3600:.1f} s"
     if h < 1:
         return f"{h * 60:.1f} min"
     return f"{h:,.1f} h" if h < 48 else f"{h / 24:,.1f} days"
 
 
 def fmt_money(x: float | None) -> str:
-    """Dollars (cents below $100); "-" for none."""
+    """Dollars (cents below $100, "<$0.01" below a cent); "-" for none."""
     if x is None:
         return "-"
+    if 0 < x < 0.005:
+        return "<$0.01"
     return f"${x:,.2f}" if x < 100 else f"${x:,.0f}"
 
 

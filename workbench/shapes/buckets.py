@@ -3,7 +3,7 @@
 On Gaudi every new input shape compiles a graph, so dynamic padding keeps compiling and
 padding to ``max_length`` computes mostly padding. ``buckets`` picks at most ``k`` lengths that
 minimise padding (exact dynamic programming over the length histogram); ``BucketBatchSampler``
-groups examples of similar length; ``padding_stats`` and ``tradeoff`` measure the waste.
+groups examples of similar length; ``padding_stats`` and ``tradeoff_rows`` measure the waste.
 """
 
 from __future__ import annotations
@@ -360,25 +360,3 @@ def tradeoff_rows(lengths, batch_size: int, max_length: int | None, ks, seed: in
             }
         )
     return rows
-
-
-def tradeoff(lengths, batch_size: int, max_length: int | None = None, ks=(4, 8, 16), seed: int = 0):
-    """Padding waste against static shapes for several bucket counts ``k``.
-
-    Parameters
-    ----------
-    lengths : array-like of int
-        Token length of every example.
-    batch_size, max_length : int
-        As in training.
-    ks : sequence of int
-        Bucket counts to compare.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns k, boundaries, waste_pct, shapes, useful_tokens_per_step.
-    """
-    import pandas as pd
-
-    return pd.DataFrame(tradeoff_rows(lengths, batch_size, max_length, ks, seed))
