@@ -321,6 +321,8 @@ def test_a_global_batch_below_the_device_count_plans_with_model_parallel_absorbi
     )
     assert row["devices"] == 64 and data <= 8 and 8 % data == 0, row["strategy"]
     assert "--global-batch-size 8 " in row["launch"]
+    one = wb.plan("llama-8b", global_batch=4, num_devices=8, **small).row("H100")["strategy"]
+    assert ", 1 micro-batch a step" in one, one  # one, not "1 micro-batches"
     # a global batch that is batch_size x devices plans as that batch_size
     same = [
         wb.plan("llama-8b", num_devices=8, **small, **kw).row("H100")["tokens_per_s"]

@@ -118,7 +118,8 @@ class Layout:
                 f"ZeRO-{self.zero}" if self.zero else "data parallel"
             )
         if self.megatron:
-            text += f", micro-batch {self.micro_batch}, {self.accumulation} micro-batches a step"
+            m = self.accumulation
+            text += f", micro-batch {self.micro_batch}, {m} micro-batch{'es' * (m > 1)} a step"
         elif self.accumulation > 1:
             text += f", micro-batch {self.micro_batch} x {self.accumulation} accumulation steps"
         return (
