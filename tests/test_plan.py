@@ -83,6 +83,16 @@ def test_your_runs_come_before_references_and_predict_another_sequence_length(tm
     assert a100["mfu_from"] == "published"  # a run on another chip does not count
 
 
+def test_a_row_of_this_machine_without_a_price_says_how_to_give_one(tmp_path, fake_run):
+    here = wb.device()
+    fake_run(tmp_path, "a", "gpt2-small", seq=512, batch=16, tokens_per_s=2_000.0, device=here)
+    p = wb.plan("gpt2-small", tokens=1e8, batch_size=16, seq_len=512, devices=["detected"],
+                runs=tmp_path)
+    row = p.row("detected")
+    assert row["mfu_from"] == "your runs" and row.get("cost_usd") is None
+    assert "detected: no price: pass prices={'detected': DOLLARS_PER_DEVICE_HOUR}" in repr(p)
+
+
 def test_an_explicit_mfu_beats_your_runs_and_unfinished_or_far_runs_do_not_count(tmp_path, fake_run):
     fake_run(tmp_path, "a", "gpt2-small", seq=512, batch=16, tokens_per_s=200_000.0, device=H100)
     fake_run(tmp_path, "b", "gpt2-xl", seq=512, batch=16, tokens_per_s=1.0, device=H100)  # 12x the size
@@ -321,9 +331,13 @@ def test_num_devices_plans_that_many_or_the_fewest_that_hold_a_step():
     assert efficiency(refs.references(), CHIPS["H100 SXM"], 8) == 1.0
     assert r["tokens_per_s"] == pytest.approx(8 * r1["tokens_per_s"])
     assert r["cost_usd"] == pytest.approx(r1["cost_usd"])
-    big = wb.plan("llama-70b", tokens=1e9, batch_size=1, seq_len=2048, devices=["H100"], num_devices=2,
-                  runs=NO_RUNS).row("H100 SXM")
+    more = wb.plan("llama-70b", tokens=1e9, batch_size=1, seq_len=2048, devices=["H100", "A100"],
+                   num_devices=2, runs=NO_RUNS)
+    big = more.row("H100 SXM")
     assert big["devices"] > 2 and "num_devices=2 do not hold a step" in big["note"]
+    # the printed plan and its notebook view say so, once for the rows it holds for
+    for text in (repr(more), html.unescape(more._repr_html_())):
+        assert f"H100 SXM, A100 80GB: {big['note']}" in " ".join(text.split()), text
     with pytest.raises(ValueError, match="num_devices must be a positive integer"):
         wb.plan("gpt2-small", tokens=1e9, batch_size=8, num_devices=0)
 
@@ -760,6 +774,12 @@ def test_every_row_carries_the_range_of_its_families_measured_error_and_says_whe
                    devices=["Gaudi2", "H100"], references=bare)
     assert {r["range_level"] for r in none.rows} == {None}
     assert "interval" not in repr(none) and "range:" not in repr(none)
+    # and the column shows none, not a span from the time to itself
+    from workbench.planning.trainingplan import fmt_hours
+
+    for r in none.rows:
+        line = next(x for x in repr(none).splitlines() if x.strip().startswith(r["device"]))
+        assert f"{fmt_hours(r['hours'])} - " not in line and re.search(r" - +\$", line), line
     assert all("no measured error" in r["sources"]["range"] for r in none.rows)
 
 

@@ -389,7 +389,8 @@ def _row(key: str, spec, mp, tokens: int, per_token: int | None, precision: str,
             + (f" (read {price['read']})" if price.get("read") else "")
         )
     else:
-        row["note"] = "no price: pass prices={" + repr(key) + ": DOLLARS_PER_DEVICE_HOUR}"
+        unpriced = "no price: pass prices={" + repr(key) + ": DOLLARS_PER_DEVICE_HOUR}"
+        row["note"] = "; ".join(filter(None, [row.get("note"), unpriced]))
     return {**row, "sources": sources}
 
 

@@ -72,6 +72,13 @@ def fmt_money(x: float | None) -> str:
     return f"${x:,.2f}" if x < 100 else f"${x:,.0f}"
 
 
+def _span(row: dict) -> str:
+    """A row's time interval, "-" where it has none (no measured error covers its chip)."""
+    if row.get("range_level") is None:
+        return "-"
+    return f"{fmt_hours(row['hours_low'])} - {fmt_hours(row['hours_high'])}"
+
+
 def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:,.0f}"
 
@@ -247,15 +254,10 @@ class TrainingPlan:
             f"{'time':>11}  {self._interval()[0]:>21}  {'cost':>10}  MFU from",
         ]
         for r in self.rows:
-            span = (
-                f"{fmt_hours(r['hours_low'])} - {fmt_hours(r['hours_high'])}"
-                if r.get("hours_low") is not None
-                else "-"
-            )
             lines.append(
                 f"  {r['device']:<11}{r.get('devices') or '-':>8}  {r.get('stack') or '-':<15}"
-                f"{_num(r.get('tokens_per_s')):>12}  "
-                f"{fmt_hours(r.get('hours')):>11}  {span:>21}  {fmt_money(r.get('cost_usd')):>10}  "
+                f"{_num(r.get('tokens_per_s')):>12}  {fmt_hours(r.get('hours')):>11}  "
+                f"{_span(r):>21}  {fmt_money(r.get('cost_usd')):>10}  "
                 f"{r.get('mfu_from') or r.get('note', '')}"
             )
         for answer in self._notes():
@@ -279,8 +281,15 @@ class TrainingPlan:
         )
 
     def _notes(self) -> list[str]:
-        """The lines under the table: what its intervals mean, the answers, the prices."""
-        return [self._interval()[1], *self._answers(), self._prices()]
+        """The lines under the table: what its intervals mean, the notes of rows whose last
+        column names where their MFU came from instead (planned on more devices than asked, no
+        price), one line a note with its rows, the answers, the prices."""
+        rows: dict[str, list[str]] = {}
+        for r in self.rows:
+            if r.get("mfu_from") and r.get("note"):
+                rows.setdefault(r["note"], []).append(r["device"])
+        notes = [f"{', '.join(d)}: {n}" for n, d in rows.items()]
+        return [self._interval()[1], *notes, *self._answers(), self._prices()]
 
     def _prices(self) -> str:
         """Each priced row's price with its provider and date, in one line ("" if none)."""
@@ -368,9 +377,7 @@ class TrainingPlan:
                 r.get("strategy") or "-",
                 _num(r.get("tokens_per_s")),
                 fmt_hours(r.get("hours")),
-                f"{fmt_hours(r.get('hours_low'))} - {fmt_hours(r.get('hours_high'))}"
-                if r.get("hours_low") is not None
-                else "-",
+                _span(r),
                 fmt_money(r.get("cost_usd")),
                 fmt_money(r.get("usd_per_million_tokens")),
                 mfu,
