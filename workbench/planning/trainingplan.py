@@ -265,14 +265,11 @@ class TrainingPlan:
         return "\n".join(line for line in lines if line.strip())
 
     def _interval(self) -> tuple[str, str]:
-        """The intervals' column name ("80% interval" where every row's has that level, else
-        "range") and what they mean, in one line ("" where no row has one)."""
-        levels = {r.get("range_level") for r in self.rows} - {None}
-        if not levels:
+        """The intervals' column name ("80% interval") and what they mean, in one line; "range"
+        and "" where no row has one. Every row reads one references record: one level."""
+        level = next((r["range_level"] for r in self.rows if r.get("range_level")), None)
+        if level is None:
             return "range", ""
-        if len(levels) > 1:
-            return "range", "range: each row's own (its sources['range'] says what it holds)"
-        level = levels.pop()
         return f"{level:.0%} interval", (
             f"{level:.0%} interval: the time and the cost if the planner errs as it did on the "
             f"middle {level:.0%} of published runs it was not fitted to, by chip family (each "
